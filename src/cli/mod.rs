@@ -1,0 +1,151 @@
+//! Command-line interface: parse arguments, load the configuration, run one
+//! subcommand. Exit codes: 0 success, 1 runtime failure, 78 (EX_CONFIG) an
+//! unusable configuration.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::{self, Config, ConfigError, ConfigSource, Env, LogFormat};
+use crate::store::Store;
+
+/// Exit code for an unusable configuration (sysexits' EX_CONFIG); the
+/// systemd unit does not restart on it.
+pub const EXIT_CONFIG: u8 = 78;
+
+/// switchboard: a gateway between chat platforms, webhooks and tool-using
+/// LLM agents.
+#[derive(Debug, Parser)]
+#[command(name = "switchboard", version, about, long_about = None)]
+pub struct Cli {
+    /// Configuration file [default: ./gateway.toml, or the built-in
+    /// defaults when it does not exist].
+    #[arg(long, short = 'c', global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Log format; overrides `log.format`.
+    #[arg(long, global = true, value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the gateway daemon until SIGTERM or SIGINT.
+    Run,
+    /// Validate the configuration and show what would start.
+    Check,
+    /// Apply pending database migrations and exit.
+    Migrate,
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let env = Env::from_process();
+    let config = match config::load(cli.config.as_deref(), &env) {
+        Ok(loaded) => loaded,
+        Err(err) => return config_failure(&err),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(dispatch(cli, config));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!(error = %format!("{err:#}"), "exiting");
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn config_failure(err: &ConfigError) -> ExitCode {
+    for line in err.to_string().lines() {
+        eprintln!("error: {line}");
+    }
+    ExitCode::from(EXIT_CONFIG)
+}
+
+async fn dispatch(cli: Cli, (config, source): (Config, ConfigSource)) -> anyhow::Result<()> {
+    let format = cli.log_format.unwrap_or(config.log.format);
+    match cli.command {
+        Command::Run => {
+            crate::telemetry::init_logging(format, &config.log.level);
+            match &source {
+                ConfigSource::File(path) => {
+                    tracing::info!(config.path = %path.display(), "configuration loaded");
+                }
+                ConfigSource::Defaults => {
+                    tracing::warn!("no gateway.toml here; running on the built-in defaults");
+                }
+            }
+            crate::daemon::run(config).await?;
+            Ok(())
+        }
+        Command::Check => {
+            print!("{}", check_report(&config, &source));
+            Ok(())
+        }
+        Command::Migrate => {
+            crate::telemetry::init_logging(format, &config.log.level);
+            let store = Store::connect(&config.storage).await?;
+            let applied = store.migrate().await?;
+            println!(
+                "applied {applied} migration(s); schema version {} ({:?})",
+                store.schema_version().await?,
+                store.kind()
+            );
+            store.close().await;
+            Ok(())
+        }
+    }
+}
+
+/// The text `switchboard check` prints for a valid configuration.
+pub fn check_report(config: &Config, source: &ConfigSource) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let origin = match source {
+        ConfigSource::File(path) => path.display().to_string(),
+        ConfigSource::Defaults => "built-in defaults".into(),
+    };
+    let _ = writeln!(out, "config: {origin}: ok");
+    let _ = writeln!(out, "storage: {}", redact_url(&config.storage.url));
+    let _ = writeln!(out, "http: {}", config.server.listen);
+    let _ = writeln!(
+        out,
+        "llm: {:?} {} at {}",
+        config.llm.provider,
+        config.llm.model,
+        redact_url(&config.llm.base_url)
+    );
+    let _ = writeln!(out, "components:");
+    for c in config::component_statuses(config) {
+        let state = if c.enabled { "enabled" } else { "disabled" };
+        let _ = writeln!(out, "  {:<9} {:<9} {}", c.name, state, c.detail);
+    }
+    out
+}
+
+/// A URL with any password replaced by `***`, for logs and reports.
+pub fn redact_url(raw: &str) -> String {
+    match url::Url::parse(raw) {
+        Ok(mut url) if url.password().is_some() => {
+            let _ = url.set_password(Some("***"));
+            url.to_string()
+        }
+        _ => raw.to_string(),
+    }
+}

@@ -1,0 +1,134 @@
+//! Reading `gateway.toml` and the `SWITCHBOARD_<SECTION>__<KEY>` overrides.
+
+use std::path::{Path, PathBuf};
+
+use config::{Environment, File, FileFormat};
+
+use super::validate::{Env, Problem};
+use super::{Config, validate};
+
+/// Keys whose environment override is a comma-separated list.
+const LIST_KEYS: &[&str] = &[
+    "approvals.approvers",
+    "telegram.allowed_users",
+    "telegram.toolsets",
+    "discord.allowed_users",
+    "discord.allowed_roles",
+    "discord.allowed_channels",
+    "discord.toolsets",
+    "slack.allowed_users",
+    "slack.allowed_channels",
+    "slack.toolsets",
+];
+
+/// Why a configuration could not be used. Each problem renders as one line
+/// that names the key and the reason.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file named with `--config` does not exist or cannot be read.
+    #[error("{}: cannot read config file: {reason}", path.display())]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// What the OS or the parser said.
+        reason: String,
+    },
+    /// The file or an override does not fit the schema, or fails a check.
+    #[error("{}", render(.0))]
+    Invalid(Vec<Problem>),
+}
+
+fn render(problems: &[Problem]) -> String {
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Where the configuration came from, for the start-up log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// A file on disk.
+    File(PathBuf),
+    /// No file at the default path: the built-in defaults.
+    Defaults,
+}
+
+/// Loads and validates the configuration.
+///
+/// `explicit` is the `--config` argument: a file named there must exist.
+/// Without it `./gateway.toml` is used when present and the built-in
+/// defaults otherwise.
+pub fn load(explicit: Option<&Path>, env: &Env) -> Result<(Config, ConfigSource), ConfigError> {
+    let (text, source) = match explicit {
+        Some(path) => (read(path)?, ConfigSource::File(path.to_path_buf())),
+        None => {
+            let path = Path::new("gateway.toml");
+            if path.exists() {
+                (read(path)?, ConfigSource::File(path.to_path_buf()))
+            } else {
+                (String::new(), ConfigSource::Defaults)
+            }
+        }
+    };
+    let config = load_from_str(&text, env).map_err(|err| match (err, &source) {
+        (ConfigError::Invalid(problems), ConfigSource::File(path)) => {
+            ConfigError::Invalid(problems.into_iter().map(|p| p.in_file(path)).collect())
+        }
+        (err, _) => err,
+    })?;
+    Ok((config, source))
+}
+
+fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|err| ConfigError::Unreadable {
+        path: path.to_path_buf(),
+        reason: err.to_string(),
+    })
+}
+
+/// Parses TOML text, applies the environment overrides found in `env`, and
+/// validates the result against `env` (for the secrets it names).
+pub fn load_from_str(toml: &str, env: &Env) -> Result<Config, ConfigError> {
+    let mut overrides = Environment::with_prefix("SWITCHBOARD")
+        .prefix_separator("_")
+        .separator("__")
+        .try_parsing(true)
+        .list_separator(",")
+        .source(Some(env.prefixed("SWITCHBOARD_")));
+    for key in LIST_KEYS {
+        overrides = overrides.with_list_parse_key(key);
+    }
+    let merged = config::Config::builder()
+        .add_source(File::from_str(toml, FileFormat::Toml))
+        .add_source(overrides)
+        .build()
+        .map_err(|err| ConfigError::Invalid(vec![Problem::syntax(err.to_string())]))?;
+    let config: Config = serde_path_to_error::deserialize(merged).map_err(|err| {
+        let key = err.path().to_string();
+        let mut reason = strip_key_suffix(&err.into_inner().to_string());
+        let var = format!("SWITCHBOARD_{}", key.to_uppercase().replace('.', "__"));
+        if env.get(&var).is_some() {
+            reason.push_str(&format!(" (set by {var})"));
+        }
+        ConfigError::Invalid(vec![Problem::new(key, reason)])
+    })?;
+    let problems = validate(&config, env);
+    if problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(ConfigError::Invalid(problems))
+    }
+}
+
+/// The `config` crate appends " for key `x`" or "in <origin>" to messages;
+/// the key is already in front of ours.
+fn strip_key_suffix(message: &str) -> String {
+    let cut = [" for key `", " in the environment", " for key \""]
+        .iter()
+        .filter_map(|marker| message.find(marker))
+        .min()
+        .unwrap_or(message.len());
+    message[..cut].trim().to_string()
+}

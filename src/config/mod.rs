@@ -1,0 +1,279 @@
+//! Typed configuration: the contract of `gateway.toml` (SPEC §10).
+//!
+//! Every struct rejects unknown keys, every field has a default, and secrets
+//! appear only as the *names* of environment variables. Loading (file +
+//! `SWITCHBOARD_<SECTION>__<KEY>` overrides) lives in [`load`]; the checks
+//! that need more than a type (URLs, secrets present, route sanity) live in
+//! [`validate`].
+
+mod load;
+mod platforms;
+mod validate;
+
+pub use load::{ConfigError, ConfigSource, load, load_from_str};
+pub use platforms::{
+    DeliverConfig, DeliverKind, DiscordConfig, McpConfig, McpServerConfig, SignatureScheme,
+    SlackConfig, SlackMode, TelegramConfig, TelegramMode, WebhookConfig, WebhookRoute,
+};
+pub use validate::{ComponentStatus, Env, Problem, component_statuses, validate};
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// The whole gateway configuration.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// HTTP listener: health, metrics, webhooks, Slack events, Telegram webhook.
+    pub server: ServerConfig,
+    /// Where sessions, messages, the inbox and approvals are kept.
+    pub storage: StorageConfig,
+    /// Log level and format.
+    pub log: LogConfig,
+    /// The language model the agents talk to.
+    pub llm: LlmConfig,
+    /// Agent loop behaviour shared by every session.
+    pub agent: AgentConfig,
+    /// Dangerous-command approvals.
+    pub approvals: ApprovalsConfig,
+    /// Telegram adapter.
+    pub telegram: TelegramConfig,
+    /// Discord adapter.
+    pub discord: DiscordConfig,
+    /// Slack adapter.
+    pub slack: SlackConfig,
+    /// Webhook receiver (GitHub, GitLab, CI).
+    pub webhook: WebhookConfig,
+    /// MCP tool servers.
+    pub mcp: McpConfig,
+}
+
+/// `[server]`: the HTTP listener.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Address the HTTP server binds; port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// External base URL of this gateway, used to register the Telegram
+    /// webhook; empty when the gateway is not reachable from outside.
+    pub public_url: String,
+    /// Largest request body accepted, in bytes; larger bodies get 413.
+    pub max_body_bytes: usize,
+    /// Longest time one HTTP request may take before it is answered 408.
+    pub request_timeout_secs: u64,
+    /// How long running turns may take to finish after SIGTERM before the
+    /// daemon exits anyway.
+    pub shutdown_grace_secs: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            public_url: String::new(),
+            max_body_bytes: 1024 * 1024,
+            request_timeout_secs: 30,
+            shutdown_grace_secs: 30,
+        }
+    }
+}
+
+/// `[storage]`: the database.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageConfig {
+    /// `sqlite://path/to/file.db` (created if missing) or
+    /// `postgres://user@host/db`.
+    pub url: String,
+    /// Largest number of pooled connections.
+    pub max_connections: u32,
+    /// SQLite only: how long a writer waits for a lock before failing, in
+    /// milliseconds.
+    pub busy_timeout_ms: u64,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        Self {
+            url: "sqlite://data/switchboard.db".into(),
+            max_connections: 8,
+            busy_timeout_ms: 5000,
+        }
+    }
+}
+
+/// `[log]`: logging.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// `human` (default) or `json`; `--log-format` overrides it.
+    pub format: LogFormat,
+    /// A `tracing` filter such as `info` or `switchboard=debug,sqlx=warn`;
+    /// `RUST_LOG` overrides it.
+    pub level: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            format: LogFormat::Human,
+            level: "info".into(),
+        }
+    }
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Readable lines for a terminal or journald.
+    Human,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `[llm]`: the main model.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LlmConfig {
+    /// `openai` (any OpenAI-compatible endpoint) or `anthropic`.
+    pub provider: LlmProvider,
+    /// API base URL, e.g. `https://api.openai.com/v1` or an Ollama URL.
+    pub base_url: String,
+    /// Model name sent with every request.
+    pub model: String,
+    /// Name of the environment variable holding the API key; empty for
+    /// endpoints that need none.
+    pub api_key_env: String,
+    /// Longest time one model request may take.
+    pub request_timeout_secs: u64,
+    /// Largest number of tokens the model may produce per call.
+    pub max_tokens: u32,
+    /// The model's context window in tokens; compression starts near it.
+    pub context_window: u32,
+    /// Model used for context compression and smart approvals; each unset
+    /// key falls back to the main model's.
+    pub auxiliary: AuxiliaryLlmConfig,
+}
+
+impl Default for LlmConfig {
+    fn default() -> Self {
+        Self {
+            provider: LlmProvider::Openai,
+            base_url: "https://api.openai.com/v1".into(),
+            model: "gpt-4.1-mini".into(),
+            api_key_env: "OPENAI_API_KEY".into(),
+            request_timeout_secs: 120,
+            max_tokens: 4096,
+            context_window: 128_000,
+            auxiliary: AuxiliaryLlmConfig::default(),
+        }
+    }
+}
+
+/// `[llm.auxiliary]`: the helper model; unset keys inherit from `[llm]`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuxiliaryLlmConfig {
+    /// Provider of the auxiliary model.
+    pub provider: Option<LlmProvider>,
+    /// Base URL of the auxiliary model.
+    pub base_url: Option<String>,
+    /// Model name of the auxiliary model.
+    pub model: Option<String>,
+    /// Environment variable with the auxiliary model's API key.
+    pub api_key_env: Option<String>,
+}
+
+/// Wire protocol of a model endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LlmProvider {
+    /// OpenAI chat completions, spoken by OpenAI, OpenRouter, Ollama, vLLM…
+    Openai,
+    /// Anthropic Messages.
+    Anthropic,
+}
+
+/// `[agent]`: the agent loop.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    /// Directory under which each session gets its own workspace.
+    pub workspace: PathBuf,
+    /// What a message arriving during a running turn does: `queue` or
+    /// `interrupt`.
+    pub busy_input_mode: BusyInputMode,
+    /// Largest number of model calls in one turn.
+    pub max_iterations: u32,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            workspace: PathBuf::from("data/workspace"),
+            busy_input_mode: BusyInputMode::Queue,
+            max_iterations: 90,
+        }
+    }
+}
+
+/// Policy for messages that arrive while a turn runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BusyInputMode {
+    /// Run it after the current turn (FIFO, capped).
+    Queue,
+    /// Cancel the current turn at the next boundary and run it.
+    Interrupt,
+}
+
+/// `[approvals]`: dangerous-command approvals.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApprovalsConfig {
+    /// `manual` (ask a human), `smart` (auxiliary model first) or `off`.
+    pub mode: ApprovalMode,
+    /// Seconds a request waits for a decision before it is denied.
+    pub timeout_secs: u64,
+    /// Platform user ids allowed to approve anyone's request.
+    pub approvers: Vec<String>,
+    /// Chat that receives approval requests of sessions with no human
+    /// (webhook runs); without it such requests are denied.
+    pub route_to: Option<ChatTarget>,
+}
+
+impl Default for ApprovalsConfig {
+    fn default() -> Self {
+        Self {
+            mode: ApprovalMode::Manual,
+            timeout_secs: 300,
+            approvers: Vec::new(),
+            route_to: None,
+        }
+    }
+}
+
+/// How dangerous commands are decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalMode {
+    /// A human decides in the chat.
+    Manual,
+    /// The auxiliary model decides; escalations and errors go to a human.
+    Smart,
+    /// No approvals (hard blocks still apply).
+    Off,
+}
+
+/// A chat on one of the connected platforms.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChatTarget {
+    /// `telegram`, `discord` or `slack`.
+    pub platform: String,
+    /// The platform's chat or channel id.
+    pub chat: String,
+}

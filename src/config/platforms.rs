@@ -1,0 +1,273 @@
+//! Config sections of the platform adapters, the webhook receiver and MCP.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// `[telegram]`: the Telegram adapter.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelegramConfig {
+    /// Whether the adapter starts.
+    pub enabled: bool,
+    /// Environment variable holding the bot token.
+    pub token_env: String,
+    /// Bot API base URL; point it at a self-hosted Bot API server if needed.
+    pub api_url: String,
+    /// `polling` (default) or `webhook` (route `POST /telegram/webhook`,
+    /// needs `server.public_url`).
+    pub mode: TelegramMode,
+    /// Environment variable holding the webhook secret token (webhook mode).
+    pub webhook_secret_env: String,
+    /// Numeric user ids allowed to talk to the bot; empty means pairing.
+    pub allowed_users: Vec<i64>,
+    /// In groups, answer only when mentioned or replied to.
+    pub require_mention: bool,
+    /// Toolsets for Telegram sessions; unset means `gateway-telegram`.
+    pub toolsets: Option<Vec<String>>,
+}
+
+impl Default for TelegramConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            token_env: "TELEGRAM_BOT_TOKEN".into(),
+            api_url: "https://api.telegram.org".into(),
+            mode: TelegramMode::Polling,
+            webhook_secret_env: "TELEGRAM_WEBHOOK_SECRET".into(),
+            allowed_users: Vec::new(),
+            require_mention: true,
+            toolsets: None,
+        }
+    }
+}
+
+/// How Telegram updates reach the gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TelegramMode {
+    /// getUpdates long polling.
+    Polling,
+    /// setWebhook pointing at `server.public_url`.
+    Webhook,
+}
+
+/// `[discord]`: the Discord adapter.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DiscordConfig {
+    /// Whether the adapter starts.
+    pub enabled: bool,
+    /// Environment variable holding the bot token.
+    pub token_env: String,
+    /// REST base URL; the gateway URL is discovered through it.
+    pub api_url: String,
+    /// Snowflake ids of users allowed to talk to the bot.
+    pub allowed_users: Vec<String>,
+    /// Snowflake ids of roles whose members may talk to the bot.
+    pub allowed_roles: Vec<String>,
+    /// Snowflake ids of channels the bot answers in.
+    pub allowed_channels: Vec<String>,
+    /// In guild channels, answer only when mentioned.
+    pub require_mention: bool,
+    /// Toolsets for Discord sessions; unset means `gateway-discord`.
+    pub toolsets: Option<Vec<String>>,
+}
+
+impl Default for DiscordConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            token_env: "DISCORD_BOT_TOKEN".into(),
+            api_url: "https://discord.com".into(),
+            allowed_users: Vec::new(),
+            allowed_roles: Vec::new(),
+            allowed_channels: Vec::new(),
+            require_mention: true,
+            toolsets: None,
+        }
+    }
+}
+
+/// `[slack]`: the Slack adapter.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SlackConfig {
+    /// Whether the adapter starts.
+    pub enabled: bool,
+    /// `socket` (Socket Mode, default) or `events` (HTTP Events API on
+    /// `POST /slack/events` and `POST /slack/interactivity`).
+    pub mode: SlackMode,
+    /// Environment variable holding the bot token (`xoxb-…`).
+    pub bot_token_env: String,
+    /// Environment variable holding the app-level token (`xapp-…`), Socket
+    /// Mode only.
+    pub app_token_env: String,
+    /// Environment variable holding the signing secret, Events API only.
+    pub signing_secret_env: String,
+    /// Web API base URL.
+    pub api_url: String,
+    /// User ids allowed to talk to the bot; empty means everyone in the
+    /// workspace.
+    pub allowed_users: Vec<String>,
+    /// Channel ids the bot answers in; empty means every channel it is in.
+    pub allowed_channels: Vec<String>,
+    /// In channels, answer only when mentioned.
+    pub require_mention: bool,
+    /// Toolsets for Slack sessions; unset means `gateway-slack`.
+    pub toolsets: Option<Vec<String>>,
+}
+
+impl Default for SlackConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            mode: SlackMode::Socket,
+            bot_token_env: "SLACK_BOT_TOKEN".into(),
+            app_token_env: "SLACK_APP_TOKEN".into(),
+            signing_secret_env: "SLACK_SIGNING_SECRET".into(),
+            api_url: "https://slack.com/api".into(),
+            allowed_users: Vec::new(),
+            allowed_channels: Vec::new(),
+            require_mention: true,
+            toolsets: None,
+        }
+    }
+}
+
+/// How Slack events reach the gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SlackMode {
+    /// Socket Mode websocket, opened with the app-level token.
+    Socket,
+    /// HTTP Events API, verified with the signing secret.
+    Events,
+}
+
+/// `[webhook]`: the webhook receiver.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebhookConfig {
+    /// Whether the webhook routes are mounted.
+    pub enabled: bool,
+    /// One entry per endpoint (`[[webhook.routes]]`).
+    pub routes: Vec<WebhookRoute>,
+}
+
+/// `[[webhook.routes]]`: one webhook endpoint.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookRoute {
+    /// Unique route name, used in session keys and `switchboard webhook test`.
+    pub name: String,
+    /// URL path, e.g. `/webhooks/github`.
+    pub path: String,
+    /// Signature scheme: `github`, `gitlab`, `hmac` or `standard-webhooks`.
+    pub scheme: SignatureScheme,
+    /// Environment variable holding the shared secret.
+    #[serde(default)]
+    pub secret_env: Option<String>,
+    /// Header carrying the hex HMAC-SHA256 signature (`hmac` scheme only).
+    #[serde(default)]
+    pub signature_header: Option<String>,
+    /// Accept unsigned requests; allowed only when `server.listen` is a
+    /// loopback address.
+    #[serde(default)]
+    pub insecure: bool,
+    /// Event filter, `event` or `event.action` (e.g. `pull_request.opened`).
+    #[serde(default)]
+    pub events: Vec<String>,
+    /// Prompt template with `{dot.path}` lookups into the payload.
+    #[serde(default)]
+    pub prompt: Option<String>,
+    /// Toolsets for this route's sessions; unset means `gateway-webhook`.
+    #[serde(default)]
+    pub toolsets: Option<Vec<String>>,
+    /// Where the agent's answer goes.
+    #[serde(default)]
+    pub deliver: DeliverConfig,
+}
+
+/// How a webhook request is authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SignatureScheme {
+    /// `X-Hub-Signature-256: sha256=<hex HMAC>`.
+    Github,
+    /// `X-Gitlab-Token: <secret>`.
+    Gitlab,
+    /// A configurable header with a hex HMAC-SHA256 of the body.
+    Hmac,
+    /// Standard Webhooks / Svix: `webhook-id`, `webhook-timestamp`,
+    /// `webhook-signature`.
+    StandardWebhooks,
+}
+
+/// `[webhook.routes.deliver]`: where a webhook run's answer goes.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeliverConfig {
+    /// `github_comment`, `chat` or `log`.
+    pub kind: DeliverKind,
+    /// GitHub REST API base URL (`github_comment`).
+    pub api_url: String,
+    /// Environment variable holding the GitHub token (`github_comment`).
+    pub token_env: String,
+    /// Platform of the chat target (`chat`).
+    pub platform: Option<String>,
+    /// Chat or channel id (`chat`).
+    pub chat: Option<String>,
+}
+
+impl Default for DeliverConfig {
+    fn default() -> Self {
+        Self {
+            kind: DeliverKind::Log,
+            api_url: "https://api.github.com".into(),
+            token_env: "GITHUB_TOKEN".into(),
+            platform: None,
+            chat: None,
+        }
+    }
+}
+
+/// Delivery target kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliverKind {
+    /// A comment on the pull request or issue, through the GitHub REST API.
+    GithubComment,
+    /// A message in a chat on a connected platform.
+    Chat,
+    /// Only the log.
+    Log,
+}
+
+/// `[mcp]`: MCP tool servers.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpConfig {
+    /// One entry per server (`[[mcp.servers]]`).
+    pub servers: Vec<McpServerConfig>,
+}
+
+/// `[[mcp.servers]]`: one MCP server, stdio (`command`) or HTTP (`url`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// Server name; its tools join toolset `mcp-<name>`.
+    pub name: String,
+    /// Program to start for a stdio server.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Arguments of `command`.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Extra environment of `command`.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Streamable HTTP endpoint of a remote server.
+    #[serde(default)]
+    pub url: Option<String>,
+}

@@ -1,0 +1,440 @@
+//! Checks that a well-typed configuration is also usable: URLs parse,
+//! secrets named for enabled components are present, routes make sense.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::{Config, DeliverKind, SignatureScheme, SlackMode, TelegramMode};
+
+/// A snapshot of the process environment (or a test's stand-in for it).
+///
+/// Secrets are looked up here by the names the config gives; an empty value
+/// counts as unset.
+#[derive(Debug, Clone, Default)]
+pub struct Env(BTreeMap<String, String>);
+
+impl Env {
+    /// The current process environment.
+    pub fn from_process() -> Self {
+        Self(std::env::vars().collect())
+    }
+
+    /// An environment made of the given pairs only.
+    pub fn from_pairs<K: Into<String>, V: Into<String>>(
+        pairs: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        Self(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        )
+    }
+
+    /// The value of `name`, if set and non-empty.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    /// The variables whose names start with `prefix`.
+    pub(super) fn prefixed(&self, prefix: &str) -> config::Map<String, String> {
+        self.0
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+}
+
+/// One thing wrong with the configuration: the key and the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Dotted key, e.g. `telegram.token_env`; empty for file-level errors.
+    pub key: String,
+    /// Why the value cannot be used.
+    pub reason: String,
+    file: Option<PathBuf>,
+}
+
+impl Problem {
+    pub(super) fn new(key: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            reason: reason.into(),
+            file: None,
+        }
+    }
+
+    /// A parse error of the whole file, folded onto one line.
+    pub(super) fn syntax(message: String) -> Self {
+        let lines: Vec<&str> = message
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('|') && !l.contains(" | "))
+            .collect();
+        let reason = match lines.as_slice() {
+            [] => message.clone(),
+            [one] => (*one).to_string(),
+            [first, .., last] => format!("{first}: {last}"),
+        };
+        Self::new("", reason)
+    }
+
+    pub(super) fn in_file(mut self, path: &Path) -> Self {
+        self.file = Some(path.to_path_buf());
+        self
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(file) = &self.file {
+            write!(f, "{}: ", file.display())?;
+        }
+        if self.key.is_empty() {
+            write!(f, "{}", self.reason)
+        } else {
+            write!(f, "{}: {}", self.key, self.reason)
+        }
+    }
+}
+
+/// Whether a component will start, and why (or why not).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ComponentStatus {
+    /// `telegram`, `discord`, `slack` or `webhook`.
+    pub name: &'static str,
+    /// True when the component starts with this configuration.
+    pub enabled: bool,
+    /// A short explanation.
+    pub detail: String,
+}
+
+/// The adapters this binary was built with.
+pub const COMPILED_ADAPTERS: &[(&str, bool)] = &[
+    ("telegram", cfg!(feature = "telegram")),
+    ("discord", cfg!(feature = "discord")),
+    ("slack", cfg!(feature = "slack")),
+    ("webhook", cfg!(feature = "webhook")),
+];
+
+fn compiled(name: &str) -> bool {
+    COMPILED_ADAPTERS.iter().any(|(n, on)| *n == name && *on)
+}
+
+/// What each adapter will do with this configuration.
+pub fn component_statuses(config: &Config) -> Vec<ComponentStatus> {
+    let enabled = [
+        ("telegram", config.telegram.enabled, mode_telegram(config)),
+        ("discord", config.discord.enabled, "gateway".to_string()),
+        ("slack", config.slack.enabled, mode_slack(config)),
+        (
+            "webhook",
+            config.webhook.enabled,
+            format!("{} route(s)", config.webhook.routes.len()),
+        ),
+    ];
+    enabled
+        .into_iter()
+        .map(|(name, on, detail)| {
+            let (enabled, detail) = if !compiled(name) {
+                (false, format!("not built in (cargo feature `{name}`)"))
+            } else if on {
+                (true, detail)
+            } else {
+                (false, format!("{name}.enabled = false"))
+            };
+            ComponentStatus {
+                name,
+                enabled,
+                detail,
+            }
+        })
+        .collect()
+}
+
+fn mode_telegram(config: &Config) -> String {
+    match config.telegram.mode {
+        TelegramMode::Polling => "long polling".into(),
+        TelegramMode::Webhook => "webhook".into(),
+    }
+}
+
+fn mode_slack(config: &Config) -> String {
+    match config.slack.mode {
+        SlackMode::Socket => "socket mode".into(),
+        SlackMode::Events => "events api".into(),
+    }
+}
+
+/// Collects every problem of a typed configuration.
+pub fn validate(config: &Config, env: &Env) -> Vec<Problem> {
+    let mut v = Validator {
+        env,
+        problems: Vec::new(),
+    };
+    v.server(config);
+    v.storage(config);
+    v.log(config);
+    v.llm(config);
+    v.approvals(config);
+    v.telegram(config);
+    v.discord(config);
+    v.slack(config);
+    v.webhook(config);
+    v.mcp(config);
+    v.problems
+}
+
+struct Validator<'a> {
+    env: &'a Env,
+    problems: Vec<Problem>,
+}
+
+impl Validator<'_> {
+    fn push(&mut self, key: impl Into<String>, reason: impl Into<String>) {
+        self.problems.push(Problem::new(key, reason));
+    }
+
+    fn url(&mut self, key: &str, value: &str) {
+        match url::Url::parse(value) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+            Ok(u) => self.push(
+                key,
+                format!("{value:?} is not an http(s) URL (scheme `{}`)", u.scheme()),
+            ),
+            Err(err) => self.push(key, format!("{value:?} is not a valid URL: {err}")),
+        }
+    }
+
+    fn secret(&mut self, key: &str, var: &str, because: &str) {
+        if var.trim().is_empty() {
+            self.push(
+                key,
+                format!("must name an environment variable (required because {because})"),
+            );
+        } else if self.env.get(var).is_none() {
+            self.push(
+                key,
+                format!("environment variable {var} is not set (required because {because})"),
+            );
+        }
+    }
+
+    fn positive(&mut self, key: &str, value: u64) {
+        if value == 0 {
+            self.push(key, "must be greater than 0");
+        }
+    }
+
+    fn adapter_built(&mut self, name: &str, enabled: bool) {
+        if enabled && !compiled(name) {
+            self.push(
+                format!("{name}.enabled"),
+                format!("this binary was built without the `{name}` cargo feature"),
+            );
+        }
+    }
+
+    fn server(&mut self, c: &Config) {
+        if !c.server.public_url.is_empty() {
+            self.url("server.public_url", &c.server.public_url);
+        }
+        self.positive("server.max_body_bytes", c.server.max_body_bytes as u64);
+        self.positive(
+            "server.request_timeout_secs",
+            c.server.request_timeout_secs,
+        );
+    }
+
+    fn storage(&mut self, c: &Config) {
+        let url = &c.storage.url;
+        let ok = match url.split_once(':') {
+            Some(("sqlite", rest)) => !rest.trim_start_matches('/').is_empty(),
+            Some(("postgres" | "postgresql", _)) => url::Url::parse(url).is_ok(),
+            _ => false,
+        };
+        if !ok {
+            self.push(
+                "storage.url",
+                format!("{url:?} is neither sqlite://PATH nor postgres://USER@HOST/DB"),
+            );
+        }
+        self.positive("storage.max_connections", c.storage.max_connections.into());
+    }
+
+    fn log(&mut self, c: &Config) {
+        if let Err(err) = tracing_subscriber::EnvFilter::try_new(&c.log.level) {
+            self.push("log.level", format!("{:?} is not a valid filter: {err}", c.log.level));
+        }
+    }
+
+    fn llm(&mut self, c: &Config) {
+        self.url("llm.base_url", &c.llm.base_url);
+        if c.llm.model.trim().is_empty() {
+            self.push("llm.model", "must not be empty");
+        }
+        self.positive("llm.request_timeout_secs", c.llm.request_timeout_secs);
+        self.positive("llm.max_tokens", c.llm.max_tokens.into());
+        self.positive("llm.context_window", c.llm.context_window.into());
+        if let Some(base) = &c.llm.auxiliary.base_url {
+            self.url("llm.auxiliary.base_url", base);
+        }
+        let needs_model = c.telegram.enabled || c.discord.enabled || c.slack.enabled || c.webhook.enabled;
+        if needs_model && !c.llm.api_key_env.is_empty() {
+            self.secret(
+                "llm.api_key_env",
+                &c.llm.api_key_env,
+                "an adapter is enabled; set api_key_env = \"\" for a keyless endpoint",
+            );
+        }
+    }
+
+    fn approvals(&mut self, c: &Config) {
+        if let Some(target) = &c.approvals.route_to {
+            if !matches!(target.platform.as_str(), "telegram" | "discord" | "slack") {
+                self.push(
+                    "approvals.route_to.platform",
+                    format!("{:?} is not one of telegram, discord, slack", target.platform),
+                );
+            }
+            if target.chat.trim().is_empty() {
+                self.push("approvals.route_to.chat", "must not be empty");
+            }
+        }
+    }
+
+    fn telegram(&mut self, c: &Config) {
+        let t = &c.telegram;
+        self.url("telegram.api_url", &t.api_url);
+        self.adapter_built("telegram", t.enabled);
+        if !t.enabled {
+            return;
+        }
+        self.secret("telegram.token_env", &t.token_env, "telegram.enabled = true");
+        if t.mode == TelegramMode::Webhook {
+            if c.server.public_url.is_empty() {
+                self.push(
+                    "server.public_url",
+                    "must be set when telegram.mode = \"webhook\"",
+                );
+            }
+            self.secret(
+                "telegram.webhook_secret_env",
+                &t.webhook_secret_env,
+                "telegram.mode = \"webhook\"",
+            );
+        }
+    }
+
+    fn discord(&mut self, c: &Config) {
+        let d = &c.discord;
+        self.url("discord.api_url", &d.api_url);
+        self.adapter_built("discord", d.enabled);
+        if d.enabled {
+            self.secret("discord.token_env", &d.token_env, "discord.enabled = true");
+        }
+    }
+
+    fn slack(&mut self, c: &Config) {
+        let s = &c.slack;
+        self.url("slack.api_url", &s.api_url);
+        self.adapter_built("slack", s.enabled);
+        if !s.enabled {
+            return;
+        }
+        self.secret("slack.bot_token_env", &s.bot_token_env, "slack.enabled = true");
+        match s.mode {
+            SlackMode::Socket => self.secret(
+                "slack.app_token_env",
+                &s.app_token_env,
+                "slack.mode = \"socket\"",
+            ),
+            SlackMode::Events => self.secret(
+                "slack.signing_secret_env",
+                &s.signing_secret_env,
+                "slack.mode = \"events\"",
+            ),
+        }
+    }
+
+    fn webhook(&mut self, c: &Config) {
+        self.adapter_built("webhook", c.webhook.enabled);
+        let mut names = HashSet::new();
+        let mut paths = HashSet::new();
+        for (i, route) in c.webhook.routes.iter().enumerate() {
+            let key = |field: &str| format!("webhook.routes[{i}].{field}");
+            if route.name.trim().is_empty() {
+                self.push(key("name"), "must not be empty");
+            } else if !names.insert(route.name.as_str()) {
+                self.push(key("name"), format!("duplicate route name {:?}", route.name));
+            }
+            if !route.path.starts_with('/') || route.path.contains(char::is_whitespace) {
+                self.push(key("path"), format!("{:?} must start with / and hold no spaces", route.path));
+            } else if !paths.insert(route.path.as_str()) {
+                self.push(key("path"), format!("duplicate route path {:?}", route.path));
+            } else if crate::http::RESERVED_PATHS.contains(&route.path.as_str()) {
+                self.push(key("path"), format!("{:?} is reserved by the gateway", route.path));
+            }
+            if route.scheme == SignatureScheme::Hmac && route.signature_header.is_none() {
+                self.push(key("signature_header"), "required when scheme = \"hmac\"");
+            }
+            if route.deliver.kind == DeliverKind::GithubComment {
+                self.url(&key("deliver.api_url"), &route.deliver.api_url);
+            }
+            if route.deliver.kind == DeliverKind::Chat
+                && (route.deliver.platform.is_none() || route.deliver.chat.is_none())
+            {
+                self.push(key("deliver"), "kind = \"chat\" needs platform and chat");
+            }
+            if !c.webhook.enabled {
+                continue;
+            }
+            match &route.secret_env {
+                Some(var) => self.secret(&key("secret_env"), var, "webhook.enabled = true"),
+                None if route.insecure && c.server.listen.ip().is_loopback() => {}
+                None if route.insecure => self.push(
+                    key("insecure"),
+                    "unsigned routes are allowed only when server.listen is a loopback address",
+                ),
+                None => self.push(
+                    key("secret_env"),
+                    "a route without a secret must set insecure = true and listen on loopback",
+                ),
+            }
+            if route.deliver.kind == DeliverKind::GithubComment {
+                self.secret(
+                    &key("deliver.token_env"),
+                    &route.deliver.token_env,
+                    "deliver.kind = \"github_comment\"",
+                );
+            }
+        }
+    }
+
+    fn mcp(&mut self, c: &Config) {
+        let mut names = HashSet::new();
+        for (i, server) in c.mcp.servers.iter().enumerate() {
+            let key = |field: &str| format!("mcp.servers[{i}].{field}");
+            let valid_name = !server.name.is_empty()
+                && server
+                    .name
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_');
+            if !valid_name {
+                self.push(key("name"), format!("{:?} must be non-empty [A-Za-z0-9_-]", server.name));
+            } else if !names.insert(server.name.as_str()) {
+                self.push(key("name"), format!("duplicate server name {:?}", server.name));
+            }
+            match (&server.command, &server.url) {
+                (Some(_), None) => {}
+                (None, Some(url)) => self.url(&key("url"), url),
+                _ => self.push(key("command"), "set exactly one of command (stdio) or url (HTTP)"),
+            }
+        }
+    }
+}

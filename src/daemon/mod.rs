@@ -1,0 +1,129 @@
+//! The long-running process: open storage, serve HTTP, start components,
+//! wait for a signal, drain within the grace period, exit.
+//!
+//! Shutdown follows one root [`CancellationToken`]: every component gets a
+//! child token and runs on the [`TaskTracker`]; on SIGTERM/SIGINT intake
+//! stops, running work gets `server.shutdown_grace_secs` to finish, and the
+//! process exits 0 either way (with a warning when the grace ran out).
+
+mod health;
+mod signals;
+
+pub use health::{ComponentHealth, Health};
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use sd_notify::NotifyState;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::{Config, component_statuses};
+use crate::http::{AppState, router};
+use crate::store::{Store, StoreError};
+
+/// Why the daemon could not start or keep running.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// Storage could not be opened or migrated.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The HTTP listener could not bind.
+    #[error("server.listen: cannot bind {addr}: {source}")]
+    Bind {
+        /// The configured address.
+        addr: SocketAddr,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// Signal handlers could not be installed.
+    #[error("cannot install signal handlers: {0}")]
+    Signal(std::io::Error),
+    /// The HTTP server stopped on its own.
+    #[error("http server failed: {0}")]
+    Serve(String),
+}
+
+/// Runs the daemon until a shutdown signal, then drains and returns.
+pub async fn run(config: Config) -> Result<(), DaemonError> {
+    let shutdown = signals::shutdown_signal().map_err(DaemonError::Signal)?;
+    for c in component_statuses(&config) {
+        tracing::info!(component = c.name, enabled = c.enabled, detail = %c.detail, "adapter");
+    }
+
+    let store = Store::open(&config.storage).await?;
+    tracing::info!(
+        storage.backend = ?store.kind(),
+        storage.schema_version = store.schema_version().await?,
+        "storage ready"
+    );
+    let health = Health::default();
+    let root = CancellationToken::new();
+    let tracker = TaskTracker::new();
+
+    let addr = config.server.listen;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| DaemonError::Bind { addr, source })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| DaemonError::Bind { addr, source })?;
+    let app = router(
+        AppState {
+            store: store.clone(),
+            health,
+        },
+        &config.server,
+    );
+    let server_stop = root.child_token();
+    let mut server = tracker.spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(server_stop.cancelled_owned())
+            .await
+    });
+    tracker.spawn(signals::watchdog(root.child_token()));
+    tracker.spawn(metrics_upkeep(root.child_token()));
+    tracing::info!(http.addr = %local, "listening");
+    signals::notify(&[
+        NotifyState::Ready,
+        NotifyState::Status(&format!("listening on {local}")),
+    ]);
+
+    let outcome = tokio::select! {
+        signal = shutdown => {
+            tracing::info!(signal, "shutdown requested");
+            Ok(())
+        }
+        result = &mut server => Err(DaemonError::Serve(match result {
+            Ok(Ok(())) => "stopped unexpectedly".into(),
+            Ok(Err(err)) => err.to_string(),
+            Err(err) => err.to_string(),
+        })),
+    };
+
+    signals::notify(&[NotifyState::Stopping]);
+    let grace = Duration::from_secs(config.server.shutdown_grace_secs);
+    root.cancel();
+    tracker.close();
+    if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
+        tracing::warn!(
+            grace_secs = grace.as_secs(),
+            "work still running after the grace period; exiting anyway"
+        );
+    }
+    store.close().await;
+    tracing::info!("stopped");
+    outcome
+}
+
+/// Keeps the Prometheus histograms from growing without bound.
+async fn metrics_upkeep(stop: CancellationToken) {
+    let mut ticker = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = ticker.tick() => crate::telemetry::metrics().run_upkeep(),
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! The HTTP face of the daemon: health, readiness, metrics, and (from the
+//! adapters) webhook and platform callback routes. [`router`] builds the
+//! whole `Router` so tests can drive it with `oneshot`, no socket needed.
+
+mod health;
+mod metrics;
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::StatusCode;
+use axum::routing::get;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::config::ServerConfig;
+use crate::daemon::Health;
+use crate::store::Store;
+
+/// Paths the gateway serves itself; webhook routes may not take them.
+pub const RESERVED_PATHS: &[&str] = &[
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/telegram/webhook",
+    "/slack/events",
+    "/slack/interactivity",
+];
+
+/// What the handlers share.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    /// The database.
+    pub store: Store,
+    /// Component readiness.
+    pub health: Health,
+}
+
+/// Builds the router with its layers: per-request span, metrics, timeout
+/// (408) and body cap (413).
+pub fn router(state: AppState, server: &ServerConfig) -> Router {
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(metrics::render))
+        .with_state(state)
+        .layer(axum::middleware::from_fn(metrics::track))
+        .layer(DefaultBodyLimit::max(server.max_body_bytes))
+        .layer(RequestBodyLimitLayer::new(server.max_body_bytes))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            Duration::from_secs(server.request_timeout_secs),
+        ))
+        .layer(TraceLayer::new_for_http().make_span_with(|request: &Request| {
+            // The path only: query strings may carry tokens.
+            tracing::info_span!(
+                "http",
+                http.method = %request.method(),
+                http.path = %request.uri().path(),
+            )
+        }))
+}

@@ -1,0 +1,230 @@
+//! Durable state: sessions, messages, the inbound-event inbox, approvals,
+//! the permanent allowlist, pairing and memory notes.
+//!
+//! Two sqlx backends chosen by URL: SQLite (embedded default; WAL, busy
+//! timeout, FTS5) and PostgreSQL (production, full-text via tsvector). Both
+//! speak the same SQL wherever the dialects agree (`$n` placeholders,
+//! `ON CONFLICT`, `RETURNING`); the few statements that differ (full-text
+//! search) are written per backend. The same test suite runs on both.
+
+mod approvals;
+mod inbox;
+mod memory;
+mod pairing;
+mod sessions;
+
+pub use approvals::{AllowEntry, ApprovalRecord, ApprovalStatus};
+pub use inbox::{InboxInsert, InboxRow, NewInboxEvent};
+pub use memory::MemoryNote;
+pub use pairing::{PairedUser, PairingRequest};
+pub use sessions::{MessageHit, NewMessage, NewSession, Session, StoredMessage};
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+use crate::config::StorageConfig;
+
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("migrations/sqlite");
+static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("migrations/postgres");
+
+/// Runs `$body` with `$pool` bound to whichever pool the store holds. The
+/// body is written once and compiled for both backends.
+macro_rules! with_pool {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match &$store.backend {
+            $crate::store::Backend::Sqlite($pool) => $body,
+            $crate::store::Backend::Postgres($pool) => $body,
+        }
+    };
+}
+pub(crate) use with_pool;
+
+/// Failures of the storage layer.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// `storage.url` is not a URL this store understands.
+    #[error("storage.url: {0}")]
+    Url(String),
+    /// The database could not be reached (retryable).
+    #[error("database unreachable: {0}")]
+    Unavailable(#[source] sqlx::Error),
+    /// A statement failed.
+    #[error("database error: {0}")]
+    Query(#[source] sqlx::Error),
+    /// Applying the migrations failed.
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A stored value could not be decoded.
+    #[error("corrupt stored value in {what}: {reason}")]
+    Corrupt {
+        /// Table and column.
+        what: &'static str,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(err: sqlx::Error) -> Self {
+        match err {
+            sqlx::Error::Io(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Tls(_) => StoreError::Unavailable(err),
+            other => StoreError::Query(other),
+        }
+    }
+}
+
+impl StoreError {
+    /// Whether trying again later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
+}
+
+/// Result of store operations.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+#[derive(Clone, Debug)]
+pub(crate) enum Backend {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// Handle to the database; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Store {
+    backend: Backend,
+}
+
+/// Which database a store talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    /// Embedded SQLite file.
+    Sqlite,
+    /// PostgreSQL server.
+    Postgres,
+}
+
+impl Store {
+    /// Connects to the database named by `config.url` (creating a SQLite
+    /// file and its directory if missing). Does not migrate.
+    pub async fn connect(config: &StorageConfig) -> Result<Self> {
+        let url = config.url.as_str();
+        let backend = if url.starts_with("sqlite:") {
+            let options = SqliteConnectOptions::from_str(url)
+                .map_err(|e| StoreError::Url(e.to_string()))?
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .busy_timeout(Duration::from_millis(config.busy_timeout_ms))
+                .foreign_keys(true);
+            if let Some(dir) = Path::new(options.get_filename()).parent()
+                && !dir.as_os_str().is_empty()
+            {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    StoreError::Url(format!("cannot create {}: {e}", dir.display()))
+                })?;
+            }
+            let pool = SqlitePoolOptions::new()
+                .max_connections(config.max_connections)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect_with(options)
+                .await?;
+            Backend::Sqlite(pool)
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            let pool = PgPoolOptions::new()
+                .max_connections(config.max_connections)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect(url)
+                .await?;
+            Backend::Postgres(pool)
+        } else {
+            return Err(StoreError::Url(format!("unsupported database URL {url:?}")));
+        };
+        Ok(Self { backend })
+    }
+
+    /// Connects and applies pending migrations.
+    pub async fn open(config: &StorageConfig) -> Result<Self> {
+        let store = Self::connect(config).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Applies every pending migration; running it again changes nothing.
+    /// Returns how many migrations were applied now.
+    pub async fn migrate(&self) -> Result<usize> {
+        let before = self.applied_migrations().await?;
+        match &self.backend {
+            Backend::Sqlite(pool) => SQLITE_MIGRATIONS.run(pool).await?,
+            Backend::Postgres(pool) => POSTGRES_MIGRATIONS.run(pool).await?,
+        }
+        Ok(self.applied_migrations().await? - before)
+    }
+
+    async fn applied_migrations(&self) -> Result<usize> {
+        let exists_sql = match self.kind() {
+            BackendKind::Sqlite => {
+                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'"
+            }
+            BackendKind::Postgres => "SELECT COUNT(*) FROM pg_tables WHERE tablename = '_sqlx_migrations' AND schemaname = current_schema()",
+        };
+        let exists: i64 = with_pool!(self, pool => sqlx::query_scalar(exists_sql).fetch_one(pool).await?);
+        if exists == 0 {
+            return Ok(0);
+        }
+        let n: i64 = with_pool!(self, pool => sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE success").fetch_one(pool).await?);
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
+    /// The schema version: the newest applied migration, 0 when none.
+    pub async fn schema_version(&self) -> Result<i64> {
+        if self.applied_migrations().await? == 0 {
+            return Ok(0);
+        }
+        let v: Option<i64> = with_pool!(self, pool => sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success").fetch_one(pool).await?);
+        Ok(v.unwrap_or(0))
+    }
+
+    /// Cheap round trip used by `/readyz`.
+    pub async fn ping(&self) -> Result<()> {
+        with_pool!(self, pool => sqlx::query("SELECT 1").execute(pool).await?.rows_affected());
+        Ok(())
+    }
+
+    /// Which backend this store uses.
+    pub fn kind(&self) -> BackendKind {
+        match self.backend {
+            Backend::Sqlite(_) => BackendKind::Sqlite,
+            Backend::Postgres(_) => BackendKind::Postgres,
+        }
+    }
+
+    /// Closes every pooled connection (waits for checked-out ones).
+    pub async fn close(&self) {
+        with_pool!(self, pool => pool.close().await);
+    }
+}
+
+/// Milliseconds since the Unix epoch: the timestamp format of every table.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// A fresh random identifier: 128 bits from the OS generator, as hex.
+pub fn new_id() -> String {
+    let bytes: [u8; 16] = rand::random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

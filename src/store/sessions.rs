@@ -1,0 +1,225 @@
+//! Sessions and their messages, with full-text search over messages.
+
+use super::{Backend, Result, Store, new_id, now_ms, with_pool};
+
+/// What is needed to open a session for a key.
+#[derive(Debug, Clone)]
+pub struct NewSession<'a> {
+    /// Session key, e.g. `telegram:dm:42` (SPEC §5).
+    pub key: &'a str,
+    /// Platform name.
+    pub platform: &'a str,
+    /// Chat or channel id on that platform.
+    pub chat_id: &'a str,
+    /// Thread (topic, Slack thread_ts, Discord thread) when there is one.
+    pub thread_id: Option<&'a str>,
+    /// The user the session belongs to, when it belongs to one.
+    pub user_id: Option<&'a str>,
+}
+
+/// A stored session.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+pub struct Session {
+    /// Random id; a key gets a new id each time its session is reset.
+    pub id: String,
+    /// Session key.
+    pub key: String,
+    /// Platform name.
+    pub platform: String,
+    /// Chat or channel id.
+    pub chat_id: String,
+    /// Thread id, if any.
+    pub thread_id: Option<String>,
+    /// Owning user, if any.
+    pub user_id: Option<String>,
+    /// Creation time (Unix ms).
+    pub created_at: i64,
+    /// Last activity (Unix ms).
+    pub last_active_at: i64,
+    /// When the session was ended (reset, expired), if it was.
+    pub ended_at: Option<i64>,
+    /// Why it ended.
+    pub end_reason: Option<String>,
+}
+
+/// A message to append to a session's history.
+#[derive(Debug, Clone, Default)]
+pub struct NewMessage<'a> {
+    /// `system`, `user`, `assistant` or `tool`.
+    pub role: &'a str,
+    /// Text content.
+    pub content: &'a str,
+    /// JSON array of tool calls (assistant messages).
+    pub tool_calls: Option<&'a str>,
+    /// The call a tool result answers.
+    pub tool_call_id: Option<&'a str>,
+    /// Tool name (tool results).
+    pub name: Option<&'a str>,
+}
+
+/// A stored message.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+pub struct StoredMessage {
+    /// Monotonic id; orders a session's history.
+    pub id: i64,
+    /// Owning session.
+    pub session_id: String,
+    /// Role.
+    pub role: String,
+    /// Text content.
+    pub content: String,
+    /// JSON array of tool calls.
+    pub tool_calls: Option<String>,
+    /// The call a tool result answers.
+    pub tool_call_id: Option<String>,
+    /// Tool name.
+    pub name: Option<String>,
+    /// Creation time (Unix ms).
+    pub created_at: i64,
+}
+
+/// A full-text search hit.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+pub struct MessageHit {
+    /// Message id.
+    pub id: i64,
+    /// Session of the message.
+    pub session_id: String,
+    /// Key of that session.
+    pub session_key: String,
+    /// Role.
+    pub role: String,
+    /// Text content.
+    pub content: String,
+    /// Creation time (Unix ms).
+    pub created_at: i64,
+}
+
+macro_rules! session_columns {
+    () => {
+        "id, key, platform, chat_id, thread_id, user_id, created_at, last_active_at, ended_at, end_reason"
+    };
+}
+
+impl Store {
+    /// The open session for `new.key`, created if there is none. Safe
+    /// against concurrent callers: the unique index on open keys decides.
+    pub async fn open_session(&self, new: &NewSession<'_>) -> Result<Session> {
+        if let Some(session) = self.open_session_by_key(new.key).await? {
+            return Ok(session);
+        }
+        let now = now_ms();
+        let id = new_id();
+        with_pool!(self, pool => sqlx::query(
+            "INSERT INTO sessions (id, key, platform, chat_id, thread_id, user_id, created_at, last_active_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $7) ON CONFLICT DO NOTHING")
+            .bind(&id).bind(new.key).bind(new.platform).bind(new.chat_id)
+            .bind(new.thread_id).bind(new.user_id).bind(now)
+            .execute(pool).await?.rows_affected());
+        self.open_session_by_key(new.key)
+            .await?
+            .ok_or_else(|| super::StoreError::Corrupt {
+                what: "sessions",
+                reason: format!("open session for {} vanished after insert", new.key),
+            })
+    }
+
+    /// The open (not ended) session for a key.
+    pub async fn open_session_by_key(&self, key: &str) -> Result<Option<Session>> {
+        let sql = concat!("SELECT ", session_columns!(), " FROM sessions WHERE key = $1 AND ended_at IS NULL");
+        Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(key).fetch_optional(pool).await?))
+    }
+
+    /// A session by id, open or ended.
+    pub async fn session(&self, id: &str) -> Result<Option<Session>> {
+        let sql = concat!("SELECT ", session_columns!(), " FROM sessions WHERE id = $1");
+        Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(id).fetch_optional(pool).await?))
+    }
+
+    /// Records activity on a session now.
+    pub async fn touch_session(&self, id: &str) -> Result<()> {
+        with_pool!(self, pool => sqlx::query("UPDATE sessions SET last_active_at = $1 WHERE id = $2")
+            .bind(now_ms()).bind(id).execute(pool).await?.rows_affected());
+        Ok(())
+    }
+
+    /// Ends a session (reset, expiry). Returns false if it was not open.
+    pub async fn end_session(&self, id: &str, reason: &str) -> Result<bool> {
+        let done = with_pool!(self, pool => sqlx::query(
+            "UPDATE sessions SET ended_at = $1, end_reason = $2 WHERE id = $3 AND ended_at IS NULL")
+            .bind(now_ms()).bind(reason).bind(id).execute(pool).await?.rows_affected());
+        Ok(done == 1)
+    }
+
+    /// The most recently active sessions, newest first.
+    pub async fn list_sessions(&self, limit: i64) -> Result<Vec<Session>> {
+        let sql = concat!("SELECT ", session_columns!(), " FROM sessions ORDER BY last_active_at DESC, id LIMIT $1");
+        Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(limit).fetch_all(pool).await?))
+    }
+
+    /// Appends a message to a session's history; returns its id.
+    pub async fn append_message(&self, session_id: &str, message: &NewMessage<'_>) -> Result<i64> {
+        Ok(with_pool!(self, pool => sqlx::query_scalar(
+            "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, name, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id")
+            .bind(session_id).bind(message.role).bind(message.content)
+            .bind(message.tool_calls).bind(message.tool_call_id).bind(message.name)
+            .bind(now_ms())
+            .fetch_one(pool).await?))
+    }
+
+    /// A session's whole history, oldest first.
+    pub async fn messages(&self, session_id: &str) -> Result<Vec<StoredMessage>> {
+        Ok(with_pool!(self, pool => sqlx::query_as(
+            "SELECT id, session_id, role, content, tool_calls, tool_call_id, name, created_at \
+             FROM messages WHERE session_id = $1 ORDER BY id")
+            .bind(session_id).fetch_all(pool).await?))
+    }
+
+    /// Full-text search over stored messages, best matches first. Every
+    /// word of `query` must occur; punctuation and search-syntax characters
+    /// are treated as separators, never as operators. With `user`, only
+    /// sessions of that `(platform, user_id)` are searched.
+    pub async fn search_messages(
+        &self,
+        query: &str,
+        user: Option<(&str, &str)>,
+        limit: i64,
+    ) -> Result<Vec<MessageHit>> {
+        let words: Vec<&str> = query
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .collect();
+        if words.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (platform, user_id) = user.unzip();
+        let hits = match &self.backend {
+            Backend::Sqlite(pool) => {
+                let fts_query = words
+                    .iter()
+                    .map(|w| format!("\"{w}\""))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                sqlx::query_as(
+                    "SELECT m.id, m.session_id, s.key AS session_key, m.role, m.content, m.created_at \
+                     FROM messages_fts f JOIN messages m ON m.id = f.rowid JOIN sessions s ON s.id = m.session_id \
+                     WHERE messages_fts MATCH $1 AND ($2 IS NULL OR (s.platform = $2 AND s.user_id = $3)) \
+                     ORDER BY bm25(messages_fts), m.id DESC LIMIT $4")
+                    .bind(fts_query).bind(platform).bind(user_id).bind(limit)
+                    .fetch_all(pool).await?
+            }
+            Backend::Postgres(pool) => {
+                sqlx::query_as(
+                    "SELECT m.id, m.session_id, s.key AS session_key, m.role, m.content, m.created_at \
+                     FROM messages m JOIN sessions s ON s.id = m.session_id \
+                     WHERE m.search @@ plainto_tsquery('simple', $1) \
+                       AND ($2::TEXT IS NULL OR (s.platform = $2 AND s.user_id = $3)) \
+                     ORDER BY ts_rank(m.search, plainto_tsquery('simple', $1)) DESC, m.id DESC LIMIT $4")
+                    .bind(words.join(" ")).bind(platform).bind(user_id).bind(limit)
+                    .fetch_all(pool).await?
+            }
+        };
+        Ok(hits)
+    }
+}
