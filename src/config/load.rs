@@ -107,7 +107,7 @@ pub fn load_from_str(toml: &str, env: &Env) -> Result<Config, ConfigError> {
         .map_err(|err| ConfigError::Invalid(vec![Problem::syntax(err.to_string())]))?;
     let config: Config = serde_path_to_error::deserialize(merged).map_err(|err| {
         let key = err.path().to_string();
-        let mut reason = strip_key_suffix(&err.into_inner().to_string());
+        let mut reason = explain_enum(&strip_key_suffix(&err.into_inner().to_string()));
         let var = format!("SWITCHBOARD_{}", key.to_uppercase().replace('.', "__"));
         if env.get(&var).is_some() {
             reason.push_str(&format!(" (set by {var})"));
@@ -131,4 +131,37 @@ fn strip_key_suffix(message: &str) -> String {
         .min()
         .unwrap_or(message.len());
     message[..cut].trim().to_string()
+}
+
+/// The `config` crate words a bad enum value as "enum X does not have
+/// variant constructor v"; say it the serde way, with the accepted values.
+fn explain_enum(message: &str) -> String {
+    let Some((head, value)) = message.split_once(" does not have variant constructor ") else {
+        return message.to_string();
+    };
+    let accepted = match head.trim_start_matches("enum ") {
+        "ApprovalMode" => accepted::<super::ApprovalMode>(),
+        "BusyInputMode" => accepted::<super::BusyInputMode>(),
+        "LlmProvider" => accepted::<super::LlmProvider>(),
+        "LogFormat" => accepted::<super::LogFormat>(),
+        "TelegramMode" => accepted::<super::TelegramMode>(),
+        "SlackMode" => accepted::<super::SlackMode>(),
+        "SignatureScheme" => accepted::<super::SignatureScheme>(),
+        "DeliverKind" => accepted::<super::DeliverKind>(),
+        _ => String::new(),
+    };
+    format!("unknown variant `{value}`{accepted}")
+}
+
+/// ", expected one of `a`, `b`" for a unit-variant enum, as serde says it.
+fn accepted<T: serde::de::DeserializeOwned>() -> String {
+    match serde_json::from_str::<T>("\"\"") {
+        Err(err) => {
+            let text = err.to_string();
+            text.find(", expected")
+                .map(|at| text[at..].split(" at line").next().unwrap_or_default().to_string())
+                .unwrap_or_default()
+        }
+        Ok(_) => String::new(),
+    }
 }

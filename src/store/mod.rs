@@ -13,7 +13,7 @@ mod memory;
 mod pairing;
 mod sessions;
 
-pub use approvals::{AllowEntry, ApprovalRecord, ApprovalStatus};
+pub use approvals::{AllowEntry, ApprovalRecord, ApprovalStatus, PatternKeys};
 pub use inbox::{InboxInsert, InboxRow, NewInboxEvent};
 pub use memory::MemoryNote;
 pub use pairing::{PairedUser, PairingRequest};
