@@ -41,10 +41,7 @@ pub fn metrics() -> &'static PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE.get_or_init(|| {
         let recorder = PrometheusBuilder::new()
-            .set_buckets_for_metric(
-                Matcher::Suffix("_duration_seconds".into()),
-                LATENCY_BUCKETS,
-            )
+            .set_buckets_for_metric(Matcher::Suffix("_duration_seconds".into()), LATENCY_BUCKETS)
             .expect("latency buckets are non-empty")
             .build_recorder();
         let handle = recorder.handle();

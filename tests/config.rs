@@ -55,12 +55,22 @@ fn empty_file_gives_the_documented_defaults() {
 
 #[test]
 fn unknown_key_is_named() {
-    fails_on("[server]\nlisten_addr = \"x\"\n", &[], "server.listen_addr", "unknown field");
+    fails_on(
+        "[server]\nlisten_addr = \"x\"\n",
+        &[],
+        "server.listen_addr",
+        "unknown field",
+    );
 }
 
 #[test]
 fn unknown_section_is_named() {
-    fails_on("[telegramm]\nenabled = true\n", &[], "telegramm", "unknown field");
+    fails_on(
+        "[telegramm]\nenabled = true\n",
+        &[],
+        "telegramm",
+        "unknown field",
+    );
 }
 
 #[test]
@@ -71,33 +81,88 @@ fn unknown_nested_key_is_named() {
 
 #[test]
 fn wrong_type_is_named() {
-    fails_on("[server]\nmax_body_bytes = \"big\"\n", &[], "server.max_body_bytes", "invalid type");
+    fails_on(
+        "[server]\nmax_body_bytes = \"big\"\n",
+        &[],
+        "server.max_body_bytes",
+        "invalid type",
+    );
 }
 
 #[test]
 fn wrong_enum_value_is_named() {
-    fails_on("[approvals]\nmode = \"yolo\"\n", &[], "approvals.mode", "unknown variant");
+    fails_on(
+        "[approvals]\nmode = \"yolo\"\n",
+        &[],
+        "approvals.mode",
+        "unknown variant",
+    );
 }
 
 #[test]
 fn wrong_element_type_is_named() {
-    fails_on("[telegram]\nallowed_users = [\"alice\"]\n", &[], "telegram.allowed_users[0]", "invalid type");
+    fails_on(
+        "[telegram]\nallowed_users = [\"alice\"]\n",
+        &[],
+        "telegram.allowed_users[0]",
+        "invalid type",
+    );
 }
 
 #[test]
 fn bad_listen_address_is_named() {
-    fails_on("[server]\nlisten = \"localhost\"\n", &[], "server.listen", "address");
+    fails_on(
+        "[server]\nlisten = \"localhost\"\n",
+        &[],
+        "server.listen",
+        "address",
+    );
 }
 
 #[test]
 fn bad_urls_are_named() {
-    fails_on("[llm]\nbase_url = \"not a url\"\n", &[], "llm.base_url", "not a valid URL");
-    fails_on("[telegram]\napi_url = \"ftp://x\"\n", &[], "telegram.api_url", "not an http(s) URL");
-    fails_on("[discord]\napi_url = \"\"\n", &[], "discord.api_url", "not a valid URL");
-    fails_on("[slack]\napi_url = \"slack\"\n", &[], "slack.api_url", "not a valid URL");
-    fails_on("[server]\npublic_url = \"example.com\"\n", &[], "server.public_url", "URL");
-    fails_on("[storage]\nurl = \"mysql://db\"\n", &[], "storage.url", "neither");
-    fails_on("[llm.auxiliary]\nbase_url = \"::\"\n", &[], "llm.auxiliary.base_url", "URL");
+    fails_on(
+        "[llm]\nbase_url = \"not a url\"\n",
+        &[],
+        "llm.base_url",
+        "not a valid URL",
+    );
+    fails_on(
+        "[telegram]\napi_url = \"ftp://x\"\n",
+        &[],
+        "telegram.api_url",
+        "not an http(s) URL",
+    );
+    fails_on(
+        "[discord]\napi_url = \"\"\n",
+        &[],
+        "discord.api_url",
+        "not a valid URL",
+    );
+    fails_on(
+        "[slack]\napi_url = \"slack\"\n",
+        &[],
+        "slack.api_url",
+        "not a valid URL",
+    );
+    fails_on(
+        "[server]\npublic_url = \"example.com\"\n",
+        &[],
+        "server.public_url",
+        "URL",
+    );
+    fails_on(
+        "[storage]\nurl = \"mysql://db\"\n",
+        &[],
+        "storage.url",
+        "neither",
+    );
+    fails_on(
+        "[llm.auxiliary]\nbase_url = \"::\"\n",
+        &[],
+        "llm.auxiliary.base_url",
+        "URL",
+    );
 }
 
 #[test]
@@ -112,8 +177,17 @@ const KEY: (&str, &str) = ("OPENAI_API_KEY", "sk-test");
 
 #[test]
 fn telegram_needs_its_token() {
-    fails_on("[telegram]\nenabled = true\n", &[KEY], "telegram.token_env", "TELEGRAM_BOT_TOKEN is not set");
-    load_from_str("[telegram]\nenabled = true\n", &env(&[KEY, ("TELEGRAM_BOT_TOKEN", "1:x")])).unwrap();
+    fails_on(
+        "[telegram]\nenabled = true\n",
+        &[KEY],
+        "telegram.token_env",
+        "TELEGRAM_BOT_TOKEN is not set",
+    );
+    load_from_str(
+        "[telegram]\nenabled = true\n",
+        &env(&[KEY, ("TELEGRAM_BOT_TOKEN", "1:x")]),
+    )
+    .unwrap();
 }
 
 #[test]
@@ -126,13 +200,23 @@ fn telegram_webhook_mode_needs_public_url_and_secret() {
 
 #[test]
 fn empty_secret_counts_as_missing() {
-    fails_on("[discord]\nenabled = true\n", &[KEY, ("DISCORD_BOT_TOKEN", "")], "discord.token_env", "not set");
+    fails_on(
+        "[discord]\nenabled = true\n",
+        &[KEY, ("DISCORD_BOT_TOKEN", "")],
+        "discord.token_env",
+        "not set",
+    );
 }
 
 #[test]
 fn slack_needs_the_token_of_its_mode() {
     let base = [KEY, ("SLACK_BOT_TOKEN", "xoxb-1")];
-    fails_on("[slack]\nenabled = true\n", &base, "slack.app_token_env", "SLACK_APP_TOKEN");
+    fails_on(
+        "[slack]\nenabled = true\n",
+        &base,
+        "slack.app_token_env",
+        "SLACK_APP_TOKEN",
+    );
     fails_on(
         "[slack]\nenabled = true\nmode = \"events\"\n",
         &base,
@@ -150,7 +234,12 @@ fn slack_needs_the_token_of_its_mode() {
 #[test]
 fn enabled_adapter_needs_the_model_key_unless_keyless() {
     let toml = "[discord]\nenabled = true\n";
-    fails_on(toml, &[("DISCORD_BOT_TOKEN", "t")], "llm.api_key_env", "OPENAI_API_KEY");
+    fails_on(
+        toml,
+        &[("DISCORD_BOT_TOKEN", "t")],
+        "llm.api_key_env",
+        "OPENAI_API_KEY",
+    );
     let keyless = "[llm]\napi_key_env = \"\"\n[discord]\nenabled = true\n";
     load_from_str(keyless, &env(&[("DISCORD_BOT_TOKEN", "t")])).unwrap();
 }
@@ -160,7 +249,12 @@ const ROUTE: &str = "[webhook]\nenabled = true\n[[webhook.routes]]\nname = \"gh\
 #[test]
 fn webhook_route_needs_its_secret() {
     let toml = format!("{ROUTE}secret_env = \"GH_SECRET\"\n");
-    fails_on(&toml, &[KEY], "webhook.routes[0].secret_env", "GH_SECRET is not set");
+    fails_on(
+        &toml,
+        &[KEY],
+        "webhook.routes[0].secret_env",
+        "GH_SECRET is not set",
+    );
     load_from_str(&toml, &env(&[KEY, ("GH_SECRET", "s")])).unwrap();
 }
 
@@ -175,10 +269,14 @@ fn unsigned_route_only_on_loopback_when_marked_insecure() {
 
 #[test]
 fn github_comment_delivery_needs_a_token() {
-    let toml = format!(
-        "{ROUTE}secret_env = \"S\"\n[webhook.routes.deliver]\nkind = \"github_comment\"\n"
+    let toml =
+        format!("{ROUTE}secret_env = \"S\"\n[webhook.routes.deliver]\nkind = \"github_comment\"\n");
+    fails_on(
+        &toml,
+        &[KEY, ("S", "x")],
+        "webhook.routes[0].deliver.token_env",
+        "GITHUB_TOKEN",
     );
-    fails_on(&toml, &[KEY, ("S", "x")], "webhook.routes[0].deliver.token_env", "GITHUB_TOKEN");
 }
 
 #[test]
@@ -202,14 +300,24 @@ fn hmac_route_needs_a_header() {
 
 #[test]
 fn mcp_server_needs_exactly_one_transport() {
-    fails_on("[[mcp.servers]]\nname = \"fs\"\n", &[], "mcp.servers[0].command", "exactly one");
+    fails_on(
+        "[[mcp.servers]]\nname = \"fs\"\n",
+        &[],
+        "mcp.servers[0].command",
+        "exactly one",
+    );
     fails_on(
         "[[mcp.servers]]\nname = \"fs\"\ncommand = \"x\"\nurl = \"http://127.0.0.1:1\"\n",
         &[],
         "mcp.servers[0].command",
         "exactly one",
     );
-    fails_on("[[mcp.servers]]\nname = \"a b\"\ncommand = \"x\"\n", &[], "mcp.servers[0].name", "A-Za-z0-9");
+    fails_on(
+        "[[mcp.servers]]\nname = \"a b\"\ncommand = \"x\"\n",
+        &[],
+        "mcp.servers[0].name",
+        "A-Za-z0-9",
+    );
 }
 
 #[test]
@@ -224,7 +332,12 @@ fn route_to_platform_is_checked() {
 
 #[test]
 fn bad_log_filter_is_named() {
-    fails_on("[log]\nlevel = \"info,,=[\"\n", &[], "log.level", "not a valid filter");
+    fails_on(
+        "[log]\nlevel = \"info,,=[\"\n",
+        &[],
+        "log.level",
+        "not a valid filter",
+    );
 }
 
 #[test]
@@ -235,10 +348,14 @@ fn environment_overrides_the_file() {
         ("SWITCHBOARD_TELEGRAM__ALLOWED_USERS", "11,22"),
         ("SWITCHBOARD_DISCORD__ALLOWED_ROLES", "r1,r2"),
         ("SWITCHBOARD_LLM__MODEL", "llama3"),
-        ("SWITCHBOARD_STORAGE__URL", "postgres://postgres@127.0.0.1/test"),
+        (
+            "SWITCHBOARD_STORAGE__URL",
+            "postgres://postgres@127.0.0.1/test",
+        ),
         ("UNRELATED", "ignored"),
     ];
-    let config: Config = load_from_str("[server]\nlisten = \"127.0.0.1:1\"\n", &env(&vars)).unwrap();
+    let config: Config =
+        load_from_str("[server]\nlisten = \"127.0.0.1:1\"\n", &env(&vars)).unwrap();
     assert_eq!(config.server.listen.port(), 9999);
     assert_eq!(config.agent.busy_input_mode, BusyInputMode::Interrupt);
     assert_eq!(config.telegram.allowed_users, [11, 22]);
@@ -255,7 +372,12 @@ fn bad_environment_override_names_key_and_variable() {
         "server.max_body_bytes",
         "SWITCHBOARD_SERVER__MAX_BODY_BYTES",
     );
-    fails_on("", &[("SWITCHBOARD_SERVER__LISTN", "x")], "server.listn", "unknown field");
+    fails_on(
+        "",
+        &[("SWITCHBOARD_SERVER__LISTN", "x")],
+        "server.listn",
+        "unknown field",
+    );
 }
 
 #[test]
@@ -264,7 +386,9 @@ fn every_problem_renders_on_one_line_naming_its_key() {
     let err = load_from_str(toml, &Env::default()).unwrap_err();
     let text = err.to_string();
     let lines: Vec<&str> = text.lines().collect();
-    let ConfigError::Invalid(problems) = err else { panic!() };
+    let ConfigError::Invalid(problems) = err else {
+        panic!()
+    };
     assert_eq!(lines.len(), problems.len());
     for (line, problem) in lines.iter().zip(&problems) {
         assert!(line.starts_with(&format!("{}: ", problem.key)), "{line}");
@@ -324,9 +448,15 @@ fn collect_keys(value: &serde_json::Value, prefix: &str, out: &mut Vec<String>) 
     match value {
         serde_json::Value::Object(map) => {
             for (k, v) in map {
-                let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
                 let is_table = v.is_object() && !(prefix.ends_with("servers") && k == "env");
-                let is_table_array = v.as_array().is_some_and(|a| a.first().is_some_and(|f| f.is_object()));
+                let is_table_array = v
+                    .as_array()
+                    .is_some_and(|a| a.first().is_some_and(|f| f.is_object()));
                 if is_table || is_table_array {
                     collect_keys(v, &path, out);
                 } else {

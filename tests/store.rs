@@ -26,8 +26,16 @@ backend_tests!(
 async fn migrations_run_twice_without_change(store: Store) {
     let version = store.schema_version().await.unwrap();
     assert!(version >= 1, "schema version {version}");
-    assert_eq!(store.migrate().await.unwrap(), 0, "second run applies nothing");
-    assert_eq!(store.migrate().await.unwrap(), 0, "third run applies nothing");
+    assert_eq!(
+        store.migrate().await.unwrap(),
+        0,
+        "second run applies nothing"
+    );
+    assert_eq!(
+        store.migrate().await.unwrap(),
+        0,
+        "third run applies nothing"
+    );
     assert_eq!(store.schema_version().await.unwrap(), version);
     store.ping().await.unwrap();
 }
@@ -50,10 +58,19 @@ async fn open_session_is_idempotent_and_reset_makes_a_new_one(store: Store) {
     assert!(first.ended_at.is_none());
 
     assert!(store.end_session(&first.id, "reset").await.unwrap());
-    assert!(!store.end_session(&first.id, "reset").await.unwrap(), "ends once");
+    assert!(
+        !store.end_session(&first.id, "reset").await.unwrap(),
+        "ends once"
+    );
     let ended = store.session(&first.id).await.unwrap().unwrap();
     assert_eq!(ended.end_reason.as_deref(), Some("reset"));
-    assert!(store.open_session_by_key("telegram:dm:42").await.unwrap().is_none());
+    assert!(
+        store
+            .open_session_by_key("telegram:dm:42")
+            .await
+            .unwrap()
+            .is_none()
+    );
 
     let fresh = store.open_session(&dm("telegram:dm:42")).await.unwrap();
     assert_ne!(fresh.id, first.id);
@@ -76,15 +93,28 @@ async fn concurrent_opens_share_one_session(store: Store) {
 
 async fn messages_keep_order_and_fields(store: Store) {
     let s = store.open_session(&dm("telegram:dm:1")).await.unwrap();
-    let calls = r#"[{"id":"c1","type":"function","function":{"name":"read_file","arguments":"{}"}}]"#;
+    let calls =
+        r#"[{"id":"c1","type":"function","function":{"name":"read_file","arguments":"{}"}}]"#;
     store
-        .append_message(&s.id, &NewMessage { role: "user", content: "hi", ..Default::default() })
+        .append_message(
+            &s.id,
+            &NewMessage {
+                role: "user",
+                content: "hi",
+                ..Default::default()
+            },
+        )
         .await
         .unwrap();
     store
         .append_message(
             &s.id,
-            &NewMessage { role: "assistant", content: "", tool_calls: Some(calls), ..Default::default() },
+            &NewMessage {
+                role: "assistant",
+                content: "",
+                tool_calls: Some(calls),
+                ..Default::default()
+            },
         )
         .await
         .unwrap();
@@ -114,7 +144,10 @@ async fn messages_keep_order_and_fields(store: Store) {
 async fn search_finds_words_and_scopes_to_user(store: Store) {
     let alice = store.open_session(&dm("telegram:dm:alice")).await.unwrap();
     let bob = store
-        .open_session(&NewSession { user_id: Some("bob"), ..dm("telegram:dm:bob") })
+        .open_session(&NewSession {
+            user_id: Some("bob"),
+            ..dm("telegram:dm:bob")
+        })
         .await
         .unwrap();
     for (session, text) in [
@@ -123,11 +156,21 @@ async fn search_finds_words_and_scopes_to_user(store: Store) {
         (&bob.id, "staging deploy is green again"),
     ] {
         store
-            .append_message(session, &NewMessage { role: "user", content: text, ..Default::default() })
+            .append_message(
+                session,
+                &NewMessage {
+                    role: "user",
+                    content: text,
+                    ..Default::default()
+                },
+            )
             .await
             .unwrap();
     }
-    let all = store.search_messages("DEPLOY staging", None, 10).await.unwrap();
+    let all = store
+        .search_messages("DEPLOY staging", None, 10)
+        .await
+        .unwrap();
     assert_eq!(all.len(), 2, "{all:?}");
     let only_bob = store
         .search_messages("deploy", Some(("telegram", "bob")), 10)
@@ -135,22 +178,56 @@ async fn search_finds_words_and_scopes_to_user(store: Store) {
         .unwrap();
     assert_eq!(only_bob.len(), 1);
     assert_eq!(only_bob[0].session_key, "telegram:dm:bob");
-    assert!(store.search_messages("nonexistentword", None, 10).await.unwrap().is_empty());
-    assert_eq!(store.search_messages("staging", None, 1).await.unwrap().len(), 1, "limit");
+    assert!(
+        store
+            .search_messages("nonexistentword", None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .search_messages("staging", None, 1)
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "limit"
+    );
 }
 
 async fn search_treats_syntax_as_text(store: Store) {
     let s = store.open_session(&dm("telegram:dm:7")).await.unwrap();
     store
-        .append_message(&s.id, &NewMessage { role: "user", content: "error: NEAR(foo) OR \"bar\"", ..Default::default() })
+        .append_message(
+            &s.id,
+            &NewMessage {
+                role: "user",
+                content: "error: NEAR(foo) OR \"bar\"",
+                ..Default::default()
+            },
+        )
         .await
         .unwrap();
-    for hostile in ["\"", "NEAR(", "foo OR", "*", "a\"b", "'; DROP TABLE messages; --", "   ", "!!!"] {
+    for hostile in [
+        "\"",
+        "NEAR(",
+        "foo OR",
+        "*",
+        "a\"b",
+        "'; DROP TABLE messages; --",
+        "   ",
+        "!!!",
+    ] {
         store.search_messages(hostile, None, 5).await.unwrap();
     }
     let hits = store.search_messages("near(foo)", None, 5).await.unwrap();
     assert_eq!(hits.len(), 1);
-    assert_eq!(store.messages(&s.id).await.unwrap().len(), 1, "table intact");
+    assert_eq!(
+        store.messages(&s.id).await.unwrap().len(),
+        1,
+        "table intact"
+    );
 }
 
 async fn inbox_dedupes_and_replays_unprocessed_in_order(store: Store) {
@@ -167,10 +244,16 @@ async fn inbox_dedupes_and_replays_unprocessed_in_order(store: Store) {
             InboxInsert::Inserted(id) => ids.push(id),
             InboxInsert::Duplicate => panic!("first insert of {key} seen as duplicate"),
         }
-        assert_eq!(store.inbox_insert(&event).await.unwrap(), InboxInsert::Duplicate);
+        assert_eq!(
+            store.inbox_insert(&event).await.unwrap(),
+            InboxInsert::Duplicate
+        );
     }
     assert!(store.inbox_mark_processed(ids[1], "ok").await.unwrap());
-    assert!(!store.inbox_mark_processed(ids[1], "ok").await.unwrap(), "processed once");
+    assert!(
+        !store.inbox_mark_processed(ids[1], "ok").await.unwrap(),
+        "processed once"
+    );
     store.inbox_record_attempt(ids[0]).await.unwrap();
 
     let pending = store.inbox_pending(100).await.unwrap();
@@ -204,15 +287,35 @@ async fn approvals_are_decided_once(store: Store) {
     let record = approval("s1");
     store.insert_approval(&record).await.unwrap();
     assert_eq!(store.approval(&record.id).await.unwrap().unwrap(), record);
-    assert!(store
-        .decide_approval(&record.id, ApprovalStatus::Denied, Some("telegram:9"), Some("no"))
-        .await
-        .unwrap());
     assert!(
-        !store.decide_approval(&record.id, ApprovalStatus::ApprovedOnce, Some("telegram:1"), None).await.unwrap(),
+        store
+            .decide_approval(
+                &record.id,
+                ApprovalStatus::Denied,
+                Some("telegram:9"),
+                Some("no")
+            )
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .decide_approval(
+                &record.id,
+                ApprovalStatus::ApprovedOnce,
+                Some("telegram:1"),
+                None
+            )
+            .await
+            .unwrap(),
         "a decided request cannot be decided again"
     );
-    assert!(!store.decide_approval("forged", ApprovalStatus::ApprovedOnce, None, None).await.unwrap());
+    assert!(
+        !store
+            .decide_approval("forged", ApprovalStatus::ApprovedOnce, None, None)
+            .await
+            .unwrap()
+    );
     let stored = store.approval(&record.id).await.unwrap().unwrap();
     assert_eq!(stored.status, ApprovalStatus::Denied);
     assert_eq!(stored.approver.as_deref(), Some("telegram:9"));
@@ -225,10 +328,27 @@ async fn approvals_are_decided_once(store: Store) {
 }
 
 async fn allowlist_add_list_revoke(store: Store) {
-    assert!(store.allow_pattern("git_force_push", "telegram:1").await.unwrap());
-    assert!(!store.allow_pattern("git_force_push", "telegram:2").await.unwrap(), "already there");
+    assert!(
+        store
+            .allow_pattern("git_force_push", "telegram:1")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .allow_pattern("git_force_push", "telegram:2")
+            .await
+            .unwrap(),
+        "already there"
+    );
     assert!(store.allow_pattern("docker_stop", "cli").await.unwrap());
-    let keys: Vec<String> = store.allowlist().await.unwrap().into_iter().map(|e| e.pattern_key).collect();
+    let keys: Vec<String> = store
+        .allowlist()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.pattern_key)
+        .collect();
     assert_eq!(keys, ["docker_stop", "git_force_push"]);
     assert!(store.is_pattern_allowed("docker_stop").await.unwrap());
     assert!(store.revoke_pattern("docker_stop").await.unwrap());
@@ -249,18 +369,50 @@ fn pairing(code: &str, user: &str, expires_in_ms: i64) -> PairingRequest {
 }
 
 async fn pairing_approve_and_revoke(store: Store) {
-    store.insert_pairing_request(&pairing("ABCD2345", "77", 3_600_000)).await.unwrap();
-    store.insert_pairing_request(&pairing("EFGH6789", "77", 3_600_000)).await.unwrap();
-    assert_eq!(store.pairing_requests(Some("telegram")).await.unwrap().len(), 2);
-    assert!(store.pairing_requests(Some("slack")).await.unwrap().is_empty());
-    assert!(store.approve_pairing("telegram", "WRONG000", "owner").await.unwrap().is_none());
+    store
+        .insert_pairing_request(&pairing("ABCD2345", "77", 3_600_000))
+        .await
+        .unwrap();
+    store
+        .insert_pairing_request(&pairing("EFGH6789", "77", 3_600_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .pairing_requests(Some("telegram"))
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    assert!(
+        store
+            .pairing_requests(Some("slack"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .approve_pairing("telegram", "WRONG000", "owner")
+            .await
+            .unwrap()
+            .is_none()
+    );
     assert!(!store.is_paired("telegram", "77").await.unwrap());
 
-    let paired = store.approve_pairing("telegram", "ABCD2345", "owner").await.unwrap().unwrap();
+    let paired = store
+        .approve_pairing("telegram", "ABCD2345", "owner")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(paired.user_id, "77");
     assert_eq!(paired.user_name, "User 77");
     assert!(store.is_paired("telegram", "77").await.unwrap());
-    assert!(store.pairing_requests(None).await.unwrap().is_empty(), "user's other codes gone");
+    assert!(
+        store.pairing_requests(None).await.unwrap().is_empty(),
+        "user's other codes gone"
+    );
     assert_eq!(store.paired_users().await.unwrap().len(), 1);
 
     assert!(store.revoke_pairing("telegram", "77").await.unwrap());
@@ -269,21 +421,47 @@ async fn pairing_approve_and_revoke(store: Store) {
 }
 
 async fn pairing_codes_expire(store: Store) {
-    store.insert_pairing_request(&pairing("OLD22222", "5", -1)).await.unwrap();
+    store
+        .insert_pairing_request(&pairing("OLD22222", "5", -1))
+        .await
+        .unwrap();
     assert!(store.pairing_requests(None).await.unwrap().is_empty());
-    assert!(store.approve_pairing("telegram", "OLD22222", "owner").await.unwrap().is_none());
+    assert!(
+        store
+            .approve_pairing("telegram", "OLD22222", "owner")
+            .await
+            .unwrap()
+            .is_none()
+    );
     assert!(!store.is_paired("telegram", "5").await.unwrap());
 }
 
 async fn memory_notes_are_per_user(store: Store) {
     let a = store.add_note("telegram:1", "prefers rust").await.unwrap();
-    store.add_note("telegram:1", "timezone UTC+2").await.unwrap();
+    store
+        .add_note("telegram:1", "timezone UTC+2")
+        .await
+        .unwrap();
     store.add_note("slack:U2", "other user").await.unwrap();
     assert_eq!(store.notes("telegram:1").await.unwrap().len(), 2);
-    assert!(!store.update_note("slack:U2", a, "hijack").await.unwrap(), "not theirs");
-    assert!(!store.delete_note("slack:U2", a).await.unwrap(), "not theirs");
-    assert!(store.update_note("telegram:1", a, "prefers Rust 2024").await.unwrap());
-    assert_eq!(store.notes("telegram:1").await.unwrap()[0].content, "prefers Rust 2024");
+    assert!(
+        !store.update_note("slack:U2", a, "hijack").await.unwrap(),
+        "not theirs"
+    );
+    assert!(
+        !store.delete_note("slack:U2", a).await.unwrap(),
+        "not theirs"
+    );
+    assert!(
+        store
+            .update_note("telegram:1", a, "prefers Rust 2024")
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.notes("telegram:1").await.unwrap()[0].content,
+        "prefers Rust 2024"
+    );
     assert!(store.delete_note("telegram:1", a).await.unwrap());
     assert_eq!(store.notes("telegram:1").await.unwrap().len(), 1);
 }

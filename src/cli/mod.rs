@@ -91,7 +91,7 @@ async fn dispatch(cli: Cli, (config, source): (Config, ConfigSource)) -> anyhow:
                     tracing::warn!("no gateway.toml here; running on the built-in defaults");
                 }
             }
-            crate::daemon::run(config).await?;
+            crate::daemon::Daemon::new(config).run().await?;
             Ok(())
         }
         Command::Check => {
@@ -147,5 +147,20 @@ pub fn redact_url(raw: &str) -> String {
             url.to_string()
         }
         _ => raw.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_are_redacted_from_urls() {
+        assert_eq!(
+            redact_url("postgres://app:hunter2@db:5432/sb"),
+            "postgres://app:***@db:5432/sb"
+        );
+        assert_eq!(redact_url("postgres://app@db/sb"), "postgres://app@db/sb");
+        assert_eq!(redact_url("sqlite://data/x.db"), "sqlite://data/x.db");
     }
 }

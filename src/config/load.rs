@@ -159,9 +159,37 @@ fn accepted<T: serde::de::DeserializeOwned>() -> String {
         Err(err) => {
             let text = err.to_string();
             text.find(", expected")
-                .map(|at| text[at..].split(" at line").next().unwrap_or_default().to_string())
+                .map(|at| {
+                    text[at..]
+                        .split(" at line")
+                        .next()
+                        .unwrap_or_default()
+                        .to_string()
+                })
                 .unwrap_or_default()
         }
         Ok(_) => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{explain_enum, strip_key_suffix};
+
+    #[test]
+    fn enum_errors_list_the_accepted_values() {
+        assert_eq!(
+            explain_enum("enum SlackMode does not have variant constructor sockets"),
+            "unknown variant `sockets`, expected one of `socket`, `events`"
+        );
+        assert_eq!(explain_enum("something else"), "something else");
+    }
+
+    #[test]
+    fn key_suffixes_are_stripped() {
+        assert_eq!(
+            strip_key_suffix("invalid type: string \"x\", expected u64 for key `server.a`"),
+            "invalid type: string \"x\", expected u64"
+        );
     }
 }

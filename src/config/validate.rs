@@ -245,10 +245,7 @@ impl Validator<'_> {
             self.url("server.public_url", &c.server.public_url);
         }
         self.positive("server.max_body_bytes", c.server.max_body_bytes as u64);
-        self.positive(
-            "server.request_timeout_secs",
-            c.server.request_timeout_secs,
-        );
+        self.positive("server.request_timeout_secs", c.server.request_timeout_secs);
     }
 
     fn storage(&mut self, c: &Config) {
@@ -269,7 +266,10 @@ impl Validator<'_> {
 
     fn log(&mut self, c: &Config) {
         if let Err(err) = tracing_subscriber::EnvFilter::try_new(&c.log.level) {
-            self.push("log.level", format!("{:?} is not a valid filter: {err}", c.log.level));
+            self.push(
+                "log.level",
+                format!("{:?} is not a valid filter: {err}", c.log.level),
+            );
         }
     }
 
@@ -284,7 +284,8 @@ impl Validator<'_> {
         if let Some(base) = &c.llm.auxiliary.base_url {
             self.url("llm.auxiliary.base_url", base);
         }
-        let needs_model = c.telegram.enabled || c.discord.enabled || c.slack.enabled || c.webhook.enabled;
+        let needs_model =
+            c.telegram.enabled || c.discord.enabled || c.slack.enabled || c.webhook.enabled;
         if needs_model && !c.llm.api_key_env.is_empty() {
             self.secret(
                 "llm.api_key_env",
@@ -299,7 +300,10 @@ impl Validator<'_> {
             if !matches!(target.platform.as_str(), "telegram" | "discord" | "slack") {
                 self.push(
                     "approvals.route_to.platform",
-                    format!("{:?} is not one of telegram, discord, slack", target.platform),
+                    format!(
+                        "{:?} is not one of telegram, discord, slack",
+                        target.platform
+                    ),
                 );
             }
             if target.chat.trim().is_empty() {
@@ -315,7 +319,11 @@ impl Validator<'_> {
         if !t.enabled {
             return;
         }
-        self.secret("telegram.token_env", &t.token_env, "telegram.enabled = true");
+        self.secret(
+            "telegram.token_env",
+            &t.token_env,
+            "telegram.enabled = true",
+        );
         if t.mode == TelegramMode::Webhook {
             if c.server.public_url.is_empty() {
                 self.push(
@@ -347,7 +355,11 @@ impl Validator<'_> {
         if !s.enabled {
             return;
         }
-        self.secret("slack.bot_token_env", &s.bot_token_env, "slack.enabled = true");
+        self.secret(
+            "slack.bot_token_env",
+            &s.bot_token_env,
+            "slack.enabled = true",
+        );
         match s.mode {
             SlackMode::Socket => self.secret(
                 "slack.app_token_env",
@@ -371,14 +383,26 @@ impl Validator<'_> {
             if route.name.trim().is_empty() {
                 self.push(key("name"), "must not be empty");
             } else if !names.insert(route.name.as_str()) {
-                self.push(key("name"), format!("duplicate route name {:?}", route.name));
+                self.push(
+                    key("name"),
+                    format!("duplicate route name {:?}", route.name),
+                );
             }
             if !route.path.starts_with('/') || route.path.contains(char::is_whitespace) {
-                self.push(key("path"), format!("{:?} must start with / and hold no spaces", route.path));
+                self.push(
+                    key("path"),
+                    format!("{:?} must start with / and hold no spaces", route.path),
+                );
             } else if !paths.insert(route.path.as_str()) {
-                self.push(key("path"), format!("duplicate route path {:?}", route.path));
+                self.push(
+                    key("path"),
+                    format!("duplicate route path {:?}", route.path),
+                );
             } else if crate::http::RESERVED_PATHS.contains(&route.path.as_str()) {
-                self.push(key("path"), format!("{:?} is reserved by the gateway", route.path));
+                self.push(
+                    key("path"),
+                    format!("{:?} is reserved by the gateway", route.path),
+                );
             }
             if route.scheme == SignatureScheme::Hmac && route.signature_header.is_none() {
                 self.push(key("signature_header"), "required when scheme = \"hmac\"");
@@ -426,14 +450,23 @@ impl Validator<'_> {
                     .chars()
                     .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_');
             if !valid_name {
-                self.push(key("name"), format!("{:?} must be non-empty [A-Za-z0-9_-]", server.name));
+                self.push(
+                    key("name"),
+                    format!("{:?} must be non-empty [A-Za-z0-9_-]", server.name),
+                );
             } else if !names.insert(server.name.as_str()) {
-                self.push(key("name"), format!("duplicate server name {:?}", server.name));
+                self.push(
+                    key("name"),
+                    format!("duplicate server name {:?}", server.name),
+                );
             }
             match (&server.command, &server.url) {
                 (Some(_), None) => {}
                 (None, Some(url)) => self.url(&key("url"), url),
-                _ => self.push(key("command"), "set exactly one of command (stdio) or url (HTTP)"),
+                _ => self.push(
+                    key("command"),
+                    "set exactly one of command (stdio) or url (HTTP)",
+                ),
             }
         }
     }

@@ -45,76 +45,154 @@ pub enum DaemonError {
     Serve(String),
 }
 
-/// Runs the daemon until a shutdown signal, then drains and returns.
-pub async fn run(config: Config) -> Result<(), DaemonError> {
-    let shutdown = signals::shutdown_signal().map_err(DaemonError::Signal)?;
-    for c in component_statuses(&config) {
-        tracing::info!(component = c.name, enabled = c.enabled, detail = %c.detail, "adapter");
-    }
+/// What a component gets to run with.
+#[derive(Clone, Debug)]
+pub struct ComponentContext {
+    /// Fires when the daemon shuts down: stop taking work, finish what runs.
+    pub stop: CancellationToken,
+    /// Where the component reports its readiness.
+    pub health: Health,
+    /// The database.
+    pub store: Store,
+}
 
-    let store = Store::open(&config.storage).await?;
-    tracing::info!(
-        storage.backend = ?store.kind(),
-        storage.schema_version = store.schema_version().await?,
-        "storage ready"
-    );
-    let health = Health::default();
-    let root = CancellationToken::new();
-    let tracker = TaskTracker::new();
+type ComponentFn = Box<dyn FnOnce(ComponentContext) -> BoxFuture<'static, ()> + Send>;
+type BoxFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-    let addr = config.server.listen;
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|source| DaemonError::Bind { addr, source })?;
-    let local = listener
-        .local_addr()
-        .map_err(|source| DaemonError::Bind { addr, source })?;
-    let app = router(
-        AppState {
-            store: store.clone(),
-            health,
-        },
-        &config.server,
-    );
-    let server_stop = root.child_token();
-    let mut server = tracker.spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(server_stop.cancelled_owned())
-            .await
-    });
-    tracker.spawn(signals::watchdog(root.child_token()));
-    tracker.spawn(metrics_upkeep(root.child_token()));
-    tracing::info!(http.addr = %local, "listening");
-    signals::notify(&[
-        NotifyState::Ready,
-        NotifyState::Status(&format!("listening on {local}")),
-    ]);
+/// The daemon: configuration plus the components and routes it runs.
+pub struct Daemon {
+    config: Config,
+    routes: axum::Router<AppState>,
+    components: Vec<(String, ComponentFn)>,
+}
 
-    let outcome = tokio::select! {
-        signal = shutdown => {
-            tracing::info!(signal, "shutdown requested");
-            Ok(())
+impl Daemon {
+    /// A daemon serving the built-in routes only.
+    pub fn new(config: Config) -> Self {
+        Self {
+            config,
+            routes: axum::Router::new(),
+            components: Vec::new(),
         }
-        result = &mut server => Err(DaemonError::Serve(match result {
-            Ok(Ok(())) => "stopped unexpectedly".into(),
-            Ok(Err(err)) => err.to_string(),
-            Err(err) => err.to_string(),
-        })),
-    };
-
-    signals::notify(&[NotifyState::Stopping]);
-    let grace = Duration::from_secs(config.server.shutdown_grace_secs);
-    root.cancel();
-    tracker.close();
-    if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
-        tracing::warn!(
-            grace_secs = grace.as_secs(),
-            "work still running after the grace period; exiting anyway"
-        );
     }
-    store.close().await;
-    tracing::info!("stopped");
-    outcome
+
+    /// Adds HTTP routes (webhooks, platform callbacks).
+    pub fn routes(mut self, routes: axum::Router<AppState>) -> Self {
+        self.routes = self.routes.merge(routes);
+        self
+    }
+
+    /// Adds a long-running component. It runs on the daemon's task tracker
+    /// and must return soon after `ctx.stop` fires.
+    pub fn component<F, Fut>(mut self, name: &str, run: F) -> Self
+    where
+        F: FnOnce(ComponentContext) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.components
+            .push((name.to_string(), Box::new(move |ctx| Box::pin(run(ctx)))));
+        self
+    }
+
+    /// Runs until SIGTERM or SIGINT, then drains and returns.
+    pub async fn run(self) -> Result<(), DaemonError> {
+        let shutdown = signals::shutdown_signal().map_err(DaemonError::Signal)?;
+        self.run_until(shutdown).await
+    }
+
+    /// Runs until `shutdown` resolves (to the name of the cause), then stops
+    /// intake, gives running work `server.shutdown_grace_secs` to finish,
+    /// and returns.
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = &'static str>,
+    ) -> Result<(), DaemonError> {
+        let Daemon {
+            config,
+            routes,
+            components,
+        } = self;
+        for c in component_statuses(&config) {
+            tracing::info!(component = c.name, enabled = c.enabled, detail = %c.detail, "adapter");
+        }
+
+        let store = Store::open(&config.storage).await?;
+        tracing::info!(
+            storage.backend = ?store.kind(),
+            storage.schema_version = store.schema_version().await?,
+            "storage ready"
+        );
+        let health = Health::default();
+        let root = CancellationToken::new();
+        let tracker = TaskTracker::new();
+
+        let addr = config.server.listen;
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| DaemonError::Bind { addr, source })?;
+        let local = listener
+            .local_addr()
+            .map_err(|source| DaemonError::Bind { addr, source })?;
+        let app = router(
+            AppState {
+                store: store.clone(),
+                health: health.clone(),
+            },
+            &config.server,
+            routes,
+        );
+        let server_stop = root.child_token();
+        let mut server = tracker.spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(server_stop.cancelled_owned())
+                .await
+        });
+        for (name, run) in components {
+            let ctx = ComponentContext {
+                stop: root.child_token(),
+                health: health.clone(),
+                store: store.clone(),
+            };
+            let span = tracing::info_span!("component", component = %name);
+            tracker.spawn(tracing::Instrument::instrument(run(ctx), span));
+        }
+        tracker.spawn(signals::watchdog(root.child_token()));
+        tracker.spawn(metrics_upkeep(root.child_token()));
+        tracing::info!(http.addr = %local, "listening");
+        signals::notify(&[
+            NotifyState::Ready,
+            NotifyState::Status(&format!("listening on {local}")),
+        ]);
+
+        let outcome = tokio::select! {
+            cause = shutdown => {
+                tracing::info!(signal = cause, "shutdown requested");
+                Ok(())
+            }
+            result = &mut server => Err(DaemonError::Serve(match result {
+                Ok(Ok(())) => "stopped unexpectedly".into(),
+                Ok(Err(err)) => err.to_string(),
+                Err(err) => err.to_string(),
+            })),
+        };
+
+        signals::notify(&[NotifyState::Stopping]);
+        let grace = Duration::from_secs(config.server.shutdown_grace_secs);
+        root.cancel();
+        tracker.close();
+        if tokio::time::timeout(grace, tracker.wait()).await.is_ok() {
+            store.close().await;
+        } else {
+            // Connections still checked out by overrunning work are dropped
+            // with the process; waiting for them could hang forever.
+            tracing::warn!(
+                grace_secs = grace.as_secs(),
+                "work still running after the grace period; exiting anyway"
+            );
+        }
+        tracing::info!("stopped");
+        outcome
+    }
 }
 
 /// Keeps the Prometheus histograms from growing without bound.

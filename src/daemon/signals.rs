@@ -33,7 +33,10 @@ pub async fn watchdog(stop: CancellationToken) {
         return;
     };
     let period = (interval / 2).max(Duration::from_millis(100));
-    tracing::info!(watchdog.period_ms = period.as_millis() as u64, "systemd watchdog enabled");
+    tracing::info!(
+        watchdog.period_ms = period.as_millis() as u64,
+        "systemd watchdog enabled"
+    );
     let mut ticker = tokio::time::interval(period);
     loop {
         tokio::select! {

@@ -164,13 +164,21 @@ impl Store {
 
     /// A request by id.
     pub async fn approval(&self, id: &str) -> Result<Option<ApprovalRecord>> {
-        let sql = concat!("SELECT ", approval_columns!(), " FROM approvals WHERE id = $1");
+        let sql = concat!(
+            "SELECT ",
+            approval_columns!(),
+            " FROM approvals WHERE id = $1"
+        );
         Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(id).fetch_optional(pool).await?))
     }
 
     /// The most recent requests, newest first.
     pub async fn list_approvals(&self, limit: i64) -> Result<Vec<ApprovalRecord>> {
-        let sql = concat!("SELECT ", approval_columns!(), " FROM approvals ORDER BY created_at DESC, id LIMIT $1");
+        let sql = concat!(
+            "SELECT ",
+            approval_columns!(),
+            " FROM approvals ORDER BY created_at DESC, id LIMIT $1"
+        );
         Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(limit).fetch_all(pool).await?))
     }
 

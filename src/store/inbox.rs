@@ -85,7 +85,11 @@ impl Store {
     /// Unprocessed events in arrival order (per session, arrival order is
     /// processing order).
     pub async fn inbox_pending(&self, limit: i64) -> Result<Vec<InboxRow>> {
-        let sql = concat!("SELECT ", inbox_columns!(), " FROM inbox WHERE processed_at IS NULL ORDER BY id LIMIT $1");
+        let sql = concat!(
+            "SELECT ",
+            inbox_columns!(),
+            " FROM inbox WHERE processed_at IS NULL ORDER BY id LIMIT $1"
+        );
         Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(limit).fetch_all(pool).await?))
     }
 

@@ -176,9 +176,12 @@ impl Store {
             BackendKind::Sqlite => {
                 "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'"
             }
-            BackendKind::Postgres => "SELECT COUNT(*) FROM pg_tables WHERE tablename = '_sqlx_migrations' AND schemaname = current_schema()",
+            BackendKind::Postgres => {
+                "SELECT COUNT(*) FROM pg_tables WHERE tablename = '_sqlx_migrations' AND schemaname = current_schema()"
+            }
         };
-        let exists: i64 = with_pool!(self, pool => sqlx::query_scalar(exists_sql).fetch_one(pool).await?);
+        let exists: i64 =
+            with_pool!(self, pool => sqlx::query_scalar(exists_sql).fetch_one(pool).await?);
         if exists == 0 {
             return Ok(0);
         }

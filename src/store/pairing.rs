@@ -59,8 +59,12 @@ impl Store {
     /// Unexpired pairing requests, oldest first; all platforms when
     /// `platform` is `None`.
     pub async fn pairing_requests(&self, platform: Option<&str>) -> Result<Vec<PairingRequest>> {
-        let sql = concat!("SELECT ", request_columns!(), " FROM pairing_requests \
-             WHERE expires_at > $1 AND ($2 = '' OR platform = $2) ORDER BY created_at, code");
+        let sql = concat!(
+            "SELECT ",
+            request_columns!(),
+            " FROM pairing_requests \
+             WHERE expires_at > $1 AND ($2 = '' OR platform = $2) ORDER BY created_at, code"
+        );
         Ok(with_pool!(self, pool => sqlx::query_as(sql)
             .bind(now_ms()).bind(platform.unwrap_or("")).fetch_all(pool).await?))
     }
@@ -74,7 +78,11 @@ impl Store {
         approved_by: &str,
     ) -> Result<Option<PairedUser>> {
         let now = now_ms();
-        let sql = concat!("SELECT ", request_columns!(), " FROM pairing_requests WHERE platform = $1 AND code = $2 AND expires_at > $3");
+        let sql = concat!(
+            "SELECT ",
+            request_columns!(),
+            " FROM pairing_requests WHERE platform = $1 AND code = $2 AND expires_at > $3"
+        );
         with_pool!(self, pool => {
             let mut tx = pool.begin().await?;
             let request: Option<PairingRequest> = sqlx::query_as(sql)

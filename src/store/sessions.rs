@@ -126,13 +126,21 @@ impl Store {
 
     /// The open (not ended) session for a key.
     pub async fn open_session_by_key(&self, key: &str) -> Result<Option<Session>> {
-        let sql = concat!("SELECT ", session_columns!(), " FROM sessions WHERE key = $1 AND ended_at IS NULL");
+        let sql = concat!(
+            "SELECT ",
+            session_columns!(),
+            " FROM sessions WHERE key = $1 AND ended_at IS NULL"
+        );
         Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(key).fetch_optional(pool).await?))
     }
 
     /// A session by id, open or ended.
     pub async fn session(&self, id: &str) -> Result<Option<Session>> {
-        let sql = concat!("SELECT ", session_columns!(), " FROM sessions WHERE id = $1");
+        let sql = concat!(
+            "SELECT ",
+            session_columns!(),
+            " FROM sessions WHERE id = $1"
+        );
         Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(id).fetch_optional(pool).await?))
     }
 
@@ -153,7 +161,11 @@ impl Store {
 
     /// The most recently active sessions, newest first.
     pub async fn list_sessions(&self, limit: i64) -> Result<Vec<Session>> {
-        let sql = concat!("SELECT ", session_columns!(), " FROM sessions ORDER BY last_active_at DESC, id LIMIT $1");
+        let sql = concat!(
+            "SELECT ",
+            session_columns!(),
+            " FROM sessions ORDER BY last_active_at DESC, id LIMIT $1"
+        );
         Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(limit).fetch_all(pool).await?))
     }
 
