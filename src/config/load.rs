@@ -180,7 +180,7 @@ mod tests {
     fn enum_errors_list_the_accepted_values() {
         assert_eq!(
             explain_enum("enum SlackMode does not have variant constructor sockets"),
-            "unknown variant `sockets`, expected one of `socket`, `events`"
+            "unknown variant `sockets`, expected `socket` or `events`"
         );
         assert_eq!(explain_enum("something else"), "something else");
     }
