@@ -156,13 +156,13 @@ impl Daemon {
             let span = tracing::info_span!("component", component = %name);
             tracker.spawn(tracing::Instrument::instrument(run(ctx), span));
         }
-        tracker.spawn(signals::watchdog(root.child_token()));
         tracker.spawn(metrics_upkeep(root.child_token()));
         tracing::info!(http.addr = %local, "listening");
         signals::notify(&[
             NotifyState::Ready,
             NotifyState::Status(&format!("listening on {local}")),
         ]);
+        tracker.spawn(signals::watchdog(root.child_token()));
 
         let outcome = tokio::select! {
             cause = shutdown => {
