@@ -5,9 +5,11 @@
 //! `gateway.toml`), [`store`] (SQLite / PostgreSQL), [`http`] (router,
 //! health, metrics), [`daemon`] (lifecycle), [`cli`], [`telemetry`].
 
+pub mod adapters;
 pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod http;
 pub mod store;
 pub mod telemetry;
+pub mod tools;

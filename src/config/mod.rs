@@ -8,12 +8,17 @@
 
 mod load;
 mod platforms;
+mod tools;
 mod validate;
 
 pub use load::{ConfigError, ConfigSource, load, load_from_str};
 pub use platforms::{
     DeliverConfig, DeliverKind, DiscordConfig, McpConfig, McpServerConfig, SignatureScheme,
     SlackConfig, SlackMode, TelegramConfig, TelegramMode, WebhookConfig, WebhookRoute,
+};
+pub use tools::{
+    SearchProvider, SendMessageConfig, TerminalBackend, TerminalConfig, ToolsConfig, VisionConfig,
+    WebExtractConfig, WebSearchConfig,
 };
 pub use validate::{ComponentStatus, Env, Problem, component_statuses, validate};
 
@@ -46,6 +51,8 @@ pub struct Config {
     pub slack: SlackConfig,
     /// Webhook receiver (GitHub, GitLab, CI).
     pub webhook: WebhookConfig,
+    /// Built-in tools.
+    pub tools: ToolsConfig,
     /// MCP tool servers.
     pub mcp: McpConfig,
 }
@@ -276,4 +283,32 @@ pub struct ChatTarget {
     pub platform: String,
     /// The platform's chat or channel id.
     pub chat: String,
+}
+
+impl Config {
+    /// Names of every environment variable this configuration treats as a
+    /// secret (all the `*_env` keys), for scrubbing and redaction.
+    pub fn secret_env_names(&self) -> Vec<String> {
+        let mut names = vec![
+            self.llm.api_key_env.clone(),
+            self.telegram.token_env.clone(),
+            self.telegram.webhook_secret_env.clone(),
+            self.discord.token_env.clone(),
+            self.slack.bot_token_env.clone(),
+            self.slack.app_token_env.clone(),
+            self.slack.signing_secret_env.clone(),
+            self.tools.web_search.api_key_env.clone(),
+        ];
+        names.extend(self.llm.auxiliary.api_key_env.clone());
+        names.extend(self.tools.vision.api_key_env.clone());
+        for route in &self.webhook.routes {
+            names.extend(route.secret_env.clone());
+            names.push(route.deliver.token_env.clone());
+        }
+        names.extend(self.tools.terminal.scrub_env.iter().cloned());
+        names.retain(|n| !n.is_empty());
+        names.sort();
+        names.dedup();
+        names
+    }
 }

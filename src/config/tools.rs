@@ -1,0 +1,189 @@
+//! `[tools]`: configuration of the built-in tools.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// `[tools]`: the built-in tools.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolsConfig {
+    /// Toolsets removed from every session, whatever its preset.
+    pub disabled_toolsets: Vec<String>,
+    /// The `terminal` and `process` tools.
+    pub terminal: TerminalConfig,
+    /// The `web_search` tool.
+    pub web_search: WebSearchConfig,
+    /// The `web_extract` tool.
+    pub web_extract: WebExtractConfig,
+    /// The `vision_analyze` tool.
+    pub vision: VisionConfig,
+    /// The `send_message` tool.
+    pub send_message: SendMessageConfig,
+}
+
+/// `[tools.terminal]`: where and how commands run.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TerminalConfig {
+    /// `local` (a shell on this host, in the session workspace), `docker`
+    /// (through the docker CLI) or `ssh` (through the ssh binary).
+    pub backend: TerminalBackend,
+    /// Default time limit of one foreground command, in seconds.
+    pub timeout_secs: u64,
+    /// Largest time limit a call may ask for, in seconds.
+    pub max_timeout_secs: u64,
+    /// Most bytes of output kept per command (head and tail).
+    pub output_limit_bytes: usize,
+    /// Most bytes of output kept per background process.
+    pub process_log_bytes: usize,
+    /// Most background processes running per session.
+    pub max_processes: usize,
+    /// Extra environment variable names scrubbed from commands, beyond the
+    /// secrets named in this file and names that look secret.
+    pub scrub_env: Vec<String>,
+    /// Docker CLI binary.
+    pub docker_bin: String,
+    /// Image for `docker run --rm` (when `docker_container` is empty).
+    pub docker_image: String,
+    /// Existing container for `docker exec`; takes precedence over the image.
+    pub docker_container: String,
+    /// Extra arguments for `docker run` (e.g. `--network=none`).
+    pub docker_args: Vec<String>,
+    /// ssh binary.
+    pub ssh_bin: String,
+    /// Remote host for the ssh backend.
+    pub ssh_host: String,
+    /// Remote user.
+    pub ssh_user: String,
+    /// Remote port.
+    pub ssh_port: u16,
+    /// Private key file.
+    pub ssh_identity_file: String,
+    /// Directory on the remote host that commands start in.
+    pub ssh_remote_dir: String,
+}
+
+impl Default for TerminalConfig {
+    fn default() -> Self {
+        Self {
+            backend: TerminalBackend::Local,
+            timeout_secs: 120,
+            max_timeout_secs: 600,
+            output_limit_bytes: 64 * 1024,
+            process_log_bytes: 256 * 1024,
+            max_processes: 8,
+            scrub_env: Vec::new(),
+            docker_bin: "docker".into(),
+            docker_image: "debian:bookworm-slim".into(),
+            docker_container: String::new(),
+            docker_args: vec!["--network=none".into()],
+            ssh_bin: "ssh".into(),
+            ssh_host: String::new(),
+            ssh_user: String::new(),
+            ssh_port: 22,
+            ssh_identity_file: String::new(),
+            ssh_remote_dir: String::new(),
+        }
+    }
+}
+
+/// Where terminal commands run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TerminalBackend {
+    /// A local shell.
+    Local,
+    /// The docker CLI.
+    Docker,
+    /// The ssh binary.
+    Ssh,
+}
+
+/// `[tools.web_search]`: the search backend; the tool is unavailable
+/// without one.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebSearchConfig {
+    /// `none`, `searxng`, `brave` or `tavily`.
+    pub provider: SearchProvider,
+    /// Base URL: the SearXNG instance, or an override of Brave's or
+    /// Tavily's API endpoint.
+    pub url: String,
+    /// Environment variable with the API key (Brave, Tavily).
+    pub api_key_env: String,
+    /// Most results returned per search.
+    pub max_results: usize,
+}
+
+impl Default for WebSearchConfig {
+    fn default() -> Self {
+        Self {
+            provider: SearchProvider::None,
+            url: String::new(),
+            api_key_env: String::new(),
+            max_results: 8,
+        }
+    }
+}
+
+/// Web search backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchProvider {
+    /// No search: `web_search` is unavailable.
+    None,
+    /// A SearXNG instance (JSON API).
+    Searxng,
+    /// Brave Search API.
+    Brave,
+    /// Tavily API.
+    Tavily,
+}
+
+/// `[tools.web_extract]`: fetching pages.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebExtractConfig {
+    /// Hosts (names or IP literals) that may be fetched even though they
+    /// resolve to loopback, private or link-local addresses.
+    pub allow_hosts: Vec<String>,
+    /// Largest response body read, in bytes.
+    pub max_body_bytes: usize,
+    /// Time limit of one fetch, in seconds.
+    pub timeout_secs: u64,
+    /// Most redirects followed (each one re-checked).
+    pub max_redirects: usize,
+}
+
+impl Default for WebExtractConfig {
+    fn default() -> Self {
+        Self {
+            allow_hosts: Vec::new(),
+            max_body_bytes: 2 * 1024 * 1024,
+            timeout_secs: 20,
+            max_redirects: 5,
+        }
+    }
+}
+
+/// `[tools.vision]`: the multimodal model behind `vision_analyze`; the
+/// tool is unavailable until `model` is set.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VisionConfig {
+    /// A vision-capable model name (OpenAI-compatible chat completions).
+    pub model: String,
+    /// Its base URL; defaults to `llm.base_url`.
+    pub base_url: Option<String>,
+    /// Its API key variable; defaults to `llm.api_key_env`.
+    pub api_key_env: Option<String>,
+}
+
+/// `[tools.send_message]`: where `send_message` may send.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SendMessageConfig {
+    /// Named targets, e.g. `ops = { platform = "slack", chat = "C0123" }`.
+    pub targets: BTreeMap<String, super::ChatTarget>,
+}

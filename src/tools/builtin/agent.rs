@@ -1,0 +1,119 @@
+//! Schemas of the agent-layer tools: `clarify`, `todo`, `memory` and
+//! `session_search`. Their state (the user, the todo list, the clarify
+//! broker) belongs to the running agent, which intercepts these calls
+//! before the registry; the registry holds them so toolsets, availability
+//! and schema listing treat them like every other tool.
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use crate::tools::{Concurrency, Tool, ToolContext, ToolError, ToolSpec};
+
+/// One agent-layer tool: a declaration the agent loop serves.
+#[derive(Debug, Clone)]
+pub struct AgentTool {
+    spec: fn() -> ToolSpec,
+}
+
+/// The agent-layer tools.
+pub fn agent_tools() -> Vec<AgentTool> {
+    [clarify as fn() -> ToolSpec, todo, memory, session_search]
+        .into_iter()
+        .map(|spec| AgentTool { spec })
+        .collect()
+}
+
+#[async_trait]
+impl Tool for AgentTool {
+    fn spec(&self) -> ToolSpec {
+        (self.spec)()
+    }
+
+    async fn call(&self, _args: Value, _ctx: &ToolContext) -> Result<String, ToolError> {
+        Err(ToolError::Failed(format!(
+            "{} is served by the agent loop and cannot run outside a conversation",
+            self.spec().name
+        )))
+    }
+}
+
+fn clarify() -> ToolSpec {
+    ToolSpec::new(
+        "clarify",
+        "clarify",
+        "Ask the user a question and wait for the answer. Offer choices when the answer is one of a few options; they are shown as buttons.",
+        json!({
+            "type": "object",
+            "properties": {
+                "question": {"type": "string", "description": "The question."},
+                "choices": {"type": "array", "items": {"type": "string"}, "maxItems": 6, "description": "Possible answers (optional)."}
+            },
+            "required": ["question"]
+        }),
+    )
+    .emoji("❓")
+    .concurrency(Concurrency::Exclusive)
+}
+
+fn todo() -> ToolSpec {
+    ToolSpec::new(
+        "todo",
+        "todo",
+        "Keep a task list for this session. Send the items to set; with merge true, items update by id and others stay. Send nothing to read the list.",
+        json!({
+            "type": "object",
+            "properties": {
+                "todos": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": "string"},
+                            "content": {"type": "string"},
+                            "status": {"type": "string", "enum": ["pending", "in_progress", "completed", "cancelled"]}
+                        },
+                        "required": ["id", "content", "status"]
+                    }
+                },
+                "merge": {"type": "boolean", "description": "Update by id instead of replacing the list. Default false."}
+            }
+        }),
+    )
+    .emoji("📋")
+}
+
+fn memory() -> ToolSpec {
+    ToolSpec::new(
+        "memory",
+        "memory",
+        "Persistent notes about the user that last across sessions: preferences, facts, ongoing work. action add stores a note, replace changes one by note_id, remove deletes one, list shows them.",
+        json!({
+            "type": "object",
+            "properties": {
+                "action": {"type": "string", "enum": ["add", "replace", "remove", "list"]},
+                "content": {"type": "string", "description": "Note text (add, replace)."},
+                "note_id": {"type": "integer", "description": "Which note (replace, remove)."}
+            },
+            "required": ["action"]
+        }),
+    )
+    .emoji("🧠")
+}
+
+fn session_search() -> ToolSpec {
+    ToolSpec::new(
+        "session_search",
+        "session_search",
+        "Full-text search over this user's past conversations. Every word must occur.",
+        json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "Words to find."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Most results (default 10)."}
+            },
+            "required": ["query"]
+        }),
+    )
+    .emoji("🗂️")
+    .concurrency(Concurrency::ReadOnly)
+}

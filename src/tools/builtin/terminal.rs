@@ -1,0 +1,348 @@
+//! `terminal`: run a shell command in the foreground, on the local host,
+//! through the docker CLI, or over ssh. Every command passes the approval
+//! hook first; the child gets an environment without secrets, a time limit,
+//! and a bounded output capture; its whole process group dies on timeout or
+//! cancellation.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::{Child, Command};
+
+use super::output::HeadTail;
+use crate::config::{TerminalBackend, TerminalConfig};
+use crate::tools::workspace::resolve;
+use crate::tools::{
+    ApprovalVerdict, Tool, ToolContext, ToolError, ToolSpec, arg_opt_str, arg_opt_u64, arg_str,
+};
+
+/// How commands are started: backend settings plus the environment
+/// scrubbing rules. Shared by `terminal` and `process`.
+#[derive(Debug, Clone)]
+pub struct Launcher {
+    config: TerminalConfig,
+    secret_names: Arc<Vec<String>>,
+}
+
+/// Whether an environment variable name looks like it holds a secret.
+pub fn looks_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    upper.starts_with("SWITCHBOARD_")
+        || [
+            "TOKEN",
+            "SECRET",
+            "PASSWORD",
+            "PASSWD",
+            "API_KEY",
+            "APIKEY",
+            "CREDENTIAL",
+            "PRIVATE_KEY",
+            "ACCESS_KEY",
+        ]
+        .iter()
+        .any(|needle| upper.contains(needle))
+}
+
+/// `'…'`-quotes a string for a POSIX shell.
+pub fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+impl Launcher {
+    /// A launcher for `config`; `secret_names` are the variables the
+    /// gateway configuration names as secrets.
+    pub fn new(config: TerminalConfig, secret_names: Vec<String>) -> Self {
+        Self {
+            config,
+            secret_names: Arc::new(secret_names),
+        }
+    }
+
+    /// The backend settings.
+    pub fn config(&self) -> &TerminalConfig {
+        &self.config
+    }
+
+    /// Whether the backend can run at all, with the reason when not.
+    pub fn check(&self) -> Result<(), String> {
+        match self.config.backend {
+            TerminalBackend::Local => Ok(()),
+            TerminalBackend::Docker => {
+                if self.config.docker_container.is_empty() && self.config.docker_image.is_empty() {
+                    Err(
+                        "tools.terminal: docker backend needs docker_image or docker_container"
+                            .into(),
+                    )
+                } else {
+                    find_program(&self.config.docker_bin)
+                }
+            }
+            TerminalBackend::Ssh => {
+                if self.config.ssh_host.is_empty() {
+                    Err("tools.terminal.ssh_host is not set".into())
+                } else {
+                    find_program(&self.config.ssh_bin)
+                }
+            }
+        }
+    }
+
+    /// The environment a child gets: this process's, minus secrets.
+    fn child_env(&self) -> Vec<(String, String)> {
+        std::env::vars()
+            .filter(|(name, _)| !looks_secret(name) && !self.secret_names.contains(name))
+            .collect()
+    }
+
+    /// A command that runs `script` with the backend, starting in `workdir`
+    /// (a path inside `workspace`).
+    pub fn command(&self, script: &str, workspace: &Path, workdir: &Path) -> Command {
+        let rel = workdir.strip_prefix(workspace).unwrap_or(Path::new(""));
+        let mut cmd = match self.config.backend {
+            TerminalBackend::Local => {
+                let mut c = Command::new("bash");
+                c.arg("-c").arg(script).current_dir(workdir);
+                c
+            }
+            TerminalBackend::Docker => {
+                let inner = Path::new("/workspace").join(rel);
+                let mut c = Command::new(&self.config.docker_bin);
+                if self.config.docker_container.is_empty() {
+                    c.args(["run", "--rm", "-i"])
+                        .args(&self.config.docker_args)
+                        .arg("-v")
+                        .arg(format!("{}:/workspace", workspace.display()))
+                        .arg("-w")
+                        .arg(&inner)
+                        .arg(&self.config.docker_image);
+                } else {
+                    c.args(["exec", "-i", "-w"])
+                        .arg(&inner)
+                        .arg(&self.config.docker_container);
+                }
+                c.args(["bash", "-c", script]).current_dir(workspace);
+                c
+            }
+            TerminalBackend::Ssh => {
+                let mut c = Command::new(&self.config.ssh_bin);
+                c.args(["-o", "BatchMode=yes", "-p"])
+                    .arg(self.config.ssh_port.to_string());
+                if !self.config.ssh_identity_file.is_empty() {
+                    c.arg("-i").arg(&self.config.ssh_identity_file);
+                }
+                let target = if self.config.ssh_user.is_empty() {
+                    self.config.ssh_host.clone()
+                } else {
+                    format!("{}@{}", self.config.ssh_user, self.config.ssh_host)
+                };
+                let base = if self.config.ssh_remote_dir.is_empty() {
+                    ".".to_string()
+                } else {
+                    self.config.ssh_remote_dir.clone()
+                };
+                let dir = Path::new(&base).join(rel);
+                let remote = format!(
+                    "cd {} && bash -c {}",
+                    shell_quote(&dir.display().to_string()),
+                    shell_quote(script)
+                );
+                c.arg(target).arg("--").arg(remote).current_dir(workspace);
+                c
+            }
+        };
+        cmd.env_clear()
+            .envs(self.child_env())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        cmd
+    }
+}
+
+fn find_program(program: &str) -> Result<(), String> {
+    if program.contains('/') {
+        return if Path::new(program).is_file() {
+            Ok(())
+        } else {
+            Err(format!("{program} not found"))
+        };
+    }
+    let found = std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+        .unwrap_or(false);
+    if found {
+        Ok(())
+    } else {
+        Err(format!("`{program}` is not on PATH"))
+    }
+}
+
+/// Kills a child's whole process group.
+pub fn kill_group(child: &Child) {
+    if let Some(pid) = child.id() {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// Asks the approval hook; a denial becomes a refusal the model must not
+/// retry.
+pub async fn approve(command: &str, ctx: &ToolContext) -> Result<(), ToolError> {
+    match ctx.approvals.review(command, ctx).await {
+        ApprovalVerdict::Allow => Ok(()),
+        ApprovalVerdict::Deny { reason } => Err(ToolError::Refused(format!(
+            "BLOCKED: {reason}. The command was not run. Do not retry it; tell the user instead."
+        ))),
+    }
+}
+
+async fn drain(mut from: impl AsyncRead + Unpin, into: Arc<std::sync::Mutex<HeadTail>>) {
+    let mut buf = [0u8; 8192];
+    while let Ok(n) = from.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        into.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(&buf[..n]);
+    }
+}
+
+/// `terminal`.
+#[derive(Debug, Clone)]
+pub struct Terminal {
+    launcher: Launcher,
+}
+
+impl Terminal {
+    /// A terminal tool using `launcher`.
+    pub fn new(launcher: Launcher) -> Self {
+        Self { launcher }
+    }
+}
+
+#[async_trait]
+impl Tool for Terminal {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "terminal",
+            "terminal",
+            "Run a shell command (bash) in the session workspace and return its exit code and output. Anything it leaves running in the background is stopped when it ends: for servers or watchers use process instead. Dangerous commands wait for the user's approval.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The command line to run."},
+                    "timeout": {"type": "integer", "minimum": 1, "description": "Time limit in seconds (default 120)."},
+                    "workdir": {"type": "string", "description": "Directory to run in, relative to the workspace."}
+                },
+                "required": ["command"]
+            }),
+        )
+        .emoji("💻")
+    }
+
+    fn check(&self) -> Result<(), String> {
+        self.launcher.check()
+    }
+
+    async fn call(&self, args: Value, ctx: &ToolContext) -> Result<String, ToolError> {
+        let command = arg_str(&args, "command")?;
+        if command.trim().is_empty() {
+            return Err(ToolError::InvalidArgs("command is empty".into()));
+        }
+        let config = self.launcher.config();
+        let limit = arg_opt_u64(&args, "timeout")?
+            .unwrap_or(config.timeout_secs)
+            .clamp(1, config.max_timeout_secs);
+        let workdir = resolve(&ctx.workspace, arg_opt_str(&args, "workdir").unwrap_or("."))?;
+        if !workdir.is_dir() {
+            return Err(ToolError::InvalidArgs(
+                "workdir is not a directory in the workspace".into(),
+            ));
+        }
+        approve(command, ctx).await?;
+
+        let started = Instant::now();
+        let mut child = self
+            .launcher
+            .command(command, &ctx.workspace, &workdir)
+            .spawn()
+            .map_err(|e| ToolError::Failed(format!("cannot start the shell: {e}")))?;
+        let capture = Arc::new(std::sync::Mutex::new(HeadTail::new(
+            config.output_limit_bytes,
+        )));
+        let stdout = child
+            .stdout
+            .take()
+            .map(|s| tokio::spawn(drain(s, capture.clone())));
+        let stderr = child
+            .stderr
+            .take()
+            .map(|s| tokio::spawn(drain(s, capture.clone())));
+
+        let status = tokio::select! {
+            status = child.wait() => Some(status.map_err(|e| ToolError::Failed(e.to_string()))?),
+            _ = tokio::time::sleep(Duration::from_secs(limit)) => None,
+            _ = ctx.cancel.cancelled() => {
+                kill_group(&child);
+                let _ = child.wait().await;
+                return Err(ToolError::Cancelled);
+            }
+        };
+        let timed_out = status.is_none();
+        if timed_out {
+            kill_group(&child);
+            let _ = child.wait().await;
+        } else {
+            // Background children of the command keep the pipes open; do not
+            // wait for them beyond the command itself.
+            kill_group(&child);
+        }
+        for reader in [stdout, stderr].into_iter().flatten() {
+            let _ = tokio::time::timeout(Duration::from_secs(2), reader).await;
+        }
+        let output = capture.lock().unwrap_or_else(|e| e.into_inner()).render();
+        Ok(json!({
+            "exit_code": status.and_then(|s| s.code()),
+            "timed_out": timed_out,
+            "duration_ms": started.elapsed().as_millis() as u64,
+            "output": output,
+        })
+        .to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_looking_names_are_scrubbed() {
+        for name in [
+            "GITHUB_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "OPENAI_API_KEY",
+            "SWITCHBOARD_LLM__MODEL",
+            "db_password",
+        ] {
+            assert!(looks_secret(name), "{name}");
+        }
+        for name in ["PATH", "HOME", "LANG", "CARGO_HOME"] {
+            assert!(!looks_secret(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn shell_quoting_survives_quotes() {
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+    }
+}

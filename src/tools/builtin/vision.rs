@@ -1,0 +1,158 @@
+//! `vision_analyze`: ask a vision-capable model about an image, given by
+//! URL or as a file in the workspace (where adapters put attachments).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use base64::Engine;
+use serde_json::{Value, json};
+
+use crate::config::{Config, Env};
+use crate::tools::workspace::resolve;
+use crate::tools::{Concurrency, Tool, ToolContext, ToolError, ToolSpec, arg_opt_str, arg_str};
+
+/// Largest image sent inline.
+const MAX_IMAGE_BYTES: u64 = 20 * 1024 * 1024;
+
+/// `vision_analyze`.
+#[derive(Debug, Clone)]
+pub struct VisionAnalyze {
+    model: String,
+    base_url: String,
+    api_key: Option<String>,
+    key_var: String,
+    http: reqwest::Client,
+}
+
+impl VisionAnalyze {
+    /// The tool as configured by `[tools.vision]` (falling back to `[llm]`).
+    pub fn new(config: &Config, env: &Env, http: reqwest::Client) -> Self {
+        let vision = &config.tools.vision;
+        let key_var = vision
+            .api_key_env
+            .clone()
+            .unwrap_or_else(|| config.llm.api_key_env.clone());
+        Self {
+            model: vision.model.clone(),
+            base_url: vision
+                .base_url
+                .clone()
+                .unwrap_or_else(|| config.llm.base_url.clone()),
+            api_key: env.get(&key_var).map(str::to_string),
+            key_var,
+            http,
+        }
+    }
+}
+
+fn mime_for(path: &std::path::Path) -> &'static str {
+    match path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        Some("png") => "image/png",
+        Some("gif") => "image/gif",
+        Some("webp") => "image/webp",
+        _ => "image/jpeg",
+    }
+}
+
+#[async_trait]
+impl Tool for VisionAnalyze {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "vision_analyze",
+            "vision",
+            "Look at an image and answer a question about it. The image is an http(s) URL or the path of an attachment in the workspace.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "image": {"type": "string", "description": "Image URL, or a file path relative to the workspace."},
+                    "question": {"type": "string", "description": "What to find out. Default: describe the image."}
+                },
+                "required": ["image"]
+            }),
+        )
+        .emoji("👁️")
+        .concurrency(Concurrency::ReadOnly)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.model.is_empty() {
+            Err("no vision-capable model configured ([tools.vision] model)".into())
+        } else if !self.key_var.is_empty() && self.api_key.is_none() {
+            Err(format!("environment variable {} is not set", self.key_var))
+        } else {
+            Ok(())
+        }
+    }
+
+    async fn call(&self, args: Value, ctx: &ToolContext) -> Result<String, ToolError> {
+        let image = arg_str(&args, "image")?;
+        let question = arg_opt_str(&args, "question").unwrap_or("Describe this image in detail.");
+        let image_url = if image.starts_with("http://")
+            || image.starts_with("https://")
+            || image.starts_with("data:image/")
+        {
+            image.to_string()
+        } else {
+            let path = resolve(&ctx.workspace, image)?;
+            let meta = tokio::fs::metadata(&path)
+                .await
+                .map_err(|e| ToolError::Failed(format!("{image}: {e}")))?;
+            if meta.len() > MAX_IMAGE_BYTES {
+                return Err(ToolError::Failed(format!(
+                    "{image} is larger than {MAX_IMAGE_BYTES} bytes"
+                )));
+            }
+            let bytes = tokio::fs::read(&path)
+                .await
+                .map_err(|e| ToolError::Failed(e.to_string()))?;
+            format!(
+                "data:{};base64,{}",
+                mime_for(&path),
+                base64::engine::general_purpose::STANDARD.encode(bytes)
+            )
+        };
+        let body = json!({
+            "model": self.model,
+            "max_tokens": 1024,
+            "messages": [{
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": question},
+                    {"type": "image_url", "image_url": {"url": image_url}}
+                ]
+            }]
+        });
+        let mut request = self
+            .http
+            .post(format!(
+                "{}/chat/completions",
+                self.base_url.trim_end_matches('/')
+            ))
+            .timeout(Duration::from_secs(120))
+            .json(&body);
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().await.map_err(|e| {
+            ToolError::Failed(format!("vision model unreachable: {}", e.without_url()))
+        })?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(ToolError::Failed(format!("vision model answered {status}")));
+        }
+        let reply: Value = response
+            .json()
+            .await
+            .map_err(|e| ToolError::Failed(format!("vision model sent bad JSON: {e}")))?;
+        let answer = reply
+            .pointer("/choices/0/message/content")
+            .and_then(Value::as_str)
+            .ok_or_else(|| ToolError::Failed("vision model sent no answer".into()))?;
+        Ok(json!({"analysis": answer}).to_string())
+    }
+}

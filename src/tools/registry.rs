@@ -1,0 +1,320 @@
+//! The registry: every tool registered once, availability probes cached,
+//! and a dispatch that never fails upward.
+
+use std::collections::{BTreeMap, HashMap};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use futures::FutureExt;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::sanitize::{MAX_ERROR_CHARS, clean, truncate_chars};
+use super::{Tool, ToolContext, ToolError, ToolSpec, coerce};
+
+/// How long an availability probe result is trusted.
+pub const CHECK_TTL: Duration = Duration::from_secs(30);
+
+/// Characters of a spilled result shown inline.
+const PREVIEW_CHARS: usize = 4000;
+
+/// How a registration treats an existing tool of the same name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegisterMode {
+    /// Refuse to replace a tool of another toolset (MCP toolsets may
+    /// replace each other).
+    Normal,
+    /// Replace whatever is there.
+    Override,
+}
+
+/// Registration failures.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RegistryError {
+    /// The name is taken by another toolset.
+    #[error(
+        "tool `{name}` is already registered by toolset `{existing}`; toolset `{toolset}` may not replace it"
+    )]
+    Conflict {
+        /// Tool name.
+        name: String,
+        /// Toolset holding it.
+        existing: String,
+        /// Toolset that tried to register it.
+        toolset: String,
+    },
+}
+
+/// Whether a tool can be used now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Availability {
+    /// It can.
+    Available,
+    /// It cannot; the reason.
+    Unavailable(String),
+}
+
+impl Availability {
+    /// True when available.
+    pub fn is_available(&self) -> bool {
+        matches!(self, Availability::Available)
+    }
+}
+
+/// A registered tool.
+pub struct ToolEntry {
+    /// Its declaration, taken once at registration.
+    pub spec: ToolSpec,
+    /// The implementation.
+    pub tool: Arc<dyn Tool>,
+}
+
+impl ToolEntry {
+    /// The parameters schema in force now (dynamic override or declared).
+    pub fn parameters(&self) -> Value {
+        self.tool
+            .dynamic_parameters()
+            .unwrap_or_else(|| self.spec.parameters.clone())
+    }
+}
+
+/// The tool registry; share it behind an `Arc`.
+#[derive(Default)]
+pub struct Registry {
+    tools: RwLock<BTreeMap<String, Arc<ToolEntry>>>,
+    generation: AtomicU64,
+    checks: Mutex<HashMap<String, (Instant, Availability)>>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("tools", &self.names())
+            .field("generation", &self.generation())
+            .finish()
+    }
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers a tool. A name already held by a different toolset is
+    /// refused (and logged) unless both toolsets are MCP toolsets or the
+    /// mode is [`RegisterMode::Override`]. Every change bumps the
+    /// generation.
+    pub fn register(&self, tool: Arc<dyn Tool>, mode: RegisterMode) -> Result<(), RegistryError> {
+        let spec = tool.spec();
+        let mut tools = self.tools.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(existing) = tools.get(&spec.name) {
+            let same_toolset = existing.spec.toolset == spec.toolset;
+            let both_mcp =
+                existing.spec.toolset.starts_with("mcp-") && spec.toolset.starts_with("mcp-");
+            if !same_toolset && !both_mcp && mode != RegisterMode::Override {
+                let err = RegistryError::Conflict {
+                    name: spec.name.clone(),
+                    existing: existing.spec.toolset.clone(),
+                    toolset: spec.toolset.clone(),
+                };
+                tracing::error!(tool = %spec.name, error = %err, "tool registration rejected");
+                return Err(err);
+            }
+        }
+        let name = spec.name.clone();
+        tools.insert(name.clone(), Arc::new(ToolEntry { spec, tool }));
+        drop(tools);
+        self.forget_check(&name);
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Removes every tool of a toolset (an MCP server going away). Returns
+    /// how many were removed.
+    pub fn remove_toolset(&self, toolset: &str) -> usize {
+        let mut tools = self.tools.write().unwrap_or_else(|e| e.into_inner());
+        let before = tools.len();
+        tools.retain(|_, entry| entry.spec.toolset != toolset);
+        let removed = before - tools.len();
+        drop(tools);
+        if removed > 0 {
+            self.checks
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clear();
+            self.generation.fetch_add(1, Ordering::SeqCst);
+        }
+        removed
+    }
+
+    /// Counter bumped by every change; memoised resolutions key on it.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    /// A tool by name.
+    pub fn get(&self, name: &str) -> Option<Arc<ToolEntry>> {
+        self.tools
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// Every registered name, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.tools
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// Every registered tool, sorted by name.
+    pub fn entries(&self) -> Vec<Arc<ToolEntry>> {
+        self.tools
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Tool names grouped by the toolset they registered under.
+    pub fn by_toolset(&self) -> BTreeMap<String, Vec<String>> {
+        let mut map: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for entry in self.entries() {
+            map.entry(entry.spec.toolset.clone())
+                .or_default()
+                .push(entry.spec.name.clone());
+        }
+        map
+    }
+
+    fn forget_check(&self, name: &str) {
+        self.checks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+    }
+
+    /// Whether a tool is usable now. The probe's answer is cached for
+    /// [`CHECK_TTL`]; a probe that errors or panics means unavailable.
+    pub fn availability(&self, name: &str) -> Availability {
+        let Some(entry) = self.get(name) else {
+            return Availability::Unavailable(format!("unknown tool {name}"));
+        };
+        let now = Instant::now();
+        {
+            let checks = self.checks.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((at, cached)) = checks.get(name)
+                && now.duration_since(*at) < CHECK_TTL
+            {
+                return cached.clone();
+            }
+        }
+        let result = match std::panic::catch_unwind(AssertUnwindSafe(|| entry.tool.check())) {
+            Ok(Ok(())) => Availability::Available,
+            Ok(Err(reason)) => Availability::Unavailable(reason),
+            Err(_) => Availability::Unavailable("availability check panicked".into()),
+        };
+        self.checks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), (now, result.clone()));
+        result
+    }
+
+    /// Runs a tool call and always returns a string for the model: the
+    /// result, or `{"error": …}` for an unknown tool, an unavailable one, a
+    /// failure or a panic. Arguments are coerced to the schema first;
+    /// oversized results are spilled to the workspace with a preview.
+    pub async fn dispatch(&self, name: &str, args: Value, ctx: &ToolContext) -> String {
+        let Some(entry) = self.get(name) else {
+            record(name, "unknown");
+            return error_json(&format!("Unknown tool: {}", clean(name, 100)));
+        };
+        if let Availability::Unavailable(reason) = self.availability(name) {
+            record(name, "unavailable");
+            return error_json(&format!(
+                "Tool {name} is currently unavailable: {}",
+                clean(&reason, MAX_ERROR_CHARS)
+            ));
+        }
+        let args = coerce::coerce(args, &entry.parameters());
+        let started = std::time::Instant::now();
+        let outcome = AssertUnwindSafe(entry.tool.call(args, ctx))
+            .catch_unwind()
+            .await;
+        metrics::histogram!("switchboard_tool_duration_seconds", "tool" => name.to_string())
+            .record(started.elapsed().as_secs_f64());
+        match outcome {
+            Ok(Ok(output)) => {
+                record(name, "ok");
+                fit_result(&entry.spec, output, ctx).await
+            }
+            Ok(Err(ToolError::Refused(reason))) => {
+                record(name, "refused");
+                error_json(&clean(&reason, MAX_ERROR_CHARS))
+            }
+            Ok(Err(err)) => {
+                record(name, "error");
+                error_json(&format!(
+                    "Tool execution failed: {}",
+                    clean(&err.to_string(), MAX_ERROR_CHARS)
+                ))
+            }
+            Err(_) => {
+                record(name, "panic");
+                tracing::error!(tool = name, "tool handler panicked");
+                error_json("Tool execution failed: the tool crashed")
+            }
+        }
+    }
+}
+
+fn record(tool: &str, outcome: &'static str) {
+    metrics::counter!("switchboard_tool_calls_total", "tool" => tool.to_string(), "outcome" => outcome)
+        .increment(1);
+}
+
+/// `{"error": message}` as a string.
+pub fn error_json(message: &str) -> String {
+    json!({ "error": message }).to_string()
+}
+
+/// Keeps a result within the tool's cap: longer output is written to
+/// `.switchboard/results/` in the workspace and replaced by a preview that
+/// says where the whole is; when that fails, it is truncated with a marker.
+async fn fit_result(spec: &ToolSpec, output: String, ctx: &ToolContext) -> String {
+    let total = output.chars().count();
+    if total <= spec.max_result_chars {
+        return output;
+    }
+    let preview = truncate_chars(&output, PREVIEW_CHARS.min(spec.max_result_chars));
+    let dir = ctx.workspace.join(".switchboard").join("results");
+    let file = format!("{}-{}.txt", spec.name, crate::store::new_id());
+    let written = async {
+        tokio::fs::create_dir_all(&dir).await?;
+        tokio::fs::write(dir.join(&file), output.as_bytes()).await
+    }
+    .await;
+    match written {
+        Ok(()) => json!({
+            "truncated": true,
+            "total_chars": total,
+            "full_output_path": format!(".switchboard/results/{file}"),
+            "note": "The full result was saved to full_output_path in the workspace; read it with read_file (use offset/limit).",
+            "preview": preview,
+        })
+        .to_string(),
+        Err(err) => {
+            tracing::warn!(tool = %spec.name, error = %err, "could not spill a large result");
+            truncate_chars(&output, spec.max_result_chars)
+        }
+    }
+}

@@ -1,0 +1,435 @@
+//! Toolsets: named bundles of tools (`{description, tools, includes}`),
+//! resolved recursively, and the platform presets built on one core
+//! chassis. What a session sees is resolve(enabled) − resolve(disabled),
+//! then the availability probes, then schema patching so no description
+//! mentions a tool the session lacks.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use regex::Regex;
+use serde_json::Value;
+
+use super::registry::{Registry, ToolEntry};
+
+/// A static toolset definition.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolsetDef {
+    /// Name.
+    pub name: &'static str,
+    /// What it is for.
+    pub description: &'static str,
+    /// Its own tools.
+    pub tools: &'static [&'static str],
+    /// Other toolsets it contains.
+    pub includes: &'static [&'static str],
+}
+
+/// The tools every chat platform gets.
+pub const CORE_TOOLS: &[&str] = &[
+    "web_search",
+    "web_extract",
+    "terminal",
+    "process",
+    "read_file",
+    "write_file",
+    "patch",
+    "search_files",
+    "vision_analyze",
+    "clarify",
+    "todo",
+    "memory",
+    "session_search",
+    "send_message",
+];
+
+/// Webhook payloads are written by strangers (PR titles, CI logs): their
+/// sessions get read-only research tools and clarify, nothing that runs
+/// commands or writes files.
+pub const WEBHOOK_TOOLS: &[&str] = &["web_search", "web_extract", "vision_analyze", "clarify"];
+
+/// The chat platforms with presets.
+pub const PLATFORMS: &[&str] = &["telegram", "discord", "slack", "cli"];
+
+/// Every static toolset.
+pub const TOOLSETS: &[ToolsetDef] = &[
+    ToolsetDef {
+        name: "web",
+        description: "Web search and page extraction",
+        tools: &["web_search", "web_extract"],
+        includes: &[],
+    },
+    ToolsetDef {
+        name: "terminal",
+        description: "Shell commands and background processes",
+        tools: &["terminal", "process"],
+        includes: &[],
+    },
+    ToolsetDef {
+        name: "file",
+        description: "Read, write, patch and search workspace files",
+        tools: &["read_file", "write_file", "patch", "search_files"],
+        includes: &[],
+    },
+    ToolsetDef {
+        name: "vision",
+        description: "Image understanding",
+        tools: &["vision_analyze"],
+        includes: &[],
+    },
+    ToolsetDef {
+        name: "clarify",
+        description: "Ask the user a question",
+        tools: &["clarify"],
+        includes: &[],
+    },
+    ToolsetDef {
+        name: "todo",
+        description: "Per-session task list",
+        tools: &["todo"],
+        includes: &[],
+    },
+    ToolsetDef {
+        name: "memory",
+        description: "Persistent notes per user",
+        tools: &["memory"],
+        includes: &[],
+    },
+    ToolsetDef {
+        name: "session_search",
+        description: "Search past conversations",
+        tools: &["session_search"],
+        includes: &[],
+    },
+    ToolsetDef {
+        name: "messaging",
+        description: "Send messages to configured chats",
+        tools: &["send_message"],
+        includes: &[],
+    },
+    ToolsetDef {
+        name: "core",
+        description: "The chassis shared by every chat platform",
+        tools: CORE_TOOLS,
+        includes: &[],
+    },
+    ToolsetDef {
+        name: "gateway-telegram",
+        description: "Telegram sessions",
+        tools: &[],
+        includes: &["core"],
+    },
+    ToolsetDef {
+        name: "gateway-discord",
+        description: "Discord sessions",
+        tools: &[],
+        includes: &["core"],
+    },
+    ToolsetDef {
+        name: "gateway-slack",
+        description: "Slack sessions",
+        tools: &[],
+        includes: &["core"],
+    },
+    ToolsetDef {
+        name: "gateway-cli",
+        description: "Local terminal sessions",
+        tools: &[],
+        includes: &["core"],
+    },
+    ToolsetDef {
+        name: "gateway-webhook",
+        description: "Webhook runs: untrusted input, read-only tools",
+        tools: WEBHOOK_TOOLS,
+        includes: &[],
+    },
+    ToolsetDef {
+        name: "gateway",
+        description: "Union of every gateway preset",
+        tools: &[],
+        includes: &[
+            "gateway-telegram",
+            "gateway-discord",
+            "gateway-slack",
+            "gateway-cli",
+            "gateway-webhook",
+        ],
+    },
+    ToolsetDef {
+        name: "debugging",
+        description: "Debugging: terminal, processes, web and files",
+        tools: &["terminal", "process"],
+        includes: &["web", "file"],
+    },
+    ToolsetDef {
+        name: "safe",
+        description: "No terminal and no file writes",
+        tools: &["read_file", "search_files"],
+        includes: &[
+            "web",
+            "vision",
+            "clarify",
+            "todo",
+            "memory",
+            "session_search",
+        ],
+    },
+    ToolsetDef {
+        name: "coding",
+        description: "Working on code in the workspace",
+        tools: &[],
+        includes: &[
+            "file",
+            "terminal",
+            "web",
+            "todo",
+            "memory",
+            "session_search",
+            "clarify",
+        ],
+    },
+];
+
+/// Toolset failures.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum ToolsetError {
+    /// No toolset of that name (after aliases).
+    #[error("unknown toolset `{0}`")]
+    Unknown(String),
+}
+
+type Resolved = Arc<BTreeSet<String>>;
+
+/// Resolution against a registry, memoised per registry generation.
+#[derive(Debug)]
+pub struct Toolsets {
+    registry: Arc<Registry>,
+    memo: Mutex<(u64, HashMap<String, Resolved>)>,
+}
+
+/// The canonical name for an alias: `hermes-<p>` → `gateway-<p>`, legacy
+/// `<x>_tools` → `<x>`.
+pub fn canonical_name(name: &str) -> String {
+    let name = name.trim();
+    if let Some(platform) = name.strip_prefix("hermes-") {
+        return format!("gateway-{platform}");
+    }
+    if let Some(base) = name.strip_suffix("_tools")
+        && TOOLSETS.iter().any(|t| t.name == base)
+    {
+        return base.to_string();
+    }
+    name.to_string()
+}
+
+/// Whether `name` names a toolset without consulting a registry: static
+/// toolsets, `all`/`*`, aliases, and `mcp-<server>` for configured servers.
+pub fn is_known_statically(name: &str, mcp_servers: &[String]) -> bool {
+    let name = canonical_name(name);
+    name == "all"
+        || name == "*"
+        || TOOLSETS.iter().any(|t| t.name == name)
+        || name
+            .strip_prefix("mcp-")
+            .is_some_and(|server| mcp_servers.iter().any(|s| s == server))
+}
+
+impl Toolsets {
+    /// Resolution over `registry`.
+    pub fn new(registry: Arc<Registry>) -> Self {
+        Self {
+            registry,
+            memo: Mutex::new((u64::MAX, HashMap::new())),
+        }
+    }
+
+    /// The registry resolved against.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// Every toolset name: static ones and those tools registered under.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: BTreeSet<String> = TOOLSETS.iter().map(|t| t.name.to_string()).collect();
+        names.extend(self.registry.by_toolset().into_keys());
+        names.into_iter().collect()
+    }
+
+    /// The sorted tool names of a toolset, includes expanded. Cycles and
+    /// diamonds resolve each tool once; `all` / `*` is every toolset.
+    pub fn resolve(&self, name: &str) -> Result<Resolved, ToolsetError> {
+        let name = canonical_name(name);
+        let generation = self.registry.generation();
+        {
+            let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
+            if memo.0 != generation {
+                *memo = (generation, HashMap::new());
+            }
+            if let Some(hit) = memo.1.get(&name) {
+                return Ok(hit.clone());
+            }
+        }
+        let by_toolset = self.registry.by_toolset();
+        let resolved = if name == "all" || name == "*" {
+            let mut all = BTreeSet::new();
+            for toolset in self.names() {
+                resolve_into(&toolset, &by_toolset, &mut BTreeSet::new(), &mut all)?;
+            }
+            all
+        } else {
+            let mut tools = BTreeSet::new();
+            resolve_into(&name, &by_toolset, &mut BTreeSet::new(), &mut tools)?;
+            tools
+        };
+        let resolved = Arc::new(resolved);
+        let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
+        if memo.0 == generation {
+            memo.1.insert(name, resolved.clone());
+        }
+        Ok(resolved)
+    }
+
+    /// The union of several toolsets.
+    pub fn resolve_all(&self, names: &[String]) -> Result<BTreeSet<String>, ToolsetError> {
+        let mut out = BTreeSet::new();
+        for name in names {
+            out.extend(self.resolve(name)?.iter().cloned());
+        }
+        Ok(out)
+    }
+
+    /// The tools a session gets: resolve(enabled) − resolve(disabled),
+    /// registered and available now, sorted by name.
+    pub fn session_tools(
+        &self,
+        enabled: &[String],
+        disabled: &[String],
+    ) -> Result<Vec<Arc<ToolEntry>>, ToolsetError> {
+        let on = self.resolve_all(enabled)?;
+        let off = self.resolve_all(disabled)?;
+        Ok(on
+            .difference(&off)
+            .filter_map(|name| self.registry.get(name))
+            .filter(|entry| self.registry.availability(&entry.spec.name).is_available())
+            .collect())
+    }
+
+    /// The OpenAI function schemas of a session's tools, with every
+    /// sentence that mentions a tool the session lacks removed.
+    pub fn session_schemas(
+        &self,
+        enabled: &[String],
+        disabled: &[String],
+    ) -> Result<Vec<Value>, ToolsetError> {
+        let tools = self.session_tools(enabled, disabled)?;
+        let present: BTreeSet<&str> = tools.iter().map(|t| t.spec.name.as_str()).collect();
+        let mut known: BTreeSet<String> = self.registry.names().into_iter().collect();
+        known.extend(
+            TOOLSETS
+                .iter()
+                .flat_map(|t| t.tools.iter().map(|s| s.to_string())),
+        );
+        let absent: Vec<String> = known
+            .into_iter()
+            .filter(|name| !present.contains(name.as_str()))
+            .collect();
+        let mentions = mention_pattern(&absent);
+        Ok(tools
+            .iter()
+            .map(|entry| {
+                let mut schema = serde_json::json!({
+                    "type": "function",
+                    "function": {
+                        "name": entry.spec.name,
+                        "description": entry.spec.description,
+                        "parameters": entry.parameters(),
+                    }
+                });
+                if let Some(pattern) = &mentions {
+                    strip_mentions(&mut schema, pattern);
+                }
+                schema
+            })
+            .collect())
+    }
+}
+
+fn resolve_into(
+    name: &str,
+    by_toolset: &std::collections::BTreeMap<String, Vec<String>>,
+    visited: &mut BTreeSet<String>,
+    out: &mut BTreeSet<String>,
+) -> Result<(), ToolsetError> {
+    let name = canonical_name(name);
+    if !visited.insert(name.clone()) {
+        return Ok(());
+    }
+    let registered = by_toolset.get(&name);
+    let platform_tools = name
+        .strip_prefix("gateway-")
+        .and_then(|platform| by_toolset.get(platform));
+    if let Some(def) = TOOLSETS.iter().find(|t| t.name == name) {
+        out.extend(def.tools.iter().map(|t| t.to_string()));
+        for include in def.includes {
+            resolve_into(include, by_toolset, visited, out)?;
+        }
+    } else if registered.is_none() && platform_tools.is_some() {
+        // An unlisted platform that registered tools: core + its own.
+        resolve_into("core", by_toolset, visited, out)?;
+    } else if registered.is_none() {
+        return Err(ToolsetError::Unknown(name));
+    }
+    out.extend(registered.into_iter().flatten().cloned());
+    out.extend(platform_tools.into_iter().flatten().cloned());
+    Ok(())
+}
+
+fn mention_pattern(absent: &[String]) -> Option<Regex> {
+    if absent.is_empty() {
+        return None;
+    }
+    let alternatives: Vec<String> = absent.iter().map(|n| regex::escape(n)).collect();
+    Regex::new(&format!(r"\b(?:{})\b", alternatives.join("|"))).ok()
+}
+
+/// Removes, from every `description` in a schema, the sentences matching
+/// `pattern`.
+fn strip_mentions(value: &mut Value, pattern: &Regex) {
+    match value {
+        Value::Object(map) => {
+            for (key, field) in map.iter_mut() {
+                match field {
+                    Value::String(text) if key == "description" => {
+                        *text = without_sentences(text, pattern);
+                    }
+                    other => strip_mentions(other, pattern),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|i| strip_mentions(i, pattern)),
+        _ => {}
+    }
+}
+
+fn without_sentences(text: &str, pattern: &Regex) -> String {
+    if !pattern.is_match(text) {
+        return text.to_string();
+    }
+    let mut kept = String::new();
+    let mut start = 0;
+    let bytes = text.as_bytes();
+    for (i, ch) in text.char_indices() {
+        let ends = matches!(ch, '.' | '!' | '?' | '\n')
+            && bytes
+                .get(i + 1)
+                .is_none_or(|next| next.is_ascii_whitespace());
+        if ends || i + ch.len_utf8() == text.len() {
+            let sentence = &text[start..i + ch.len_utf8()];
+            if !pattern.is_match(sentence) {
+                kept.push_str(sentence);
+            }
+            start = i + ch.len_utf8();
+        }
+    }
+    kept.trim().to_string()
+}
