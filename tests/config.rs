@@ -425,16 +425,27 @@ fn readme_documents_every_key() {
         kind = "chat"
         platform = "slack"
         chat = "C1"
+        [tools.send_message.targets]
+        ops = { platform = "slack", chat = "C1" }
         [[mcp.servers]]
         name = "fs"
         command = "x"
         args = []
         env = { A = "b" }
+        timeout_secs = 5
     "#;
     let config = load_from_str(sample, &Env::default()).unwrap();
     let value = serde_json::to_value(&config).unwrap();
     let mut keys = Vec::new();
     collect_keys(&value, "", &mut keys);
+    // Map-valued keys: document the map and the fields of one entry.
+    for key in keys.iter_mut() {
+        *key = key.replace(
+            "tools.send_message.targets.ops.",
+            "tools.send_message.targets.",
+        );
+    }
+    keys.push("tools.send_message.targets".into());
     assert!(keys.len() > 60, "found only {} keys", keys.len());
     let readme = std::fs::read_to_string("README.md").unwrap();
     let missing: Vec<&String> = keys

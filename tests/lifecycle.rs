@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use switchboard::config::Config;
+use switchboard::config::{Config, Env};
 use switchboard::daemon::Daemon;
 
 fn config(dir: &std::path::Path, grace_secs: u64) -> Config {
@@ -22,18 +22,21 @@ async fn running_work_finishes_before_exit() {
     let finished = Arc::new(AtomicBool::new(false));
     let (started_tx, started_rx) = tokio::sync::oneshot::channel();
     let flag = finished.clone();
-    let daemon = Daemon::new(config(dir.path(), 10)).component("turn", move |ctx| async move {
-        ctx.health.set("turn", true, "running");
-        let _ = started_tx.send(());
-        ctx.stop.cancelled().await;
-        // Finishing the current turn takes a while after the stop.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        ctx.store
-            .ping()
-            .await
-            .expect("storage still open while draining");
-        flag.store(true, Ordering::SeqCst);
-    });
+    let daemon = Daemon::new(config(dir.path(), 10), Env::default()).component(
+        "turn",
+        move |ctx| async move {
+            ctx.health.set("turn", true, "running");
+            let _ = started_tx.send(());
+            ctx.stop.cancelled().await;
+            // Finishing the current turn takes a while after the stop.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            ctx.store
+                .ping()
+                .await
+                .expect("storage still open while draining");
+            flag.store(true, Ordering::SeqCst);
+        },
+    );
     let shutdown = async move {
         started_rx.await.unwrap();
         "test"
@@ -50,9 +53,10 @@ async fn running_work_finishes_before_exit() {
 #[tokio::test]
 async fn overrunning_work_is_abandoned_after_the_grace_period() {
     let dir = tempfile::tempdir().unwrap();
-    let daemon = Daemon::new(config(dir.path(), 1)).component("stuck", |_ctx| async {
-        tokio::time::sleep(Duration::from_secs(3600)).await;
-    });
+    let daemon =
+        Daemon::new(config(dir.path(), 1), Env::default()).component("stuck", |_ctx| async {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        });
     let began = Instant::now();
     let result = tokio::time::timeout(Duration::from_secs(20), daemon.run_until(async { "test" }))
         .await

@@ -7,6 +7,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod tools;
+
 use crate::config::{self, Config, ConfigError, ConfigSource, Env, LogFormat};
 use crate::store::Store;
 
@@ -40,6 +42,24 @@ pub enum Command {
     Check,
     /// Apply pending database migrations and exit.
     Migrate,
+    /// List the tools with their toolset and availability.
+    Tools {
+        /// Only the tools a platform's sessions get (telegram, discord,
+        /// slack, cli, webhook).
+        #[arg(long)]
+        platform: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the toolsets, or the resolved tools of one.
+    Toolsets {
+        /// A toolset name (aliases such as hermes-telegram accepted).
+        name: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Entry point of the binary.
@@ -60,7 +80,7 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(dispatch(cli, config));
+    let result = runtime.block_on(dispatch(cli, config, env));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -78,7 +98,11 @@ fn config_failure(err: &ConfigError) -> ExitCode {
     ExitCode::from(EXIT_CONFIG)
 }
 
-async fn dispatch(cli: Cli, (config, source): (Config, ConfigSource)) -> anyhow::Result<()> {
+async fn dispatch(
+    cli: Cli,
+    (config, source): (Config, ConfigSource),
+    env: Env,
+) -> anyhow::Result<()> {
     let format = cli.log_format.unwrap_or(config.log.format);
     match cli.command {
         Command::Run => {
@@ -91,11 +115,22 @@ async fn dispatch(cli: Cli, (config, source): (Config, ConfigSource)) -> anyhow:
                     tracing::warn!("no gateway.toml here; running on the built-in defaults");
                 }
             }
-            crate::daemon::Daemon::new(config).run().await?;
+            crate::daemon::Daemon::new(config, env).run().await?;
             Ok(())
         }
         Command::Check => {
             print!("{}", check_report(&config, &source));
+            Ok(())
+        }
+        Command::Tools { platform, json } => {
+            print!(
+                "{}",
+                tools::tools(&config, &env, platform.as_deref(), json).await?
+            );
+            Ok(())
+        }
+        Command::Toolsets { name, json } => {
+            print!("{}", tools::toolsets(&config, &env, name.as_deref(), json)?);
             Ok(())
         }
         Command::Migrate => {

@@ -270,4 +270,11 @@ pub struct McpServerConfig {
     /// Streamable HTTP endpoint of a remote server.
     #[serde(default)]
     pub url: Option<String>,
+    /// Time limit of one tool call on this server, in seconds.
+    #[serde(default = "default_mcp_timeout")]
+    pub timeout_secs: u64,
+}
+
+fn default_mcp_timeout() -> u64 {
+    60
 }

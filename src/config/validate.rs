@@ -187,6 +187,7 @@ pub fn validate(config: &Config, env: &Env) -> Vec<Problem> {
     v.slack(config);
     v.webhook(config);
     v.mcp(config);
+    v.toolsets(config);
     v.problems
 }
 
@@ -436,6 +437,36 @@ impl Validator<'_> {
                     &route.deliver.token_env,
                     "deliver.kind = \"github_comment\"",
                 );
+            }
+        }
+    }
+
+    fn toolsets(&mut self, c: &Config) {
+        let servers: Vec<String> = c.mcp.servers.iter().map(|s| s.name.clone()).collect();
+        let mut lists: Vec<(String, &Vec<String>)> =
+            vec![("tools.disabled_toolsets".into(), &c.tools.disabled_toolsets)];
+        for (platform, list) in [
+            ("telegram", &c.telegram.toolsets),
+            ("discord", &c.discord.toolsets),
+            ("slack", &c.slack.toolsets),
+        ] {
+            if let Some(list) = list {
+                lists.push((format!("{platform}.toolsets"), list));
+            }
+        }
+        for (i, route) in c.webhook.routes.iter().enumerate() {
+            if let Some(list) = &route.toolsets {
+                lists.push((format!("webhook.routes[{i}].toolsets"), list));
+            }
+        }
+        for (key, list) in lists {
+            let unknown: Vec<&str> = list
+                .iter()
+                .filter(|name| !crate::tools::toolsets::is_known_statically(name, &servers))
+                .map(String::as_str)
+                .collect();
+            if !unknown.is_empty() {
+                self.push(key, format!("unknown toolset(s): {}", unknown.join(", ")));
             }
         }
     }

@@ -19,9 +19,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::{Config, component_statuses};
+use crate::config::{Config, Env, component_statuses};
 use crate::http::{AppState, router};
 use crate::store::{Store, StoreError};
+use crate::tools::{ToolRuntime, mcp};
 
 /// Why the daemon could not start or keep running.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +41,9 @@ pub enum DaemonError {
     /// Signal handlers could not be installed.
     #[error("cannot install signal handlers: {0}")]
     Signal(std::io::Error),
+    /// The built-in tools could not be registered.
+    #[error("tool registry: {0}")]
+    Tools(#[from] crate::tools::RegistryError),
     /// The HTTP server stopped on its own.
     #[error("http server failed: {0}")]
     Serve(String),
@@ -62,15 +66,17 @@ type BoxFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// The daemon: configuration plus the components and routes it runs.
 pub struct Daemon {
     config: Config,
+    env: Env,
     routes: axum::Router<AppState>,
     components: Vec<(String, ComponentFn)>,
 }
 
 impl Daemon {
-    /// A daemon serving the built-in routes only.
-    pub fn new(config: Config) -> Self {
+    /// A daemon for `config`, reading secrets from `env`.
+    pub fn new(config: Config, env: Env) -> Self {
         Self {
             config,
+            env,
             routes: axum::Router::new(),
             components: Vec::new(),
         }
@@ -109,6 +115,7 @@ impl Daemon {
     ) -> Result<(), DaemonError> {
         let Daemon {
             config,
+            env,
             routes,
             components,
         } = self;
@@ -125,6 +132,21 @@ impl Daemon {
         let health = Health::default();
         let root = CancellationToken::new();
         let tracker = TaskTracker::new();
+        let tools = ToolRuntime::build(&config, &env)?;
+        for server in &config.mcp.servers {
+            tracker.spawn(mcp::supervise(
+                server.clone(),
+                tools.registry.clone(),
+                health.clone(),
+                root.child_token(),
+            ));
+        }
+        let processes = tools.processes.clone();
+        let stopping = root.child_token();
+        tracker.spawn(async move {
+            stopping.cancelled().await;
+            processes.shutdown().await;
+        });
 
         let addr = config.server.listen;
         let listener = TcpListener::bind(addr)

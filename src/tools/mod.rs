@@ -9,13 +9,16 @@
 
 pub mod builtin;
 pub mod coerce;
+pub mod mcp;
 
 pub mod registry;
+pub mod runtime;
 mod sanitize;
 pub mod toolsets;
 pub mod workspace;
 
 pub use registry::{Availability, RegisterMode, Registry, RegistryError, ToolEntry};
+pub use runtime::{ToolRuntime, platform_toolsets};
 pub use toolsets::{ToolsetError, Toolsets};
 
 use std::path::PathBuf;

@@ -195,6 +195,14 @@ impl Registry {
         map
     }
 
+    /// Drops every cached availability answer (a dependency changed state).
+    pub fn invalidate_checks(&self) {
+        self.checks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
     fn forget_check(&self, name: &str) {
         self.checks
             .lock()

@@ -1,0 +1,244 @@
+//! MCP tool servers (`[[mcp.servers]]`): each is connected at start (stdio
+//! child process or streamable HTTP), its tools register as toolset
+//! `mcp-<name>` and dispatch through the registry with a time limit. A
+//! server that fails or dies marks its tools unavailable and is reconnected
+//! with exponential backoff.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::{Peer, RoleClient, RunningService};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{RegisterMode, Registry, Tool, ToolContext, ToolError, ToolSpec};
+use crate::config::McpServerConfig;
+use crate::daemon::Health;
+
+/// First reconnect delay; doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// Longest reconnect delay.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// Time allowed for the handshake and tool listing.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+type Client = RunningService<RoleClient, ()>;
+
+/// The toolset name of a server's tools.
+pub fn toolset_name(server: &str) -> String {
+    format!("mcp-{server}")
+}
+
+/// A tool name the model APIs accept (`[A-Za-z0-9_-]{1,64}`).
+fn model_safe(name: &str) -> String {
+    let safe: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if safe.is_empty() { "_".into() } else { safe }
+}
+
+/// One tool of an MCP server.
+struct McpTool {
+    server: String,
+    remote_name: String,
+    spec: ToolSpec,
+    peer: Peer<RoleClient>,
+    alive: Arc<AtomicBool>,
+    timeout: Duration,
+}
+
+#[async_trait]
+impl Tool for McpTool {
+    fn spec(&self) -> ToolSpec {
+        self.spec.clone()
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.alive.load(Ordering::SeqCst) {
+            Ok(())
+        } else {
+            Err(format!("MCP server {} is not connected", self.server))
+        }
+    }
+
+    async fn call(&self, args: Value, ctx: &ToolContext) -> Result<String, ToolError> {
+        let arguments = match args {
+            Value::Object(map) => map,
+            Value::Null => Default::default(),
+            other => {
+                return Err(ToolError::InvalidArgs(format!(
+                    "arguments must be an object, not {other}"
+                )));
+            }
+        };
+        let request =
+            CallToolRequestParams::new(self.remote_name.clone()).with_arguments(arguments);
+        let result = tokio::select! {
+            r = tokio::time::timeout(self.timeout, self.peer.call_tool(request)) => r,
+            _ = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
+        };
+        match result {
+            Err(_) => Err(ToolError::Failed(format!(
+                "MCP server {} did not answer within {:?}",
+                self.server, self.timeout
+            ))),
+            Ok(Err(err)) => Err(ToolError::Failed(format!(
+                "MCP server {}: {err}",
+                self.server
+            ))),
+            Ok(Ok(result)) => render(result),
+        }
+    }
+}
+
+fn render(result: CallToolResult) -> Result<String, ToolError> {
+    let mut parts: Vec<String> = result
+        .content
+        .iter()
+        .map(|block| match block.as_text() {
+            Some(text) => text.text.clone(),
+            None => serde_json::to_string(block).unwrap_or_default(),
+        })
+        .collect();
+    if parts.is_empty()
+        && let Some(structured) = &result.structured_content
+    {
+        parts.push(structured.to_string());
+    }
+    let text = parts.join("\n");
+    if result.is_error == Some(true) {
+        Err(ToolError::Failed(text))
+    } else {
+        Ok(text)
+    }
+}
+
+async fn connect(config: &McpServerConfig) -> Result<Client, String> {
+    let handshake = async {
+        match (&config.command, &config.url) {
+            (Some(program), _) => {
+                let mut command = tokio::process::Command::new(program);
+                command
+                    .args(&config.args)
+                    .envs(&config.env)
+                    .kill_on_drop(true);
+                let (transport, _stderr) = TokioChildProcess::builder(command)
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .map_err(|e| format!("cannot start {program}: {e}"))?;
+                ().serve(transport).await.map_err(|e| e.to_string())
+            }
+            (None, Some(url)) => {
+                let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+                ().serve(transport).await.map_err(|e| e.to_string())
+            }
+            (None, None) => Err("neither command nor url is set".to_string()),
+        }
+    };
+    tokio::time::timeout(CONNECT_TIMEOUT, handshake)
+        .await
+        .map_err(|_| format!("no handshake within {CONNECT_TIMEOUT:?}"))?
+}
+
+/// Connects once, registers the server's tools, and returns the running
+/// client with the liveness flag its tools share.
+pub async fn connect_and_register(
+    config: &McpServerConfig,
+    registry: &Registry,
+) -> Result<(Client, Arc<AtomicBool>), String> {
+    let client = connect(config).await?;
+    let tools = tokio::time::timeout(CONNECT_TIMEOUT, client.peer().list_all_tools())
+        .await
+        .map_err(|_| "tools/list timed out".to_string())?
+        .map_err(|e| format!("tools/list failed: {e}"))?;
+    let toolset = toolset_name(&config.name);
+    registry.remove_toolset(&toolset);
+    let alive = Arc::new(AtomicBool::new(true));
+    for tool in tools {
+        let name = model_safe(&tool.name);
+        let description = tool.description.as_deref().unwrap_or("").to_string();
+        let mut parameters = Value::Object((*tool.input_schema).clone());
+        if parameters.get("type").is_none() {
+            parameters["type"] = json!("object");
+        }
+        let spec = ToolSpec::new(&name, &toolset, &description, parameters).emoji("🔌");
+        let mcp_tool = McpTool {
+            server: config.name.clone(),
+            remote_name: tool.name.to_string(),
+            spec,
+            peer: client.peer().clone(),
+            alive: alive.clone(),
+            timeout: Duration::from_secs(config.timeout_secs.max(1)),
+        };
+        if let Err(err) = registry.register(Arc::new(mcp_tool), RegisterMode::Normal) {
+            tracing::warn!(mcp.server = %config.name, error = %err, "MCP tool skipped");
+        }
+    }
+    Ok((client, alive))
+}
+
+/// Keeps one MCP server connected until `stop` fires: connect, register,
+/// wait for the connection to end, mark the tools unavailable, back off,
+/// reconnect.
+pub async fn supervise(
+    config: McpServerConfig,
+    registry: Arc<Registry>,
+    health: Health,
+    stop: CancellationToken,
+) {
+    let component = toolset_name(&config.name);
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        health.set(&component, false, "connecting");
+        let attempt = tokio::select! {
+            r = connect_and_register(&config, &registry) => r,
+            _ = stop.cancelled() => return,
+        };
+        match attempt {
+            Ok((client, alive)) => {
+                backoff = FIRST_BACKOFF;
+                tracing::info!(mcp.server = %config.name, "MCP server connected");
+                health.set(&component, true, "connected");
+                let cancel = client.cancellation_token();
+                let ended = tokio::select! {
+                    reason = client.waiting() => Some(reason),
+                    _ = stop.cancelled() => None,
+                };
+                alive.store(false, Ordering::SeqCst);
+                registry.invalidate_checks();
+                match ended {
+                    None => {
+                        cancel.cancel();
+                        health.remove(&component);
+                        return;
+                    }
+                    Some(reason) => {
+                        tracing::warn!(mcp.server = %config.name, reason = ?reason, "MCP server connection ended");
+                    }
+                }
+            }
+            Err(err) => {
+                tracing::warn!(mcp.server = %config.name, error = %err, retry_in = ?backoff, "MCP server unavailable");
+                health.set(&component, false, format!("unavailable: {err}"));
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = stop.cancelled() => return,
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
