@@ -406,11 +406,11 @@ fn readme_documents_every_key() {
         model = "m"
         api_key_env = "K"
         [telegram]
-        toolsets = ["x"]
+        toolsets = ["web"]
         [discord]
-        toolsets = ["x"]
+        toolsets = ["web"]
         [slack]
-        toolsets = ["x"]
+        toolsets = ["web"]
         [[webhook.routes]]
         name = "r"
         path = "/r"
@@ -420,7 +420,7 @@ fn readme_documents_every_key() {
         insecure = false
         events = ["push"]
         prompt = "p"
-        toolsets = ["x"]
+        toolsets = ["web"]
         [webhook.routes.deliver]
         kind = "chat"
         platform = "slack"
@@ -482,4 +482,13 @@ fn collect_keys(value: &serde_json::Value, prefix: &str, out: &mut Vec<String>) 
         }
         _ => {}
     }
+}
+
+#[test]
+fn unknown_toolset_names_are_rejected() {
+    fails_on("[telegram]\ntoolsets = [\"core\", \"terminall\"]\n", &[], "telegram.toolsets", "terminall");
+    fails_on("[tools]\ndisabled_toolsets = [\"gateway-matrix\"]\n", &[], "tools.disabled_toolsets", "gateway-matrix");
+    fails_on("[slack]\ntoolsets = [\"mcp-fs\"]\n", &[], "slack.toolsets", "mcp-fs");
+    let ok = "[discord]\ntoolsets = [\"hermes-discord\", \"web_tools\", \"mcp-fs\", \"all\"]\n[[mcp.servers]]\nname = \"fs\"\ncommand = \"x\"\n";
+    load_from_str(ok, &Env::default()).unwrap();
 }
