@@ -486,9 +486,24 @@ fn collect_keys(value: &serde_json::Value, prefix: &str, out: &mut Vec<String>) 
 
 #[test]
 fn unknown_toolset_names_are_rejected() {
-    fails_on("[telegram]\ntoolsets = [\"core\", \"terminall\"]\n", &[], "telegram.toolsets", "terminall");
-    fails_on("[tools]\ndisabled_toolsets = [\"gateway-matrix\"]\n", &[], "tools.disabled_toolsets", "gateway-matrix");
-    fails_on("[slack]\ntoolsets = [\"mcp-fs\"]\n", &[], "slack.toolsets", "mcp-fs");
+    fails_on(
+        "[telegram]\ntoolsets = [\"core\", \"terminall\"]\n",
+        &[],
+        "telegram.toolsets",
+        "terminall",
+    );
+    fails_on(
+        "[tools]\ndisabled_toolsets = [\"gateway-matrix\"]\n",
+        &[],
+        "tools.disabled_toolsets",
+        "gateway-matrix",
+    );
+    fails_on(
+        "[slack]\ntoolsets = [\"mcp-fs\"]\n",
+        &[],
+        "slack.toolsets",
+        "mcp-fs",
+    );
     let ok = "[discord]\ntoolsets = [\"hermes-discord\", \"web_tools\", \"mcp-fs\", \"all\"]\n[[mcp.servers]]\nname = \"fs\"\ncommand = \"x\"\n";
     load_from_str(ok, &Env::default()).unwrap();
 }

@@ -204,6 +204,7 @@ type Resolved = Arc<BTreeSet<String>>;
 #[derive(Debug)]
 pub struct Toolsets {
     registry: Arc<Registry>,
+    defs: &'static [ToolsetDef],
     memo: Mutex<(u64, HashMap<String, Resolved>)>,
 }
 
@@ -235,10 +236,16 @@ pub fn is_known_statically(name: &str, mcp_servers: &[String]) -> bool {
 }
 
 impl Toolsets {
-    /// Resolution over `registry`.
+    /// Resolution of the built-in [`TOOLSETS`] over `registry`.
     pub fn new(registry: Arc<Registry>) -> Self {
+        Self::with_definitions(registry, TOOLSETS)
+    }
+
+    /// Resolution of other definitions (tests, embedders).
+    pub fn with_definitions(registry: Arc<Registry>, defs: &'static [ToolsetDef]) -> Self {
         Self {
             registry,
+            defs,
             memo: Mutex::new((u64::MAX, HashMap::new())),
         }
     }
@@ -250,7 +257,7 @@ impl Toolsets {
 
     /// Every toolset name: static ones and those tools registered under.
     pub fn names(&self) -> Vec<String> {
-        let mut names: BTreeSet<String> = TOOLSETS.iter().map(|t| t.name.to_string()).collect();
+        let mut names: BTreeSet<String> = self.defs.iter().map(|t| t.name.to_string()).collect();
         names.extend(self.registry.by_toolset().into_keys());
         names.into_iter().collect()
     }
@@ -273,12 +280,24 @@ impl Toolsets {
         let resolved = if name == "all" || name == "*" {
             let mut all = BTreeSet::new();
             for toolset in self.names() {
-                resolve_into(&toolset, &by_toolset, &mut BTreeSet::new(), &mut all)?;
+                resolve_into(
+                    self.defs,
+                    &toolset,
+                    &by_toolset,
+                    &mut BTreeSet::new(),
+                    &mut all,
+                )?;
             }
             all
         } else {
             let mut tools = BTreeSet::new();
-            resolve_into(&name, &by_toolset, &mut BTreeSet::new(), &mut tools)?;
+            resolve_into(
+                self.defs,
+                &name,
+                &by_toolset,
+                &mut BTreeSet::new(),
+                &mut tools,
+            )?;
             tools
         };
         let resolved = Arc::new(resolved);
@@ -355,6 +374,7 @@ impl Toolsets {
 }
 
 fn resolve_into(
+    defs: &[ToolsetDef],
     name: &str,
     by_toolset: &std::collections::BTreeMap<String, Vec<String>>,
     visited: &mut BTreeSet<String>,
@@ -368,14 +388,14 @@ fn resolve_into(
     let platform_tools = name
         .strip_prefix("gateway-")
         .and_then(|platform| by_toolset.get(platform));
-    if let Some(def) = TOOLSETS.iter().find(|t| t.name == name) {
+    if let Some(def) = defs.iter().find(|t| t.name == name) {
         out.extend(def.tools.iter().map(|t| t.to_string()));
         for include in def.includes {
-            resolve_into(include, by_toolset, visited, out)?;
+            resolve_into(defs, include, by_toolset, visited, out)?;
         }
     } else if registered.is_none() && platform_tools.is_some() {
         // An unlisted platform that registered tools: core + its own.
-        resolve_into("core", by_toolset, visited, out)?;
+        resolve_into(defs, "core", by_toolset, visited, out)?;
     } else if registered.is_none() {
         return Err(ToolsetError::Unknown(name));
     }

@@ -116,3 +116,35 @@ macro_rules! backend_tests {
         }
     };
 }
+
+/// Tool-test helpers.
+pub mod tools {
+    use std::sync::Arc;
+
+    use switchboard::tools::{AllowAll, ApprovalHook, ApprovalVerdict, ToolContext};
+
+    /// A context whose workspace is a fresh directory under `dir`.
+    pub fn ctx(dir: &std::path::Path) -> ToolContext {
+        ctx_with(dir, Arc::new(AllowAll))
+    }
+
+    /// The same with another approval hook.
+    pub fn ctx_with(dir: &std::path::Path, hook: Arc<dyn ApprovalHook>) -> ToolContext {
+        ToolContext::for_session(dir, "s1", "test:dm:1", hook).unwrap()
+    }
+
+    /// A test policy: deny commands containing any of the words.
+    pub struct DenyWords(pub Vec<&'static str>);
+
+    #[async_trait::async_trait]
+    impl ApprovalHook for DenyWords {
+        async fn review(&self, command: &str, _ctx: &ToolContext) -> ApprovalVerdict {
+            match self.0.iter().find(|w| command.contains(*w)) {
+                Some(word) => ApprovalVerdict::Deny {
+                    reason: format!("test policy forbids `{word}`"),
+                },
+                None => ApprovalVerdict::Allow,
+            }
+        }
+    }
+}
