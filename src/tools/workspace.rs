@@ -74,7 +74,11 @@ pub fn resolve(root: &Path, input: &str) -> Result<PathBuf, ToolError> {
     {
         return Err(outside());
     }
-    Ok(base.join(tail))
+    if tail.as_os_str().is_empty() {
+        Ok(base)
+    } else {
+        Ok(base.join(tail))
+    }
 }
 
 /// The path relative to the workspace root, for messages to the model.

@@ -148,3 +148,14 @@ pub mod tools {
         }
     }
 }
+
+/// Dispatches through a runtime's registry and parses the JSON answer.
+pub async fn call(
+    runtime: &switchboard::tools::ToolRuntime,
+    tool: &str,
+    args: serde_json::Value,
+    ctx: &switchboard::tools::ToolContext,
+) -> serde_json::Value {
+    let out = runtime.registry.dispatch(tool, args, ctx).await;
+    serde_json::from_str(&out).unwrap_or_else(|_| serde_json::Value::String(out))
+}
