@@ -110,7 +110,7 @@ impl Launcher {
                 c
             }
             TerminalBackend::Docker => {
-                let inner = Path::new("/workspace").join(rel);
+                let inner = under(Path::new("/workspace"), rel);
                 let mut c = Command::new(&self.config.docker_bin);
                 if self.config.docker_container.is_empty() {
                     c.args(["run", "--rm", "-i"])
@@ -145,7 +145,7 @@ impl Launcher {
                 } else {
                     self.config.ssh_remote_dir.clone()
                 };
-                let dir = Path::new(&base).join(rel);
+                let dir = under(Path::new(&base), rel);
                 let remote = format!(
                     "cd {} && bash -c {}",
                     shell_quote(&dir.display().to_string()),
@@ -163,6 +163,15 @@ impl Launcher {
             .process_group(0)
             .kill_on_drop(true);
         cmd
+    }
+}
+
+/// `base/rel`, without the trailing slash `join` adds for an empty `rel`.
+fn under(base: &Path, rel: &Path) -> std::path::PathBuf {
+    if rel.as_os_str().is_empty() {
+        base.to_path_buf()
+    } else {
+        base.join(rel)
     }
 }
 
