@@ -226,7 +226,8 @@ pub async fn supervise(
                         return;
                     }
                     Some(reason) => {
-                        tracing::warn!(mcp.server = %config.name, reason = ?reason, "MCP server connection ended");
+                        tracing::warn!(mcp.server = %config.name, reason = ?reason, retry_in = ?backoff, "MCP server connection ended");
+                        health.set(&component, false, "disconnected; reconnecting");
                     }
                 }
             }

@@ -157,5 +157,5 @@ pub async fn call(
     ctx: &switchboard::tools::ToolContext,
 ) -> serde_json::Value {
     let out = runtime.registry.dispatch(tool, args, ctx).await;
-    serde_json::from_str(&out).unwrap_or_else(|_| serde_json::Value::String(out))
+    serde_json::from_str(&out).unwrap_or(serde_json::Value::String(out))
 }

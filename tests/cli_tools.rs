@@ -1,0 +1,115 @@
+//! `switchboard tools` and `switchboard toolsets` from the real binary.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
+
+fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn fixture() -> String {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples/mcp_fixture")
+        .display()
+        .to_string()
+}
+
+#[test]
+fn tools_lists_availability_with_reasons_and_mcp_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gateway.toml"),
+        format!(
+            "[[mcp.servers]]\nname = \"fixture\"\ncommand = \"{}\"\n",
+            fixture()
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = run(dir.path(), &["tools", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let json: Value = serde_json::from_str(&out).unwrap();
+    let tools = json["tools"].as_array().unwrap();
+    let find = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing"))
+    };
+    assert_eq!(find("read_file")["available"], true);
+    assert_eq!(find("echo")["toolset"], "mcp-fixture");
+    let search = find("web_search");
+    assert_eq!(search["available"], false);
+    assert!(
+        search["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no search backend")
+    );
+
+    let (_, text, _) = run(dir.path(), &["tools", "--platform", "webhook"]);
+    let names: Vec<&str> = text
+        .lines()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["clarify", "vision_analyze", "web_extract", "web_search"]
+    );
+}
+
+#[test]
+fn toolsets_lists_and_resolves() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, _) = run(dir.path(), &["toolsets"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("gateway-webhook") && l.contains(" 4 tools")),
+        "{out}"
+    );
+    let (code, out, _) = run(dir.path(), &["toolsets", "hermes-webhook", "--json"]);
+    assert_eq!(code, 0);
+    let json: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        json["tools"],
+        serde_json::json!(["clarify", "vision_analyze", "web_extract", "web_search"])
+    );
+    let (code, _, err) = run(dir.path(), &["toolsets", "nope"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("unknown toolset `nope`"), "{err}");
+}
+
+#[test]
+fn check_rejects_unknown_toolsets_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gateway.toml"),
+        "[slack]\ntoolsets = [\"gateway-slack\", \"shell\"]\n",
+    )
+    .unwrap();
+    let (code, _, err) = run(dir.path(), &["check"]);
+    assert_eq!(code, 78);
+    assert!(
+        err.contains("slack.toolsets: unknown toolset(s): shell"),
+        "{err}"
+    );
+}
