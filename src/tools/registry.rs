@@ -1,6 +1,7 @@
 //! The registry: every tool registered once, availability probes cached,
 //! and a dispatch that never fails upward.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -73,10 +74,11 @@ pub struct ToolEntry {
 
 impl ToolEntry {
     /// The parameters schema in force now (dynamic override or declared).
-    pub fn parameters(&self) -> Value {
-        self.tool
-            .dynamic_parameters()
-            .unwrap_or_else(|| self.spec.parameters.clone())
+    pub fn parameters(&self) -> Cow<'_, Value> {
+        match self.tool.dynamic_parameters() {
+            Some(dynamic) => Cow::Owned(dynamic),
+            None => Cow::Borrowed(&self.spec.parameters),
+        }
     }
 }
 

@@ -361,7 +361,7 @@ impl Toolsets {
                     "function": {
                         "name": entry.spec.name,
                         "description": entry.spec.description,
-                        "parameters": entry.parameters(),
+                        "parameters": entry.parameters().as_ref(),
                     }
                 });
                 if let Some(pattern) = &mentions {
