@@ -6,6 +6,7 @@
 //! health, metrics), [`daemon`] (lifecycle), [`cli`], [`telemetry`].
 
 pub mod adapters;
+pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod daemon;

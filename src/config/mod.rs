@@ -160,6 +160,11 @@ pub struct LlmConfig {
     pub max_tokens: u32,
     /// The model's context window in tokens; compression starts near it.
     pub context_window: u32,
+    /// Stream responses (server-sent events) instead of waiting for the
+    /// whole answer.
+    pub stream: bool,
+    /// Retries of a model call on 429, 5xx and network errors.
+    pub max_retries: u32,
     /// Model used for context compression and smart approvals; each unset
     /// key falls back to the main model's.
     pub auxiliary: AuxiliaryLlmConfig,
@@ -175,6 +180,8 @@ impl Default for LlmConfig {
             request_timeout_secs: 120,
             max_tokens: 4096,
             context_window: 128_000,
+            stream: false,
+            max_retries: 3,
             auxiliary: AuxiliaryLlmConfig::default(),
         }
     }
@@ -215,6 +222,8 @@ pub struct AgentConfig {
     pub busy_input_mode: BusyInputMode,
     /// Largest number of model calls in one turn.
     pub max_iterations: u32,
+    /// Replaces the built-in system prompt (platform context is appended).
+    pub system_prompt: Option<String>,
 }
 
 impl Default for AgentConfig {
@@ -223,6 +232,7 @@ impl Default for AgentConfig {
             workspace: PathBuf::from("data/workspace"),
             busy_input_mode: BusyInputMode::Queue,
             max_iterations: 90,
+            system_prompt: None,
         }
     }
 }

@@ -12,12 +12,14 @@ mod inbox;
 mod memory;
 mod pairing;
 mod sessions;
+mod turns;
 
 pub use approvals::{AllowEntry, ApprovalRecord, ApprovalStatus, PatternKeys};
 pub use inbox::{InboxInsert, InboxRow, NewInboxEvent};
 pub use memory::MemoryNote;
 pub use pairing::{PairedUser, PairingRequest};
 pub use sessions::{MessageHit, NewMessage, NewSession, Session, StoredMessage};
+pub use turns::TurnRecord;
 
 use std::path::Path;
 use std::str::FromStr;

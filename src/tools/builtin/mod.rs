@@ -16,6 +16,11 @@ pub use process::ProcessManager;
 pub use terminal::{Launcher, looks_secret, shell_quote};
 pub use web::is_forbidden;
 
+/// The first `max` characters of `text`, with a marker when cut.
+pub fn clip(text: &str, max: usize) -> String {
+    super::sanitize::truncate_chars(text, max)
+}
+
 use std::sync::Arc;
 
 use crate::adapters::OutboundHub;

@@ -1,0 +1,581 @@
+//! One session's agent and its turn loop.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::execute::{Checked, check, parallel_safe, run_parallel};
+use super::history::{estimate_tokens, sanitize, summarize_middle, trim_old_tool_outputs};
+use super::layer::{self, AGENT_TOOLS, ClarifyBroker, Owner, Todos};
+use super::message::{ChatMessage, Role, ToolCall};
+use super::provider::{
+    ChatModel, ChatRequest, ModelEndpoint, ProviderError, Usage, chat_with_retries,
+};
+use super::{AgentError, IterationBudget};
+use crate::config::{Config, Env};
+use crate::store::{Session, Store, TurnRecord, now_ms};
+use crate::tools::registry::error_json;
+use crate::tools::{ApprovalHook, ToolContext, ToolRuntime, workspace};
+
+/// Invalid JSON arguments make the loop ask the model again this many times.
+const JSON_RETRIES: u32 = 3;
+/// Consecutive turns whose calls were all invalid before the loop stops.
+const MAX_INVALID_TURNS: u32 = 3;
+
+/// The default system prompt.
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are switchboard, a capable assistant that works for the people who message you. Use the tools you are given when they help; say plainly when something failed. Be concise: your answers are read in a chat.";
+
+/// What every conversation shares.
+pub struct AgentDeps {
+    /// The main model.
+    pub model: Arc<dyn ChatModel>,
+    /// The auxiliary model (compression).
+    pub auxiliary: Arc<dyn ChatModel>,
+    /// Tools.
+    pub tools: ToolRuntime,
+    /// Storage.
+    pub store: Store,
+    /// Model calls per turn.
+    pub max_iterations: u32,
+    /// Output cap per model call.
+    pub max_tokens: u32,
+    /// The model's context window.
+    pub context_window: u32,
+    /// Retries per model call.
+    pub max_retries: u32,
+    /// System prompt (platform context is appended).
+    pub system_prompt: String,
+    /// Root of the session workspaces.
+    pub workspace_root: PathBuf,
+}
+
+impl AgentDeps {
+    /// Everything from the configuration.
+    pub fn from_config(config: &Config, env: &Env, tools: ToolRuntime, store: Store) -> Self {
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("switchboard/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .unwrap_or_default();
+        Self {
+            model: ModelEndpoint::main(config, env).client(http.clone()),
+            auxiliary: ModelEndpoint::auxiliary(config, env).client(http),
+            tools,
+            store,
+            max_iterations: config.agent.max_iterations,
+            max_tokens: config.llm.max_tokens,
+            context_window: config.llm.context_window,
+            max_retries: config.llm.max_retries,
+            system_prompt: config
+                .agent
+                .system_prompt
+                .clone()
+                .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_string()),
+            workspace_root: config.agent.workspace.clone(),
+        }
+    }
+}
+
+/// Where the conversation happens, for the system prompt.
+#[derive(Debug, Clone, Default)]
+pub struct SessionContext {
+    /// Platform name.
+    pub platform: String,
+    /// `direct message`, `group`, `channel`, `webhook`…
+    pub chat_type: String,
+    /// The user's display name.
+    pub user_name: Option<String>,
+    /// Thread or topic, if any.
+    pub thread: Option<String>,
+}
+
+impl SessionContext {
+    fn describe(&self) -> String {
+        let mut line = format!(
+            "This conversation is a {} on {}",
+            self.chat_type, self.platform
+        );
+        if let Some(thread) = &self.thread {
+            line.push_str(&format!(", in thread {thread}"));
+        }
+        if let Some(user) = &self.user_name {
+            line.push_str(&format!("; the user is {user}"));
+        }
+        line.push('.');
+        line
+    }
+}
+
+/// Callbacks on tool activity (the terminal shows them; chats may show a
+/// typing indicator).
+pub trait AgentEvents: Send + Sync {
+    /// A tool is about to run.
+    fn tool_started(&self, _call: &ToolCall) {}
+    /// A tool finished with `result`.
+    fn tool_finished(&self, _call: &ToolCall, _result: &str) {}
+}
+
+/// Events nobody watches.
+#[derive(Debug, Default)]
+pub struct NoEvents;
+
+impl AgentEvents for NoEvents {}
+
+/// Why a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The model gave a final answer.
+    Final,
+    /// The iteration budget ran out.
+    BudgetExhausted,
+    /// Three turns in a row had only invalid tool calls.
+    InvalidToolCalls,
+    /// The turn was cancelled.
+    Cancelled,
+}
+
+impl StopReason {
+    fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Final => "final",
+            StopReason::BudgetExhausted => "budget_exhausted",
+            StopReason::InvalidToolCalls => "invalid_tool_calls",
+            StopReason::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// The result of a turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnOutcome {
+    /// What to tell the user (a partial answer when stopped early).
+    pub reply: String,
+    /// Why the turn ended.
+    pub stop: StopReason,
+    /// Model calls made.
+    pub model_calls: u32,
+    /// Tool calls run.
+    pub tool_calls: u32,
+    /// Tokens used.
+    pub usage: Usage,
+}
+
+/// One session's agent.
+pub struct Conversation {
+    deps: Arc<AgentDeps>,
+    session: Session,
+    context: SessionContext,
+    owner: Option<Owner>,
+    enabled: Vec<String>,
+    disabled: Vec<String>,
+    approvals: Arc<dyn ApprovalHook>,
+    clarify: Option<Arc<dyn ClarifyBroker>>,
+    events: Arc<dyn AgentEvents>,
+    workspace: PathBuf,
+    history: Vec<ChatMessage>,
+    todos: Todos,
+}
+
+impl Conversation {
+    /// Opens a session's agent, restoring its history from storage.
+    pub async fn open(
+        deps: Arc<AgentDeps>,
+        session: Session,
+        context: SessionContext,
+        toolsets: (Vec<String>, Vec<String>),
+        approvals: Arc<dyn ApprovalHook>,
+    ) -> Result<Self, AgentError> {
+        let history: Vec<ChatMessage> = deps
+            .store
+            .messages(&session.id)
+            .await?
+            .iter()
+            .filter_map(ChatMessage::from_stored)
+            .collect();
+        let workspace =
+            workspace::session_dir(&deps.workspace_root, &session.key).map_err(|e| {
+                AgentError::Store(crate::store::StoreError::Url(format!("workspace: {e}")))
+            })?;
+        let owner = session.user_id.clone().map(|user_id| Owner {
+            platform: session.platform.clone(),
+            user_id,
+        });
+        Ok(Self {
+            todos: Todos::restore(&history),
+            deps,
+            session,
+            context,
+            owner,
+            enabled: toolsets.0,
+            disabled: toolsets.1,
+            approvals,
+            clarify: None,
+            events: Arc::new(NoEvents),
+            workspace,
+            history,
+        })
+    }
+
+    /// Wires the broker that asks the human `clarify` questions.
+    pub fn with_clarify(mut self, broker: Arc<dyn ClarifyBroker>) -> Self {
+        self.clarify = Some(broker);
+        self
+    }
+
+    /// Wires tool activity callbacks.
+    pub fn with_events(mut self, events: Arc<dyn AgentEvents>) -> Self {
+        self.events = events;
+        self
+    }
+
+    /// The conversation so far, as the model will see it.
+    pub fn history(&self) -> &[ChatMessage] {
+        &self.history
+    }
+
+    /// The stored session.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    fn system_prompt(&self) -> String {
+        format!("{}\n\n{}", self.deps.system_prompt, self.context.describe())
+    }
+
+    async fn push(&mut self, message: ChatMessage) -> Result<(), AgentError> {
+        message.persist(&self.deps.store, &self.session.id).await?;
+        self.history.push(message);
+        Ok(())
+    }
+
+    /// Keeps the request inside the context window: trim old tool outputs,
+    /// then summarise the middle with the auxiliary model.
+    async fn fit_context(&mut self, system: &str, tools: &[Value]) {
+        let window = self.deps.context_window as usize;
+        let limit = window.saturating_sub(self.deps.max_tokens as usize) * 85 / 100;
+        if estimate_tokens(system, &self.history, tools) <= limit {
+            return;
+        }
+        let trimmed = trim_old_tool_outputs(&mut self.history);
+        if estimate_tokens(system, &self.history, tools) <= limit {
+            tracing::info!(trimmed, "old tool outputs trimmed to fit the context");
+            return;
+        }
+        match summarize_middle(&mut self.history, self.deps.auxiliary.as_ref()).await {
+            Ok(true) => {
+                tracing::info!(trimmed, "conversation middle summarised to fit the context")
+            }
+            Ok(false) => {}
+            Err(err) => tracing::warn!(error = %err, "context compression failed; sending as is"),
+        }
+    }
+
+    /// Runs one turn for the user's `text`.
+    pub async fn run_turn(
+        &mut self,
+        text: &str,
+        cancel: &CancellationToken,
+    ) -> Result<TurnOutcome, AgentError> {
+        let started_at = now_ms();
+        self.push(ChatMessage::user(text)).await?;
+        let result = self.turn_loop(cancel).await;
+        let outcome_label = match &result {
+            Ok(outcome) => outcome.stop.as_str().to_string(),
+            Err(err) => format!("error: {err}"),
+        };
+        let (model_calls, tool_calls, usage) = match &result {
+            Ok(o) => (o.model_calls, o.tool_calls, o.usage),
+            Err(_) => (0, 0, Usage::default()),
+        };
+        metrics::counter!("switchboard_turns_total", "outcome" => outcome_label.split(':').next().unwrap_or("error").to_string()).increment(1);
+        metrics::counter!("switchboard_llm_tokens_total", "kind" => "prompt")
+            .increment(usage.prompt_tokens);
+        metrics::counter!("switchboard_llm_tokens_total", "kind" => "completion")
+            .increment(usage.completion_tokens);
+        let record = TurnRecord {
+            session_id: self.session.id.clone(),
+            started_at,
+            finished_at: now_ms(),
+            model_calls: model_calls.into(),
+            tool_calls: tool_calls.into(),
+            prompt_tokens: usage.prompt_tokens as i64,
+            completion_tokens: usage.completion_tokens as i64,
+            outcome: outcome_label,
+        };
+        if let Err(err) = self.deps.store.record_turn(&record).await {
+            tracing::warn!(error = %err, "could not record the turn");
+        }
+        if let Err(err) = self.deps.store.touch_session(&self.session.id).await {
+            tracing::warn!(error = %err, "could not touch the session");
+        }
+        result
+    }
+
+    async fn turn_loop(&mut self, cancel: &CancellationToken) -> Result<TurnOutcome, AgentError> {
+        let budget = IterationBudget::new(self.deps.max_iterations);
+        let mut usage = Usage::default();
+        let mut tool_calls_run = 0u32;
+        let mut json_retries = 0u32;
+        let mut invalid_turns = 0u32;
+        let mut last_text = String::new();
+        let system = self.system_prompt();
+        let stop = |reason: StopReason,
+                    last_text: &str,
+                    budget: &IterationBudget,
+                    tools: u32,
+                    usage: Usage| {
+            let note = match reason {
+                StopReason::BudgetExhausted => {
+                    "\n\n(I stopped here: this request used up its step budget.)"
+                }
+                StopReason::InvalidToolCalls => {
+                    "\n\n(I stopped here: my tool calls kept failing validation.)"
+                }
+                _ => "",
+            };
+            TurnOutcome {
+                reply: format!("{}{note}", last_text.trim()).trim().to_string(),
+                stop: reason,
+                model_calls: budget.used(),
+                tool_calls: tools,
+                usage,
+            }
+        };
+        loop {
+            if cancel.is_cancelled() {
+                return Ok(stop(
+                    StopReason::Cancelled,
+                    &last_text,
+                    &budget,
+                    tool_calls_run,
+                    usage,
+                ));
+            }
+            let entries = self
+                .deps
+                .tools
+                .toolsets
+                .session_tools(&self.enabled, &self.disabled)?;
+            let tools = self
+                .deps
+                .tools
+                .toolsets
+                .session_schemas(&self.enabled, &self.disabled)?;
+            let valid: Vec<String> = entries.iter().map(|e| e.spec.name.clone()).collect();
+            if !budget.consume() {
+                return Ok(stop(
+                    StopReason::BudgetExhausted,
+                    &last_text,
+                    &budget,
+                    tool_calls_run,
+                    usage,
+                ));
+            }
+            let repairs = sanitize(&mut self.history);
+            if repairs != Default::default() {
+                tracing::warn!(?repairs, "history repaired before the model call");
+            }
+            self.fit_context(&system, &tools).await;
+            let request = ChatRequest {
+                system: system.clone(),
+                messages: self.history.clone(),
+                tools,
+                max_tokens: self.deps.max_tokens,
+            };
+            let response = match chat_with_retries(
+                self.deps.model.as_ref(),
+                &request,
+                self.deps.max_retries,
+                cancel,
+            )
+            .await
+            {
+                Ok(r) => r,
+                Err(ProviderError::Cancelled) => {
+                    budget.refund();
+                    return Ok(stop(
+                        StopReason::Cancelled,
+                        &last_text,
+                        &budget,
+                        tool_calls_run,
+                        usage,
+                    ));
+                }
+                Err(err) => return Err(err.into()),
+            };
+            usage += response.usage;
+            if !response.content.trim().is_empty() {
+                last_text = response.content.clone();
+            }
+            if response.tool_calls.is_empty() {
+                self.push(ChatMessage::assistant(response.content.clone()))
+                    .await?;
+                return Ok(TurnOutcome {
+                    reply: response.content,
+                    stop: StopReason::Final,
+                    model_calls: budget.used(),
+                    tool_calls: tool_calls_run,
+                    usage,
+                });
+            }
+
+            let checked: Vec<Checked> = response
+                .tool_calls
+                .iter()
+                .map(|c| check(c, &valid, response.finish))
+                .collect();
+            if checked.iter().any(|c| matches!(c, Checked::BadJson(..)))
+                && json_retries < JSON_RETRIES
+            {
+                json_retries += 1;
+                budget.refund();
+                tracing::warn!(
+                    attempt = json_retries,
+                    "model sent invalid JSON arguments; asking again"
+                );
+                metrics::counter!("switchboard_invalid_tool_json_total").increment(1);
+                continue;
+            }
+            let calls: Vec<ToolCall> = checked
+                .iter()
+                .map(|c| match c {
+                    Checked::Ready(call, _)
+                    | Checked::Invalid(call, _)
+                    | Checked::Truncated(call)
+                    | Checked::BadJson(call, _) => call.clone(),
+                })
+                .collect();
+            self.push(ChatMessage::assistant_calls(
+                response.content.clone(),
+                calls,
+            ))
+            .await?;
+
+            let all_invalid = checked.iter().all(|c| !matches!(c, Checked::Ready(..)));
+            invalid_turns = if all_invalid { invalid_turns + 1 } else { 0 };
+            let mut results: Vec<Option<String>> = checked
+                .iter()
+                .map(|c| match c {
+                    Checked::Ready(..) => None,
+                    Checked::Invalid(_, msg) => Some(error_json(msg)),
+                    Checked::BadJson(_, err) => Some(error_json(&format!("Arguments are not valid JSON ({err}); the call was not executed."))),
+                    Checked::Truncated(call) => Some(error_json(&format!(
+                        "The arguments of {} were cut off by the output limit, so the call was NOT executed. Send smaller arguments (for example, write a large file in several parts).",
+                        call.name
+                    ))),
+                })
+                .collect();
+            let ready: Vec<(ToolCall, Value)> = checked
+                .iter()
+                .filter_map(|c| match c {
+                    Checked::Ready(call, args) => Some((call.clone(), args.clone())),
+                    _ => None,
+                })
+                .collect();
+            let outputs = self.run_batch(&ready, cancel).await;
+            tool_calls_run += ready.len() as u32;
+            let mut outputs = outputs.into_iter();
+            for slot in results.iter_mut().filter(|r| r.is_none()) {
+                *slot = outputs.next();
+            }
+            for (call, result) in checked.iter().zip(results) {
+                let call = match call {
+                    Checked::Ready(call, _)
+                    | Checked::Invalid(call, _)
+                    | Checked::Truncated(call)
+                    | Checked::BadJson(call, _) => call,
+                };
+                self.push(ChatMessage::tool_result(call, result.unwrap_or_default()))
+                    .await?;
+            }
+            if invalid_turns >= MAX_INVALID_TURNS {
+                return Ok(stop(
+                    StopReason::InvalidToolCalls,
+                    &last_text,
+                    &budget,
+                    tool_calls_run,
+                    usage,
+                ));
+            }
+        }
+    }
+
+    fn tool_context(&self, cancel: &CancellationToken) -> ToolContext {
+        ToolContext {
+            session_id: self.session.id.clone(),
+            session_key: self.session.key.clone(),
+            user: self
+                .owner
+                .as_ref()
+                .map(|o| format!("{}:{}", o.platform, o.user_id)),
+            workspace: self.workspace.clone(),
+            approvals: self.approvals.clone(),
+            cancel: cancel.clone(),
+        }
+    }
+
+    async fn run_one(&self, call: &ToolCall, args: &Value, ctx: &ToolContext) -> String {
+        if ctx.cancel.is_cancelled() {
+            return error_json("Tool execution failed: cancelled before it started");
+        }
+        self.events.tool_started(call);
+        let result = if AGENT_TOOLS.contains(&call.name.as_str()) {
+            let outcome = layer::run(
+                &call.name,
+                args,
+                &self.todos,
+                &self.deps.store,
+                self.owner.as_ref(),
+                self.clarify.as_deref(),
+                &ctx.cancel,
+            )
+            .await;
+            match outcome {
+                Ok(text) => text,
+                Err(err) => error_json(&format!("Tool execution failed: {err}")),
+            }
+        } else {
+            self.deps
+                .tools
+                .registry
+                .dispatch(&call.name, args.clone(), ctx)
+                .await
+        };
+        self.events.tool_finished(call, &result);
+        result
+    }
+
+    async fn run_batch(
+        &self,
+        calls: &[(ToolCall, Value)],
+        cancel: &CancellationToken,
+    ) -> Vec<String> {
+        let ctx = self.tool_context(cancel);
+        if parallel_safe(calls, &self.deps.tools.registry) {
+            run_parallel(calls, |call, args| self.run_one(call, args, &ctx)).await
+        } else {
+            let mut out = Vec::with_capacity(calls.len());
+            for (call, args) in calls {
+                out.push(self.run_one(call, args, &ctx).await);
+            }
+            out
+        }
+    }
+}
+
+impl std::fmt::Debug for Conversation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conversation")
+            .field("session", &self.session.key)
+            .field("history", &self.history.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Role {
+    /// Whether the message came from the model.
+    pub fn is_assistant(self) -> bool {
+        self == Role::Assistant
+    }
+}

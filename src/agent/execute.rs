@@ -1,0 +1,202 @@
+//! Checking the model's tool calls (name repair, argument JSON) and running
+//! a batch of them, in parallel only when that cannot change the outcome.
+
+use std::path::{Component, Path, PathBuf};
+
+use futures::StreamExt;
+use serde_json::Value;
+
+use super::message::ToolCall;
+use super::provider::FinishReason;
+use super::repair::repair;
+use crate::tools::{Concurrency, Registry};
+
+/// Most calls of one batch running at once.
+pub const MAX_PARALLEL: usize = 8;
+
+/// A call after validation.
+#[derive(Debug, Clone)]
+pub enum Checked {
+    /// Runnable: the (repaired) call and its parsed arguments.
+    Ready(ToolCall, Value),
+    /// Not runnable; the error goes back to the model.
+    Invalid(ToolCall, String),
+    /// Arguments cut off by the output limit: never executed.
+    Truncated(ToolCall),
+    /// Arguments are not JSON (the model call is retried first).
+    BadJson(ToolCall, String),
+}
+
+/// Validates one call against the session's tool names.
+pub fn check(call: &ToolCall, valid: &[String], finish: FinishReason) -> Checked {
+    let Some(name) = repair(&call.name, valid) else {
+        let message = format!(
+            "Unknown tool: {}. Available tools: {}.",
+            crate::tools::builtin::clip(&call.name, 80),
+            valid.join(", ")
+        );
+        return Checked::Invalid(call.clone(), message);
+    };
+    let repaired = ToolCall {
+        name,
+        ..call.clone()
+    };
+    let text = call.arguments.trim();
+    let text = if text.is_empty() { "{}" } else { text };
+    match serde_json::from_str::<Value>(text) {
+        Ok(args @ Value::Object(_)) => Checked::Ready(
+            ToolCall {
+                arguments: text.to_string(),
+                ..repaired
+            },
+            args,
+        ),
+        Ok(Value::Null) => Checked::Ready(
+            ToolCall {
+                arguments: "{}".into(),
+                ..repaired
+            },
+            Value::Object(Default::default()),
+        ),
+        Ok(other) => Checked::Invalid(
+            repaired,
+            format!(
+                "Arguments must be a JSON object, not {}.",
+                crate::tools::builtin::clip(&other.to_string(), 80)
+            ),
+        ),
+        Err(e) if e.is_eof() || finish == FinishReason::Length => Checked::Truncated(repaired),
+        Err(e) => Checked::BadJson(repaired, e.to_string()),
+    }
+}
+
+/// `path` relative to the workspace, with `.` and `..` folded lexically.
+fn normalized(path: &str) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in Path::new(path).components() {
+        match part {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(p) => out.push(p),
+            Component::RootDir => out.push("/"),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Whether a batch may run in parallel: more than one call, none
+/// exclusive (clarify, writes without a path, state changes), and no two
+/// path-scoped calls on overlapping paths.
+pub fn parallel_safe(calls: &[(ToolCall, Value)], registry: &Registry) -> bool {
+    if calls.len() < 2 {
+        return false;
+    }
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for (call, args) in calls {
+        if call.name == "clarify" {
+            return false;
+        }
+        let Some(entry) = registry.get(&call.name) else {
+            return false;
+        };
+        match entry.spec.concurrency {
+            Concurrency::Exclusive => return false,
+            Concurrency::ReadOnly => {}
+            Concurrency::PathScoped { arg } => {
+                let Some(path) = args.get(arg).and_then(Value::as_str) else {
+                    return false;
+                };
+                let path = normalized(path);
+                if paths
+                    .iter()
+                    .any(|p| p.starts_with(&path) || path.starts_with(p))
+                {
+                    return false;
+                }
+                paths.push(path);
+            }
+        }
+    }
+    true
+}
+
+/// Runs `run` over the calls, at most [`MAX_PARALLEL`] at once, returning
+/// results in call order.
+pub async fn run_parallel<'a, F, Fut>(calls: &'a [(ToolCall, Value)], run: F) -> Vec<String>
+where
+    F: Fn(&'a ToolCall, &'a Value) -> Fut,
+    Fut: Future<Output = String> + 'a,
+{
+    futures::stream::iter(calls.iter().map(|(c, a)| run(c, a)))
+        .buffered(MAX_PARALLEL)
+        .collect()
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn call(name: &str, args: &str) -> ToolCall {
+        ToolCall {
+            id: "c".into(),
+            name: name.into(),
+            arguments: args.into(),
+        }
+    }
+
+    fn valid() -> Vec<String> {
+        vec!["read_file".into(), "write_file".into()]
+    }
+
+    #[test]
+    fn arguments_are_classified() {
+        assert!(
+            matches!(check(&call("read_file", ""), &valid(), FinishReason::ToolCalls), Checked::Ready(_, a) if a == json!({}))
+        );
+        assert!(
+            matches!(check(&call("Read-File", "{\"path\":\"a\"}"), &valid(), FinishReason::ToolCalls), Checked::Ready(c, _) if c.name == "read_file")
+        );
+        assert!(matches!(
+            check(
+                &call("read_file", "{\"path\": \"a"),
+                &valid(),
+                FinishReason::ToolCalls
+            ),
+            Checked::Truncated(_)
+        ));
+        assert!(matches!(
+            check(
+                &call("read_file", "{path: a}"),
+                &valid(),
+                FinishReason::ToolCalls
+            ),
+            Checked::BadJson(..)
+        ));
+        assert!(matches!(
+            check(
+                &call("read_file", "{path: a}"),
+                &valid(),
+                FinishReason::Length
+            ),
+            Checked::Truncated(_)
+        ));
+        assert!(matches!(
+            check(&call("read_file", "[1]"), &valid(), FinishReason::ToolCalls),
+            Checked::Invalid(..)
+        ));
+        assert!(
+            matches!(check(&call("rm_everything", "{}"), &valid(), FinishReason::ToolCalls), Checked::Invalid(_, m) if m.contains("Available tools: read_file, write_file"))
+        );
+    }
+
+    #[test]
+    fn paths_fold_lexically() {
+        assert_eq!(normalized("./a/../b/c"), PathBuf::from("b/c"));
+        assert_eq!(normalized("b/c/"), PathBuf::from("b/c"));
+    }
+}

@@ -1,0 +1,247 @@
+//! The agent-layer tools, served from the conversation's own state:
+//! `todo` (per session), `memory` (notes per user, in storage),
+//! `session_search` (full text over the user's stored messages) and
+//! `clarify` (a question to the human through the session's broker).
+
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::message::{ChatMessage, Role};
+use crate::store::Store;
+use crate::tools::{ToolError, arg_opt_str, arg_opt_u64, arg_str};
+
+/// The tools served here.
+pub const AGENT_TOOLS: &[&str] = &["todo", "memory", "session_search", "clarify"];
+
+/// Longest memory note.
+const MAX_NOTE_CHARS: usize = 2000;
+/// Most notes per user.
+const MAX_NOTES: usize = 100;
+
+/// How a question reaches a human (the session wires its adapter).
+#[async_trait::async_trait]
+pub trait ClarifyBroker: Send + Sync {
+    /// Asks `question` (with optional `choices`) and waits for the answer.
+    async fn ask(
+        &self,
+        question: &str,
+        choices: &[String],
+        cancel: &CancellationToken,
+    ) -> Result<String, String>;
+}
+
+/// One todo item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TodoItem {
+    /// Stable id chosen by the model.
+    pub id: String,
+    /// What to do.
+    pub content: String,
+    /// pending, in_progress, completed or cancelled.
+    pub status: String,
+}
+
+/// The session's todo list.
+#[derive(Debug, Default)]
+pub struct Todos(Mutex<Vec<TodoItem>>);
+
+impl Todos {
+    /// The list as the last `todo` result in `history` left it.
+    pub fn restore(history: &[ChatMessage]) -> Self {
+        let items = history
+            .iter()
+            .rev()
+            .filter(|m| m.role == Role::Tool && m.name.as_deref() == Some("todo"))
+            .find_map(|m| {
+                let v: Value = serde_json::from_str(&m.content).ok()?;
+                serde_json::from_value(v.get("todos")?.clone()).ok()
+            })
+            .unwrap_or_default();
+        Self(Mutex::new(items))
+    }
+
+    fn apply(&self, args: &Value) -> Result<String, ToolError> {
+        let mut list = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(items) = args.get("todos").filter(|v| !v.is_null()) {
+            let items: Vec<TodoItem> = serde_json::from_value(items.clone())
+                .map_err(|e| ToolError::InvalidArgs(format!("todos: {e}")))?;
+            for item in &items {
+                if !matches!(
+                    item.status.as_str(),
+                    "pending" | "in_progress" | "completed" | "cancelled"
+                ) {
+                    return Err(ToolError::InvalidArgs(format!(
+                        "status {:?} of {:?} is not one of pending, in_progress, completed, cancelled",
+                        item.status, item.id
+                    )));
+                }
+            }
+            if args.get("merge").and_then(Value::as_bool).unwrap_or(false) {
+                for item in items {
+                    match list.iter_mut().find(|t| t.id == item.id) {
+                        Some(existing) => *existing = item,
+                        None => list.push(item),
+                    }
+                }
+            } else {
+                *list = items;
+            }
+        }
+        let count = |s: &str| list.iter().filter(|t| t.status == s).count();
+        Ok(json!({
+            "todos": *list,
+            "summary": {
+                "pending": count("pending"),
+                "in_progress": count("in_progress"),
+                "completed": count("completed"),
+                "cancelled": count("cancelled"),
+            }
+        })
+        .to_string())
+    }
+}
+
+/// Who the conversation belongs to, for memory and search.
+#[derive(Debug, Clone)]
+pub struct Owner {
+    /// Platform name.
+    pub platform: String,
+    /// User id on it.
+    pub user_id: String,
+}
+
+impl Owner {
+    fn key(&self) -> String {
+        format!("{}:{}", self.platform, self.user_id)
+    }
+}
+
+/// Runs one agent-layer tool.
+pub async fn run(
+    tool: &str,
+    args: &Value,
+    todos: &Todos,
+    store: &Store,
+    owner: Option<&Owner>,
+    clarify: Option<&dyn ClarifyBroker>,
+    cancel: &CancellationToken,
+) -> Result<String, ToolError> {
+    let store_err = |e: crate::store::StoreError| ToolError::Failed(e.to_string());
+    let need_owner = || {
+        owner.ok_or_else(|| {
+            ToolError::Failed("this conversation has no user to keep memory for".into())
+        })
+    };
+    match tool {
+        "todo" => todos.apply(args),
+        "memory" => {
+            let owner = need_owner()?;
+            let key = owner.key();
+            match arg_str(args, "action")? {
+                "list" => {}
+                "add" => {
+                    let content = note_text(args)?;
+                    if store.notes(&key).await.map_err(store_err)?.len() >= MAX_NOTES {
+                        return Err(ToolError::Failed(format!(
+                            "{MAX_NOTES} notes already; replace or remove one"
+                        )));
+                    }
+                    store.add_note(&key, &content).await.map_err(store_err)?;
+                }
+                "replace" => {
+                    let id = note_id(args)?;
+                    if !store
+                        .update_note(&key, id, &note_text(args)?)
+                        .await
+                        .map_err(store_err)?
+                    {
+                        return Err(ToolError::InvalidArgs(format!("no note {id}")));
+                    }
+                }
+                "remove" => {
+                    let id = note_id(args)?;
+                    if !store.delete_note(&key, id).await.map_err(store_err)? {
+                        return Err(ToolError::InvalidArgs(format!("no note {id}")));
+                    }
+                }
+                other => return Err(ToolError::InvalidArgs(format!("unknown action {other:?}"))),
+            }
+            let notes: Vec<Value> = store
+                .notes(&key)
+                .await
+                .map_err(store_err)?
+                .into_iter()
+                .map(|n| json!({"note_id": n.id, "content": n.content}))
+                .collect();
+            Ok(json!({"notes": notes}).to_string())
+        }
+        "session_search" => {
+            let owner = need_owner()?;
+            let query = arg_str(args, "query")?;
+            let limit = arg_opt_u64(args, "limit")?.unwrap_or(10).clamp(1, 50) as i64;
+            let hits = store
+                .search_messages(query, Some((&owner.platform, &owner.user_id)), limit)
+                .await
+                .map_err(store_err)?;
+            let results: Vec<Value> = hits
+                .into_iter()
+                .map(|h| {
+                    json!({
+                        "session": h.session_key,
+                        "role": h.role,
+                        "at": h.created_at,
+                        "text": crate::tools::builtin::clip(&h.content, 400),
+                    })
+                })
+                .collect();
+            Ok(json!({"query": query, "results": results}).to_string())
+        }
+        "clarify" => {
+            let question = arg_str(args, "question")?;
+            let choices: Vec<String> = args
+                .get("choices")
+                .and_then(Value::as_array)
+                .map(|c| {
+                    c.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .take(6)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let broker = clarify.ok_or_else(|| {
+                ToolError::Failed("no one can answer questions in this conversation; proceed with your best judgement and state your assumptions".into())
+            })?;
+            let answer = broker
+                .ask(question, &choices, cancel)
+                .await
+                .map_err(ToolError::Failed)?;
+            Ok(json!({"answer": answer}).to_string())
+        }
+        other => Err(ToolError::Failed(format!(
+            "{other} is not an agent-layer tool"
+        ))),
+    }
+}
+
+fn note_text(args: &Value) -> Result<String, ToolError> {
+    let text = arg_opt_str(args, "content").unwrap_or("").trim();
+    if text.is_empty() {
+        return Err(ToolError::InvalidArgs("content is required".into()));
+    }
+    if text.chars().count() > MAX_NOTE_CHARS {
+        return Err(ToolError::InvalidArgs(format!(
+            "a note holds at most {MAX_NOTE_CHARS} characters"
+        )));
+    }
+    Ok(text.to_string())
+}
+
+fn note_id(args: &Value) -> Result<i64, ToolError> {
+    args.get("note_id")
+        .and_then(Value::as_i64)
+        .ok_or_else(|| ToolError::InvalidArgs("note_id (integer) is required".into()))
+}

@@ -1,0 +1,41 @@
+//! The agent engine: model providers and the tool-calling loop.
+//!
+//! A [`Conversation`] is one session's agent: its history (loaded from
+//! storage, every new message persisted as it is produced), its todo list,
+//! its tools, and the brokers that reach its human. [`Conversation::run_turn`]
+//! is SPEC §3: call the model, validate and repair its tool calls, run them
+//! (in parallel when safe), feed the results back in call order, until a
+//! final answer, the iteration budget, three invalid turns in a row, or
+//! cancellation.
+
+mod budget;
+mod conversation;
+mod execute;
+pub mod history;
+pub mod layer;
+pub mod message;
+pub mod provider;
+pub mod repair;
+
+pub use budget::{IterationBudget, MAIN_AGENT_BUDGET, SUB_AGENT_BUDGET};
+pub use conversation::{
+    AgentDeps, AgentEvents, Conversation, NoEvents, SessionContext, StopReason, TurnOutcome,
+};
+pub use layer::ClarifyBroker;
+
+/// Failures that end a turn without an answer.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The model could not be reached or refused the request.
+    #[error(transparent)]
+    Provider(#[from] provider::ProviderError),
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// A toolset of the session does not exist.
+    #[error(transparent)]
+    Toolset(#[from] crate::tools::ToolsetError),
+    /// The turn was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+}

@@ -1,0 +1,276 @@
+//! Model providers: OpenAI-compatible chat completions (plain and
+//! streaming) and Anthropic Messages, behind one [`ChatModel`] trait, plus
+//! retries with backoff that honour `Retry-After`.
+
+mod anthropic;
+mod openai;
+
+pub use anthropic::Anthropic;
+pub use openai::OpenAi;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::message::{ChatMessage, ToolCall};
+use crate::config::{Config, Env, LlmProvider};
+
+/// What is sent to the model.
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    /// System prompt.
+    pub system: String,
+    /// The conversation.
+    pub messages: Vec<ChatMessage>,
+    /// Tool schemas in OpenAI function form.
+    pub tools: Vec<Value>,
+    /// Output cap.
+    pub max_tokens: u32,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    /// A final answer.
+    Stop,
+    /// It asked for tools.
+    ToolCalls,
+    /// It hit the output cap (arguments may be cut off).
+    Length,
+    /// Anything else.
+    Other,
+}
+
+/// Tokens used by one call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Input tokens.
+    pub prompt_tokens: u64,
+    /// Output tokens.
+    pub completion_tokens: u64,
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Self) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+    }
+}
+
+/// The model's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatResponse {
+    /// Text.
+    pub content: String,
+    /// Calls asked for.
+    pub tool_calls: Vec<ToolCall>,
+    /// Why it stopped.
+    pub finish: FinishReason,
+    /// Tokens used.
+    pub usage: Usage,
+}
+
+/// Failures talking to a model.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ProviderError {
+    /// 429: try again later.
+    #[error("rate limited by the model provider")]
+    RateLimited {
+        /// What `Retry-After` asked for.
+        retry_after: Option<Duration>,
+    },
+    /// 5xx: the provider failed (retryable).
+    #[error("model provider error {status}: {body}")]
+    Server {
+        /// HTTP status.
+        status: u16,
+        /// Start of the body.
+        body: String,
+        /// What `Retry-After` asked for.
+        retry_after: Option<Duration>,
+    },
+    /// Connection or timeout (retryable).
+    #[error("cannot reach the model provider: {0}")]
+    Transport(String),
+    /// Another 4xx: the request is wrong; retrying will not help.
+    #[error("model provider refused the request ({status}): {body}")]
+    Rejected {
+        /// HTTP status.
+        status: u16,
+        /// Start of the body.
+        body: String,
+    },
+    /// The answer could not be understood.
+    #[error("unexpected answer from the model provider: {0}")]
+    Malformed(String),
+    /// The call was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl ProviderError {
+    fn retryable(&self) -> bool {
+        matches!(
+            self,
+            ProviderError::RateLimited { .. }
+                | ProviderError::Server { .. }
+                | ProviderError::Transport(_)
+        )
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ProviderError::RateLimited { retry_after }
+            | ProviderError::Server { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// A chat model.
+#[async_trait::async_trait]
+pub trait ChatModel: Send + Sync {
+    /// One call, no retries.
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError>;
+}
+
+/// Longest wait between retries (also caps `Retry-After`).
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Calls `model`, retrying retryable failures up to `max_retries` times
+/// with exponential backoff (1 s, 2 s, 4 s… or what `Retry-After` says),
+/// and giving up at once on cancellation.
+pub async fn chat_with_retries(
+    model: &dyn ChatModel,
+    request: &ChatRequest,
+    max_retries: u32,
+    cancel: &CancellationToken,
+) -> Result<ChatResponse, ProviderError> {
+    let mut attempt = 0;
+    loop {
+        let started = std::time::Instant::now();
+        let result = tokio::select! {
+            r = model.chat(request) => r,
+            _ = cancel.cancelled() => return Err(ProviderError::Cancelled),
+        };
+        metrics::histogram!("switchboard_model_latency_seconds")
+            .record(started.elapsed().as_secs_f64());
+        match result {
+            Err(err) if err.retryable() && attempt < max_retries => {
+                let backoff = Duration::from_secs(1 << attempt.min(6));
+                let wait = err.retry_after().unwrap_or(backoff).min(MAX_BACKOFF);
+                tracing::warn!(error = %err, attempt, wait_ms = wait.as_millis() as u64, "model call failed; retrying");
+                attempt += 1;
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = cancel.cancelled() => return Err(ProviderError::Cancelled),
+                }
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Parses `Retry-After` (seconds, or an HTTP date ignored as unknown).
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64)
+}
+
+/// Turns a non-success HTTP answer into the right error.
+async fn status_error(response: reqwest::Response) -> ProviderError {
+    let status = response.status().as_u16();
+    let after = retry_after(response.headers());
+    let body: String = response
+        .text()
+        .await
+        .unwrap_or_default()
+        .chars()
+        .take(500)
+        .collect();
+    match status {
+        429 => ProviderError::RateLimited { retry_after: after },
+        500..=599 => ProviderError::Server {
+            status,
+            body,
+            retry_after: after,
+        },
+        _ => ProviderError::Rejected { status, body },
+    }
+}
+
+fn transport(err: reqwest::Error) -> ProviderError {
+    ProviderError::Transport(err.without_url().to_string())
+}
+
+/// Where and how to reach one model.
+#[derive(Debug, Clone)]
+pub struct ModelEndpoint {
+    /// Wire protocol.
+    pub provider: LlmProvider,
+    /// Base URL.
+    pub base_url: String,
+    /// Model name.
+    pub model: String,
+    /// API key, if any.
+    pub api_key: Option<String>,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// Stream answers.
+    pub stream: bool,
+}
+
+impl ModelEndpoint {
+    /// The main model of a configuration.
+    pub fn main(config: &Config, env: &Env) -> Self {
+        Self {
+            provider: config.llm.provider,
+            base_url: config.llm.base_url.clone(),
+            model: config.llm.model.clone(),
+            api_key: env.get(&config.llm.api_key_env).map(str::to_string),
+            timeout: Duration::from_secs(config.llm.request_timeout_secs),
+            stream: config.llm.stream,
+        }
+    }
+
+    /// The auxiliary model (compression, smart approvals): each unset key
+    /// falls back to the main model's.
+    pub fn auxiliary(config: &Config, env: &Env) -> Self {
+        let aux = &config.llm.auxiliary;
+        let key_var = aux
+            .api_key_env
+            .as_deref()
+            .unwrap_or(&config.llm.api_key_env);
+        Self {
+            provider: aux.provider.unwrap_or(config.llm.provider),
+            base_url: aux
+                .base_url
+                .clone()
+                .unwrap_or_else(|| config.llm.base_url.clone()),
+            model: aux
+                .model
+                .clone()
+                .unwrap_or_else(|| config.llm.model.clone()),
+            api_key: env.get(key_var).map(str::to_string),
+            timeout: Duration::from_secs(config.llm.request_timeout_secs),
+            stream: false,
+        }
+    }
+
+    /// A client for this endpoint.
+    pub fn client(&self, http: reqwest::Client) -> Arc<dyn ChatModel> {
+        match self.provider {
+            LlmProvider::Openai => Arc::new(OpenAi::new(self.clone(), http)),
+            LlmProvider::Anthropic => Arc::new(Anthropic::new(self.clone(), http)),
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! OpenAI-compatible chat completions (OpenAI, OpenRouter, Ollama, vLLM,
+//! llama.cpp, LM Studio…), plain or streamed; streamed tool-call deltas
+//! are assembled by index.
+
+use std::collections::BTreeMap;
+
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use super::{
+    ChatModel, ChatRequest, ChatResponse, FinishReason, ModelEndpoint, ProviderError, Usage,
+    status_error, transport,
+};
+use crate::agent::message::{ChatMessage, Role, ToolCall};
+
+/// Client of one OpenAI-compatible endpoint.
+#[derive(Debug, Clone)]
+pub struct OpenAi {
+    endpoint: ModelEndpoint,
+    http: reqwest::Client,
+}
+
+impl OpenAi {
+    /// A client for `endpoint` over `http`.
+    pub fn new(endpoint: ModelEndpoint, http: reqwest::Client) -> Self {
+        Self { endpoint, http }
+    }
+
+    fn body(&self, request: &ChatRequest) -> Value {
+        let mut messages = vec![json!({"role": "system", "content": request.system})];
+        messages.extend(request.messages.iter().map(wire_message));
+        let mut body = json!({
+            "model": self.endpoint.model,
+            "messages": messages,
+            "max_tokens": request.max_tokens,
+        });
+        if !request.tools.is_empty() {
+            body["tools"] = Value::Array(request.tools.clone());
+        }
+        if self.endpoint.stream {
+            body["stream"] = json!(true);
+            body["stream_options"] = json!({"include_usage": true});
+        }
+        body
+    }
+}
+
+fn wire_message(m: &ChatMessage) -> Value {
+    match m.role {
+        Role::User => json!({"role": "user", "content": m.content}),
+        Role::Tool => json!({
+            "role": "tool",
+            "tool_call_id": m.tool_call_id,
+            "content": m.content,
+        }),
+        Role::Assistant => {
+            let mut v = json!({"role": "assistant", "content": m.content});
+            if !m.tool_calls.is_empty() {
+                v["tool_calls"] = m
+                    .tool_calls
+                    .iter()
+                    .map(|c| {
+                        json!({
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": c.arguments},
+                        })
+                    })
+                    .collect();
+            }
+            v
+        }
+    }
+}
+
+fn finish(reason: Option<&str>) -> FinishReason {
+    match reason {
+        Some("stop") | None => FinishReason::Stop,
+        Some("tool_calls") | Some("function_call") => FinishReason::ToolCalls,
+        Some("length") => FinishReason::Length,
+        Some(_) => FinishReason::Other,
+    }
+}
+
+fn usage(v: &Value) -> Usage {
+    Usage {
+        prompt_tokens: v["prompt_tokens"].as_u64().unwrap_or(0),
+        completion_tokens: v["completion_tokens"].as_u64().unwrap_or(0),
+    }
+}
+
+/// Arguments as JSON text, whether the server sent a string or an object.
+fn arguments_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+fn fallback_id(index: usize) -> String {
+    format!("call_{index}_{}", &crate::store::new_id()[..8])
+}
+
+fn parse_complete(body: &Value) -> Result<ChatResponse, ProviderError> {
+    let choice = body
+        .pointer("/choices/0")
+        .ok_or_else(|| ProviderError::Malformed("no choices".into()))?;
+    let message = &choice["message"];
+    let tool_calls = message["tool_calls"]
+        .as_array()
+        .map(|calls| {
+            calls
+                .iter()
+                .enumerate()
+                .map(|(i, c)| ToolCall {
+                    id: c["id"]
+                        .as_str()
+                        .map_or_else(|| fallback_id(i), str::to_string),
+                    name: c
+                        .pointer("/function/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    arguments: arguments_text(
+                        c.pointer("/function/arguments").unwrap_or(&Value::Null),
+                    ),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(ChatResponse {
+        content: message["content"].as_str().unwrap_or("").to_string(),
+        tool_calls,
+        finish: finish(choice["finish_reason"].as_str()),
+        usage: usage(&body["usage"]),
+    })
+}
+
+#[derive(Default)]
+struct PartialCall {
+    id: Option<String>,
+    name: String,
+    arguments: String,
+}
+
+async fn read_stream(response: reqwest::Response) -> Result<ChatResponse, ProviderError> {
+    let mut events = response.bytes_stream().eventsource();
+    let mut content = String::new();
+    let mut calls: BTreeMap<usize, PartialCall> = BTreeMap::new();
+    let mut finish_reason = None;
+    let mut total = Usage::default();
+    while let Some(event) = events.next().await {
+        let event = event.map_err(|e| ProviderError::Transport(format!("stream broke: {e}")))?;
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            break;
+        }
+        if data.is_empty() {
+            continue;
+        }
+        let chunk: Value = serde_json::from_str(data)
+            .map_err(|e| ProviderError::Malformed(format!("bad stream chunk: {e}")))?;
+        if let Some(error) = chunk.get("error") {
+            return Err(ProviderError::Server {
+                status: 500,
+                body: error.to_string(),
+                retry_after: None,
+            });
+        }
+        if chunk["usage"].is_object() {
+            total = usage(&chunk["usage"]);
+        }
+        let Some(choice) = chunk.pointer("/choices/0") else {
+            continue;
+        };
+        if let Some(text) = choice.pointer("/delta/content").and_then(Value::as_str) {
+            content.push_str(text);
+        }
+        for delta in choice
+            .pointer("/delta/tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let index = delta["index"].as_u64().unwrap_or(0) as usize;
+            let call = calls.entry(index).or_default();
+            if let Some(id) = delta["id"].as_str().filter(|s| !s.is_empty()) {
+                call.id = Some(id.to_string());
+            }
+            if let Some(name) = delta.pointer("/function/name").and_then(Value::as_str) {
+                call.name.push_str(name);
+            }
+            if let Some(args) = delta.pointer("/function/arguments") {
+                call.arguments.push_str(&arguments_text(args));
+            }
+        }
+        if let Some(reason) = choice["finish_reason"].as_str() {
+            finish_reason = Some(reason.to_string());
+        }
+    }
+    Ok(ChatResponse {
+        content,
+        tool_calls: calls
+            .into_iter()
+            .map(|(index, c)| ToolCall {
+                id: c.id.unwrap_or_else(|| fallback_id(index)),
+                name: c.name,
+                arguments: c.arguments,
+            })
+            .collect(),
+        finish: finish(finish_reason.as_deref()),
+        usage: total,
+    })
+}
+
+#[async_trait::async_trait]
+impl ChatModel for OpenAi {
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+        let url = format!(
+            "{}/chat/completions",
+            self.endpoint.base_url.trim_end_matches('/')
+        );
+        let mut http = self
+            .http
+            .post(url)
+            .timeout(self.endpoint.timeout)
+            .json(&self.body(request));
+        if let Some(key) = &self.endpoint.api_key {
+            http = http.bearer_auth(key);
+        }
+        let response = http.send().await.map_err(transport)?;
+        if !response.status().is_success() {
+            return Err(status_error(response).await);
+        }
+        let is_stream = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        if is_stream {
+            read_stream(response).await
+        } else {
+            let body: Value = response
+                .json()
+                .await
+                .map_err(|e| ProviderError::Malformed(e.to_string()))?;
+            parse_complete(&body)
+        }
+    }
+}
