@@ -2,6 +2,8 @@
 //! PostgreSQL schemas.
 #![allow(dead_code)]
 
+pub mod fake_llm;
+
 use switchboard::config::StorageConfig;
 use switchboard::store::Store;
 

@@ -1,0 +1,775 @@
+//! The agent loop (SPEC §3) against scripted fake model servers speaking
+//! the real OpenAI and Anthropic wire formats.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::fake_llm::{FakeLlm, Reply, calls, calls_finishing, text};
+use serde_json::{Value, json};
+use switchboard::agent::history::{STUB_RESULT, SUMMARY_PREFIX};
+use switchboard::agent::message::Role;
+use switchboard::agent::{AgentDeps, ClarifyBroker, Conversation, SessionContext, StopReason};
+use switchboard::config::{Config, Env, LlmProvider};
+use switchboard::store::{NewMessage, NewSession, Store};
+use switchboard::tools::{AllowAll, ToolRuntime};
+use tokio_util::sync::CancellationToken;
+
+struct Harness {
+    conversation: Conversation,
+    store: Store,
+    workspace: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+async fn harness_with(
+    llm: &FakeLlm,
+    edit: impl FnOnce(&mut Config),
+    seed: &[NewMessage<'_>],
+) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.llm.base_url = llm.url.clone();
+    config.llm.api_key_env = "FAKE_KEY".into();
+    config.agent.workspace = dir.path().join("ws");
+    edit(&mut config);
+    let (store, _db) = common::sqlite_store().await;
+    std::mem::forget(_db);
+    let env = Env::from_pairs([("FAKE_KEY", "sk-fake")]);
+    let tools = ToolRuntime::build(&config, &env).unwrap();
+    let deps = Arc::new(AgentDeps::from_config(&config, &env, tools, store.clone()));
+    let session = store
+        .open_session(&NewSession {
+            key: "cli:dm:tester",
+            platform: "cli",
+            chat_id: "tester",
+            thread_id: None,
+            user_id: Some("tester"),
+        })
+        .await
+        .unwrap();
+    for m in seed {
+        store.append_message(&session.id, m).await.unwrap();
+    }
+    let context = SessionContext {
+        platform: "cli".into(),
+        chat_type: "direct message".into(),
+        user_name: Some("Tess".into()),
+        thread: None,
+    };
+    let conversation = Conversation::open(
+        deps,
+        session,
+        context,
+        (vec!["coding".into()], vec![]),
+        Arc::new(AllowAll),
+    )
+    .await
+    .unwrap();
+    let workspace =
+        switchboard::tools::workspace::session_dir(&config.agent.workspace, "cli:dm:tester")
+            .unwrap();
+    Harness {
+        conversation,
+        store,
+        workspace,
+        _dir: dir,
+    }
+}
+
+async fn harness(llm: &FakeLlm) -> Harness {
+    harness_with(llm, |_| {}, &[]).await
+}
+
+fn tool_messages(request: &Value) -> Vec<(String, String)> {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn misspelled_tool_names_are_repaired() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "Read-File", r#"{"path": "notes.txt"}"#)])),
+        Reply::Json(text("The note says hello.")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    std::fs::write(h.workspace.join("notes.txt"), "hello from disk").unwrap();
+    let out = h
+        .conversation
+        .run_turn("what does the note say?", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.stop, StopReason::Final);
+    assert_eq!(out.reply, "The note says hello.");
+    let second = &llm.requests()[1];
+    let results = tool_messages(second);
+    assert_eq!(results[0].0, "c1");
+    assert!(results[0].1.contains("hello from disk"), "{results:?}");
+    let assistant = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["tool_calls"].is_array())
+        .unwrap();
+    assert_eq!(
+        assistant["tool_calls"][0]["function"]["name"], "read_file",
+        "history keeps the repaired name"
+    );
+    let first = &llm.requests()[0];
+    assert_eq!(first["messages"][0]["role"], "system");
+    assert!(
+        first["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("direct message on cli; the user is Tess")
+    );
+    assert!(
+        llm.headers(0)
+            .get("authorization")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            == "Bearer sk-fake"
+    );
+}
+
+#[tokio::test]
+async fn invalid_json_is_retried_before_anything_runs() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[(
+            "c1",
+            "write_file",
+            r#"{path: "a.txt", content: 'x'}"#,
+        )])),
+        Reply::Json(calls(&[(
+            "c2",
+            "write_file",
+            r#"{"path": "a.txt", "content": "ok"}"#,
+        )])),
+        Reply::Json(text("written")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    let out = h
+        .conversation
+        .run_turn("write it", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.reply, "written");
+    assert_eq!(llm.requests().len(), 3);
+    assert_eq!(out.model_calls, 2, "the retried call was refunded");
+    assert_eq!(out.tool_calls, 1);
+    assert_eq!(
+        std::fs::read_to_string(h.workspace.join("a.txt")).unwrap(),
+        "ok"
+    );
+    let retried = &llm.requests()[1];
+    assert!(
+        tool_messages(retried).is_empty(),
+        "the bad call never entered the history"
+    );
+}
+
+#[tokio::test]
+async fn truncated_arguments_are_never_executed() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls_finishing(
+            &[(
+                "c1",
+                "write_file",
+                r#"{"path": "big.txt", "content": "aaaa"#,
+            )],
+            "length",
+        )),
+        Reply::Json(text("I'll write it in parts.")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    let out = h
+        .conversation
+        .run_turn("write a big file", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.stop, StopReason::Final);
+    assert!(!h.workspace.join("big.txt").exists());
+    let results = tool_messages(&llm.requests()[1]);
+    assert!(
+        results[0].1.contains("cut off") && results[0].1.contains("NOT executed"),
+        "{results:?}"
+    );
+    assert_eq!(out.tool_calls, 0);
+}
+
+#[tokio::test]
+async fn three_invalid_turns_stop_with_a_partial_answer() {
+    let bogus = |id: &str| {
+        let mut v = calls(&[(id, "delete_production", "{}")]);
+        v["choices"][0]["message"]["content"] = json!("Let me clean up first.");
+        Reply::Json(v)
+    };
+    let llm = FakeLlm::start(vec![
+        bogus("a"),
+        bogus("b"),
+        bogus("c"),
+        Reply::Json(text("never reached")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    let out = h
+        .conversation
+        .run_turn("tidy up", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.stop, StopReason::InvalidToolCalls);
+    assert!(
+        out.reply.starts_with("Let me clean up first."),
+        "{}",
+        out.reply
+    );
+    assert!(out.reply.contains("stopped"));
+    assert_eq!(llm.requests().len(), 3);
+    let results = tool_messages(&llm.requests()[1]);
+    assert!(
+        results[0].1.contains("Unknown tool: delete_production")
+            && results[0].1.contains("read_file")
+    );
+}
+
+#[tokio::test]
+async fn reads_overlap_in_time_and_results_keep_call_order() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[
+            ("c1", "read_file", r#"{"path": "first.pipe"}"#),
+            ("c2", "read_file", r#"{"path": "second.pipe"}"#),
+        ])),
+        Reply::Json(text("done")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    for pipe in ["first.pipe", "second.pipe"] {
+        let status = std::process::Command::new("mkfifo")
+            .arg(h.workspace.join(pipe))
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    // The writer feeds the SECOND pipe first: a sequential run would block
+    // on the first read forever.
+    let ws = h.workspace.clone();
+    let writer = std::thread::spawn(move || {
+        std::fs::write(ws.join("second.pipe"), "two\n").unwrap();
+        std::fs::write(ws.join("first.pipe"), "one\n").unwrap();
+    });
+    let cancel = CancellationToken::new();
+    let turn = h.conversation.run_turn("read both", &cancel);
+    let out = tokio::time::timeout(Duration::from_secs(20), turn)
+        .await
+        .expect("reads ran in parallel")
+        .unwrap();
+    writer.join().unwrap();
+    assert_eq!(out.reply, "done");
+    let results = tool_messages(&llm.requests()[1]);
+    assert_eq!(
+        results.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(),
+        ["c1", "c2"]
+    );
+    assert!(results[0].1.contains("one") && results[1].1.contains("two"));
+}
+
+#[tokio::test]
+async fn write_then_read_of_one_path_run_in_order() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[
+            (
+                "w",
+                "write_file",
+                r#"{"path": "state.txt", "content": "new"}"#,
+            ),
+            ("r", "read_file", r#"{"path": "./state.txt"}"#),
+        ])),
+        Reply::Json(text("ok")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    std::fs::write(h.workspace.join("state.txt"), "old").unwrap();
+    h.conversation
+        .run_turn("update and check", &CancellationToken::new())
+        .await
+        .unwrap();
+    let results = tool_messages(&llm.requests()[1]);
+    assert_eq!(results[0].0, "w");
+    assert!(
+        results[1].1.contains("new"),
+        "read saw the write: {results:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_iteration_budget_ends_a_runaway_turn() {
+    let script: Vec<Reply> = (0..10)
+        .map(|i| {
+            Reply::Json(calls(&[(
+                &format!("c{i}"),
+                "search_files",
+                r#"{"pattern": "x"}"#,
+            )]))
+        })
+        .collect();
+    let llm = FakeLlm::start(script).await;
+    let mut h = harness_with(&llm, |c| c.agent.max_iterations = 3, &[]).await;
+    let out = h
+        .conversation
+        .run_turn("loop forever", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.stop, StopReason::BudgetExhausted);
+    assert_eq!(llm.requests().len(), 3);
+    assert_eq!(out.model_calls, 3);
+    assert!(out.reply.contains("step budget"));
+}
+
+#[tokio::test]
+async fn a_corrupted_stored_history_is_repaired_before_the_call() {
+    let llm = FakeLlm::start(vec![Reply::Json(text("recovered"))]).await;
+    let dangling = r#"[{"id":"lost","name":"terminal","arguments":"{}"}]"#;
+    let seed = [
+        NewMessage {
+            role: "user",
+            content: "run it",
+            ..Default::default()
+        },
+        NewMessage {
+            role: "assistant",
+            content: "",
+            tool_calls: Some(dangling),
+            ..Default::default()
+        },
+        NewMessage {
+            role: "tool",
+            content: "orphan",
+            tool_call_id: Some("ghost"),
+            name: Some("terminal"),
+            ..Default::default()
+        },
+    ];
+    let mut h = harness_with(&llm, |_| {}, &seed).await;
+    h.conversation
+        .run_turn("are you there?", &CancellationToken::new())
+        .await
+        .unwrap();
+    let sent = &llm.requests()[0]["messages"];
+    let roles: Vec<&str> = sent
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "user"]);
+    assert_eq!(sent[3]["tool_call_id"], "lost");
+    assert_eq!(sent[3]["content"], STUB_RESULT);
+    assert!(!sent.to_string().contains("orphan"));
+}
+
+#[tokio::test]
+async fn long_histories_are_compressed_with_the_auxiliary_model() {
+    let llm = FakeLlm::start(vec![Reply::Json(text("fresh answer"))]).await;
+    let aux = FakeLlm::start(vec![Reply::Json(text(
+        "They discussed deploys and a flaky test.",
+    ))])
+    .await;
+    let filler = "word ".repeat(400);
+    let mut owned: Vec<(String, String)> = vec![
+        ("user".into(), "FIRST QUESTION".into()),
+        ("assistant".into(), "first answer".into()),
+    ];
+    for i in 0..30 {
+        owned.push(("user".into(), format!("question {i} {filler}")));
+        owned.push(("assistant".into(), format!("answer {i} {filler}")));
+    }
+    let seed: Vec<NewMessage> = owned
+        .iter()
+        .map(|(r, c)| NewMessage {
+            role: r,
+            content: c,
+            ..Default::default()
+        })
+        .collect();
+    let aux_url = aux.url.clone();
+    let mut h = harness_with(
+        &llm,
+        move |c| {
+            c.llm.context_window = 8000;
+            c.llm.max_tokens = 500;
+            c.llm.auxiliary.base_url = Some(aux_url);
+        },
+        &seed,
+    )
+    .await;
+    let out = h
+        .conversation
+        .run_turn("LATEST QUESTION", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.reply, "fresh answer");
+    assert_eq!(aux.requests().len(), 1, "the auxiliary model summarised");
+    let sent = llm.requests()[0]["messages"].as_array().unwrap().clone();
+    assert!(sent.len() < 20, "{} messages sent", sent.len());
+    assert_eq!(sent[1]["content"], "FIRST QUESTION", "first exchange kept");
+    assert!(sent.iter().any(|m| {
+        m["content"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with(SUMMARY_PREFIX)
+    }));
+    assert_eq!(
+        sent.last().unwrap()["content"],
+        "LATEST QUESTION",
+        "recent tail kept"
+    );
+    assert_eq!(
+        h.store
+            .messages(&h.conversation.session().id)
+            .await
+            .unwrap()
+            .len(),
+        64,
+        "storage keeps everything"
+    );
+}
+
+#[tokio::test]
+async fn old_large_tool_outputs_are_trimmed_first() {
+    let llm = FakeLlm::start(vec![Reply::Json(text("ok"))]).await;
+    let big = "x".repeat(30_000);
+    let calls_json = r#"[{"id":"t1","name":"read_file","arguments":"{}"}]"#;
+    let mut seed = vec![
+        NewMessage {
+            role: "user",
+            content: "read the log",
+            ..Default::default()
+        },
+        NewMessage {
+            role: "assistant",
+            content: "",
+            tool_calls: Some(calls_json),
+            ..Default::default()
+        },
+        NewMessage {
+            role: "tool",
+            content: &big,
+            tool_call_id: Some("t1"),
+            name: Some("read_file"),
+            ..Default::default()
+        },
+    ];
+    for _ in 0..5 {
+        seed.push(NewMessage {
+            role: "user",
+            content: "more",
+            ..Default::default()
+        });
+        seed.push(NewMessage {
+            role: "assistant",
+            content: "sure",
+            ..Default::default()
+        });
+    }
+    let mut h = harness_with(
+        &llm,
+        |c| {
+            c.llm.context_window = 8000;
+            c.llm.max_tokens = 500;
+        },
+        &seed,
+    )
+    .await;
+    h.conversation
+        .run_turn("and now?", &CancellationToken::new())
+        .await
+        .unwrap();
+    let tool = tool_messages(&llm.requests()[0]);
+    assert!(
+        tool[0].1.len() < 2000 && tool[0].1.contains("trimmed"),
+        "{}",
+        tool[0].1.len()
+    );
+}
+
+#[tokio::test]
+async fn rate_limits_are_retried_after_retry_after() {
+    let llm = FakeLlm::start(vec![
+        Reply::Status(
+            429,
+            vec![("retry-after", "1".into())],
+            "{\"error\":\"slow down\"}".into(),
+        ),
+        Reply::Json(text("after the wait")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    let started = Instant::now();
+    let out = h
+        .conversation
+        .run_turn("hi", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.reply, "after the wait");
+    assert!(
+        started.elapsed() >= Duration::from_millis(950),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(llm.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn server_errors_retry_but_client_errors_do_not() {
+    let llm = FakeLlm::start(vec![
+        Reply::Status(503, vec![("retry-after", "0".into())], "busy".into()),
+        Reply::Json(text("fine")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    assert_eq!(
+        h.conversation
+            .run_turn("hi", &CancellationToken::new())
+            .await
+            .unwrap()
+            .reply,
+        "fine"
+    );
+
+    let llm = FakeLlm::start(vec![
+        Reply::Status(401, vec![], "{\"error\":\"bad key\"}".into()),
+        Reply::Json(text("unused")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    let err = h
+        .conversation
+        .run_turn("hi", &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("401"), "{err}");
+    assert_eq!(llm.requests().len(), 1, "no retry on 401");
+}
+
+#[tokio::test]
+async fn streamed_tool_call_deltas_are_assembled() {
+    let chunk = |delta: Value, finish: Option<&str>| json!({"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+    let llm = FakeLlm::start(vec![
+        Reply::Sse(vec![
+            chunk(json!({"role": "assistant", "content": null}), None),
+            chunk(json!({"tool_calls": [{"index": 0, "id": "call_a", "type": "function", "function": {"name": "write_file", "arguments": ""}}]}), None),
+            chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"path\": \"s.txt\", "}}]}), None),
+            chunk(json!({"tool_calls": [{"index": 1, "id": "call_b", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\""}}]}), None),
+            chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"content\": \"streamed\"}"}}]}), None),
+            chunk(json!({"tool_calls": [{"index": 1, "function": {"arguments": ": \"other.txt\"}"}}]}), Some("tool_calls")),
+            json!({"id": "c", "choices": [], "usage": {"prompt_tokens": 40, "completion_tokens": 12}}),
+        ]),
+        Reply::Sse(vec![
+            chunk(json!({"content": "All "}), None),
+            chunk(json!({"content": "done."}), Some("stop")),
+        ]),
+    ])
+    .await;
+    let mut h = harness_with(&llm, |c| c.llm.stream = true, &[]).await;
+    std::fs::write(h.workspace.join("other.txt"), "other content").unwrap();
+    let out = h
+        .conversation
+        .run_turn("stream it", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.reply, "All done.");
+    assert_eq!(
+        std::fs::read_to_string(h.workspace.join("s.txt")).unwrap(),
+        "streamed"
+    );
+    assert_eq!(llm.requests()[0]["stream"], true);
+    let results = tool_messages(&llm.requests()[1]);
+    assert_eq!(
+        results.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(),
+        ["call_a", "call_b"]
+    );
+    assert!(results[1].1.contains("other content"));
+    assert_eq!(out.usage.prompt_tokens, 40);
+}
+
+#[tokio::test]
+async fn anthropic_messages_are_spoken_natively() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(json!({
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
+            "content": [
+                {"type": "text", "text": "Checking."},
+                {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a.txt"}}
+            ],
+            "stop_reason": "tool_use", "usage": {"input_tokens": 30, "output_tokens": 9}
+        })),
+        Reply::Json(json!({
+            "id": "msg_2", "type": "message", "role": "assistant", "model": "claude",
+            "content": [{"type": "text", "text": "It says A."}],
+            "stop_reason": "end_turn", "usage": {"input_tokens": 50, "output_tokens": 4}
+        })),
+    ])
+    .await;
+    let base = llm.url.trim_end_matches("/v1").to_string();
+    let mut h = harness_with(
+        &llm,
+        move |c| {
+            c.llm.provider = LlmProvider::Anthropic;
+            c.llm.base_url = base;
+        },
+        &[],
+    )
+    .await;
+    std::fs::write(h.workspace.join("a.txt"), "A").unwrap();
+    let out = h
+        .conversation
+        .run_turn("read a", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.reply, "It says A.");
+    assert_eq!(out.usage.prompt_tokens, 80);
+    let first = &llm.requests()[0];
+    assert!(first["system"].as_str().unwrap().contains("switchboard"));
+    assert!(first["tools"][0]["input_schema"].is_object());
+    assert_eq!(llm.headers(0)["x-api-key"], "sk-fake");
+    assert_eq!(llm.headers(0)["anthropic-version"], "2023-06-01");
+    let second = &llm.requests()[1]["messages"];
+    let last = second.as_array().unwrap().last().unwrap();
+    assert_eq!(last["role"], "user");
+    assert_eq!(last["content"][0]["type"], "tool_result");
+    assert_eq!(last["content"][0]["tool_use_id"], "toolu_1");
+    assert_eq!(second[1]["content"][1]["type"], "tool_use");
+}
+
+#[tokio::test]
+async fn cancellation_stops_at_the_tool_boundary() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "terminal", r#"{"command": "sleep 30"}"#)])),
+        Reply::Json(text("never")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        trigger.cancel();
+    });
+    let started = Instant::now();
+    let out = h.conversation.run_turn("sleep", &cancel).await.unwrap();
+    assert_eq!(out.stop, StopReason::Cancelled);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(llm.requests().len(), 1, "no model call after the cancel");
+    let last = h.conversation.history().last().unwrap();
+    assert_eq!(
+        last.role,
+        Role::Tool,
+        "the interrupted call still has a result"
+    );
+}
+
+#[tokio::test]
+async fn every_message_is_persisted_and_usage_recorded() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "search_files", r#"{"pattern": "zzz"}"#)])),
+        Reply::Json(text("nothing found")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    h.conversation
+        .run_turn("find zzz", &CancellationToken::new())
+        .await
+        .unwrap();
+    let id = h.conversation.session().id.clone();
+    let stored = h.store.messages(&id).await.unwrap();
+    let roles: Vec<&str> = stored.iter().map(|m| m.role.as_str()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
+    assert_eq!(stored[2].tool_call_id.as_deref(), Some("c1"));
+    let turns = h.store.turns(&id).await.unwrap();
+    assert_eq!(turns.len(), 1);
+    assert_eq!(
+        (turns[0].prompt_tokens, turns[0].completion_tokens),
+        (30, 12)
+    );
+    assert_eq!((turns[0].model_calls, turns[0].tool_calls), (2, 1));
+    assert_eq!(turns[0].outcome, "final");
+}
+
+struct ScriptedHuman(&'static str);
+
+#[async_trait::async_trait]
+impl ClarifyBroker for ScriptedHuman {
+    async fn ask(
+        &self,
+        question: &str,
+        choices: &[String],
+        _cancel: &CancellationToken,
+    ) -> Result<String, String> {
+        assert_eq!(question, "Which branch?");
+        assert_eq!(choices, ["main", "dev"]);
+        Ok(self.0.to_string())
+    }
+}
+
+#[tokio::test]
+async fn agent_layer_tools_keep_their_state() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[
+            (
+                "t",
+                "todo",
+                r#"{"todos": [{"id": "1", "content": "ship", "status": "in_progress"}]}"#,
+            ),
+            (
+                "m",
+                "memory",
+                r#"{"action": "add", "content": "prefers dark mode"}"#,
+            ),
+        ])),
+        Reply::Json(calls(&[(
+            "q",
+            "clarify",
+            r#"{"question": "Which branch?", "choices": ["main", "dev"]}"#,
+        )])),
+        Reply::Json(calls(&[("s", "session_search", r#"{"query": "deploy"}"#)])),
+        Reply::Json(text("noted")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    h.conversation = h.conversation.with_clarify(Arc::new(ScriptedHuman("dev")));
+    h.conversation
+        .run_turn("remember my theme; deploy plan?", &CancellationToken::new())
+        .await
+        .unwrap();
+    let requests = llm.requests();
+    let todo = tool_messages(&requests[1]);
+    assert!(todo[0].1.contains("\"in_progress\":1"), "{todo:?}");
+    assert!(todo[1].1.contains("prefers dark mode"));
+    assert_eq!(
+        h.store.notes("cli:tester").await.unwrap()[0].content,
+        "prefers dark mode"
+    );
+    let answer = tool_messages(&requests[2]);
+    assert_eq!(answer[2].1, r#"{"answer":"dev"}"#);
+    let search = tool_messages(&requests[3]);
+    assert!(
+        search[3].1.contains("deploy plan?"),
+        "the user's own message is searchable: {}",
+        search[3].1
+    );
+}

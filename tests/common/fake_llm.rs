@@ -1,0 +1,146 @@
+//! A scripted model server speaking the OpenAI chat-completions and
+//! Anthropic Messages wire formats, recording every request.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, Response, StatusCode};
+use axum::routing::post;
+use serde_json::{Value, json};
+
+/// One scripted answer.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// 200 with this JSON body.
+    Json(Value),
+    /// This status, headers and body.
+    Status(u16, Vec<(&'static str, String)>, String),
+    /// 200 text/event-stream with these chunks, then `[DONE]`.
+    Sse(Vec<Value>),
+    /// Wait this long, then answer with the inner reply.
+    Delayed(std::time::Duration, Box<Reply>),
+}
+
+#[derive(Clone, Default)]
+struct Shared {
+    script: Arc<Mutex<VecDeque<Reply>>>,
+    requests: Arc<Mutex<Vec<(HeaderMap, Value)>>>,
+}
+
+/// A running fake model.
+pub struct FakeLlm {
+    /// Base URL (`http://127.0.0.1:port/v1`).
+    pub url: String,
+    shared: Shared,
+}
+
+impl FakeLlm {
+    /// Starts a server answering with `script` in order.
+    pub async fn start(script: Vec<Reply>) -> Self {
+        let shared = Shared::default();
+        shared.script.lock().unwrap().extend(script);
+        let app = Router::new()
+            .route("/v1/chat/completions", post(answer))
+            .route("/v1/messages", post(answer))
+            .with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self {
+            url: format!("http://{addr}/v1"),
+            shared,
+        }
+    }
+
+    /// Request bodies received so far.
+    pub fn requests(&self) -> Vec<Value> {
+        self.shared
+            .requests
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, b)| b.clone())
+            .collect()
+    }
+
+    /// Headers of request `i`.
+    pub fn headers(&self, i: usize) -> HeaderMap {
+        self.shared.requests.lock().unwrap()[i].0.clone()
+    }
+
+    /// Scripted replies not used yet.
+    pub fn remaining(&self) -> usize {
+        self.shared.script.lock().unwrap().len()
+    }
+}
+
+async fn answer(
+    State(shared): State<Shared>,
+    headers: HeaderMap,
+    body: axum::Json<Value>,
+) -> Response<Body> {
+    shared.requests.lock().unwrap().push((headers, body.0));
+    let next = shared.script.lock().unwrap().pop_front();
+    render(next.unwrap_or_else(|| Reply::Json(text("(script exhausted)")))).await
+}
+
+fn render(reply: Reply) -> std::pin::Pin<Box<dyn Future<Output = Response<Body>> + Send>> {
+    Box::pin(async move {
+        match reply {
+            Reply::Json(v) => Response::builder()
+                .header("content-type", "application/json")
+                .body(Body::from(v.to_string()))
+                .unwrap(),
+            Reply::Status(code, headers, body) => {
+                let mut r = Response::builder().status(StatusCode::from_u16(code).unwrap());
+                for (k, v) in headers {
+                    r = r.header(k, v);
+                }
+                r.body(Body::from(body)).unwrap()
+            }
+            Reply::Sse(chunks) => {
+                let mut text: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+                text.push_str("data: [DONE]\n\n");
+                Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(Body::from(text))
+                    .unwrap()
+            }
+            Reply::Delayed(wait, inner) => {
+                tokio::time::sleep(wait).await;
+                render(*inner).await
+            }
+        }
+    })
+}
+
+/// An OpenAI final answer.
+pub fn text(content: &str) -> Value {
+    json!({
+        "id": "chatcmpl-x", "object": "chat.completion", "model": "fake",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    })
+}
+
+/// An OpenAI answer calling tools: `(id, name, arguments JSON text)`.
+pub fn calls(calls: &[(&str, &str, &str)]) -> Value {
+    calls_finishing(calls, "tool_calls")
+}
+
+/// The same with another finish reason (`length` for cut-off output).
+pub fn calls_finishing(calls: &[(&str, &str, &str)], finish: &str) -> Value {
+    let tool_calls: Vec<Value> = calls
+        .iter()
+        .map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
+        .collect();
+    json!({
+        "id": "chatcmpl-x", "object": "chat.completion", "model": "fake",
+        "choices": [{"index": 0, "finish_reason": finish,
+                     "message": {"role": "assistant", "content": null, "tool_calls": tool_calls}}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 7, "total_tokens": 27}
+    })
+}
