@@ -773,3 +773,30 @@ async fn agent_layer_tools_keep_their_state() {
         search[3].1
     );
 }
+
+#[tokio::test]
+async fn cancellation_interrupts_a_slow_model_call() {
+    let llm = FakeLlm::start(vec![Reply::Delayed(
+        Duration::from_secs(30),
+        Box::new(Reply::Json(text("too late"))),
+    )])
+    .await;
+    let mut h = harness(&llm).await;
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        trigger.cancel();
+    });
+    let started = Instant::now();
+    let out = h
+        .conversation
+        .run_turn("think hard", &cancel)
+        .await
+        .unwrap();
+    assert_eq!(out.stop, StopReason::Cancelled);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(out.model_calls, 0, "the interrupted call is refunded");
+    let roles: Vec<Role> = h.conversation.history().iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::User], "nothing half-made was appended");
+}

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod chat;
 mod tools;
 
 use crate::config::{self, Config, ConfigError, ConfigSource, Env, LogFormat};
@@ -42,6 +43,16 @@ pub enum Command {
     Check,
     /// Apply pending database migrations and exit.
     Migrate,
+    /// Talk to the agent at the terminal (approvals and questions asked
+    /// here).
+    Chat {
+        /// Send this one message, print the answer, and exit.
+        #[arg(long, value_name = "MESSAGE")]
+        once: Option<String>,
+        /// Who you are in the session key `cli:dm:<user>` [default: $USER].
+        #[arg(long)]
+        user: Option<String>,
+    },
     /// List the tools with their toolset and availability.
     Tools {
         /// Only the tools a platform's sessions get (telegram, discord,
@@ -121,6 +132,13 @@ async fn dispatch(
         Command::Check => {
             print!("{}", check_report(&config, &source));
             Ok(())
+        }
+        Command::Chat { once, user } => {
+            crate::telemetry::init_logging(format, "warn");
+            let user = user
+                .or_else(|| env.get("USER").map(str::to_string))
+                .unwrap_or_else(|| "local".into());
+            chat::chat(config, env, once, user).await
         }
         Command::Tools { platform, json } => {
             print!(

@@ -19,7 +19,7 @@ pub mod workspace;
 
 pub use registry::{Availability, RegisterMode, Registry, RegistryError, ToolEntry};
 pub use runtime::{ToolRuntime, platform_toolsets};
-pub use toolsets::{ToolsetError, Toolsets};
+pub use toolsets::{SessionView, ToolsetError, Toolsets};
 
 use std::path::PathBuf;
 use std::sync::Arc;

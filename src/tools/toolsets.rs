@@ -206,6 +206,7 @@ pub struct Toolsets {
     registry: Arc<Registry>,
     defs: &'static [ToolsetDef],
     memo: Mutex<(u64, HashMap<String, Resolved>)>,
+    views: Mutex<(u64, HashMap<String, Arc<SessionView>>)>,
 }
 
 /// The canonical name for an alias: `hermes-<p>` → `gateway-<p>`, legacy
@@ -247,6 +248,7 @@ impl Toolsets {
             registry,
             defs,
             memo: Mutex::new((u64::MAX, HashMap::new())),
+            views: Mutex::new((u64::MAX, HashMap::new())),
         }
     }
 
@@ -333,18 +335,39 @@ impl Toolsets {
             .collect())
     }
 
-    /// The OpenAI function schemas of a session's tools, with every
-    /// sentence that mentions a tool the session lacks removed.
-    pub fn session_schemas(
+    /// What a session's model sees: its tool names and their OpenAI
+    /// function schemas, with every sentence that mentions a tool the
+    /// session lacks removed. Memoised on the registry generation, the
+    /// tools available now and their dynamic schemas.
+    pub fn session_view(
         &self,
         enabled: &[String],
         disabled: &[String],
-    ) -> Result<Vec<Value>, ToolsetError> {
+    ) -> Result<Arc<SessionView>, ToolsetError> {
         let tools = self.session_tools(enabled, disabled)?;
+        let dynamic: Vec<(usize, Value)> = tools
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| t.tool.dynamic_parameters().map(|p| (i, p)))
+            .collect();
+        let mut key: String = tools.iter().map(|t| format!("{}\n", t.spec.name)).collect();
+        for (i, params) in &dynamic {
+            key.push_str(&format!("{i}={params}\n"));
+        }
+        let generation = self.registry.generation();
+        {
+            let mut memo = self.views.lock().unwrap_or_else(|e| e.into_inner());
+            if memo.0 != generation {
+                *memo = (generation, HashMap::new());
+            }
+            if let Some(view) = memo.1.get(&key) {
+                return Ok(view.clone());
+            }
+        }
         let present: BTreeSet<&str> = tools.iter().map(|t| t.spec.name.as_str()).collect();
         let mut known: BTreeSet<String> = self.registry.names().into_iter().collect();
         known.extend(
-            TOOLSETS
+            self.defs
                 .iter()
                 .flat_map(|t| t.tools.iter().map(|s| s.to_string())),
         );
@@ -353,7 +376,7 @@ impl Toolsets {
             .filter(|name| !present.contains(name.as_str()))
             .collect();
         let mentions = mention_pattern(&absent);
-        Ok(tools
+        let schemas = tools
             .iter()
             .map(|entry| {
                 let mut schema = serde_json::json!({
@@ -369,8 +392,38 @@ impl Toolsets {
                 }
                 schema
             })
-            .collect())
+            .collect();
+        let view = Arc::new(SessionView {
+            names: tools.iter().map(|t| t.spec.name.clone()).collect(),
+            schemas,
+        });
+        let mut memo = self.views.lock().unwrap_or_else(|e| e.into_inner());
+        if memo.0 == generation && memo.1.len() < MAX_VIEWS {
+            memo.1.insert(key, view.clone());
+        }
+        Ok(view)
     }
+
+    /// The schemas of [`Toolsets::session_view`].
+    pub fn session_schemas(
+        &self,
+        enabled: &[String],
+        disabled: &[String],
+    ) -> Result<Vec<Value>, ToolsetError> {
+        Ok(self.session_view(enabled, disabled)?.schemas.clone())
+    }
+}
+
+/// Most memoised session views kept per generation.
+const MAX_VIEWS: usize = 256;
+
+/// The tools one session's model sees.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionView {
+    /// Tool names, sorted.
+    pub names: Vec<String>,
+    /// Their OpenAI function schemas, patched.
+    pub schemas: Vec<Value>,
 }
 
 fn resolve_into(

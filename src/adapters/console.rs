@@ -1,0 +1,154 @@
+//! The console adapter: a person at a terminal. Approvals and clarify
+//! questions are asked on stderr and answered on stdin; tool activity is
+//! shown as it happens.
+
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+
+use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
+use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::message::ToolCall;
+use crate::agent::{AgentEvents, ClarifyBroker};
+use crate::tools::{ApprovalHook, ApprovalVerdict, ToolContext};
+
+/// Lines of standard input, shared by the prompt loop and the questions
+/// asked during a turn.
+#[derive(Clone)]
+pub struct ConsoleInput(Arc<Mutex<Lines<BufReader<Stdin>>>>);
+
+impl Default for ConsoleInput {
+    fn default() -> Self {
+        Self(Arc::new(Mutex::new(
+            BufReader::new(tokio::io::stdin()).lines(),
+        )))
+    }
+}
+
+impl ConsoleInput {
+    /// The next line, `None` at end of input.
+    pub async fn line(&self) -> Option<String> {
+        self.0.lock().await.next_line().await.ok().flatten()
+    }
+
+    /// Prints `prompt` on stderr and reads the answer, unless cancelled.
+    async fn ask(&self, prompt: &str, cancel: &CancellationToken) -> Option<String> {
+        eprint!("{prompt}");
+        let _ = std::io::stderr().flush();
+        tokio::select! {
+            line = self.line() => line,
+            _ = cancel.cancelled() => None,
+        }
+    }
+}
+
+impl std::fmt::Debug for ConsoleInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ConsoleInput")
+    }
+}
+
+/// Asks the person at the terminal before a command runs. Without an
+/// interactive terminal (`--once`, pipes that end) the answer is no.
+#[derive(Debug, Clone)]
+pub struct ConsoleApprovals {
+    input: ConsoleInput,
+    interactive: bool,
+}
+
+impl ConsoleApprovals {
+    /// Approvals read from `input`; `interactive` is false for one-shot runs.
+    pub fn new(input: ConsoleInput, interactive: bool) -> Self {
+        Self { input, interactive }
+    }
+}
+
+#[async_trait::async_trait]
+impl ApprovalHook for ConsoleApprovals {
+    async fn review(&self, command: &str, ctx: &ToolContext) -> ApprovalVerdict {
+        if !self.interactive {
+            return ApprovalVerdict::Deny {
+                reason: "no one is at the terminal to approve commands in a one-shot run".into(),
+            };
+        }
+        let prompt = format!("\n⚠️  The agent wants to run:\n    {command}\nAllow? [y/N] ");
+        match self.input.ask(&prompt, &ctx.cancel).await {
+            Some(answer) if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") => {
+                ApprovalVerdict::Allow
+            }
+            Some(_) => ApprovalVerdict::Deny {
+                reason: "denied at the terminal".into(),
+            },
+            None => ApprovalVerdict::Deny {
+                reason: "no answer at the terminal".into(),
+            },
+        }
+    }
+}
+
+/// Answers `clarify` questions at the terminal.
+#[derive(Debug, Clone)]
+pub struct ConsoleClarify {
+    input: ConsoleInput,
+}
+
+impl ConsoleClarify {
+    /// Questions answered from `input`.
+    pub fn new(input: ConsoleInput) -> Self {
+        Self { input }
+    }
+}
+
+#[async_trait::async_trait]
+impl ClarifyBroker for ConsoleClarify {
+    async fn ask(
+        &self,
+        question: &str,
+        choices: &[String],
+        cancel: &CancellationToken,
+    ) -> Result<String, String> {
+        let mut prompt = format!("\n❓ {question}\n");
+        for (i, choice) in choices.iter().enumerate() {
+            prompt.push_str(&format!("   {}. {choice}\n", i + 1));
+        }
+        prompt.push_str("> ");
+        let answer = self
+            .input
+            .ask(&prompt, cancel)
+            .await
+            .ok_or_else(|| "no answer at the terminal".to_string())?;
+        let answer = answer.trim();
+        Ok(answer
+            .parse::<usize>()
+            .ok()
+            .and_then(|n| choices.get(n.wrapping_sub(1)))
+            .cloned()
+            .unwrap_or_else(|| answer.to_string()))
+    }
+}
+
+/// Shows tool activity on stderr.
+#[derive(Debug, Default)]
+pub struct ConsoleEvents;
+
+impl AgentEvents for ConsoleEvents {
+    fn tool_started(&self, call: &ToolCall) {
+        let args = crate::tools::builtin::clip(&call.arguments, 120);
+        eprintln!("  ⚙ {} {args}", call.name);
+    }
+
+    fn tool_finished(&self, call: &ToolCall, result: &str) {
+        let mark = if result.starts_with("{\"error\"") {
+            "✗"
+        } else {
+            "✓"
+        };
+        eprintln!("  {mark} {} ({} chars)", call.name, result.len());
+    }
+}
+
+/// Whether standard input is a terminal.
+pub fn stdin_is_terminal() -> bool {
+    std::io::stdin().is_terminal()
+}
