@@ -161,6 +161,51 @@ pub struct TurnOutcome {
     pub usage: Usage,
 }
 
+/// The running counts of one turn.
+struct Tally {
+    budget: IterationBudget,
+    usage: Usage,
+    tool_calls: u32,
+    last_text: String,
+}
+
+impl Tally {
+    fn new(limit: u32) -> Self {
+        Self {
+            budget: IterationBudget::new(limit),
+            usage: Usage::default(),
+            tool_calls: 0,
+            last_text: String::new(),
+        }
+    }
+
+    /// The outcome; early stops keep the last text as a partial answer.
+    fn stop(&self, reason: StopReason) -> TurnOutcome {
+        let note = match reason {
+            StopReason::BudgetExhausted => {
+                "\n\n(I stopped here: this request used up its step budget.)"
+            }
+            StopReason::InvalidToolCalls => {
+                "\n\n(I stopped here: my tool calls kept failing validation.)"
+            }
+            StopReason::Final | StopReason::Cancelled => "",
+        };
+        let reply = match reason {
+            StopReason::Final => self.last_text.clone(),
+            _ => format!("{}{note}", self.last_text.trim())
+                .trim()
+                .to_string(),
+        };
+        TurnOutcome {
+            reply,
+            stop: reason,
+            model_calls: self.budget.used(),
+            tool_calls: self.tool_calls,
+            usage: self.usage,
+        }
+    }
+}
+
 /// One session's agent.
 pub struct Conversation {
     deps: Arc<AgentDeps>,
@@ -313,123 +358,64 @@ impl Conversation {
     }
 
     async fn turn_loop(&mut self, cancel: &CancellationToken) -> Result<TurnOutcome, AgentError> {
-        let budget = IterationBudget::new(self.deps.max_iterations);
-        let mut usage = Usage::default();
-        let mut tool_calls_run = 0u32;
+        let mut turn = Tally::new(self.deps.max_iterations);
         let mut json_retries = 0u32;
         let mut invalid_turns = 0u32;
-        let mut last_text = String::new();
         let system = self.system_prompt();
-        let stop = |reason: StopReason,
-                    last_text: &str,
-                    budget: &IterationBudget,
-                    tools: u32,
-                    usage: Usage| {
-            let note = match reason {
-                StopReason::BudgetExhausted => {
-                    "\n\n(I stopped here: this request used up its step budget.)"
-                }
-                StopReason::InvalidToolCalls => {
-                    "\n\n(I stopped here: my tool calls kept failing validation.)"
-                }
-                _ => "",
-            };
-            TurnOutcome {
-                reply: format!("{}{note}", last_text.trim()).trim().to_string(),
-                stop: reason,
-                model_calls: budget.used(),
-                tool_calls: tools,
-                usage,
-            }
-        };
         loop {
             if cancel.is_cancelled() {
-                return Ok(stop(
-                    StopReason::Cancelled,
-                    &last_text,
-                    &budget,
-                    tool_calls_run,
-                    usage,
-                ));
+                return Ok(turn.stop(StopReason::Cancelled));
             }
-            let entries = self
+            let view = self
                 .deps
                 .tools
                 .toolsets
-                .session_tools(&self.enabled, &self.disabled)?;
-            let tools = self
-                .deps
-                .tools
-                .toolsets
-                .session_schemas(&self.enabled, &self.disabled)?;
-            let valid: Vec<String> = entries.iter().map(|e| e.spec.name.clone()).collect();
-            if !budget.consume() {
-                return Ok(stop(
-                    StopReason::BudgetExhausted,
-                    &last_text,
-                    &budget,
-                    tool_calls_run,
-                    usage,
-                ));
+                .session_view(&self.enabled, &self.disabled)?;
+            if !turn.budget.consume() {
+                return Ok(turn.stop(StopReason::BudgetExhausted));
             }
             let repairs = sanitize(&mut self.history);
             if repairs != Default::default() {
                 tracing::warn!(?repairs, "history repaired before the model call");
             }
-            self.fit_context(&system, &tools).await;
+            self.fit_context(&system, &view.schemas).await;
             let request = ChatRequest {
                 system: system.clone(),
                 messages: self.history.clone(),
-                tools,
+                tools: view.schemas.clone(),
                 max_tokens: self.deps.max_tokens,
             };
-            let response = match chat_with_retries(
-                self.deps.model.as_ref(),
-                &request,
-                self.deps.max_retries,
-                cancel,
-            )
-            .await
-            {
-                Ok(r) => r,
-                Err(ProviderError::Cancelled) => {
-                    budget.refund();
-                    return Ok(stop(
-                        StopReason::Cancelled,
-                        &last_text,
-                        &budget,
-                        tool_calls_run,
-                        usage,
-                    ));
-                }
-                Err(err) => return Err(err.into()),
-            };
-            usage += response.usage;
+            let model = self.deps.model.as_ref();
+            let response =
+                match chat_with_retries(model, &request, self.deps.max_retries, cancel).await {
+                    Ok(r) => r,
+                    Err(ProviderError::Cancelled) => {
+                        turn.budget.refund();
+                        return Ok(turn.stop(StopReason::Cancelled));
+                    }
+                    Err(err) => return Err(err.into()),
+                };
+            turn.usage += response.usage;
             if !response.content.trim().is_empty() {
-                last_text = response.content.clone();
+                turn.last_text = response.content.clone();
             }
             if response.tool_calls.is_empty() {
                 self.push(ChatMessage::assistant(response.content.clone()))
                     .await?;
-                return Ok(TurnOutcome {
-                    reply: response.content,
-                    stop: StopReason::Final,
-                    model_calls: budget.used(),
-                    tool_calls: tool_calls_run,
-                    usage,
-                });
+                turn.last_text = response.content;
+                return Ok(turn.stop(StopReason::Final));
             }
 
             let checked: Vec<Checked> = response
                 .tool_calls
                 .iter()
-                .map(|c| check(c, &valid, response.finish))
+                .map(|c| check(c, &view.names, response.finish))
                 .collect();
             if checked.iter().any(|c| matches!(c, Checked::BadJson(..)))
                 && json_retries < JSON_RETRIES
             {
                 json_retries += 1;
-                budget.refund();
+                turn.budget.refund();
                 tracing::warn!(
                     attempt = json_retries,
                     "model sent invalid JSON arguments; asking again"
@@ -437,15 +423,7 @@ impl Conversation {
                 metrics::counter!("switchboard_invalid_tool_json_total").increment(1);
                 continue;
             }
-            let calls: Vec<ToolCall> = checked
-                .iter()
-                .map(|c| match c {
-                    Checked::Ready(call, _)
-                    | Checked::Invalid(call, _)
-                    | Checked::Truncated(call)
-                    | Checked::BadJson(call, _) => call.clone(),
-                })
-                .collect();
+            let calls: Vec<ToolCall> = checked.iter().map(|c| c.call().clone()).collect();
             self.push(ChatMessage::assistant_calls(
                 response.content.clone(),
                 calls,
@@ -454,18 +432,6 @@ impl Conversation {
 
             let all_invalid = checked.iter().all(|c| !matches!(c, Checked::Ready(..)));
             invalid_turns = if all_invalid { invalid_turns + 1 } else { 0 };
-            let mut results: Vec<Option<String>> = checked
-                .iter()
-                .map(|c| match c {
-                    Checked::Ready(..) => None,
-                    Checked::Invalid(_, msg) => Some(error_json(msg)),
-                    Checked::BadJson(_, err) => Some(error_json(&format!("Arguments are not valid JSON ({err}); the call was not executed."))),
-                    Checked::Truncated(call) => Some(error_json(&format!(
-                        "The arguments of {} were cut off by the output limit, so the call was NOT executed. Send smaller arguments (for example, write a large file in several parts).",
-                        call.name
-                    ))),
-                })
-                .collect();
             let ready: Vec<(ToolCall, Value)> = checked
                 .iter()
                 .filter_map(|c| match c {
@@ -473,30 +439,17 @@ impl Conversation {
                     _ => None,
                 })
                 .collect();
-            let outputs = self.run_batch(&ready, cancel).await;
-            tool_calls_run += ready.len() as u32;
-            let mut outputs = outputs.into_iter();
-            for slot in results.iter_mut().filter(|r| r.is_none()) {
-                *slot = outputs.next();
-            }
-            for (call, result) in checked.iter().zip(results) {
-                let call = match call {
-                    Checked::Ready(call, _)
-                    | Checked::Invalid(call, _)
-                    | Checked::Truncated(call)
-                    | Checked::BadJson(call, _) => call,
-                };
-                self.push(ChatMessage::tool_result(call, result.unwrap_or_default()))
+            let mut outputs = self.run_batch(&ready, cancel).await.into_iter();
+            turn.tool_calls += ready.len() as u32;
+            for call in &checked {
+                let result = call
+                    .refusal()
+                    .unwrap_or_else(|| outputs.next().unwrap_or_default());
+                self.push(ChatMessage::tool_result(call.call(), result))
                     .await?;
             }
             if invalid_turns >= MAX_INVALID_TURNS {
-                return Ok(stop(
-                    StopReason::InvalidToolCalls,
-                    &last_text,
-                    &budget,
-                    tool_calls_run,
-                    usage,
-                ));
+                return Ok(turn.stop(StopReason::InvalidToolCalls));
             }
         }
     }

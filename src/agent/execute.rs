@@ -27,6 +27,34 @@ pub enum Checked {
     BadJson(ToolCall, String),
 }
 
+impl Checked {
+    /// The call as it goes into the history.
+    pub fn call(&self) -> &ToolCall {
+        match self {
+            Checked::Ready(call, _)
+            | Checked::Invalid(call, _)
+            | Checked::Truncated(call)
+            | Checked::BadJson(call, _) => call,
+        }
+    }
+
+    /// The error result of a call that must not run; `None` when it may.
+    pub fn refusal(&self) -> Option<String> {
+        let message = match self {
+            Checked::Ready(..) => return None,
+            Checked::Invalid(_, message) => message.clone(),
+            Checked::BadJson(_, err) => {
+                format!("Arguments are not valid JSON ({err}); the call was not executed.")
+            }
+            Checked::Truncated(call) => format!(
+                "The arguments of {} were cut off by the output limit, so the call was NOT executed. Send smaller arguments (for example, write a large file in several parts).",
+                call.name
+            ),
+        };
+        Some(crate::tools::registry::error_json(&message))
+    }
+}
+
 /// Validates one call against the session's tool names.
 pub fn check(call: &ToolCall, valid: &[String], finish: FinishReason) -> Checked {
     let Some(name) = repair(&call.name, valid) else {
