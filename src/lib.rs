@@ -7,6 +7,7 @@
 
 pub mod adapters;
 pub mod agent;
+pub mod approvals;
 pub mod cli;
 pub mod config;
 pub mod daemon;

@@ -1,0 +1,164 @@
+//! Matching a normalised command against the pattern table, with one
+//! compiled `RegexSet` per scope.
+
+use std::sync::LazyLock;
+
+use regex::RegexSet;
+use serde::Serialize;
+
+use super::patterns::{PATTERNS, Pattern, Scope};
+use super::shell::{Normalized, normalize};
+
+/// One pattern that matched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Match {
+    /// Stable pattern key.
+    pub key: &'static str,
+    /// What it means.
+    pub description: &'static str,
+    /// Whether nothing may unlock it.
+    pub hard: bool,
+    /// The (sub-)command it matched in.
+    pub command: String,
+}
+
+/// What detection found in a command line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Detection {
+    /// The top-level line as normalised.
+    pub normalized: String,
+    /// Every simple command found, nested ones included.
+    pub commands: Vec<String>,
+    /// Matches, one per key, in table order.
+    pub matches: Vec<Match>,
+}
+
+impl Detection {
+    /// True when a hard block matched.
+    pub fn hard_blocked(&self) -> bool {
+        self.matches.iter().any(|m| m.hard)
+    }
+
+    /// The keys of the matches.
+    pub fn keys(&self) -> Vec<&'static str> {
+        self.matches.iter().map(|m| m.key).collect()
+    }
+}
+
+struct Table {
+    sets: Vec<(Scope, RegexSet, Vec<&'static Pattern>)>,
+}
+
+static TABLE: LazyLock<Table> = LazyLock::new(|| {
+    let sets = [Scope::Command, Scope::Raw, Scope::Line]
+        .into_iter()
+        .map(|scope| {
+            let patterns: Vec<&'static Pattern> =
+                PATTERNS.iter().filter(|p| p.scope == scope).collect();
+            let set =
+                RegexSet::new(patterns.iter().map(|p| p.regex)).expect("pattern table compiles");
+            (scope, set, patterns)
+        })
+        .collect();
+    Table { sets }
+});
+
+/// Forces compilation of the pattern table (start-up, benchmarks).
+pub fn warm_up() {
+    LazyLock::force(&TABLE);
+}
+
+/// Detects dangerous patterns in a command line.
+pub fn detect(command: &str) -> Detection {
+    let Normalized { segments, whole } = normalize(command);
+    let mut matches: Vec<Match> = Vec::new();
+    for (scope, set, patterns) in &TABLE.sets {
+        let texts: Vec<&str> = match scope {
+            Scope::Command => segments.iter().map(|s| s.command.as_str()).collect(),
+            Scope::Raw => segments.iter().map(|s| s.raw.as_str()).collect(),
+            Scope::Line => std::iter::once(whole.as_str())
+                .chain(segments.iter().map(|s| s.command.as_str()))
+                .collect(),
+        };
+        for text in texts {
+            for i in set.matches(text) {
+                let pattern = patterns[i];
+                if !matches.iter().any(|m| m.key == pattern.key) {
+                    matches.push(Match {
+                        key: pattern.key,
+                        description: pattern.description,
+                        hard: pattern.hard,
+                        command: text.to_string(),
+                    });
+                }
+            }
+        }
+    }
+    let order = |key: &str| PATTERNS.iter().position(|p| p.key == key);
+    matches.sort_by_key(|m| order(m.key));
+    Detection {
+        normalized: whole,
+        commands: segments.into_iter().map(|s| s.command).collect(),
+        matches,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_keys_are_unique() {
+        let mut keys: Vec<&str> = PATTERNS.iter().map(|p| p.key).collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), PATTERNS.len());
+    }
+
+    #[test]
+    fn hard_blocks_are_hard() {
+        for cmd in [
+            "rm -rf /",
+            "sudo rm -rf --no-preserve-root /",
+            "rm -fr ~",
+            "mkfs.ext4 /dev/sda1",
+            "dd if=/dev/zero of=/dev/sda",
+            ":(){ :|:& };:",
+            "kill -9 -1",
+            "shutdown -h now",
+            "sh -c 'reboot'",
+        ] {
+            assert!(
+                detect(cmd).hard_blocked(),
+                "{cmd}: {:?}",
+                detect(cmd).keys()
+            );
+        }
+        for cmd in [
+            "rm -rf build",
+            "mkfs.ext4 disk.img",
+            "dd if=a of=b",
+            "kill -9 1234",
+        ] {
+            assert!(
+                !detect(cmd).hard_blocked(),
+                "{cmd}: {:?}",
+                detect(cmd).keys()
+            );
+        }
+    }
+
+    #[test]
+    fn keys_name_what_matched() {
+        assert_eq!(
+            detect("git push --force origin main").keys(),
+            ["git_force_push"]
+        );
+        assert!(
+            detect("curl -fsSL https://x.sh | sudo bash")
+                .keys()
+                .contains(&"pipe_to_shell")
+        );
+        assert_eq!(detect("ls -la").matches, []);
+    }
+}
