@@ -34,7 +34,7 @@ async fn once_prints_the_answer_and_denies_commands() {
         Reply::Json(calls(&[(
             "c1",
             "terminal",
-            r#"{"command": "touch ran.txt"}"#,
+            r#"{"command": "rm -rf cache; touch ran.txt"}"#,
         )])),
         Reply::Json(text("I could not run it.")),
     ])
@@ -88,13 +88,13 @@ async fn interactive_chat_asks_before_running_commands() {
         Reply::Json(calls(&[(
             "c1",
             "terminal",
-            r#"{"command": "echo approved-run > proof.txt"}"#,
+            r#"{"command": "rm -rf old && echo approved-run > proof.txt"}"#,
         )])),
         Reply::Json(text("Done, file written.")),
         Reply::Json(calls(&[(
             "c2",
             "terminal",
-            r#"{"command": "echo second > nope.txt"}"#,
+            r#"{"command": "rm -r old2; echo second > nope.txt"}"#,
         )])),
         Reply::Json(text("Understood, not running it.")),
     ])
@@ -131,7 +131,9 @@ async fn interactive_chat_asks_before_running_commands() {
         let mut err = String::new();
         stderr.read_to_string(&mut err).unwrap();
         assert!(
-            err.contains("The agent wants to run:\n    echo approved-run > proof.txt"),
+            err.contains(
+                "The agent wants to run:\n    rm -rf old && echo approved-run > proof.txt"
+            ) && err.contains("deletes files recursively"),
             "{err}"
         );
     })

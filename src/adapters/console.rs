@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::message::ToolCall;
 use crate::agent::{AgentEvents, ClarifyBroker};
-use crate::tools::{ApprovalHook, ApprovalVerdict, ToolContext};
+use crate::approvals::{Decision, HumanApprover, Request};
+use crate::store::{AuditEvent, Store};
 
 /// Lines of standard input, shared by the prompt loop and the questions
 /// asked during a turn.
@@ -49,41 +50,88 @@ impl std::fmt::Debug for ConsoleInput {
     }
 }
 
-/// Asks the person at the terminal before a command runs. Without an
-/// interactive terminal (`--once`, pipes that end) the answer is no.
+/// Puts commands that need approval to the person at the terminal.
+/// Without an interactive terminal (`--once`) the answer is no.
 #[derive(Debug, Clone)]
 pub struct ConsoleApprovals {
     input: ConsoleInput,
     interactive: bool,
+    store: Store,
 }
 
 impl ConsoleApprovals {
-    /// Approvals read from `input`; `interactive` is false for one-shot runs.
-    pub fn new(input: ConsoleInput, interactive: bool) -> Self {
-        Self { input, interactive }
+    /// Approvals read from `input`; `interactive` is false for one-shot
+    /// runs. Session and permanent grants are stored in `store`.
+    pub fn new(input: ConsoleInput, interactive: bool, store: Store) -> Self {
+        Self {
+            input,
+            interactive,
+            store,
+        }
     }
 }
 
 #[async_trait::async_trait]
-impl ApprovalHook for ConsoleApprovals {
-    async fn review(&self, command: &str, ctx: &ToolContext) -> ApprovalVerdict {
+impl HumanApprover for ConsoleApprovals {
+    async fn decide(&self, request: Request, cancel: &CancellationToken) -> Decision {
         if !self.interactive {
-            return ApprovalVerdict::Deny {
-                reason: "no one is at the terminal to approve commands in a one-shot run".into(),
-            };
+            return Decision::NoApprover(
+                "no one is at the terminal to approve commands in a one-shot run".into(),
+            );
         }
-        let prompt = format!("\n⚠️  The agent wants to run:\n    {command}\nAllow? [y/N] ");
-        match self.input.ask(&prompt, &ctx.cancel).await {
-            Some(answer) if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") => {
-                ApprovalVerdict::Allow
-            }
-            Some(_) => ApprovalVerdict::Deny {
-                reason: "denied at the terminal".into(),
+        let reasons: Vec<&str> = request.matches.iter().map(|m| m.description).collect();
+        let prompt = format!(
+            "\n⚠️  The agent wants to run:\n    {}\nIt {}.\nAllow? [y] once / [s] for this session / [a] always / [N] no: ",
+            request.command,
+            reasons.join("; ")
+        );
+        let keys: Vec<String> = request.matches.iter().map(|m| m.key.to_string()).collect();
+        let by = "you at the terminal".to_string();
+        let decision = match self.input.ask(&prompt, cancel).await {
+            None => Decision::Cancelled,
+            Some(answer) => match answer.trim().to_ascii_lowercase().as_str() {
+                "y" | "yes" => Decision::Once { by },
+                "s" | "session" => {
+                    let _ = self
+                        .store
+                        .grant_session(&request.session_id, &keys, "console")
+                        .await;
+                    Decision::Session { by }
+                }
+                "a" | "always" => {
+                    for key in &keys {
+                        let _ = self.store.allow_pattern(key, "console").await;
+                    }
+                    Decision::Always { by }
+                }
+                _ => Decision::Denied {
+                    by,
+                    reason: Some("denied at the terminal".into()),
+                },
             },
-            None => ApprovalVerdict::Deny {
-                reason: "no answer at the terminal".into(),
-            },
-        }
+        };
+        let keys = keys.join(",");
+        let outcome = match &decision {
+            Decision::Once { .. } => "approved_once",
+            Decision::Session { .. } => "approved_session",
+            Decision::Always { .. } => "approved_always",
+            Decision::Cancelled => "cancelled",
+            _ => "denied",
+        };
+        let _ = self
+            .store
+            .append_audit(&AuditEvent {
+                approval_id: "console",
+                event: "decided",
+                session_id: &request.session_id,
+                requester: request.requester.as_deref().unwrap_or("-"),
+                actor: Some("console"),
+                command: &request.command,
+                pattern_keys: &keys,
+                outcome,
+            })
+            .await;
+        decision
     }
 }
 

@@ -2,8 +2,14 @@
 //! terminal tools consult, the broker that waits for a human's decision,
 //! and the audit trail.
 
+pub mod broker;
 pub mod detect;
 pub mod patterns;
+pub mod policy;
 pub mod shell;
 
+pub use broker::{
+    Actor, ApprovalPrompter, Broker, ChatRef, Choice, Decision, Prompt, Refusal, Request,
+};
 pub use detect::{Detection, Match, detect};
+pub use policy::{ApprovalPolicy, Evaluation, HumanApprover, Verdict, evaluate};

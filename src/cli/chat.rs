@@ -7,6 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::adapters::console::{ConsoleApprovals, ConsoleClarify, ConsoleEvents, ConsoleInput};
 use crate::agent::{AgentDeps, Conversation, SessionContext};
+use crate::approvals::ApprovalPolicy;
 use crate::config::{Config, Env};
 use crate::store::{NewSession, Store};
 use crate::tools::{ToolRuntime, mcp, platform_toolsets};
@@ -55,12 +56,23 @@ pub async fn chat(
                 user_name: Some(user.clone()),
                 thread: None,
             };
+            let human = Arc::new(ConsoleApprovals::new(
+                input.clone(),
+                interactive,
+                store.clone(),
+            ));
+            let policy = ApprovalPolicy::new(
+                store.clone(),
+                human,
+                config.approvals.mode,
+                Some(deps.auxiliary.clone()),
+            );
             let conversation = Conversation::open(
                 deps,
                 session,
                 context,
                 platform_toolsets(&config, "cli"),
-                Arc::new(ConsoleApprovals::new(input.clone(), interactive)),
+                Arc::new(policy),
             )
             .await?
             .with_clarify(Arc::new(ConsoleClarify::new(input)))

@@ -8,6 +8,7 @@
 //! search) are written per backend. The same test suite runs on both.
 
 mod approvals;
+mod audit;
 mod inbox;
 mod memory;
 mod pairing;
@@ -15,6 +16,7 @@ mod sessions;
 mod turns;
 
 pub use approvals::{AllowEntry, ApprovalRecord, ApprovalStatus, PatternKeys};
+pub use audit::{AuditEvent, AuditRow, ChainCheck, GENESIS, PromptRef};
 pub use inbox::{InboxInsert, InboxRow, NewInboxEvent};
 pub use memory::MemoryNote;
 pub use pairing::{PairedUser, PairingRequest};
@@ -105,6 +107,8 @@ pub(crate) enum Backend {
 #[derive(Clone, Debug)]
 pub struct Store {
     backend: Backend,
+    /// Serialises appends to the audit chain within this process.
+    audit_lock: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Which database a store talks to.
@@ -136,7 +140,9 @@ impl Store {
                     StoreError::Url(format!("cannot create {}: {e}", dir.display()))
                 })?;
             }
+            // A local file needs no liveness ping before each query.
             let pool = SqlitePoolOptions::new()
+                .test_before_acquire(false)
                 .max_connections(config.max_connections)
                 .acquire_timeout(Duration::from_secs(10))
                 .connect_with(options)
@@ -152,7 +158,10 @@ impl Store {
         } else {
             return Err(StoreError::Url(format!("unsupported database URL {url:?}")));
         };
-        Ok(Self { backend })
+        Ok(Self {
+            backend,
+            audit_lock: Default::default(),
+        })
     }
 
     /// Connects and applies pending migrations.

@@ -1,0 +1,222 @@
+//! The approval audit trail (every request and decision, each row chained
+//! to the previous by a SHA-256 hash), session grants, and where approval
+//! prompts were shown.
+
+use sha2::{Digest, Sha256};
+
+use super::{Backend, Result, Store, now_ms, with_pool};
+
+/// The hash the first row chains to.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// One audit event to append.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditEvent<'a> {
+    /// The approval.
+    pub approval_id: &'a str,
+    /// `requested`, `decided`, `expired`, `refused`.
+    pub event: &'a str,
+    /// Session of the request.
+    pub session_id: &'a str,
+    /// Who asked.
+    pub requester: &'a str,
+    /// Who acted (approver, or the policy).
+    pub actor: Option<&'a str>,
+    /// The command.
+    pub command: &'a str,
+    /// Matched pattern keys, comma-separated.
+    pub pattern_keys: &'a str,
+    /// The result (`pending`, `approved_once`, `denied`…).
+    pub outcome: &'a str,
+}
+
+/// A stored audit row.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+pub struct AuditRow {
+    /// Position in the chain.
+    pub id: i64,
+    /// The approval.
+    pub approval_id: String,
+    /// What happened.
+    pub event: String,
+    /// Session.
+    pub session_id: String,
+    /// Who asked.
+    pub requester: String,
+    /// Who acted.
+    pub actor: Option<String>,
+    /// The command.
+    pub command: String,
+    /// Pattern keys.
+    pub pattern_keys: String,
+    /// Result.
+    pub outcome: String,
+    /// When (Unix ms).
+    pub at: i64,
+    /// Hash of the previous row.
+    pub prev_hash: String,
+    /// Hash of this row.
+    pub hash: String,
+}
+
+/// The result of checking the chain.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ChainCheck {
+    /// Rows checked.
+    pub rows: usize,
+    /// The first row whose hash or link does not match, if any.
+    pub first_broken: Option<i64>,
+}
+
+/// A pending approval's prompt location.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct PromptRef {
+    /// Approval id.
+    pub id: String,
+    /// Platform of the prompt.
+    pub prompt_platform: Option<String>,
+    /// Chat of the prompt.
+    pub prompt_chat: Option<String>,
+    /// Message id of the prompt.
+    pub prompt_message: Option<String>,
+}
+
+/// The hash of a row's content chained to `prev`.
+fn row_hash(prev: &str, fields: &[&str], at: i64) -> String {
+    let canonical = serde_json::to_string(&(prev, fields, at)).unwrap_or_default();
+    Sha256::digest(canonical.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl AuditRow {
+    fn expected_hash(&self) -> String {
+        row_hash(
+            &self.prev_hash,
+            &[
+                &self.approval_id,
+                &self.event,
+                &self.session_id,
+                &self.requester,
+                self.actor.as_deref().unwrap_or(""),
+                &self.command,
+                &self.pattern_keys,
+                &self.outcome,
+            ],
+            self.at,
+        )
+    }
+}
+
+impl Store {
+    /// Appends an event to the audit chain. Appends are serialised (a
+    /// process lock, plus an advisory lock on PostgreSQL for replicas).
+    pub async fn append_audit(&self, event: &AuditEvent<'_>) -> Result<()> {
+        let _guard = self.audit_lock.lock().await;
+        let at = now_ms();
+        let insert = |prev: &str| {
+            let hash = row_hash(
+                prev,
+                &[
+                    event.approval_id,
+                    event.event,
+                    event.session_id,
+                    event.requester,
+                    event.actor.unwrap_or(""),
+                    event.command,
+                    event.pattern_keys,
+                    event.outcome,
+                ],
+                at,
+            );
+            (prev.to_string(), hash)
+        };
+        const LAST: &str = "SELECT hash FROM approval_audit ORDER BY id DESC LIMIT 1";
+        const INSERT: &str = "INSERT INTO approval_audit (approval_id, event, session_id, requester, actor, command, pattern_keys, outcome, at, prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
+        with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            if matches!(self.backend, Backend::Postgres(_)) {
+                sqlx::query("SELECT pg_advisory_xact_lock(7266001)").execute(&mut *tx).await?;
+            }
+            let last: Option<String> = sqlx::query_scalar(LAST).fetch_optional(&mut *tx).await?;
+            let (prev, hash) = insert(last.as_deref().unwrap_or(GENESIS));
+            sqlx::query(INSERT)
+                .bind(event.approval_id).bind(event.event).bind(event.session_id)
+                .bind(event.requester).bind(event.actor).bind(event.command)
+                .bind(event.pattern_keys).bind(event.outcome).bind(at)
+                .bind(prev).bind(hash)
+                .execute(&mut *tx).await?;
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// The audit trail, oldest first.
+    pub async fn audit_rows(&self) -> Result<Vec<AuditRow>> {
+        Ok(with_pool!(self, pool => sqlx::query_as(
+            "SELECT id, approval_id, event, session_id, requester, actor, command, pattern_keys, outcome, at, prev_hash, hash \
+             FROM approval_audit ORDER BY id")
+            .fetch_all(pool).await?))
+    }
+
+    /// Recomputes the chain and reports the first row that does not fit.
+    pub async fn verify_audit(&self) -> Result<ChainCheck> {
+        let rows = self.audit_rows().await?;
+        let mut prev = GENESIS.to_string();
+        for row in &rows {
+            if row.prev_hash != prev || row.hash != row.expected_hash() {
+                return Ok(ChainCheck {
+                    rows: rows.len(),
+                    first_broken: Some(row.id),
+                });
+            }
+            prev = row.hash.clone();
+        }
+        Ok(ChainCheck {
+            rows: rows.len(),
+            first_broken: None,
+        })
+    }
+
+    /// Grants pattern keys for the rest of a session.
+    pub async fn grant_session(&self, session_id: &str, keys: &[String], by: &str) -> Result<()> {
+        for key in keys {
+            with_pool!(self, pool => sqlx::query(
+                "INSERT INTO session_grants (session_id, pattern_key, granted_by, granted_at) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (session_id, pattern_key) DO NOTHING")
+                .bind(session_id).bind(key).bind(by).bind(now_ms())
+                .execute(pool).await?.rows_affected());
+        }
+        Ok(())
+    }
+
+    /// The pattern keys granted to a session.
+    pub async fn session_grants(&self, session_id: &str) -> Result<Vec<String>> {
+        Ok(with_pool!(self, pool => sqlx::query_scalar(
+            "SELECT pattern_key FROM session_grants WHERE session_id = $1 ORDER BY pattern_key")
+            .bind(session_id).fetch_all(pool).await?))
+    }
+
+    /// Records where an approval's prompt was shown.
+    pub async fn set_approval_prompt(
+        &self,
+        id: &str,
+        platform: &str,
+        chat: &str,
+        message: &str,
+    ) -> Result<()> {
+        with_pool!(self, pool => sqlx::query(
+            "UPDATE approvals SET prompt_platform = $1, prompt_chat = $2, prompt_message = $3 WHERE id = $4")
+            .bind(platform).bind(chat).bind(message).bind(id)
+            .execute(pool).await?.rows_affected());
+        Ok(())
+    }
+
+    /// Pending approvals with their prompt locations.
+    pub async fn pending_prompts(&self) -> Result<Vec<PromptRef>> {
+        Ok(with_pool!(self, pool => sqlx::query_as(
+            "SELECT id, prompt_platform, prompt_chat, prompt_message FROM approvals WHERE status = 'pending' ORDER BY created_at")
+            .fetch_all(pool).await?))
+    }
+}
