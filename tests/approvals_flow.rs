@@ -239,7 +239,7 @@ async fn a_hundred_concurrent_requests_resolve_independently() {
         .collect();
     for p in prompts.iter().rev() {
         let n: usize = p.command.trim_start_matches("rm -rf dir").parse().unwrap();
-        let choice = if n % 2 == 0 {
+        let choice = if n.is_multiple_of(2) {
             Choice::Once
         } else {
             Choice::Deny
@@ -251,7 +251,7 @@ async fn a_hundred_concurrent_requests_resolve_independently() {
     }
     for (i, h) in handles.into_iter().enumerate() {
         let decision = h.await.unwrap();
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             assert!(
                 matches!(decision, Decision::Once { .. }),
                 "{i}: {decision:?}"
