@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod approvals;
 mod chat;
 mod tools;
 
@@ -53,6 +54,12 @@ pub enum Command {
         #[arg(long)]
         user: Option<String>,
     },
+    /// Inspect and manage dangerous-command approvals.
+    Approvals {
+        /// What to do.
+        #[command(subcommand)]
+        command: approvals::ApprovalsCommand,
+    },
     /// List the tools with their toolset and availability.
     Tools {
         /// Only the tools a platform's sessions get (telegram, discord,
@@ -93,7 +100,7 @@ pub fn main() -> ExitCode {
     };
     let result = runtime.block_on(dispatch(cli, config, env));
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(err) => {
             tracing::error!(error = %format!("{err:#}"), "exiting");
             eprintln!("error: {err:#}");
@@ -113,7 +120,7 @@ async fn dispatch(
     cli: Cli,
     (config, source): (Config, ConfigSource),
     env: Env,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<u8> {
     let format = cli.log_format.unwrap_or(config.log.format);
     match cli.command {
         Command::Run => {
@@ -127,29 +134,31 @@ async fn dispatch(
                 }
             }
             crate::daemon::Daemon::new(config, env).run().await?;
-            Ok(())
+            Ok(0)
         }
         Command::Check => {
             print!("{}", check_report(&config, &source));
-            Ok(())
+            Ok(0)
         }
         Command::Chat { once, user } => {
             crate::telemetry::init_logging(format, "warn");
             let user = user
                 .or_else(|| env.get("USER").map(str::to_string))
                 .unwrap_or_else(|| "local".into());
-            chat::chat(config, env, once, user).await
+            chat::chat(config, env, once, user).await?;
+            Ok(0)
         }
+        Command::Approvals { command } => approvals::run(&config, command).await,
         Command::Tools { platform, json } => {
             print!(
                 "{}",
                 tools::tools(&config, &env, platform.as_deref(), json).await?
             );
-            Ok(())
+            Ok(0)
         }
         Command::Toolsets { name, json } => {
             print!("{}", tools::toolsets(&config, &env, name.as_deref(), json)?);
-            Ok(())
+            Ok(0)
         }
         Command::Migrate => {
             crate::telemetry::init_logging(format, &config.log.level);
@@ -161,7 +170,7 @@ async fn dispatch(
                 store.kind()
             );
             store.close().await;
-            Ok(())
+            Ok(0)
         }
     }
 }
