@@ -66,3 +66,34 @@ async fn overrunning_work_is_abandoned_after_the_grace_period() {
     assert!(took >= Duration::from_secs(1), "{took:?}");
     assert!(took < Duration::from_secs(10), "{took:?}");
 }
+
+#[tokio::test]
+async fn approvals_pending_at_start_are_expired() {
+    use switchboard::store::{ApprovalRecord, ApprovalStatus, PatternKeys, Store, now_ms};
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), 5);
+    let store = Store::open(&config.storage).await.unwrap();
+    let record = ApprovalRecord {
+        id: "ab".repeat(16),
+        session_id: "s".into(),
+        session_key: "telegram:dm:1".into(),
+        requester: "telegram:1".into(),
+        command: "rm -rf build".into(),
+        pattern_keys: PatternKeys(vec!["recursive_delete".into()]),
+        status: ApprovalStatus::Pending,
+        approver: None,
+        reason: None,
+        created_at: now_ms(),
+        expires_at: now_ms() + 300_000,
+        decided_at: None,
+    };
+    store.insert_approval(&record).await.unwrap();
+    Daemon::new(config, Env::default())
+        .run_until(async { "test" })
+        .await
+        .unwrap();
+    let after = store.approval(&record.id).await.unwrap().unwrap();
+    assert_eq!(after.status, ApprovalStatus::Expired);
+    assert_eq!(after.reason.as_deref(), Some("gateway restarted"));
+    assert_eq!(store.audit_rows().await.unwrap()[0].event, "expired");
+}

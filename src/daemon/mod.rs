@@ -12,6 +12,7 @@ mod signals;
 pub use health::{ComponentHealth, Health};
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sd_notify::NotifyState;
@@ -19,6 +20,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::approvals::Broker;
 use crate::config::{Config, Env, component_statuses};
 use crate::http::{AppState, router};
 use crate::store::{Store, StoreError};
@@ -129,6 +131,14 @@ impl Daemon {
             storage.schema_version = store.schema_version().await?,
             "storage ready"
         );
+        let broker = Arc::new(Broker::new(store.clone(), &config.approvals));
+        let expired = broker.expire_stale().await?;
+        if expired > 0 {
+            tracing::warn!(
+                approvals.expired = expired,
+                "approvals left pending by the previous run were expired"
+            );
+        }
         let health = Health::default();
         let root = CancellationToken::new();
         let tracker = TaskTracker::new();
