@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod http;
+pub mod sessions;
 pub mod store;
 pub mod telemetry;
 pub mod tools;

@@ -293,8 +293,8 @@ fn migrate_twice_applies_once() {
         );
         String::from_utf8(out.stdout).unwrap()
     };
-    assert!(run().starts_with("applied 3 migration(s); schema version 3"));
-    assert!(run().starts_with("applied 0 migration(s); schema version 3"));
+    assert!(run().starts_with("applied 4 migration(s); schema version 4"));
+    assert!(run().starts_with("applied 0 migration(s); schema version 4"));
 }
 
 #[test]

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod approvals;
 mod chat;
+mod pairing;
 mod tools;
 
 use crate::config::{self, Config, ConfigError, ConfigSource, Env, LogFormat};
@@ -59,6 +60,12 @@ pub enum Command {
         /// What to do.
         #[command(subcommand)]
         command: approvals::ApprovalsCommand,
+    },
+    /// Manage pairing of unknown DM senders.
+    Pairing {
+        /// What to do.
+        #[command(subcommand)]
+        command: pairing::PairingCommand,
     },
     /// List the tools with their toolset and availability.
     Tools {
@@ -149,6 +156,7 @@ async fn dispatch(
             Ok(0)
         }
         Command::Approvals { command } => approvals::run(&config, command).await,
+        Command::Pairing { command } => pairing::run(&config, command).await,
         Command::Tools { platform, json } => {
             print!(
                 "{}",

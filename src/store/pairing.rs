@@ -47,6 +47,11 @@ impl Store {
     /// Stores a pairing request.
     pub async fn insert_pairing_request(&self, request: &PairingRequest) -> Result<()> {
         with_pool!(self, pool => sqlx::query(
+            "INSERT INTO pairing_last_request (platform, user_id, requested_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (platform, user_id) DO UPDATE SET requested_at = excluded.requested_at")
+            .bind(&request.platform).bind(&request.user_id).bind(request.created_at)
+            .execute(pool).await?.rows_affected());
+        with_pool!(self, pool => sqlx::query(
             "INSERT INTO pairing_requests (platform, code, user_id, user_name, chat_id, created_at, expires_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7)")
             .bind(&request.platform).bind(&request.code).bind(&request.user_id)
@@ -130,5 +135,67 @@ impl Store {
             "SELECT COUNT(*) FROM paired_users WHERE platform = $1 AND user_id = $2")
             .bind(platform).bind(user_id).fetch_one(pool).await?);
         Ok(n > 0)
+    }
+
+    /// Pending (unexpired) requests of one user on a platform.
+    pub async fn pairing_requests_of(
+        &self,
+        platform: &str,
+        user_id: &str,
+    ) -> Result<Vec<PairingRequest>> {
+        let sql = concat!(
+            "SELECT ",
+            request_columns!(),
+            " FROM pairing_requests WHERE platform = $1 AND user_id = $2 AND expires_at > $3 ORDER BY created_at"
+        );
+        Ok(with_pool!(self, pool => sqlx::query_as(sql)
+            .bind(platform).bind(user_id).bind(now_ms()).fetch_all(pool).await?))
+    }
+
+    /// When the user last got a pairing code, approved or not (for rate
+    /// limiting).
+    pub async fn last_pairing_request_at(
+        &self,
+        platform: &str,
+        user_id: &str,
+    ) -> Result<Option<i64>> {
+        Ok(with_pool!(self, pool => sqlx::query_scalar(
+            "SELECT requested_at FROM pairing_last_request WHERE platform = $1 AND user_id = $2")
+            .bind(platform).bind(user_id).fetch_optional(pool).await?))
+    }
+
+    /// When approvals on `platform` are locked out until (Unix ms; 0 = not).
+    pub async fn pairing_locked_until(&self, platform: &str) -> Result<i64> {
+        let until: Option<i64> = with_pool!(self, pool => sqlx::query_scalar(
+            "SELECT locked_until FROM pairing_guard WHERE platform = $1")
+            .bind(platform).fetch_optional(pool).await?);
+        Ok(until.unwrap_or(0))
+    }
+
+    /// Counts a failed approval; after `limit` failures in a row the
+    /// platform is locked until `lock_until`. Returns the failure count.
+    pub async fn record_pairing_failure(
+        &self,
+        platform: &str,
+        limit: i64,
+        lock_until: i64,
+    ) -> Result<i64> {
+        let failures: i64 = with_pool!(self, pool => sqlx::query_scalar(
+            "INSERT INTO pairing_guard (platform, failures, locked_until) VALUES ($1, 1, 0) \
+             ON CONFLICT (platform) DO UPDATE SET failures = pairing_guard.failures + 1 RETURNING failures")
+            .bind(platform).fetch_one(pool).await?);
+        if failures >= limit {
+            with_pool!(self, pool => sqlx::query(
+                "UPDATE pairing_guard SET failures = 0, locked_until = $1 WHERE platform = $2")
+                .bind(lock_until).bind(platform).execute(pool).await?.rows_affected());
+        }
+        Ok(failures)
+    }
+
+    /// Clears the failure count after a successful approval.
+    pub async fn reset_pairing_failures(&self, platform: &str) -> Result<()> {
+        with_pool!(self, pool => sqlx::query("DELETE FROM pairing_guard WHERE platform = $1")
+            .bind(platform).execute(pool).await?.rows_affected());
+        Ok(())
     }
 }
