@@ -113,3 +113,62 @@ fn check_rejects_unknown_toolsets_by_name() {
         "{err}"
     );
 }
+
+#[test]
+fn pairing_cli_lists_approves_and_revokes() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/sb.db", dir.path().display());
+    std::fs::write(
+        dir.path().join("gateway.toml"),
+        format!("[storage]\nurl = \"{url}\"\n"),
+    )
+    .unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let code = runtime.block_on(async {
+        let store = switchboard::store::Store::open(&switchboard::config::StorageConfig {
+            url: url.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let event = switchboard::sessions::InboundEvent {
+            platform: "telegram".into(),
+            kind: switchboard::sessions::ChatKind::Dm,
+            chat_id: "77".into(),
+            thread_id: None,
+            user_id: "77".into(),
+            user_name: "Zed".into(),
+            roles: vec![],
+            text: "hi".into(),
+            event_id: "1".into(),
+            mentioned: false,
+            from_bot: false,
+            entity: None,
+        };
+        let outcome = switchboard::sessions::access::request_code(&store, &event)
+            .await
+            .unwrap();
+        store.close().await;
+        match outcome {
+            switchboard::sessions::PairingOutcome::Issued(code) => code,
+            other => panic!("{other:?}"),
+        }
+    });
+    let (status, out, _) = run(dir.path(), &["pairing", "list"]);
+    assert_eq!(status, 0);
+    assert!(out.contains(&code) && out.contains("Zed"), "{out}");
+    let (status, _, err) = run(dir.path(), &["pairing", "approve", "telegram", "AAAAAAAA"]);
+    assert_eq!(status, 1);
+    assert!(err.contains("1 failed attempt"), "{err}");
+    let (status, out, _) = run(dir.path(), &["pairing", "approve", "telegram", &code]);
+    assert_eq!(status, 0, "{out}");
+    assert!(out.contains("paired Zed (77)"));
+    assert_eq!(
+        run(dir.path(), &["pairing", "revoke", "telegram", "77"]).0,
+        0
+    );
+    assert_eq!(
+        run(dir.path(), &["pairing", "revoke", "telegram", "77"]).0,
+        1
+    );
+}
