@@ -257,6 +257,13 @@ fn check_on_the_committed_config_lists_adapters() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("config: gateway.toml: ok"), "{stdout}");
+    assert!(
+        stdout.contains("tools:")
+            && stdout
+                .lines()
+                .any(|l| l.contains("web_search") && l.contains("unavailable: no search backend")),
+        "{stdout}"
+    );
     for name in ["telegram", "discord", "slack", "webhook"] {
         assert!(
             stdout

@@ -144,7 +144,7 @@ async fn dispatch(
             Ok(0)
         }
         Command::Check => {
-            print!("{}", check_report(&config, &source));
+            print!("{}", check_report(&config, &source, &env));
             Ok(0)
         }
         Command::Chat { once, user } => {
@@ -184,7 +184,7 @@ async fn dispatch(
 }
 
 /// The text `switchboard check` prints for a valid configuration.
-pub fn check_report(config: &Config, source: &ConfigSource) -> String {
+pub fn check_report(config: &Config, source: &ConfigSource, env: &Env) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     let origin = match source {
@@ -205,6 +205,28 @@ pub fn check_report(config: &Config, source: &ConfigSource) -> String {
     for c in config::component_statuses(config) {
         let state = if c.enabled { "enabled" } else { "disabled" };
         let _ = writeln!(out, "  {:<9} {:<9} {}", c.name, state, c.detail);
+    }
+    let _ = writeln!(out, "tools:");
+    match crate::tools::ToolRuntime::build(config, env) {
+        Ok(runtime) => {
+            for entry in runtime.registry.entries() {
+                let state = match runtime.registry.availability(&entry.spec.name) {
+                    crate::tools::Availability::Available => "available".to_string(),
+                    crate::tools::Availability::Unavailable(why) => format!("unavailable: {why}"),
+                };
+                let _ = writeln!(out, "  {:<16} {state}", entry.spec.name);
+            }
+            for server in &config.mcp.servers {
+                let _ = writeln!(
+                    out,
+                    "  mcp-{:<12} connected at start (`switchboard tools` probes it)",
+                    server.name
+                );
+            }
+        }
+        Err(err) => {
+            let _ = writeln!(out, "  registry error: {err}");
+        }
     }
     out
 }
