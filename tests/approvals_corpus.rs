@@ -2,20 +2,11 @@
 //! is flagged, at most 2 % of tests/data/benign.txt is, and quoting or
 //! escaping a flagged command never hides it. Nothing here runs a command.
 
+mod common;
+
+use common::corpus;
 use proptest::prelude::*;
 use switchboard::approvals::detect;
-
-fn corpus(name: &str) -> Vec<String> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name);
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .map(str::to_string)
-        .collect()
-}
 
 #[test]
 fn every_dangerous_command_is_flagged() {

@@ -18,20 +18,9 @@ use tokio_util::sync::CancellationToken;
 const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
 
 fn corpus() -> Vec<String> {
-    ["dangerous.txt", "benign.txt"]
-        .iter()
-        .flat_map(|f| {
-            let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/data")
-                .join(f);
-            std::fs::read_to_string(path)
-                .unwrap()
-                .lines()
-                .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        })
-        .collect()
+    let mut lines = common::corpus("dangerous.txt");
+    lines.extend(common::corpus("benign.txt"));
+    lines
 }
 
 fn write_config(dir: &Path) -> StorageConfig {

@@ -161,3 +161,16 @@ pub async fn call(
     let out = runtime.registry.dispatch(tool, args, ctx).await;
     serde_json::from_str(&out).unwrap_or(serde_json::Value::String(out))
 }
+
+/// The lines of a corpus under tests/data, without blanks and comments.
+pub fn corpus(name: &str) -> Vec<String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name);
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect()
+}
