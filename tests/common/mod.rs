@@ -2,6 +2,7 @@
 //! PostgreSQL schemas.
 #![allow(dead_code)]
 
+pub mod agent_harness;
 pub mod fake_llm;
 
 use switchboard::config::StorageConfig;
