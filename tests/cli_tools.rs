@@ -172,3 +172,69 @@ fn pairing_cli_lists_approves_and_revokes() {
         1
     );
 }
+
+#[test]
+fn sessions_cli_lists_shows_and_searches() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/sb.db", dir.path().display());
+    std::fs::write(
+        dir.path().join("gateway.toml"),
+        format!("[storage]\nurl = \"{url}\"\n"),
+    )
+    .unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let id = runtime.block_on(async {
+        let store = switchboard::store::Store::open(&switchboard::config::StorageConfig {
+            url: url.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let session = store
+            .open_session(&switchboard::store::NewSession {
+                key: "slack:dm:D1",
+                platform: "slack",
+                chat_id: "D1",
+                thread_id: None,
+                user_id: Some("U1"),
+            })
+            .await
+            .unwrap();
+        for (role, text) in [
+            ("user", "why is the deploy red"),
+            ("assistant", "the migration timed out"),
+        ] {
+            store
+                .append_message(
+                    &session.id,
+                    &switchboard::store::NewMessage {
+                        role,
+                        content: text,
+                        ..Default::default()
+                    },
+                )
+                .await
+                .unwrap();
+        }
+        store.close().await;
+        session.id
+    });
+    let (status, out, _) = run(dir.path(), &["sessions", "list"]);
+    assert_eq!(status, 0);
+    assert!(
+        out.contains(&id) && out.contains("slack:dm:D1") && out.contains("open"),
+        "{out}"
+    );
+    let (status, out, _) = run(dir.path(), &["sessions", "show", &id]);
+    assert_eq!(status, 0);
+    assert!(
+        out.contains("user: why is the deploy red")
+            && out.contains("assistant: the migration timed out"),
+        "{out}"
+    );
+    let (status, out, _) = run(dir.path(), &["sessions", "search", "migration", "--json"]);
+    assert_eq!(status, 0);
+    let hits: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(hits["hits"][0]["session_key"], "slack:dm:D1");
+    assert_eq!(run(dir.path(), &["sessions", "show", "nope"]).0, 1);
+}

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 mod approvals;
 mod chat;
 mod pairing;
+mod sessions;
 mod tools;
 
 use crate::config::{self, Config, ConfigError, ConfigSource, Env, LogFormat};
@@ -66,6 +67,12 @@ pub enum Command {
         /// What to do.
         #[command(subcommand)]
         command: pairing::PairingCommand,
+    },
+    /// Inspect stored sessions.
+    Sessions {
+        /// What to do.
+        #[command(subcommand)]
+        command: sessions::SessionsCommand,
     },
     /// List the tools with their toolset and availability.
     Tools {
@@ -157,6 +164,7 @@ async fn dispatch(
         }
         Command::Approvals { command } => approvals::run(&config, command).await,
         Command::Pairing { command } => pairing::run(&config, command).await,
+        Command::Sessions { command } => sessions::run(&config, command).await,
         Command::Tools { platform, json } => {
             print!(
                 "{}",

@@ -1,0 +1,158 @@
+//! `switchboard sessions list|show|search`.
+
+use clap::Subcommand;
+use serde_json::json;
+
+use crate::config::Config;
+use crate::store::Store;
+
+/// `switchboard sessions …`.
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// The most recently active sessions.
+    List {
+        /// How many.
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One session's messages.
+    Show {
+        /// Session id (from `sessions list`).
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Full-text search over stored messages.
+    Search {
+        /// Words that must all occur.
+        query: String,
+        /// How many hits.
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn when(ms: i64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    // Civil date from days since the epoch (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02}Z")
+}
+
+/// Runs a sessions subcommand; returns the exit code.
+pub async fn run(config: &Config, command: SessionsCommand) -> anyhow::Result<u8> {
+    let store = Store::open(&config.storage).await?;
+    let code = match command {
+        SessionsCommand::List { limit, json } => {
+            let sessions = store.list_sessions(limit).await?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&json!({ "sessions": sessions }))?
+                );
+            } else {
+                for s in sessions {
+                    let state = if s.ended_at.is_some() {
+                        "ended"
+                    } else {
+                        "open"
+                    };
+                    println!(
+                        "{}  {:<5}  {}  {}",
+                        s.id,
+                        state,
+                        when(s.last_active_at),
+                        s.key
+                    );
+                }
+            }
+            0
+        }
+        SessionsCommand::Show { id, json } => match store.session(&id).await? {
+            None => {
+                eprintln!("error: no session {id}");
+                1
+            }
+            Some(session) => {
+                let messages = store.messages(&id).await?;
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(
+                            &json!({ "session": session, "messages": messages })
+                        )?
+                    );
+                } else {
+                    println!(
+                        "{} ({}) since {}",
+                        session.key,
+                        session.id,
+                        when(session.created_at)
+                    );
+                    for m in messages {
+                        let text = if m.content.is_empty() {
+                            m.tool_calls.unwrap_or_default()
+                        } else {
+                            m.content
+                        };
+                        println!(
+                            "[{}] {}: {}",
+                            when(m.created_at),
+                            m.role,
+                            crate::tools::builtin::clip(&text, 500)
+                        );
+                    }
+                }
+                0
+            }
+        },
+        SessionsCommand::Search { query, limit, json } => {
+            let hits = store.search_messages(&query, None, limit).await?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&json!({ "hits": hits }))?
+                );
+            } else {
+                for h in hits {
+                    println!(
+                        "{}  {}  {}: {}",
+                        h.session_id,
+                        h.session_key,
+                        h.role,
+                        crate::tools::builtin::clip(&h.content, 200)
+                    );
+                }
+            }
+            0
+        }
+    };
+    store.close().await;
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn timestamps_render_in_utc() {
+        assert_eq!(super::when(0), "1970-01-01 00:00:00Z");
+        assert_eq!(super::when(1_795_000_000_000), "2026-11-18 11:06:40Z");
+    }
+}
