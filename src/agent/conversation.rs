@@ -506,7 +506,11 @@ impl Conversation {
     ) -> Vec<String> {
         let ctx = self.tool_context(cancel);
         if parallel_safe(calls, &self.deps.tools.registry) {
-            run_parallel(calls, |call, args| self.run_one(call, args, &ctx)).await
+            let batch: Vec<std::pin::Pin<Box<dyn Future<Output = String> + Send + '_>>> = calls
+                .iter()
+                .map(|(call, args)| Box::pin(self.run_one(call, args, &ctx)) as _)
+                .collect();
+            run_parallel(batch).await
         } else {
             let mut out = Vec::with_capacity(calls.len());
             for (call, args) in calls {

@@ -150,14 +150,12 @@ pub fn parallel_safe(calls: &[(ToolCall, Value)], registry: &Registry) -> bool {
     true
 }
 
-/// Runs `run` over the calls, at most [`MAX_PARALLEL`] at once, returning
-/// results in call order.
-pub async fn run_parallel<'a, F, Fut>(calls: &'a [(ToolCall, Value)], run: F) -> Vec<String>
-where
-    F: Fn(&'a ToolCall, &'a Value) -> Fut,
-    Fut: Future<Output = String> + 'a,
-{
-    futures::stream::iter(calls.iter().map(|(c, a)| run(c, a)))
+/// Runs a batch of tool futures, at most [`MAX_PARALLEL`] at once,
+/// returning their results in call order.
+pub async fn run_parallel<'a>(
+    batch: Vec<std::pin::Pin<Box<dyn Future<Output = String> + Send + 'a>>>,
+) -> Vec<String> {
+    futures::stream::iter(batch)
         .buffered(MAX_PARALLEL)
         .collect()
         .await

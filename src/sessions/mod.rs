@@ -4,6 +4,8 @@
 
 pub mod access;
 pub mod keys;
+pub mod manager;
 
 pub use access::{Access, AccessRules, ApproveOutcome, PairingOutcome};
 pub use keys::{ChatKind, InboundEvent, KeyRules, session_key};
+pub use manager::{ManagerSettings, Replier, SessionManager, Submitted};
