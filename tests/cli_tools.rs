@@ -22,6 +22,20 @@ fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// A gateway.toml in `dir` whose storage is a SQLite file there.
+fn storage_in(dir: &Path) -> switchboard::config::StorageConfig {
+    let url = format!("sqlite://{}/sb.db", dir.display());
+    std::fs::write(
+        dir.join("gateway.toml"),
+        format!("[storage]\nurl = \"{url}\"\n"),
+    )
+    .unwrap();
+    switchboard::config::StorageConfig {
+        url,
+        ..Default::default()
+    }
+}
+
 fn fixture() -> String {
     let exe = std::env::current_exe().unwrap();
     exe.parent()
@@ -117,20 +131,10 @@ fn check_rejects_unknown_toolsets_by_name() {
 #[test]
 fn pairing_cli_lists_approves_and_revokes() {
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/sb.db", dir.path().display());
-    std::fs::write(
-        dir.path().join("gateway.toml"),
-        format!("[storage]\nurl = \"{url}\"\n"),
-    )
-    .unwrap();
+    let storage = storage_in(dir.path());
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let code = runtime.block_on(async {
-        let store = switchboard::store::Store::open(&switchboard::config::StorageConfig {
-            url: url.clone(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+        let store = switchboard::store::Store::open(&storage).await.unwrap();
         let event = switchboard::sessions::InboundEvent {
             platform: "telegram".into(),
             kind: switchboard::sessions::ChatKind::Dm,
@@ -176,20 +180,10 @@ fn pairing_cli_lists_approves_and_revokes() {
 #[test]
 fn sessions_cli_lists_shows_and_searches() {
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/sb.db", dir.path().display());
-    std::fs::write(
-        dir.path().join("gateway.toml"),
-        format!("[storage]\nurl = \"{url}\"\n"),
-    )
-    .unwrap();
+    let storage = storage_in(dir.path());
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let id = runtime.block_on(async {
-        let store = switchboard::store::Store::open(&switchboard::config::StorageConfig {
-            url: url.clone(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+        let store = switchboard::store::Store::open(&storage).await.unwrap();
         let session = store
             .open_session(&switchboard::store::NewSession {
                 key: "slack:dm:D1",
