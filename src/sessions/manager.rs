@@ -338,43 +338,40 @@ impl SessionManager {
     }
 }
 
-/// Boxed so the worker future stays `Send` (sqlx binds borrow across awaits).
-fn open_conversation(
+async fn open_conversation(
     inner: Arc<Inner>,
     key: String,
     event: InboundEvent,
-) -> std::pin::Pin<Box<dyn Future<Output = Result<Conversation, String>> + Send>> {
-    Box::pin(async move {
-        let session = inner
-            .store
-            .open_session(&NewSession {
-                key: &key,
-                platform: &event.platform,
-                chat_id: &event.chat_id,
-                thread_id: event.thread_id.as_deref(),
-                user_id: Some(&event.user_id),
-            })
-            .await
-            .map_err(|e| e.to_string())?;
-        let context = SessionContext {
-            platform: event.platform.clone(),
-            chat_type: match event.kind {
-                ChatKind::Dm => "direct message".into(),
-                ChatKind::Group => "group chat".into(),
-            },
-            user_name: Some(event.user_name.clone()),
-            thread: event.thread_id.clone(),
-        };
-        Conversation::open(
-            inner.deps.clone(),
-            session,
-            context,
-            platform_toolsets(&inner.config, &event.platform),
-            inner.approvals.clone(),
-        )
+) -> Result<Conversation, String> {
+    let session = inner
+        .store
+        .open_session(&NewSession {
+            key: &key,
+            platform: &event.platform,
+            chat_id: &event.chat_id,
+            thread_id: event.thread_id.as_deref(),
+            user_id: Some(&event.user_id),
+        })
         .await
-        .map_err(|e| e.to_string())
-    })
+        .map_err(|e| e.to_string())?;
+    let context = SessionContext {
+        platform: event.platform.clone(),
+        chat_type: match event.kind {
+            ChatKind::Dm => "direct message".into(),
+            ChatKind::Group => "group chat".into(),
+        },
+        user_name: Some(event.user_name.clone()),
+        thread: event.thread_id.clone(),
+    };
+    Conversation::open(
+        inner.deps.clone(),
+        session,
+        context,
+        platform_toolsets(&inner.config, &event.platform),
+        inner.approvals.clone(),
+    )
+    .await
+    .map_err(|e| e.to_string())
 }
 
 async fn run_worker(
