@@ -405,6 +405,8 @@ fn readme_documents_every_key() {
         base_url = "http://127.0.0.1:1"
         model = "m"
         api_key_env = "K"
+        [sessions.reset_by_platform.slack]
+        mode = "idle"
         [telegram]
         toolsets = ["web"]
         [discord]
@@ -444,8 +446,13 @@ fn readme_documents_every_key() {
             "tools.send_message.targets.ops.",
             "tools.send_message.targets.",
         );
+        *key = key.replace(
+            "sessions.reset_by_platform.slack.",
+            "sessions.reset_by_platform.<platform>.",
+        );
     }
     keys.push("tools.send_message.targets".into());
+    keys.push("sessions.reset_by_platform".into());
     assert!(keys.len() > 60, "found only {} keys", keys.len());
     let readme = std::fs::read_to_string("README.md").unwrap();
     let missing: Vec<&String> = keys

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::message::ToolCall;
 use crate::agent::{AgentEvents, ClarifyBroker};
 use crate::approvals::{Decision, HumanApprover, Request};
+use crate::sessions::{InboundEvent, Replier};
 use crate::store::{AuditEvent, Store};
 
 /// Lines of standard input, shared by the prompt loop and the questions
@@ -193,6 +194,39 @@ impl AgentEvents for ConsoleEvents {
             "✓"
         };
         eprintln!("  {mark} {} ({} chars)", call.name, result.len());
+    }
+}
+
+/// The session manager's side of the terminal: answers on stdout, notices
+/// on stderr, questions and tool activity at the terminal.
+#[derive(Debug, Clone)]
+pub struct ConsoleReplier {
+    input: ConsoleInput,
+}
+
+impl ConsoleReplier {
+    /// Questions are answered from `input`.
+    pub fn new(input: ConsoleInput) -> Self {
+        Self { input }
+    }
+}
+
+#[async_trait::async_trait]
+impl Replier for ConsoleReplier {
+    async fn reply(&self, _event: &InboundEvent, text: &str) {
+        println!("{text}");
+    }
+
+    async fn notice(&self, _event: &InboundEvent, text: &str) {
+        eprintln!("{text}");
+    }
+
+    fn clarifier(&self, _event: &InboundEvent) -> Option<Arc<dyn ClarifyBroker>> {
+        Some(Arc::new(ConsoleClarify::new(self.input.clone())))
+    }
+
+    fn events(&self, _event: &InboundEvent) -> Option<Arc<dyn AgentEvents>> {
+        Some(Arc::new(ConsoleEvents))
     }
 }
 

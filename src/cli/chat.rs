@@ -1,19 +1,22 @@
-//! `switchboard chat`: a conversation at the terminal with the same agent,
-//! tools and storage the daemon uses.
+//! `switchboard chat`: a conversation at the terminal through the same
+//! session manager, agent, tools and storage the daemon uses. The session
+//! key is `cli:dm:<user>`; /new, /stop, /status and /help work as in any
+//! chat, approvals and questions are asked at the terminal.
 
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::adapters::console::{ConsoleApprovals, ConsoleClarify, ConsoleEvents, ConsoleInput};
-use crate::agent::{AgentDeps, Conversation, SessionContext};
+use crate::adapters::console::{ConsoleApprovals, ConsoleInput, ConsoleReplier};
+use crate::agent::AgentDeps;
 use crate::approvals::ApprovalPolicy;
 use crate::config::{Config, Env};
-use crate::store::{NewSession, Store};
-use crate::tools::{ToolRuntime, mcp, platform_toolsets};
+use crate::sessions::{ChatKind, InboundEvent, ManagerSettings, SessionManager, Submitted};
+use crate::store::{Store, new_id};
+use crate::tools::{ToolRuntime, mcp};
 
 /// Runs the chat: one turn for `once`, else a prompt loop until end of
-/// input or `/quit`. `/new` starts a fresh session.
+/// input or `/quit`.
 pub async fn chat(
     config: Config,
     env: Env,
@@ -35,90 +38,80 @@ pub async fn chat(
     let deps = Arc::new(AgentDeps::from_config(&config, &env, tools, store.clone()));
     let input = ConsoleInput::default();
     let interactive = once.is_none();
-    let key = format!("cli:dm:{user}");
-    let open = |store: Store, deps: Arc<AgentDeps>, input: ConsoleInput| {
-        let key = key.clone();
-        let user = user.clone();
-        let config = config.clone();
-        async move {
-            let session = store
-                .open_session(&NewSession {
-                    key: &key,
-                    platform: "cli",
-                    chat_id: &user,
-                    thread_id: None,
-                    user_id: Some(&user),
-                })
-                .await?;
-            let context = SessionContext {
-                platform: "the local terminal".into(),
-                chat_type: "direct message".into(),
-                user_name: Some(user.clone()),
-                thread: None,
-            };
-            let human = Arc::new(ConsoleApprovals::new(
-                input.clone(),
-                interactive,
-                store.clone(),
-            ));
-            let policy = ApprovalPolicy::new(
-                store.clone(),
-                human,
-                config.approvals.mode,
-                Some(deps.auxiliary.clone()),
-            );
-            let conversation = Conversation::open(
-                deps,
-                session,
-                context,
-                platform_toolsets(&config, "cli"),
-                Arc::new(policy),
-            )
-            .await?
-            .with_clarify(Arc::new(ConsoleClarify::new(input)))
-            .with_events(Arc::new(ConsoleEvents));
-            anyhow::Ok(conversation)
-        }
-    };
-    let mut conversation = open(store.clone(), deps.clone(), input.clone()).await?;
+    let human = Arc::new(ConsoleApprovals::new(
+        input.clone(),
+        interactive,
+        store.clone(),
+    ));
+    let policy = ApprovalPolicy::new(
+        store.clone(),
+        human,
+        config.approvals.mode,
+        Some(deps.auxiliary.clone()),
+    );
+    let manager = SessionManager::new(
+        config.clone(),
+        deps,
+        Arc::new(ConsoleReplier::new(input.clone())),
+        Arc::new(policy),
+        ManagerSettings::from_config(&config),
+        stop.child_token(),
+    );
+    manager.replay().await?;
 
-    let result = if let Some(message) = once {
-        run_one(&mut conversation, &message).await
-    } else {
-        eprintln!("switchboard chat — session {key}. /new starts over, /quit leaves.");
-        loop {
-            eprint!("\nyou> ");
-            let Some(line) = input.line().await else {
-                break;
-            };
-            match line.trim() {
-                "" => continue,
-                "/quit" | "/exit" => break,
-                "/new" | "/reset" => {
-                    store
-                        .end_session(&conversation.session().id, "reset")
-                        .await?;
-                    conversation = open(store.clone(), deps.clone(), input.clone()).await?;
-                    eprintln!("(new session)");
-                }
-                text => {
-                    if let Err(err) = run_one(&mut conversation, text).await {
-                        eprintln!("error: {err:#}");
+    let result = match once {
+        Some(message) => send(&manager, &user, &message).await,
+        None => {
+            eprintln!(
+                "switchboard chat — session cli:dm:{user}. /new starts over, /help lists commands, /quit leaves."
+            );
+            loop {
+                eprint!("\nyou> ");
+                let Some(line) = input.line().await else {
+                    break;
+                };
+                match line.trim() {
+                    "" => continue,
+                    "/quit" | "/exit" => break,
+                    text => {
+                        if let Err(err) = send(&manager, &user, text).await {
+                            eprintln!("error: {err:#}");
+                        }
                     }
                 }
             }
+            Ok(())
         }
-        Ok(())
     };
     stop.cancel();
+    manager.wait().await;
     processes.shutdown().await;
     store.close().await;
     result
 }
 
-async fn run_one(conversation: &mut Conversation, text: &str) -> anyhow::Result<()> {
-    let cancel = CancellationToken::new();
-    let outcome = conversation.run_turn(text, &cancel).await?;
-    println!("{}", outcome.reply);
-    Ok(())
+/// Submits one line and waits until its turn is done.
+async fn send(manager: &SessionManager, user: &str, text: &str) -> anyhow::Result<()> {
+    let event = InboundEvent {
+        platform: "cli".into(),
+        kind: ChatKind::Dm,
+        chat_id: user.into(),
+        thread_id: None,
+        user_id: user.into(),
+        user_name: user.into(),
+        roles: Vec::new(),
+        text: text.into(),
+        event_id: new_id(),
+        mentioned: true,
+        from_bot: false,
+        entity: None,
+    };
+    match manager.submit_tracked(event).await? {
+        (Submitted::Accepted, Some(done)) => {
+            let _ = done.await;
+            Ok(())
+        }
+        (Submitted::Busy, _) => anyhow::bail!("the session is busy; try again"),
+        _ => Ok(()),
+    }
 }

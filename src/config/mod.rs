@@ -8,6 +8,7 @@
 
 mod load;
 mod platforms;
+mod sessions;
 mod tools;
 mod validate;
 
@@ -16,6 +17,7 @@ pub use platforms::{
     DeliverConfig, DeliverKind, DiscordConfig, McpConfig, McpServerConfig, SignatureScheme,
     SlackConfig, SlackMode, TelegramConfig, TelegramMode, WebhookConfig, WebhookRoute,
 };
+pub use sessions::{ResetMode, ResetPolicy, SessionsConfig};
 pub use tools::{
     SearchProvider, SendMessageConfig, TerminalBackend, TerminalConfig, ToolsConfig, VisionConfig,
     WebExtractConfig, WebSearchConfig,
@@ -43,6 +45,8 @@ pub struct Config {
     pub agent: AgentConfig,
     /// Dangerous-command approvals.
     pub approvals: ApprovalsConfig,
+    /// Session keys, queues and reset policies.
+    pub sessions: SessionsConfig,
     /// Telegram adapter.
     pub telegram: TelegramConfig,
     /// Discord adapter.

@@ -11,8 +11,15 @@ use super::{Config, DeliverKind, SignatureScheme, SlackMode, TelegramMode};
 ///
 /// Secrets are looked up here by the names the config gives; an empty value
 /// counts as unset.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Env(BTreeMap<String, String>);
+
+/// Names only: the values may be secrets.
+impl std::fmt::Debug for Env {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
+}
 
 impl Env {
     /// The current process environment.
@@ -182,6 +189,7 @@ pub fn validate(config: &Config, env: &Env) -> Vec<Problem> {
     v.log(config);
     v.llm(config);
     v.approvals(config);
+    v.sessions(config);
     v.telegram(config);
     v.discord(config);
     v.slack(config);
@@ -309,6 +317,40 @@ impl Validator<'_> {
             }
             if target.chat.trim().is_empty() {
                 self.push("approvals.route_to.chat", "must not be empty");
+            }
+        }
+    }
+
+    fn sessions(&mut self, c: &Config) {
+        let s = &c.sessions;
+        if s.queue_cap == 0 {
+            self.push("sessions.queue_cap", "must be at least 1");
+        }
+        if s.max_pending == 0 {
+            self.push("sessions.max_pending", "must be at least 1");
+        }
+        let policies = std::iter::once(("sessions.reset".to_string(), s.reset)).chain(
+            s.reset_by_platform
+                .iter()
+                .map(|(p, r)| (format!("sessions.reset_by_platform.{p}"), *r)),
+        );
+        for (key, policy) in policies {
+            if policy.daily_hour > 23 {
+                self.push(format!("{key}.daily_hour"), "must be an hour from 0 to 23");
+            }
+            if policy.idle_minutes == 0 {
+                self.push(format!("{key}.idle_minutes"), "must be at least 1");
+            }
+        }
+        for platform in s.reset_by_platform.keys() {
+            if !matches!(
+                platform.as_str(),
+                "telegram" | "discord" | "slack" | "webhook" | "cli"
+            ) {
+                self.push(
+                    format!("sessions.reset_by_platform.{platform}"),
+                    "not one of telegram, discord, slack, webhook, cli",
+                );
             }
         }
     }

@@ -6,9 +6,11 @@
 //! stops, running work gets `server.shutdown_grace_secs` to finish, and the
 //! process exits 0 either way (with a warning when the grace ran out).
 
+mod gateway;
 mod health;
 mod signals;
 
+pub use gateway::Gateway;
 pub use health::{ComponentHealth, Health};
 
 use std::net::SocketAddr;
@@ -20,9 +22,11 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::approvals::Broker;
+use crate::agent::AgentDeps;
+use crate::approvals::{ApprovalPolicy, Broker};
 use crate::config::{Config, Env, component_statuses};
 use crate::http::{AppState, router};
+use crate::sessions::{ManagerSettings, Replies, SessionManager};
 use crate::store::{Store, StoreError};
 use crate::tools::{ToolRuntime, mcp};
 
@@ -60,16 +64,19 @@ pub struct ComponentContext {
     pub health: Health,
     /// The database.
     pub store: Store,
+    /// The session manager, broker and hubs.
+    pub gateway: Gateway,
 }
 
 type ComponentFn = Box<dyn FnOnce(ComponentContext) -> BoxFuture<'static, ()> + Send>;
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+type RoutesFn = Box<dyn FnOnce(&Gateway) -> axum::Router<AppState> + Send>;
 
 /// The daemon: configuration plus the components and routes it runs.
 pub struct Daemon {
     config: Config,
     env: Env,
-    routes: axum::Router<AppState>,
+    routes: Vec<RoutesFn>,
     components: Vec<(String, ComponentFn)>,
 }
 
@@ -79,14 +86,22 @@ impl Daemon {
         Self {
             config,
             env,
-            routes: axum::Router::new(),
+            routes: Vec::new(),
             components: Vec::new(),
         }
     }
 
     /// Adds HTTP routes (webhooks, platform callbacks).
-    pub fn routes(mut self, routes: axum::Router<AppState>) -> Self {
-        self.routes = self.routes.merge(routes);
+    pub fn routes(self, routes: axum::Router<AppState>) -> Self {
+        self.routes_with(move |_| routes)
+    }
+
+    /// Adds HTTP routes built once the gateway's parts exist.
+    pub fn routes_with<F>(mut self, build: F) -> Self
+    where
+        F: FnOnce(&Gateway) -> axum::Router<AppState> + Send + 'static,
+    {
+        self.routes.push(Box::new(build));
         self
     }
 
@@ -143,6 +158,8 @@ impl Daemon {
         let root = CancellationToken::new();
         let tracker = TaskTracker::new();
         let tools = ToolRuntime::build(&config, &env)?;
+        let outbound = tools.outbound.clone();
+        let processes = tools.processes.clone();
         for server in &config.mcp.servers {
             tracker.spawn(mcp::supervise(
                 server.clone(),
@@ -151,7 +168,46 @@ impl Daemon {
                 root.child_token(),
             ));
         }
-        let processes = tools.processes.clone();
+        let replies = Arc::new(Replies::default());
+        let deps = Arc::new(AgentDeps::from_config(&config, &env, tools, store.clone()));
+        let policy = ApprovalPolicy::new(
+            store.clone(),
+            broker.clone(),
+            config.approvals.mode,
+            Some(deps.auxiliary.clone()),
+        );
+        let sessions = SessionManager::new(
+            config.clone(),
+            deps,
+            replies.clone(),
+            Arc::new(policy),
+            ManagerSettings::from_config(&config),
+            root.child_token(),
+        )
+        .with_broker(broker.clone());
+        let gateway = Gateway {
+            config: Arc::new(config.clone()),
+            env,
+            store: store.clone(),
+            sessions: sessions.clone(),
+            broker,
+            replies,
+            outbound,
+            health: health.clone(),
+        };
+        let replaying = sessions.clone();
+        tracker.spawn(async move {
+            match replaying.replay().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(inbox.replayed = n, "unprocessed events replayed"),
+                Err(err) => tracing::error!(error = %err, "inbox replay failed"),
+            }
+        });
+        let draining = root.child_token();
+        tracker.spawn(async move {
+            draining.cancelled().await;
+            sessions.wait().await;
+        });
         let stopping = root.child_token();
         tracker.spawn(async move {
             stopping.cancelled().await;
@@ -165,6 +221,9 @@ impl Daemon {
         let local = listener
             .local_addr()
             .map_err(|source| DaemonError::Bind { addr, source })?;
+        let routes = routes
+            .into_iter()
+            .fold(axum::Router::new(), |all, build| all.merge(build(&gateway)));
         let app = router(
             AppState {
                 store: store.clone(),
@@ -184,6 +243,7 @@ impl Daemon {
                 stop: root.child_token(),
                 health: health.clone(),
                 store: store.clone(),
+                gateway: gateway.clone(),
             };
             let span = tracing::info_span!("component", component = %name);
             tracker.spawn(tracing::Instrument::instrument(run(ctx), span));

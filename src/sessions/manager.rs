@@ -1,31 +1,27 @@
 //! The session manager: inbound events are authorised, committed to the
 //! inbox (duplicates dropped), and handed to their session's single worker
 //! on a bounded mailbox; turns of one session run in order, sessions run
-//! concurrently. Slash commands bypass the queue. Unprocessed inbox events
-//! are replayed on start.
+//! concurrently. Slash commands and approval answers bypass the queue.
+//! Unprocessed inbox events are replayed on start.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::access::{self, Access, AccessRules};
-use super::keys::{ChatKind, InboundEvent, KeyRules, session_key};
-use crate::agent::{AgentDeps, Conversation, SessionContext};
+use super::keys::{InboundEvent, KeyRules, session_key};
+use super::replier::Replier;
+use super::worker::{Job, WorkerState, run_worker};
+use crate::agent::AgentDeps;
+use crate::approvals::{Actor, Broker, ChatRef};
 use crate::config::{BusyInputMode, Config};
-use crate::store::{InboxInsert, NewInboxEvent, NewSession, Store, StoreError};
-use crate::tools::{ApprovalHook, platform_toolsets};
-
-/// Where replies go: the adapter of the event's platform.
-#[async_trait::async_trait]
-pub trait Replier: Send + Sync {
-    /// Sends `text` to the chat (and thread) of `event`.
-    async fn reply(&self, event: &InboundEvent, text: &str);
-}
+use crate::store::{InboxInsert, NewInboxEvent, Store, StoreError};
+use crate::tools::ApprovalHook;
 
 /// Tunables of the manager.
 #[derive(Debug, Clone, Copy)]
@@ -36,17 +32,37 @@ pub struct ManagerSettings {
     pub busy: BusyInputMode,
     /// Messages waiting per session.
     pub queue_cap: usize,
+    /// Events accepted and not yet processed, across sessions.
+    pub max_pending: usize,
     /// A worker with nothing to do for this long exits.
     pub idle_after: Duration,
+    /// Shortest time between two "queued" acknowledgements of a session.
+    pub ack_every: Duration,
+    /// How often the typing indicator is refreshed during a turn.
+    pub working_every: Duration,
 }
 
 impl Default for ManagerSettings {
     fn default() -> Self {
+        Self::from_config(&Config::default())
+    }
+}
+
+impl ManagerSettings {
+    /// The settings `config` asks for.
+    pub fn from_config(config: &Config) -> Self {
+        let s = &config.sessions;
         Self {
-            rules: KeyRules::default(),
-            busy: BusyInputMode::Queue,
-            queue_cap: 32,
-            idle_after: Duration::from_secs(600),
+            rules: KeyRules {
+                group_sessions_per_user: s.group_sessions_per_user,
+                thread_sessions_per_user: s.thread_sessions_per_user,
+            },
+            busy: config.agent.busy_input_mode,
+            queue_cap: s.queue_cap.max(1),
+            max_pending: s.max_pending.max(1),
+            idle_after: Duration::from_secs(s.worker_idle_secs.max(1)),
+            ack_every: Duration::from_secs(30),
+            working_every: Duration::from_secs(4),
         }
     }
 }
@@ -62,51 +78,68 @@ pub enum Submitted {
     Ignored(&'static str),
     /// An unknown sender was offered pairing.
     Pairing,
-    /// A slash command was answered.
+    /// A slash command or an approval answer was handled.
     Command,
-    /// The session's queue is full; the user was told.
+    /// Too much is waiting (this session's queue or the whole inbox);
+    /// nothing was stored, the sender should try again later.
     Busy,
 }
 
-struct Job {
-    inbox_id: i64,
-    event: InboundEvent,
+pub(super) struct Worker {
+    pub(super) tx: mpsc::Sender<Job>,
+    pub(super) state: Arc<WorkerState>,
 }
 
-struct Worker {
-    tx: mpsc::Sender<Job>,
-    running: Arc<Mutex<Option<CancellationToken>>>,
-    waiting: Arc<AtomicUsize>,
+pub(super) struct Inner {
+    pub(super) store: Store,
+    pub(super) deps: Arc<AgentDeps>,
+    pub(super) config: Config,
+    pub(super) replier: Arc<dyn Replier>,
+    pub(super) approvals: Arc<dyn ApprovalHook>,
+    pub(super) broker: Option<Arc<Broker>>,
+    pub(super) settings: ManagerSettings,
+    pub(super) workers: Mutex<HashMap<String, Worker>>,
+    pub(super) pending: AtomicUsize,
+    pub(super) tracker: TaskTracker,
+    pub(super) stop: CancellationToken,
 }
 
-struct Inner {
-    store: Store,
-    deps: Arc<AgentDeps>,
-    config: Config,
-    replier: Arc<dyn Replier>,
-    approvals: Arc<dyn ApprovalHook>,
-    settings: ManagerSettings,
-    workers: Mutex<HashMap<String, Worker>>,
-    tracker: TaskTracker,
-    stop: CancellationToken,
+impl Inner {
+    pub(super) fn workers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Worker>> {
+        self.workers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// One fewer event waiting.
+    pub(super) fn processed(&self) {
+        let left = self.pending.fetch_sub(1, Ordering::SeqCst).saturating_sub(1);
+        metrics::gauge!("switchboard_queue_depth").set(left as f64);
+    }
 }
 
 /// The session manager; cheap to clone.
 #[derive(Clone)]
 pub struct SessionManager {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for SessionManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SessionManager").finish_non_exhaustive()
+        f.debug_struct("SessionManager")
+            .field("active_sessions", &self.active_sessions())
+            .field("pending", &self.pending())
+            .finish_non_exhaustive()
     }
 }
 
-const HELP: &str = "Commands: /new (or /reset) starts a fresh conversation, /stop cancels the running request, /status shows this session, /approve and /deny answer a pending approval, /help shows this.";
+const BUSY: &str =
+    "I'm still working on earlier messages; please send this again in a moment.";
+const QUEUED: &str = "Got it — I'll get to this as soon as I finish the current request.";
 
 impl SessionManager {
     /// A manager over `deps`; `approvals` is the terminal tools' hook.
+    /// Workers stop taking new events when `stop` fires; a running turn is
+    /// left to finish (its event is replayed on the next start if it
+    /// cannot).
     pub fn new(
         config: Config,
         deps: Arc<AgentDeps>,
@@ -122,32 +155,59 @@ impl SessionManager {
                 config,
                 replier,
                 approvals,
+                broker: None,
                 settings,
                 workers: Mutex::new(HashMap::new()),
+                pending: AtomicUsize::new(0),
                 tracker: TaskTracker::new(),
                 stop,
             }),
         }
     }
 
+    /// Routes `/approve` and `/deny` (and `!approve`, `!deny`) to `broker`.
+    /// Call before the manager is shared.
+    pub fn with_broker(mut self, broker: Arc<Broker>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.broker = Some(broker);
+        }
+        self
+    }
+
     /// Sessions with a live worker.
     pub fn active_sessions(&self) -> usize {
-        self.inner
-            .workers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .len()
+        self.inner.workers().len()
+    }
+
+    /// Events accepted and not yet processed.
+    pub fn pending(&self) -> usize {
+        self.inner.pending.load(Ordering::SeqCst)
+    }
+
+    /// Waits until every worker has exited (after `stop`).
+    pub async fn wait(&self) {
+        self.inner.tracker.close();
+        self.inner.tracker.wait().await;
     }
 
     /// Authorises, commits and routes one inbound event.
     pub async fn submit(&self, event: InboundEvent) -> Result<Submitted, StoreError> {
+        Ok(self.submit_tracked(event).await?.0)
+    }
+
+    /// Like [`submit`](Self::submit); for an accepted event also returns a
+    /// receiver that fires once it has been processed.
+    pub async fn submit_tracked(
+        &self,
+        event: InboundEvent,
+    ) -> Result<(Submitted, Option<oneshot::Receiver<()>>), StoreError> {
         let inner = &self.inner;
         let rules = AccessRules::for_platform(&inner.config, &event.platform);
         match access::check(&rules, &event, &inner.store).await? {
             Access::Allowed => {}
             Access::Ignored(reason) => {
                 tracing::debug!(platform = %event.platform, user = %event.user_id, reason, "event ignored");
-                return Ok(Submitted::Ignored(reason));
+                return Ok((Submitted::Ignored(reason), None));
             }
             Access::NeedsPairing => {
                 let outcome = access::request_code(&inner.store, &event).await?;
@@ -155,13 +215,32 @@ impl SessionManager {
                     .replier
                     .reply(&event, &access::pairing_message(&outcome))
                     .await;
-                return Ok(Submitted::Pairing);
+                return Ok((Submitted::Pairing, None));
             }
         }
-        let key = session_key(&event, inner.settings.rules);
-        if let Some(handled) = self.command(&key, &event).await? {
-            return Ok(handled);
+        if self.approval_answer(&event).await {
+            return Ok((Submitted::Command, None));
         }
+        let key = session_key(&event, inner.settings.rules);
+        if self.command(&key, &event).await? {
+            return Ok((Submitted::Command, None));
+        }
+        metrics::counter!("switchboard_events_total", "platform" => event.platform.clone())
+            .increment(1);
+
+        let (tx, state) = self.worker(&key);
+        let permit = if self.pending() >= inner.settings.max_pending {
+            None
+        } else {
+            tx.try_reserve_owned().ok()
+        };
+        let Some(permit) = permit else {
+            tracing::warn!(session.key = %key, pending = self.pending(), "busy: event refused");
+            metrics::counter!("switchboard_events_refused_total", "platform" => event.platform.clone())
+                .increment(1);
+            inner.replier.busy(&event, BUSY).await;
+            return Ok((Submitted::Busy, None));
+        };
         let payload = serde_json::to_string(&event).unwrap_or_default();
         let dedupe = format!("{}:{}", event.platform, event.event_id);
         let inserted = inner
@@ -173,284 +252,139 @@ impl SessionManager {
                 payload: &payload,
             })
             .await?;
-        metrics::counter!("switchboard_events_total", "platform" => event.platform.clone())
-            .increment(1);
         let InboxInsert::Inserted(inbox_id) = inserted else {
-            return Ok(Submitted::Duplicate);
+            return Ok((Submitted::Duplicate, None));
         };
-        Ok(self.route(key, Job { inbox_id, event }).await)
+        let was_busy = state.busy() || state.waiting() > 0;
+        if was_busy {
+            match inner.settings.busy {
+                BusyInputMode::Interrupt => {
+                    state.interrupt();
+                }
+                BusyInputMode::Queue => {
+                    if state.should_ack(inner.settings.ack_every) {
+                        inner.replier.notice(&event, QUEUED).await;
+                    }
+                }
+            }
+        }
+        let (done, rx) = oneshot::channel();
+        self.enqueued(&state);
+        permit.send(Job {
+            inbox_id,
+            event,
+            done: Some(done),
+        });
+        Ok((Submitted::Accepted, Some(rx)))
     }
 
     /// Replays inbox events left unprocessed by a previous run, in order.
+    /// Waits for room in each session's mailbox, so run it beside intake.
     pub async fn replay(&self) -> Result<usize, StoreError> {
-        let pending = self.inner.store.inbox_pending(10_000).await?;
+        let pending = self.inner.store.inbox_pending(100_000).await?;
         let count = pending.len();
         for row in pending {
-            match serde_json::from_str::<InboundEvent>(&row.payload) {
-                Ok(event) => {
-                    self.route(
-                        row.session_key,
-                        Job {
-                            inbox_id: row.id,
-                            event,
-                        },
-                    )
-                    .await;
-                }
+            let event = match serde_json::from_str::<InboundEvent>(&row.payload) {
+                Ok(event) => event,
                 Err(err) => {
                     tracing::warn!(inbox.id = row.id, error = %err, "unreadable inbox event skipped");
                     self.inner
                         .store
                         .inbox_mark_processed(row.id, "unreadable")
                         .await?;
+                    continue;
                 }
+            };
+            let (tx, state) = self.worker(&row.session_key);
+            self.enqueued(&state);
+            let job = Job {
+                inbox_id: row.id,
+                event,
+                done: None,
+            };
+            tokio::select! {
+                sent = tx.send(job) => if sent.is_err() {
+                    self.inner.processed();
+                    break;
+                },
+                _ = self.inner.stop.cancelled() => break,
             }
         }
         Ok(count)
     }
 
-    async fn command(
-        &self,
-        key: &str,
-        event: &InboundEvent,
-    ) -> Result<Option<Submitted>, StoreError> {
-        let text = event.text.trim();
-        let Some(word) = text
-            .strip_prefix('/')
-            .and_then(|t| t.split_whitespace().next())
-        else {
-            return Ok(None);
-        };
-        let word = word.split('@').next().unwrap_or(word);
+    fn enqueued(&self, state: &WorkerState) {
+        state.queued();
+        let now = self.inner.pending.fetch_add(1, Ordering::SeqCst) + 1;
+        metrics::gauge!("switchboard_queue_depth").set(now as f64);
+    }
+
+    /// `/approve …`, `/deny …`, `!approve …`, `!deny …`: answered here,
+    /// never queued behind the turn that waits for them.
+    async fn approval_answer(&self, event: &InboundEvent) -> bool {
         let inner = &self.inner;
-        let reply = match word {
-            "help" => HELP.to_string(),
-            "stop" => {
-                let running = self.running_turn(key);
-                match running {
-                    Some(token) => {
-                        token.cancel();
-                        "Stopping the current request.".to_string()
-                    }
-                    None => "Nothing is running.".to_string(),
-                }
-            }
-            "new" | "reset" => {
-                if let Some(token) = self.running_turn(key) {
-                    token.cancel();
-                }
-                self.inner
-                    .workers
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(key);
-                if let Some(session) = inner.store.open_session_by_key(key).await? {
-                    inner
-                        .store
-                        .end_session(&session.id, "reset by user")
-                        .await?;
-                }
-                "Started a new conversation.".to_string()
-            }
-            "status" => {
-                let session = inner.store.open_session_by_key(key).await?;
-                let (busy, waiting) = self.load(key);
-                match session {
-                    Some(s) => format!(
-                        "Session {key}: {} messages stored, {}, {waiting} waiting.",
-                        inner.store.messages(&s.id).await?.len(),
-                        if busy { "working" } else { "idle" }
-                    ),
-                    None => format!("No conversation yet in {key}."),
-                }
-            }
-            _ => return Ok(None),
+        let chat = ChatRef {
+            platform: event.platform.clone(),
+            chat: event.chat_id.clone(),
+            thread: event.thread_id.clone(),
         };
-        inner.replier.reply(event, &reply).await;
-        Ok(Some(Submitted::Command))
-    }
-
-    fn running_turn(&self, key: &str) -> Option<CancellationToken> {
-        let workers = self.inner.workers.lock().unwrap_or_else(|e| e.into_inner());
-        workers
-            .get(key)
-            .and_then(|w| w.running.lock().unwrap_or_else(|e| e.into_inner()).clone())
-    }
-
-    fn load(&self, key: &str) -> (bool, usize) {
-        let workers = self.inner.workers.lock().unwrap_or_else(|e| e.into_inner());
-        workers.get(key).map_or((false, 0), |w| {
-            let busy = w
-                .running
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .is_some();
-            (busy, w.waiting.load(Ordering::SeqCst))
-        })
-    }
-
-    async fn route(&self, key: String, job: Job) -> Submitted {
-        let inner = &self.inner;
-        let (tx, running, waiting) = {
-            let mut workers = inner.workers.lock().unwrap_or_else(|e| e.into_inner());
-            let worker = workers
-                .entry(key.clone())
-                .or_insert_with(|| self.spawn_worker(key.clone()));
-            (
-                worker.tx.clone(),
-                worker.running.clone(),
-                worker.waiting.clone(),
-            )
+        let actor = Actor {
+            platform: event.platform.clone(),
+            user_id: event.user_id.clone(),
+            name: event.user_name.clone(),
         };
-        let busy = running.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        if let Some(token) = &busy
-            && inner.settings.busy == BusyInputMode::Interrupt
+        let answer = match &inner.broker {
+            Some(broker) => broker.resolve_text(&chat, &actor, &event.text).await,
+            None => {
+                let t = event.text.trim_start();
+                let word = t
+                    .strip_prefix('/')
+                    .or_else(|| t.strip_prefix('!'))
+                    .and_then(|w| w.split_whitespace().next())
+                    .map(|w| w.split('@').next().unwrap_or(w));
+                matches!(word, Some("approve" | "deny"))
+                    .then_some(Err(crate::approvals::Refusal::NothingPending))
+            }
+        };
+        let Some(answer) = answer else {
+            return false;
+        };
+        let text = match answer {
+            Ok(decision) => format!("Done: {}.", decision.describe()),
+            Err(refusal) => refusal.to_string(),
+        };
+        inner.replier.reply(event, &text).await;
+        true
+    }
+
+    /// The worker of `key`, started if there is none.
+    fn worker(&self, key: &str) -> (mpsc::Sender<Job>, Arc<WorkerState>) {
+        let mut workers = self.inner.workers();
+        if let Some(w) = workers.get(key)
+            && !w.tx.is_closed()
         {
-            token.cancel();
+            return (w.tx.clone(), w.state.clone());
         }
-        let event = job.event.clone();
-        match tx.try_send(job) {
-            Ok(()) => {
-                waiting.fetch_add(1, Ordering::SeqCst);
-                Submitted::Accepted
-            }
-            Err(_) => {
-                inner
-                    .replier
-                    .reply(&event, "I'm still working on earlier messages; please send this again in a moment.")
-                    .await;
-                Submitted::Busy
-            }
-        }
-    }
-
-    fn spawn_worker(&self, key: String) -> Worker {
         let (tx, rx) = mpsc::channel(self.inner.settings.queue_cap);
-        let running = Arc::new(Mutex::new(None));
-        let waiting = Arc::new(AtomicUsize::new(0));
-        let task = run_worker(self.clone(), key, rx, running.clone(), waiting.clone());
-        self.inner.tracker.spawn(task);
-        Worker {
-            tx,
-            running,
-            waiting,
-        }
+        let state = Arc::new(WorkerState::default());
+        self.inner.tracker.spawn(run_worker(
+            self.inner.clone(),
+            key.to_string(),
+            rx,
+            state.clone(),
+        ));
+        workers.insert(
+            key.to_string(),
+            Worker {
+                tx: tx.clone(),
+                state: state.clone(),
+            },
+        );
+        metrics::gauge!("switchboard_active_sessions").set(workers.len() as f64);
+        (tx, state)
     }
-}
 
-async fn open_conversation(
-    inner: Arc<Inner>,
-    key: String,
-    event: InboundEvent,
-) -> Result<Conversation, String> {
-    let session = inner
-        .store
-        .open_session(&NewSession {
-            key: &key,
-            platform: &event.platform,
-            chat_id: &event.chat_id,
-            thread_id: event.thread_id.as_deref(),
-            user_id: Some(&event.user_id),
-        })
-        .await
-        .map_err(|e| e.to_string())?;
-    let context = SessionContext {
-        platform: event.platform.clone(),
-        chat_type: match event.kind {
-            ChatKind::Dm => "direct message".into(),
-            ChatKind::Group => "group chat".into(),
-        },
-        user_name: Some(event.user_name.clone()),
-        thread: event.thread_id.clone(),
-    };
-    Conversation::open(
-        inner.deps.clone(),
-        session,
-        context,
-        platform_toolsets(&inner.config, &event.platform),
-        inner.approvals.clone(),
-    )
-    .await
-    .map_err(|e| e.to_string())
-}
-
-async fn run_worker(
-    manager: SessionManager,
-    key: String,
-    mut rx: mpsc::Receiver<Job>,
-    running: Arc<Mutex<Option<CancellationToken>>>,
-    waiting: Arc<AtomicUsize>,
-) {
-    let inner = manager.inner.clone();
-    let mut conversation: Option<Conversation> = None;
-    let mut closing = false;
-    loop {
-        let job = tokio::select! {
-            job = rx.recv() => job,
-            _ = tokio::time::sleep(inner.settings.idle_after), if !closing => {
-                // Idle: leave the map first, then finish whatever raced in.
-                let mut workers = inner.workers.lock().unwrap_or_else(|e| e.into_inner());
-                if workers.get(&key).is_some_and(|w| Arc::ptr_eq(&w.running, &running)) {
-                    workers.remove(&key);
-                }
-                drop(workers);
-                rx.close();
-                closing = true;
-                continue;
-            }
-            _ = inner.stop.cancelled() => None,
-        };
-        let Some(job) = job else { break };
-        waiting.fetch_sub(1, Ordering::SeqCst);
-        let _ = inner.store.inbox_record_attempt(job.inbox_id).await;
-        if conversation.is_none() {
-            match open_conversation(inner.clone(), key.clone(), job.event.clone()).await {
-                Ok(c) => conversation = Some(c),
-                Err(err) => {
-                    tracing::error!(session.key = %key, error = %err, "cannot open the session");
-                    inner
-                        .replier
-                        .reply(&job.event, "Sorry, I could not open this conversation.")
-                        .await;
-                    continue;
-                }
-            }
-        }
-        let Some(conv) = conversation.as_mut() else {
-            continue;
-        };
-        let token = inner.stop.child_token();
-        *running.lock().unwrap_or_else(|e| e.into_inner()) = Some(token.clone());
-        let outcome = conv.run_turn(&job.event.text, &token).await;
-        *running.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        let label = match outcome {
-            Ok(out) => {
-                if !out.reply.is_empty() {
-                    inner.replier.reply(&job.event, &out.reply).await;
-                }
-                format!("{:?}", out.stop).to_lowercase()
-            }
-            Err(err) => {
-                tracing::warn!(session.key = %key, error = %err, "turn failed");
-                inner
-                    .replier
-                    .reply(
-                        &job.event,
-                        "Sorry, something went wrong while answering; please try again.",
-                    )
-                    .await;
-                "error".to_string()
-            }
-        };
-        if let Err(err) = inner.store.inbox_mark_processed(job.inbox_id, &label).await {
-            tracing::error!(inbox.id = job.inbox_id, error = %err, "could not mark the event processed");
-        }
-    }
-    let mut workers = inner.workers.lock().unwrap_or_else(|e| e.into_inner());
-    if workers
-        .get(&key)
-        .is_some_and(|w| Arc::ptr_eq(&w.running, &running))
-    {
-        workers.remove(&key);
+    pub(super) fn running_turn(&self, key: &str) -> Option<Arc<WorkerState>> {
+        self.inner.workers().get(key).map(|w| w.state.clone())
     }
 }

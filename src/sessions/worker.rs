@@ -1,0 +1,305 @@
+//! One session's worker: takes its mailbox in order, restores or resets the
+//! conversation, runs the turn with a typing indicator, replies, and marks
+//! the inbox event processed.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::keys::{ChatKind, InboundEvent};
+use super::manager::Inner;
+use super::reset::reset_due;
+use crate::agent::{Conversation, SessionContext};
+use crate::config::Config;
+use crate::store::{NewSession, now_ms};
+use crate::tools::platform_toolsets;
+
+/// One accepted event on its way through a session.
+pub(super) struct Job {
+    pub(super) inbox_id: i64,
+    pub(super) event: InboundEvent,
+    pub(super) done: Option<oneshot::Sender<()>>,
+}
+
+/// What the manager can see of a worker.
+#[derive(Default)]
+pub(super) struct WorkerState {
+    running: Mutex<Option<CancellationToken>>,
+    waiting: AtomicUsize,
+    last_ack: Mutex<Option<Instant>>,
+}
+
+impl WorkerState {
+    pub(super) fn busy(&self) -> bool {
+        self.running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    pub(super) fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::SeqCst)
+    }
+
+    pub(super) fn queued(&self) {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Cancels the running turn, if any; true when there was one.
+    pub(super) fn interrupt(&self) -> bool {
+        let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        running.as_ref().map(|t| t.cancel()).is_some()
+    }
+
+    /// True at most once per `every`: time to say "queued" again.
+    pub(super) fn should_ack(&self, every: Duration) -> bool {
+        let mut last = self.last_ack.lock().unwrap_or_else(|e| e.into_inner());
+        let due = last.is_none_or(|at| at.elapsed() >= every);
+        if due {
+            *last = Some(Instant::now());
+        }
+        due
+    }
+
+    fn start_turn(&self) -> CancellationToken {
+        let token = CancellationToken::new();
+        *self.running.lock().unwrap_or_else(|e| e.into_inner()) = Some(token.clone());
+        token
+    }
+
+    fn end_turn(&self) {
+        *self.running.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+/// The toolsets of `event`'s session: the webhook route's own, or the
+/// platform's.
+fn session_toolsets(config: &Config, event: &InboundEvent) -> (Vec<String>, Vec<String>) {
+    let (default, disabled) = platform_toolsets(config, &event.platform);
+    if event.platform != "webhook" {
+        return (default, disabled);
+    }
+    let route = config
+        .webhook
+        .routes
+        .iter()
+        .find(|r| r.name == event.chat_id);
+    let enabled = route.and_then(|r| r.toolsets.clone()).unwrap_or(default);
+    (enabled, disabled)
+}
+
+async fn open_conversation(
+    inner: &Arc<Inner>,
+    key: &str,
+    event: &InboundEvent,
+) -> Result<Conversation, String> {
+    // Webhook runs have no person behind them: their approvals go to the
+    // configured approver chat, never to whoever wrote the payload.
+    let human = event.platform != "webhook";
+    let session = inner
+        .store
+        .open_session(&NewSession {
+            key,
+            platform: &event.platform,
+            chat_id: &event.chat_id,
+            thread_id: event.thread_id.as_deref(),
+            user_id: human.then_some(event.user_id.as_str()),
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    let context = SessionContext {
+        platform: event.platform.clone(),
+        chat_type: match (event.platform.as_str(), event.kind) {
+            ("webhook", _) => "webhook event".into(),
+            (_, ChatKind::Dm) => "direct message".into(),
+            (_, ChatKind::Group) => "group chat".into(),
+        },
+        user_name: Some(event.user_name.clone()),
+        thread: event.thread_id.clone(),
+    };
+    let mut conversation = Conversation::open(
+        inner.deps.clone(),
+        session,
+        context,
+        session_toolsets(&inner.config, event),
+        inner.approvals.clone(),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    if let Some(clarify) = inner.replier.clarifier(event) {
+        conversation = conversation.with_clarify(clarify);
+    }
+    if let Some(events) = inner.replier.events(event) {
+        conversation = conversation.with_events(events);
+    }
+    Ok(conversation)
+}
+
+/// Ends the session of `key` when its reset policy says so, telling the
+/// user. Returns true when it did.
+async fn apply_reset(
+    inner: &Arc<Inner>,
+    key: &str,
+    event: &InboundEvent,
+    open: Option<(String, i64)>,
+) -> bool {
+    let open = match open {
+        Some(open) => Some(open),
+        None => match inner.store.open_session_by_key(key).await {
+            Ok(s) => s.map(|s| (s.id, s.last_active_at)),
+            Err(err) => {
+                tracing::warn!(session.key = %key, error = %err, "could not read the session");
+                None
+            }
+        },
+    };
+    let Some((id, last_active)) = open else {
+        return false;
+    };
+    let policy = inner.config.sessions.reset_for(&event.platform);
+    let Some(reason) = reset_due(&policy, last_active, now_ms()) else {
+        return false;
+    };
+    match inner.store.end_session(&id, reason.end_reason()).await {
+        Ok(_) => {
+            tracing::info!(session.key = %key, reason = reason.end_reason(), "session reset");
+            inner.replier.notice(event, &reason.notice(&policy)).await;
+            true
+        }
+        Err(err) => {
+            tracing::warn!(session.key = %key, error = %err, "could not reset the session");
+            false
+        }
+    }
+}
+
+pub(super) async fn run_worker(
+    inner: Arc<Inner>,
+    key: String,
+    mut rx: mpsc::Receiver<Job>,
+    state: Arc<WorkerState>,
+) {
+    // The conversation and when it last saw a message.
+    let mut conversation: Option<(Conversation, i64)> = None;
+    let mut closing = false;
+    loop {
+        let job = tokio::select! {
+            biased;
+            _ = inner.stop.cancelled() => None,
+            job = rx.recv() => job,
+            _ = tokio::time::sleep(inner.settings.idle_after), if !closing => {
+                // Idle: leave the map first, then finish whatever raced in.
+                leave(&inner, &key, &state);
+                rx.close();
+                closing = true;
+                continue;
+            }
+        };
+        let Some(job) = job else { break };
+        state.waiting.fetch_sub(1, Ordering::SeqCst);
+        run_job(&inner, &key, &state, &mut conversation, job).await;
+        inner.processed();
+    }
+    leave(&inner, &key, &state);
+}
+
+fn leave(inner: &Inner, key: &str, state: &Arc<WorkerState>) {
+    let mut workers = inner.workers();
+    if workers
+        .get(key)
+        .is_some_and(|w| Arc::ptr_eq(&w.state, state))
+    {
+        workers.remove(key);
+    }
+    metrics::gauge!("switchboard_active_sessions").set(workers.len() as f64);
+}
+
+async fn run_job(
+    inner: &Arc<Inner>,
+    key: &str,
+    state: &WorkerState,
+    conversation: &mut Option<(Conversation, i64)>,
+    job: Job,
+) {
+    let Job {
+        inbox_id,
+        event,
+        done,
+    } = job;
+    let _ = inner.store.inbox_record_attempt(inbox_id).await;
+    let open = conversation
+        .as_ref()
+        .map(|(c, last)| (c.session().id.clone(), *last));
+    if apply_reset(inner, key, &event, open).await {
+        *conversation = None;
+    }
+    if conversation.is_none() {
+        match open_conversation(inner, key, &event).await {
+            Ok(c) => {
+                let last = c.session().last_active_at;
+                *conversation = Some((c, last));
+            }
+            Err(err) => {
+                tracing::error!(session.key = %key, error = %err, "cannot open the session");
+                inner
+                    .replier
+                    .notice(&event, "Sorry, I could not open this conversation.")
+                    .await;
+                finish(inner, inbox_id, "failed", done).await;
+                return;
+            }
+        }
+    }
+    let Some((conv, last_active)) = conversation.as_mut() else {
+        return;
+    };
+    let token = state.start_turn();
+    let turn = conv.run_turn(&event.text, &token);
+    tokio::pin!(turn);
+    let mut refresh = tokio::time::interval(inner.settings.working_every);
+    let outcome = loop {
+        tokio::select! {
+            out = &mut turn => break out,
+            _ = refresh.tick() => {
+                let replier = inner.replier.clone();
+                let event = event.clone();
+                inner.tracker.spawn(async move { replier.working(&event).await });
+            }
+        }
+    };
+    state.end_turn();
+    *last_active = now_ms();
+    inner.replier.finished(&event).await;
+    let label = match outcome {
+        Ok(out) => {
+            if !out.reply.is_empty() {
+                inner.replier.reply(&event, &out.reply).await;
+            }
+            format!("{:?}", out.stop).to_lowercase()
+        }
+        Err(err) => {
+            tracing::warn!(session.key = %key, error = %err, "turn failed");
+            inner
+                .replier
+                .notice(
+                    &event,
+                    "Sorry, something went wrong while answering; please try again.",
+                )
+                .await;
+            "error".to_string()
+        }
+    };
+    finish(inner, inbox_id, &label, done).await;
+}
+
+async fn finish(inner: &Inner, inbox_id: i64, label: &str, done: Option<oneshot::Sender<()>>) {
+    if let Err(err) = inner.store.inbox_mark_processed(inbox_id, label).await {
+        tracing::error!(inbox.id = inbox_id, error = %err, "could not mark the event processed");
+    }
+    if let Some(done) = done {
+        let _ = done.send(());
+    }
+}
