@@ -111,7 +111,10 @@ impl Inner {
 
     /// One fewer event waiting.
     pub(super) fn processed(&self) {
-        let left = self.pending.fetch_sub(1, Ordering::SeqCst).saturating_sub(1);
+        let left = self
+            .pending
+            .fetch_sub(1, Ordering::SeqCst)
+            .saturating_sub(1);
         metrics::gauge!("switchboard_queue_depth").set(left as f64);
     }
 }
@@ -131,8 +134,7 @@ impl std::fmt::Debug for SessionManager {
     }
 }
 
-const BUSY: &str =
-    "I'm still working on earlier messages; please send this again in a moment.";
+const BUSY: &str = "I'm still working on earlier messages; please send this again in a moment.";
 const QUEUED: &str = "Got it — I'll get to this as soon as I finish the current request.";
 
 impl SessionManager {

@@ -60,7 +60,9 @@ impl std::fmt::Debug for Replies {
             .keys()
             .cloned()
             .collect();
-        f.debug_struct("Replies").field("platforms", &names).finish()
+        f.debug_struct("Replies")
+            .field("platforms", &names)
+            .finish()
     }
 }
 
