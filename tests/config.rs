@@ -422,6 +422,7 @@ fn readme_documents_every_key() {
         insecure = false
         events = ["push"]
         prompt = "p"
+        when = { "a.b" = ["c"] }
         toolsets = ["web"]
         [webhook.routes.deliver]
         kind = "chat"
@@ -453,6 +454,8 @@ fn readme_documents_every_key() {
     }
     keys.push("tools.send_message.targets".into());
     keys.push("sessions.reset_by_platform".into());
+    keys.retain(|k| !k.starts_with("webhook.routes.when."));
+    keys.push("webhook.routes.when".into());
     assert!(keys.len() > 60, "found only {} keys", keys.len());
     let readme = std::fs::read_to_string("README.md").unwrap();
     let missing: Vec<&String> = keys

@@ -300,8 +300,8 @@ fn migrate_twice_applies_once() {
         );
         String::from_utf8(out.stdout).unwrap()
     };
-    assert!(run().starts_with("applied 4 migration(s); schema version 4"));
-    assert!(run().starts_with("applied 0 migration(s); schema version 4"));
+    assert!(run().starts_with("applied 5 migration(s); schema version 5"));
+    assert!(run().starts_with("applied 0 migration(s); schema version 5"));
 }
 
 #[test]

@@ -4,5 +4,15 @@
 
 pub mod console;
 pub mod outbound;
+#[cfg(feature = "webhook")]
+pub mod webhook;
 
 pub use outbound::{Outbound, OutboundHub};
+
+/// Adds the compiled-in adapters to `daemon`; each starts only when its
+/// config section enables it.
+pub fn install(daemon: crate::daemon::Daemon) -> crate::daemon::Daemon {
+    #[cfg(feature = "webhook")]
+    let daemon = daemon.routes_with(webhook::router);
+    daemon
+}

@@ -118,6 +118,12 @@ pub trait ApprovalPrompter: Send + Sync {
     async fn show(&self, chat: &ChatRef, prompt: &Prompt) -> Result<String, String>;
     /// Edits the prompt to `outcome` and removes its buttons.
     async fn close(&self, chat: &ChatRef, message_id: &str, outcome: &str) -> Result<(), String>;
+    /// Whether requests of a session without a human, held in `chat`, are
+    /// asked here rather than in `[approvals] route_to` (a webhook route
+    /// that asks on the pull request itself).
+    fn asks_for_humanless(&self, _chat: &ChatRef) -> bool {
+        false
+    }
 }
 
 /// The person acting on a prompt.
@@ -536,7 +542,24 @@ impl Broker {
     }
 
     async fn chat_for(&self, request: &Request) -> Result<ChatRef, String> {
+        let session = self
+            .store
+            .session(&request.session_id)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "unknown session".to_string())?;
+        let own = ChatRef {
+            platform: session.platform,
+            chat: session.chat_id,
+            thread: session.thread_id,
+        };
         if request.requester.is_none() {
+            if self
+                .prompter(&own.platform)
+                .is_some_and(|p| p.asks_for_humanless(&own))
+            {
+                return Ok(own);
+            }
             return self
                 .route_to
                 .as_ref()
@@ -549,17 +572,7 @@ impl Broker {
                     "this session has no human and [approvals] route_to is not set".to_string()
                 });
         }
-        let session = self
-            .store
-            .session(&request.session_id)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| "unknown session".to_string())?;
-        Ok(ChatRef {
-            platform: session.platform,
-            chat: session.chat_id,
-            thread: session.thread_id,
-        })
+        Ok(own)
     }
 
     /// Ends a request nobody answered. `None` when a decision won the race
@@ -625,9 +638,22 @@ impl Broker {
         actor: &Actor,
         reason: Option<String>,
     ) -> Result<Decision, Refusal> {
+        self.decide(id, choice, actor, reason, false).await
+    }
+
+    async fn decide(
+        &self,
+        id: &str,
+        choice: Choice,
+        actor: &Actor,
+        reason: Option<String>,
+        vouched: bool,
+    ) -> Result<Decision, Refusal> {
         let allowed = {
             let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-            pending.get(id).map(|w| self.authorized(w, actor))
+            pending
+                .get(id)
+                .map(|w| vouched || self.authorized(w, actor))
         };
         match allowed {
             None => {
@@ -743,6 +769,28 @@ impl Broker {
         actor: &Actor,
         text: &str,
     ) -> Option<Result<Decision, Refusal>> {
+        self.decide_text(chat, actor, text, false).await
+    }
+
+    /// Like [`resolve_text`](Self::resolve_text) for an actor the caller
+    /// has already authorised (a webhook route's own approver list, checked
+    /// on a signature-verified delivery).
+    pub async fn resolve_text_vouched(
+        &self,
+        chat: &ChatRef,
+        actor: &Actor,
+        text: &str,
+    ) -> Option<Result<Decision, Refusal>> {
+        self.decide_text(chat, actor, text, true).await
+    }
+
+    async fn decide_text(
+        &self,
+        chat: &ChatRef,
+        actor: &Actor,
+        text: &str,
+        vouched: bool,
+    ) -> Option<Result<Decision, Refusal>> {
         let text = text.trim();
         let rest = text.strip_prefix('/').or_else(|| text.strip_prefix('!'))?;
         let mut words = rest.split_whitespace();
@@ -785,6 +833,18 @@ impl Broker {
                 }
             }
         };
-        Some(self.resolve(&id, choice, actor, reason).await)
+        if vouched {
+            // A vouched actor acts only on the requests of their own chat.
+            let here = self
+                .pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&id)
+                .is_some_and(|w| w.chat.platform == chat.platform && w.chat.chat == chat.chat);
+            if !here {
+                return Some(Err(Refusal::Unknown));
+            }
+        }
+        Some(self.decide(&id, choice, actor, reason, vouched).await)
     }
 }

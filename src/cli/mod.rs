@@ -147,7 +147,9 @@ async fn dispatch(
                     tracing::warn!("no gateway.toml here; running on the built-in defaults");
                 }
             }
-            crate::daemon::Daemon::new(config, env).run().await?;
+            crate::adapters::install(crate::daemon::Daemon::new(config, env))
+                .run()
+                .await?;
             Ok(0)
         }
         Command::Check => {

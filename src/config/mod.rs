@@ -14,8 +14,9 @@ mod validate;
 
 pub use load::{ConfigError, ConfigSource, load, load_from_str};
 pub use platforms::{
-    DeliverConfig, DeliverKind, DiscordConfig, McpConfig, McpServerConfig, SignatureScheme,
-    SlackConfig, SlackMode, TelegramConfig, TelegramMode, WebhookConfig, WebhookRoute,
+    DeliverConfig, DeliverKind, DiscordConfig, GroupBy, McpConfig, McpServerConfig,
+    SignatureScheme, SlackConfig, SlackMode, TelegramConfig, TelegramMode, WebhookConfig,
+    WebhookRoute,
 };
 pub use sessions::{ResetMode, ResetPolicy, SessionsConfig};
 pub use tools::{

@@ -178,15 +178,55 @@ pub struct WebhookRoute {
     /// Event filter, `event` or `event.action` (e.g. `pull_request.opened`).
     #[serde(default)]
     pub events: Vec<String>,
+    /// Field conditions on the payload, all of which must hold: a dot path
+    /// and the values it may have, e.g. `"workflow_run.conclusion" =
+    /// ["failure", "timed_out"]`.
+    #[serde(default)]
+    pub when: BTreeMap<String, Vec<String>>,
     /// Prompt template with `{dot.path}` lookups into the payload.
     #[serde(default)]
     pub prompt: Option<String>,
+    /// The bot's login: `issue_comment` events run only when they mention
+    /// `@<bot_login>`, and its own comments are ignored.
+    #[serde(default)]
+    pub bot_login: Option<String>,
+    /// Requests accepted per minute on this route; beyond it 429 with
+    /// Retry-After.
+    #[serde(default = "default_rate_limit")]
+    pub rate_limit_per_minute: u32,
+    /// How events become sessions: `entity` (one conversation per pull
+    /// request or pipeline, default) or `event` (one per delivery).
+    #[serde(default)]
+    pub group_by: GroupBy,
+    /// Ask for approvals on the pull request itself (a comment with the
+    /// approval id), answered by `/approve <id>` or `/deny <id>` comments
+    /// from `approvers`.
+    #[serde(default)]
+    pub approval_comments: bool,
+    /// GitHub logins whose `/approve` and `/deny` comments count.
+    #[serde(default)]
+    pub approvers: Vec<String>,
     /// Toolsets for this route's sessions; unset means `gateway-webhook`.
     #[serde(default)]
     pub toolsets: Option<Vec<String>>,
     /// Where the agent's answer goes.
     #[serde(default)]
     pub deliver: DeliverConfig,
+}
+
+fn default_rate_limit() -> u32 {
+    120
+}
+
+/// How webhook events are grouped into sessions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupBy {
+    /// One session per pull request, issue or pipeline.
+    #[default]
+    Entity,
+    /// One session per delivery.
+    Event,
 }
 
 /// How a webhook request is authenticated.

@@ -447,6 +447,21 @@ impl Validator<'_> {
                     format!("{:?} is reserved by the gateway", route.path),
                 );
             }
+            if route.rate_limit_per_minute == 0 {
+                self.push(key("rate_limit_per_minute"), "must be at least 1");
+            }
+            if route.approval_comments && route.deliver.kind != DeliverKind::GithubComment {
+                self.push(
+                    key("approval_comments"),
+                    "needs deliver.kind = \"github_comment\" (the prompt is a PR comment)",
+                );
+            }
+            if route.approval_comments && route.approvers.is_empty() {
+                self.push(
+                    key("approvers"),
+                    "approval_comments needs at least one GitHub login",
+                );
+            }
             if route.scheme == SignatureScheme::Hmac && route.signature_header.is_none() {
                 self.push(key("signature_header"), "required when scheme = \"hmac\"");
             }

@@ -9,6 +9,7 @@
 
 mod approvals;
 mod audit;
+mod deliveries;
 mod inbox;
 mod memory;
 mod pairing;
@@ -17,6 +18,7 @@ mod turns;
 
 pub use approvals::{AllowEntry, ApprovalRecord, ApprovalStatus, PatternKeys};
 pub use audit::{AuditEvent, AuditRow, ChainCheck, GENESIS, PromptRef};
+pub use deliveries::DeliveryRow;
 pub use inbox::{InboxInsert, InboxRow, NewInboxEvent};
 pub use memory::MemoryNote;
 pub use pairing::{PairedUser, PairingRequest};

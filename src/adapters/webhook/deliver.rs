@@ -1,0 +1,342 @@
+//! Where a webhook run's answer goes: one bot comment per pull request
+//! through the GitHub REST API (created, then updated), a chat on a
+//! connected platform, or the log. Failed deliveries are retried with
+//! backoff and every attempt is recorded.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::adapters::OutboundHub;
+use crate::config::{DeliverKind, Env, WebhookRoute};
+use crate::store::Store;
+
+/// GitHub refuses comments longer than 65 536 characters.
+const COMMENT_CHARS: usize = 65_000;
+const ATTEMPTS: u32 = 4;
+
+/// A pull request or issue named by an entity `github:<owner>/<repo>:pr:<n>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssueRef {
+    /// `owner/repo`.
+    pub repo: String,
+    /// Pull request or issue number.
+    pub number: u64,
+}
+
+impl IssueRef {
+    /// Parses an entity; `None` when it names no PR or issue.
+    pub fn parse(entity: &str) -> Option<Self> {
+        let rest = entity.strip_prefix("github:")?;
+        let (repo, tail) = rest.rsplit_once(':')?;
+        let number = tail.parse().ok()?;
+        let repo = repo
+            .strip_suffix(":pr")
+            .or_else(|| repo.strip_suffix(":issue"))?;
+        let valid = repo.split('/').count() == 2
+            && repo
+                .split('/')
+                .all(|p| !p.is_empty() && p != "." && p != "..")
+            && repo
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c));
+        valid.then(|| Self {
+            repo: repo.to_string(),
+            number,
+        })
+    }
+}
+
+/// Why a delivery attempt failed.
+#[derive(Debug)]
+struct Failure {
+    message: String,
+    retry: bool,
+}
+
+impl Failure {
+    fn fatal(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            retry: false,
+        }
+    }
+
+    fn transient(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            retry: true,
+        }
+    }
+}
+
+/// A GitHub REST client for issue comments.
+#[derive(Clone)]
+pub struct GithubClient {
+    http: reqwest::Client,
+    api: String,
+    token: String,
+}
+
+impl std::fmt::Debug for GithubClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GithubClient")
+            .field("api", &self.api)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GithubClient {
+    /// A client for `api` (`https://api.github.com` or an Enterprise or
+    /// test server) with `token`.
+    pub fn new(http: reqwest::Client, api: &str, token: &str) -> Self {
+        Self {
+            http,
+            api: api.trim_end_matches('/').to_string(),
+            token: token.to_string(),
+        }
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder, body: &Value) -> Result<Value, Failure> {
+        let resp = req
+            .bearer_auth(&self.token)
+            .header("accept", "application/vnd.github+json")
+            .header("x-github-api-version", "2022-11-28")
+            .json(body)
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await
+            .map_err(|e| Failure::transient(format!("GitHub unreachable: {e}")))?;
+        let status = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        if status.is_success() {
+            return Ok(serde_json::from_str(&text).unwrap_or(Value::Null));
+        }
+        let message = format!(
+            "GitHub answered {status}: {}",
+            crate::tools::builtin::clip(&text, 300)
+        );
+        if status.as_u16() == 429 || status.is_server_error() {
+            Err(Failure::transient(message))
+        } else if status.as_u16() == 404 {
+            Err(Failure {
+                message,
+                retry: false,
+            })
+        } else {
+            Err(Failure::fatal(message))
+        }
+    }
+
+    /// Posts a new comment; returns its id.
+    pub async fn create_comment(&self, issue: &IssueRef, body: &str) -> Result<String, String> {
+        self.create(issue, body).await.map_err(|f| f.message)
+    }
+
+    async fn create(&self, issue: &IssueRef, body: &str) -> Result<String, Failure> {
+        let url = format!(
+            "{}/repos/{}/issues/{}/comments",
+            self.api, issue.repo, issue.number
+        );
+        let created = self
+            .send(self.http.post(url), &json!({ "body": body }))
+            .await?;
+        created
+            .get("id")
+            .map(|id| match id {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .ok_or_else(|| Failure::fatal("GitHub's answer has no comment id"))
+    }
+
+    /// Replaces a comment's text.
+    pub async fn update_comment(&self, repo: &str, id: &str, body: &str) -> Result<(), String> {
+        self.update(repo, id, body).await.map_err(|f| f.message)
+    }
+
+    async fn update(&self, repo: &str, id: &str, body: &str) -> Result<(), Failure> {
+        let url = format!("{}/repos/{repo}/issues/comments/{id}", self.api);
+        self.send(self.http.patch(url), &json!({ "body": body }))
+            .await
+            .map(|_| ())
+    }
+}
+
+/// Delivers one route's answers.
+#[derive(Clone)]
+pub struct Deliverer {
+    route: WebhookRoute,
+    store: Store,
+    github: Option<GithubClient>,
+    outbound: Arc<OutboundHub>,
+    backoff: Duration,
+}
+
+impl std::fmt::Debug for Deliverer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deliverer")
+            .field("route", &self.route.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Deliverer {
+    /// The deliverer of `route`.
+    pub fn new(
+        route: &WebhookRoute,
+        env: &Env,
+        store: Store,
+        outbound: Arc<OutboundHub>,
+        http: reqwest::Client,
+    ) -> Self {
+        let github = (route.deliver.kind == DeliverKind::GithubComment).then(|| {
+            let token = env.get(&route.deliver.token_env).unwrap_or_default();
+            GithubClient::new(http, &route.deliver.api_url, token)
+        });
+        Self {
+            route: route.clone(),
+            store,
+            github,
+            outbound,
+            backoff: Duration::from_secs(1),
+        }
+    }
+
+    /// The GitHub client, when this route answers on pull requests.
+    pub fn github(&self) -> Option<&GithubClient> {
+        self.github.as_ref()
+    }
+
+    fn target(&self) -> String {
+        match self.route.deliver.kind {
+            DeliverKind::GithubComment => "github_comment".into(),
+            DeliverKind::Chat => format!(
+                "chat:{}:{}",
+                self.route.deliver.platform.as_deref().unwrap_or("?"),
+                self.route.deliver.chat.as_deref().unwrap_or("?")
+            ),
+            DeliverKind::Log => "log".into(),
+        }
+    }
+
+    /// Delivers `text` about `entity`, retrying transient failures, and
+    /// records the outcome.
+    pub async fn deliver(&self, entity: &str, text: &str) {
+        let record = match self
+            .store
+            .delivery_start(&self.route.name, entity, &self.target())
+            .await
+        {
+            Ok(id) => Some(id),
+            Err(err) => {
+                tracing::warn!(error = %err, "could not record the delivery");
+                None
+            }
+        };
+        let mut wait = self.backoff;
+        for attempt in 1..=ATTEMPTS {
+            let result = self.attempt(entity, text).await;
+            let last = attempt == ATTEMPTS || result.as_ref().is_err_and(|f| !f.retry);
+            if let Some(id) = record {
+                let error = result.as_ref().err().map(|f| f.message.as_str());
+                if let Err(err) = self.store.delivery_attempt(id, error, last).await {
+                    tracing::warn!(error = %err, "could not record the delivery attempt");
+                }
+            }
+            match result {
+                Ok(()) => {
+                    metrics::counter!("switchboard_deliveries_total", "outcome" => "delivered")
+                        .increment(1);
+                    return;
+                }
+                Err(f) if last => {
+                    tracing::error!(route = %self.route.name, entity, error = %f.message, attempts = attempt, "delivery failed");
+                    metrics::counter!("switchboard_deliveries_total", "outcome" => "failed")
+                        .increment(1);
+                    return;
+                }
+                Err(f) => {
+                    tracing::warn!(route = %self.route.name, entity, error = %f.message, attempt, "delivery failed; retrying");
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                }
+            }
+        }
+    }
+
+    async fn attempt(&self, entity: &str, text: &str) -> Result<(), Failure> {
+        match self.route.deliver.kind {
+            DeliverKind::Log => {
+                tracing::info!(route = %self.route.name, entity, answer = %text, "webhook answer");
+                Ok(())
+            }
+            DeliverKind::Chat => {
+                let platform = self.route.deliver.platform.as_deref().unwrap_or_default();
+                let chat = self.route.deliver.chat.as_deref().unwrap_or_default();
+                let sender = self
+                    .outbound
+                    .get(platform)
+                    .ok_or_else(|| Failure::transient(format!("{platform} is not connected")))?;
+                let text = format!("[{}] {entity}\n\n{text}", self.route.name);
+                sender
+                    .send_text(chat, &text)
+                    .await
+                    .map(|_| ())
+                    .map_err(Failure::transient)
+            }
+            DeliverKind::GithubComment => {
+                let github = self
+                    .github
+                    .as_ref()
+                    .ok_or_else(|| Failure::fatal("no GitHub client"))?;
+                let issue = IssueRef::parse(entity).ok_or_else(|| {
+                    Failure::fatal(format!("{entity} names no pull request to comment on"))
+                })?;
+                let body = crate::tools::builtin::clip(text, COMMENT_CHARS);
+                let existing = self
+                    .store
+                    .bot_comment(entity)
+                    .await
+                    .map_err(|e| Failure::transient(e.to_string()))?;
+                if let Some(id) = existing {
+                    match github.update(&issue.repo, &id, &body).await {
+                        Ok(()) => return Ok(()),
+                        // Deleted by someone: post a new one.
+                        Err(f) if f.message.contains("404") => {}
+                        Err(f) => return Err(f),
+                    }
+                }
+                let id = github.create(&issue, &body).await?;
+                self.store
+                    .set_bot_comment(entity, &id)
+                    .await
+                    .map_err(|e| Failure::transient(e.to_string()))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IssueRef;
+
+    #[test]
+    fn entities_name_issues() {
+        assert_eq!(
+            IssueRef::parse("github:octo/hello:pr:12"),
+            Some(IssueRef {
+                repo: "octo/hello".into(),
+                number: 12
+            })
+        );
+        assert_eq!(
+            IssueRef::parse("github:octo/hello:issue:3").map(|i| i.number),
+            Some(3)
+        );
+        assert_eq!(IssueRef::parse("github:octo/hello:run:3"), None);
+        assert_eq!(IssueRef::parse("github:../x:pr:1"), None);
+        assert_eq!(IssueRef::parse("gitlab:a/b:mr:1"), None);
+    }
+}
