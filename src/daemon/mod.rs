@@ -66,6 +66,8 @@ pub struct ComponentContext {
     pub store: Store,
     /// The session manager, broker and hubs.
     pub gateway: Gateway,
+    /// Where the HTTP server listens.
+    pub local_addr: SocketAddr,
 }
 
 type ComponentFn = Box<dyn FnOnce(ComponentContext) -> BoxFuture<'static, ()> + Send>;
@@ -141,9 +143,10 @@ impl Daemon {
         }
 
         let store = Store::open(&config.storage).await?;
+        let schema_version = store.schema_version().await?;
         tracing::info!(
             storage.backend = ?store.kind(),
-            storage.schema_version = store.schema_version().await?,
+            storage.schema_version = schema_version,
             "storage ready"
         );
         let broker = Arc::new(Broker::new(store.clone(), &config.approvals));
@@ -244,6 +247,7 @@ impl Daemon {
                 health: health.clone(),
                 store: store.clone(),
                 gateway: gateway.clone(),
+                local_addr: local,
             };
             let span = tracing::info_span!("component", component = %name);
             tracker.spawn(tracing::Instrument::instrument(run(ctx), span));

@@ -1,0 +1,143 @@
+//! A fake GitHub REST API for issue comments: creates and updates comments
+//! the way api.github.com does, records every request, and can be told to
+//! fail the next requests with a status.
+
+use std::sync::{Arc, Mutex};
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{patch, post};
+use serde_json::{Value, json};
+
+/// A recorded request: method, path, authorization header, JSON body.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: &'static str,
+    pub path: String,
+    pub auth: String,
+    pub body: Value,
+}
+
+#[derive(Clone, Default)]
+struct Shared {
+    seen: Arc<Mutex<Vec<Seen>>>,
+    fail_next: Arc<Mutex<Vec<u16>>>,
+    next_id: Arc<Mutex<u64>>,
+}
+
+/// A running fake.
+pub struct FakeGithub {
+    /// Base URL, used as `deliver.api_url`.
+    pub url: String,
+    shared: Shared,
+}
+
+impl FakeGithub {
+    pub async fn start() -> Self {
+        let shared = Shared::default();
+        *shared.next_id.lock().unwrap() = 9000;
+        let app = Router::new()
+            .route(
+                "/repos/{owner}/{repo}/issues/{number}/comments",
+                post(create),
+            )
+            .route("/repos/{owner}/{repo}/issues/comments/{id}", patch(update))
+            .with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self {
+            url: format!("http://{addr}"),
+            shared,
+        }
+    }
+
+    /// Fails the next requests with these statuses, in order.
+    pub fn fail_next(&self, statuses: &[u16]) {
+        self.shared.fail_next.lock().unwrap().extend(statuses);
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.shared.seen.lock().unwrap().clone()
+    }
+
+    /// Waits until `n` requests arrived.
+    pub async fn wait(&self, n: usize) -> Vec<Seen> {
+        for _ in 0..400 {
+            if self.seen().len() >= n {
+                return self.seen();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        panic!("expected {n} GitHub requests, saw {:?}", self.seen());
+    }
+}
+
+fn record(shared: &Shared, method: &'static str, path: String, headers: &HeaderMap, body: Value) {
+    let auth = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    shared.seen.lock().unwrap().push(Seen {
+        method,
+        path,
+        auth,
+        body,
+    });
+}
+
+fn failure(shared: &Shared) -> Option<Response> {
+    let mut fail = shared.fail_next.lock().unwrap();
+    if fail.is_empty() {
+        return None;
+    }
+    let status = StatusCode::from_u16(fail.remove(0)).unwrap();
+    Some((status, Json(json!({"message": "Server Error"}))).into_response())
+}
+
+async fn create(
+    State(shared): State<Shared>,
+    Path((owner, repo, number)): Path<(String, String, u64)>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    let path = format!("/repos/{owner}/{repo}/issues/{number}/comments");
+    record(&shared, "POST", path, &headers, body.clone());
+    if let Some(f) = failure(&shared) {
+        return f;
+    }
+    let id = {
+        let mut next = shared.next_id.lock().unwrap();
+        *next += 1;
+        *next
+    };
+    (
+        StatusCode::CREATED,
+        Json(json!({
+            "id": id,
+            "node_id": "IC_x",
+            "url": format!("https://api.github.com/repos/{owner}/{repo}/issues/comments/{id}"),
+            "body": body["body"],
+            "user": {"login": "switchboard-bot", "type": "Bot"},
+        })),
+    )
+        .into_response()
+}
+
+async fn update(
+    State(shared): State<Shared>,
+    Path((owner, repo, id)): Path<(String, String, u64)>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    let path = format!("/repos/{owner}/{repo}/issues/comments/{id}");
+    record(&shared, "PATCH", path, &headers, body.clone());
+    if let Some(f) = failure(&shared) {
+        return f;
+    }
+    Json(json!({"id": id, "body": body["body"]})).into_response()
+}
