@@ -561,3 +561,78 @@ async fn standard_webhooks_reject_stale_timestamps() {
     assert_eq!(llm.requests().len(), 1);
     d.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_full_gateway_answers_503_with_retry_after_and_keeps_nothing() {
+    let llm = FakeLlm::start(vec![
+        Reply::Delayed(
+            Duration::from_millis(700),
+            Box::new(Reply::Json(text("first"))),
+        ),
+        Reply::Json(text("second")),
+    ])
+    .await;
+    let gh = FakeGithub::start().await;
+    let d = start(&llm, &gh, |c| c.sessions.max_pending = 1).await;
+    let body = bytes(&fixture("pull_request.opened"));
+    assert_eq!(d.github("pull_request", "b-1", &body).await.status(), 202);
+    let mut other = fixture("pull_request.opened");
+    other["number"] = json!(8);
+    other["pull_request"]["number"] = json!(8);
+    let other = bytes(&other);
+    let busy = d.github("pull_request", "b-2", &other).await;
+    assert_eq!(busy.status(), 503);
+    assert_eq!(busy.headers()["retry-after"], "5");
+    d.wait_processed(1).await;
+    for _ in 0..100 {
+        if d.gateway.sessions.pending() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The sender's retry of the same delivery is taken: nothing was kept.
+    assert_eq!(d.github("pull_request", "b-2", &other).await.status(), 202);
+    d.wait_processed(2).await;
+    d.shutdown().await;
+}
+
+#[tokio::test]
+async fn webhook_test_signs_and_posts_a_payload_to_the_daemon() {
+    let llm = FakeLlm::start(vec![Reply::Json(text("reviewed"))]).await;
+    let gh = FakeGithub::start().await;
+    let d = start(&llm, &gh, |_| {}).await;
+    let config = "[llm]\napi_key_env = \"\"\n[webhook]\nenabled = true\n[[webhook.routes]]\n\
+        name = \"github\"\npath = \"/webhooks/github\"\nscheme = \"github\"\n\
+        secret_env = \"GITHUB_WEBHOOK_SECRET\"\n";
+    std::fs::write(d.dir.path().join("cli.toml"), config).unwrap();
+    let fixture = std::fs::canonicalize("tests/data/github/pull_request.opened.json").unwrap();
+    let run = |secret: &'static str| {
+        let dir = d.dir.path().to_path_buf();
+        let base = d.base.clone();
+        let fixture = fixture.clone();
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+                .env_clear()
+                .env("GITHUB_WEBHOOK_SECRET", secret)
+                .current_dir(&dir)
+                .args(["-c", "cli.toml", "webhook", "test", "github"])
+                .args(["--event", "pull_request", "--url", &base, "--file"])
+                .arg(&fixture)
+                .output()
+                .unwrap()
+        })
+    };
+    let ok = run(SECRET).await.unwrap();
+    let out = String::from_utf8_lossy(&ok.stdout);
+    assert!(
+        ok.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(out.contains("202") && out.contains("accepted"), "{out}");
+    gh.wait(1).await;
+    let bad = run("wrong secret").await.unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stdout).contains("401"));
+    d.shutdown().await;
+}

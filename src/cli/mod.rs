@@ -12,6 +12,8 @@ mod chat;
 mod pairing;
 mod sessions;
 mod tools;
+#[cfg(feature = "webhook")]
+mod webhook;
 
 use crate::config::{self, Config, ConfigError, ConfigSource, Env, LogFormat};
 use crate::store::Store;
@@ -73,6 +75,13 @@ pub enum Command {
         /// What to do.
         #[command(subcommand)]
         command: sessions::SessionsCommand,
+    },
+    /// Send signed sample payloads to a running daemon.
+    #[cfg(feature = "webhook")]
+    Webhook {
+        /// What to do.
+        #[command(subcommand)]
+        command: webhook::WebhookCommand,
     },
     /// List the tools with their toolset and availability.
     Tools {
@@ -167,6 +176,8 @@ async fn dispatch(
         Command::Approvals { command } => approvals::run(&config, command).await,
         Command::Pairing { command } => pairing::run(&config, command).await,
         Command::Sessions { command } => sessions::run(&config, command).await,
+        #[cfg(feature = "webhook")]
+        Command::Webhook { command } => webhook::run(&config, &env, command).await,
         Command::Tools { platform, json } => {
             print!(
                 "{}",

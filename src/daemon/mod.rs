@@ -198,12 +198,19 @@ impl Daemon {
             outbound,
             health: health.clone(),
         };
+        // The snapshot is taken before intake opens: what this run accepts
+        // is never replayed as well.
+        let backlog = sessions.backlog().await?;
+        if !backlog.is_empty() {
+            tracing::info!(
+                inbox.backlog = backlog.len(),
+                "replaying events a previous run left unprocessed"
+            );
+        }
         let replaying = sessions.clone();
         tracker.spawn(async move {
-            match replaying.replay().await {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(inbox.replayed = n, "unprocessed events replayed"),
-                Err(err) => tracing::error!(error = %err, "inbox replay failed"),
+            if let Err(err) = replaying.requeue(backlog).await {
+                tracing::error!(error = %err, "inbox replay failed");
             }
         });
         let draining = root.child_token();

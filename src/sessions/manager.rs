@@ -85,6 +85,22 @@ pub enum Submitted {
     Busy,
 }
 
+/// Inbox events a previous run left unprocessed.
+#[derive(Debug)]
+pub struct Backlog(Vec<crate::store::InboxRow>);
+
+impl Backlog {
+    /// How many events.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 pub(super) struct Worker {
     pub(super) tx: mpsc::Sender<Job>,
     pub(super) state: Arc<WorkerState>,
@@ -281,9 +297,24 @@ impl SessionManager {
     }
 
     /// Replays inbox events left unprocessed by a previous run, in order.
-    /// Waits for room in each session's mailbox, so run it beside intake.
+    /// Call before intake starts, or use [`backlog`](Self::backlog) and
+    /// [`requeue`](Self::requeue) to take the snapshot first and route it
+    /// beside intake.
     pub async fn replay(&self) -> Result<usize, StoreError> {
-        let pending = self.inner.store.inbox_pending(100_000).await?;
+        let backlog = self.backlog().await?;
+        self.requeue(backlog).await
+    }
+
+    /// The events left unprocessed by a previous run. Take it before intake
+    /// starts, so that nothing accepted by this run is replayed as well.
+    pub async fn backlog(&self) -> Result<Backlog, StoreError> {
+        Ok(Backlog(self.inner.store.inbox_pending(100_000).await?))
+    }
+
+    /// Hands a backlog to its sessions, in order, waiting for room in each
+    /// mailbox; run it beside intake.
+    pub async fn requeue(&self, backlog: Backlog) -> Result<usize, StoreError> {
+        let pending = backlog.0;
         let count = pending.len();
         for row in pending {
             let event = match serde_json::from_str::<InboundEvent>(&row.payload) {

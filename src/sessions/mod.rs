@@ -12,6 +12,6 @@ mod worker;
 
 pub use access::{Access, AccessRules, ApproveOutcome, PairingOutcome};
 pub use keys::{ChatKind, InboundEvent, KeyRules, session_key};
-pub use manager::{ManagerSettings, SessionManager, Submitted};
+pub use manager::{Backlog, ManagerSettings, SessionManager, Submitted};
 pub use replier::{Replier, Replies};
 pub use reset::{ResetReason, reset_due};
