@@ -15,6 +15,7 @@ backend_tests!(
     search_finds_words_and_scopes_to_user,
     search_treats_syntax_as_text,
     inbox_dedupes_and_replays_unprocessed_in_order,
+    concurrent_inbox_inserts_share_commits_and_still_dedupe,
     approvals_are_decided_once,
     allowlist_add_list_revoke,
     pairing_approve_and_revoke,
@@ -476,4 +477,44 @@ async fn list_sessions_newest_first(store: Store) {
     assert_eq!(keys, ["telegram:dm:a", "telegram:dm:b"]);
     assert_eq!(store.list_sessions(1).await.unwrap().len(), 1);
     let _ = b;
+}
+
+async fn concurrent_inbox_inserts_share_commits_and_still_dedupe(store: Store) {
+    // 60 concurrent deliveries, every third one a redelivery of an earlier
+    // key: the group commit must answer each caller with its own outcome.
+    let tasks: Vec<_> = (0..60)
+        .map(|n| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let key = format!("github:d-{}", if n % 3 == 2 { n - 1 } else { n });
+                let payload = format!("event {n}");
+                let r = store
+                    .inbox_insert(&NewInboxEvent {
+                        platform: "webhook",
+                        dedupe_key: &key,
+                        session_key: "webhook:r:e",
+                        payload: &payload,
+                    })
+                    .await
+                    .unwrap();
+                (key, r)
+            })
+        })
+        .collect();
+    let mut inserted = std::collections::BTreeMap::new();
+    let mut duplicates = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            (key, InboxInsert::Inserted(id)) => {
+                assert!(inserted.insert(key, id).is_none(), "a key inserted twice");
+            }
+            (_, InboxInsert::Duplicate) => duplicates += 1,
+        }
+    }
+    assert_eq!((inserted.len(), duplicates), (40, 20));
+    let pending = store.inbox_pending(100).await.unwrap();
+    assert_eq!(pending.len(), 40);
+    for row in pending {
+        assert_eq!(inserted.get(&row.dedupe_key), Some(&row.id));
+    }
 }

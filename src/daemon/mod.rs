@@ -260,6 +260,7 @@ impl Daemon {
             tracker.spawn(tracing::Instrument::instrument(run(ctx), span));
         }
         tracker.spawn(metrics_upkeep(root.child_token()));
+        tracker.spawn(storage_upkeep(store.clone(), root.child_token()));
         tracing::info!(http.addr = %local, "listening");
         signals::notify(&[
             NotifyState::Ready,
@@ -305,6 +306,21 @@ async fn metrics_upkeep(stop: CancellationToken) {
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = ticker.tick() => crate::telemetry::metrics().run_upkeep(),
+        }
+    }
+}
+
+/// Keeps SQLite's write-ahead log short off the request path.
+async fn storage_upkeep(store: Store, stop: CancellationToken) {
+    let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = ticker.tick() => {
+                if let Err(err) = store.checkpoint().await {
+                    tracing::debug!(error = %err, "checkpoint skipped");
+                }
+            }
         }
     }
 }

@@ -1,7 +1,15 @@
 //! The durable inbox: inbound events committed before the platform is
 //! acknowledged, deduplicated by platform event id, replayed after a crash.
 
-use super::{Result, Store, now_ms, with_pool};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{Backend, Result, Store, now_ms, with_pool};
+
+const INSERT: &str = "INSERT INTO inbox (platform, dedupe_key, session_key, payload, received_at) \
+     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (dedupe_key) DO NOTHING RETURNING id";
+
+/// Most events committed in one transaction.
+const BATCH: usize = 256;
 
 /// An inbound event to commit.
 #[derive(Debug, Clone)]
@@ -55,16 +63,137 @@ macro_rules! inbox_columns {
     };
 }
 
+/// An event waiting for the group commit.
+pub(super) struct Queued {
+    platform: String,
+    dedupe_key: String,
+    session_key: String,
+    payload: String,
+    received_at: i64,
+    reply: oneshot::Sender<Result<InboxInsert>>,
+}
+
+/// Group commit: concurrent inserts share one transaction, so a burst of
+/// deliveries costs one commit instead of one each (and SQLite writers do
+/// not queue on its single write lock).
+pub(super) type InboxQueue = mpsc::Sender<Queued>;
+
+async fn insert_one(backend: &Backend, q: &Queued) -> Result<InboxInsert> {
+    macro_rules! once {
+        ($pool:expr) => {
+            sqlx::query_scalar(INSERT)
+                .bind(q.platform.as_str())
+                .bind(q.dedupe_key.as_str())
+                .bind(q.session_key.as_str())
+                .bind(q.payload.as_str())
+                .bind(q.received_at)
+                .fetch_optional($pool)
+                .await?
+        };
+    }
+    let id: Option<i64> = match backend {
+        Backend::Sqlite(pool) => once!(pool),
+        Backend::Postgres(pool) => once!(pool),
+    };
+    Ok(id.map_or(InboxInsert::Duplicate, InboxInsert::Inserted))
+}
+
+/// One multi-row statement per batch (one round trip to the database's
+/// worker instead of one per event); rows that hit an existing dedupe key
+/// come back missing and are duplicates, as is a repeat within the batch.
+async fn insert_batch(backend: &Backend, batch: &[Queued]) -> Result<Vec<InboxInsert>> {
+    macro_rules! multi_row {
+        ($db:ty, $pool:expr) => {{
+            let mut qb = sqlx::QueryBuilder::<$db>::new(
+                "INSERT INTO inbox (platform, dedupe_key, session_key, payload, received_at) ",
+            );
+            qb.push_values(batch, |mut row, q| {
+                row.push_bind(q.platform.as_str())
+                    .push_bind(q.dedupe_key.as_str())
+                    .push_bind(q.session_key.as_str())
+                    .push_bind(q.payload.as_str())
+                    .push_bind(q.received_at);
+            });
+            qb.push(" ON CONFLICT (dedupe_key) DO NOTHING RETURNING id, dedupe_key");
+            let rows: Vec<(i64, String)> = qb.build_query_as().fetch_all($pool).await?;
+            rows
+        }};
+    }
+    let rows = match backend {
+        Backend::Sqlite(pool) => multi_row!(sqlx::Sqlite, pool),
+        Backend::Postgres(pool) => multi_row!(sqlx::Postgres, pool),
+    };
+    let mut ids: std::collections::HashMap<String, i64> =
+        rows.into_iter().map(|(id, key)| (key, id)).collect();
+    Ok(batch
+        .iter()
+        .map(|q| {
+            ids.remove(&q.dedupe_key)
+                .map_or(InboxInsert::Duplicate, InboxInsert::Inserted)
+        })
+        .collect())
+}
+
+/// Takes what is queued, commits it together, answers each caller. A
+/// failed batch is retried one event at a time, so one bad event fails
+/// alone. Ends when every store handle is gone.
+pub(super) fn start_group_commit(backend: Backend) -> InboxQueue {
+    let (tx, mut rx) = mpsc::channel::<Queued>(4 * BATCH);
+    tokio::spawn(async move {
+        let mut batch = Vec::with_capacity(BATCH);
+        while rx.recv_many(&mut batch, BATCH).await > 0 {
+            // Let the requests already on their way join this commit.
+            for _ in 0..4 {
+                tokio::task::yield_now().await;
+                while batch.len() < BATCH {
+                    match rx.try_recv() {
+                        Ok(q) => batch.push(q),
+                        Err(_) => break,
+                    }
+                }
+            }
+            match insert_batch(&backend, &batch).await {
+                Ok(results) => {
+                    for (q, r) in batch.drain(..).zip(results) {
+                        let _ = q.reply.send(Ok(r));
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, events = batch.len(), "inbox batch failed; committing one by one");
+                    for q in batch.drain(..) {
+                        let r = insert_one(&backend, &q).await;
+                        let _ = q.reply.send(r);
+                    }
+                }
+            }
+        }
+    });
+    tx
+}
+
 impl Store {
-    /// Commits an event unless one with the same dedupe key exists.
+    /// Commits an event unless one with the same dedupe key exists. Returns
+    /// once it is durable; concurrent calls share a transaction.
     pub async fn inbox_insert(&self, event: &NewInboxEvent<'_>) -> Result<InboxInsert> {
-        let id: Option<i64> = with_pool!(self, pool => sqlx::query_scalar(
-            "INSERT INTO inbox (platform, dedupe_key, session_key, payload, received_at) \
-             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (dedupe_key) DO NOTHING RETURNING id")
-            .bind(event.platform).bind(event.dedupe_key).bind(event.session_key)
-            .bind(event.payload).bind(now_ms())
-            .fetch_optional(pool).await?);
-        Ok(id.map_or(InboxInsert::Duplicate, InboxInsert::Inserted))
+        let queue = self
+            .inbox_queue
+            .get_or_init(|| start_group_commit(self.backend.clone()));
+        let (reply, answer) = oneshot::channel();
+        let queued = Queued {
+            platform: event.platform.to_string(),
+            dedupe_key: event.dedupe_key.to_string(),
+            session_key: event.session_key.to_string(),
+            payload: event.payload.to_string(),
+            received_at: now_ms(),
+            reply,
+        };
+        queue
+            .send(queued)
+            .await
+            .map_err(|_| super::StoreError::Unavailable(sqlx::Error::PoolClosed))?;
+        answer
+            .await
+            .map_err(|_| super::StoreError::Unavailable(sqlx::Error::PoolClosed))?
     }
 
     /// Counts a processing attempt of an event.
