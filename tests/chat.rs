@@ -159,3 +159,43 @@ async fn interactive_chat_asks_before_running_commands() {
             .contains("denied at the terminal")
     );
 }
+
+#[tokio::test]
+async fn chat_goes_through_the_session_manager() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(text("Noted: 42.")),
+        Reply::Json(text("A fresh start.")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = chat_command(dir.path(), &llm);
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = cmd
+            .args(["chat", "--user", "ci"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, "remember 42").unwrap();
+        writeln!(stdin, "/status").unwrap();
+        writeln!(stdin, "/new").unwrap();
+        writeln!(stdin, "what was the number?").unwrap();
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "Noted: 42.");
+    assert!(
+        lines[1].starts_with("Session cli:dm:ci: 2 messages stored"),
+        "{stdout}"
+    );
+    assert_eq!(lines[2], "Started a new conversation.");
+    assert_eq!(lines[3], "A fresh start.");
+    let second = llm.requests()[1]["messages"].to_string();
+    assert!(!second.contains("remember 42"), "/new started over");
+}
