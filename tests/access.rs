@@ -24,6 +24,7 @@ fn event(kind: ChatKind, user: &str) -> InboundEvent {
         roles: vec![],
         text: "hello".into(),
         event_id: "1".into(),
+        message_id: None,
         mentioned: false,
         from_bot: false,
         entity: None,

@@ -145,6 +145,7 @@ fn pairing_cli_lists_approves_and_revokes() {
             roles: vec![],
             text: "hi".into(),
             event_id: "1".into(),
+            message_id: None,
             mentioned: false,
             from_bot: false,
             entity: None,

@@ -152,6 +152,7 @@ fn dm(user: &str, id: &str, text: &str) -> InboundEvent {
         roles: vec![],
         text: text.into(),
         event_id: id.into(),
+        message_id: None,
         mentioned: false,
         from_bot: false,
         entity: None,

@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use common::fake_github::FakeGithub;
 use common::fake_llm::{FakeLlm, Reply, calls, text};
+use common::in_process::InProcess;
 use serde_json::{Value, json};
 use switchboard::adapters::webhook::verify::{github_signature, standard_signature};
 use switchboard::config::{Config, DeliverKind, Env, SignatureScheme, WebhookRoute, load_from_str};
-use switchboard::daemon::{Daemon, Gateway};
-use tokio::sync::oneshot;
+use switchboard::daemon::Gateway;
 
 const SECRET: &str = "It's a Secret to Everybody";
 const STANDARD_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -23,17 +23,13 @@ struct Running {
     base: String,
     gateway: Gateway,
     http: reqwest::Client,
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
+    daemon: InProcess,
     dir: tempfile::TempDir,
 }
 
 impl Running {
-    async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(15), self.task).await;
+    async fn shutdown(self) {
+        self.daemon.shutdown().await;
     }
 
     async fn post(&self, path: &str, headers: &[(&str, String)], body: &[u8]) -> reqwest::Response {
@@ -121,31 +117,12 @@ async fn start(llm: &FakeLlm, gh: &FakeGithub, tweak: impl FnOnce(&mut Config)) 
         ("GITHUB_TOKEN", "ghs_test_token"),
         ("CI_SECRET", STANDARD_SECRET),
     ]);
-    let (ready_tx, ready_rx) = oneshot::channel();
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let daemon = switchboard::adapters::install(Daemon::new(config, env)).component(
-        "probe",
-        move |ctx| async move {
-            let _ = ready_tx.send((ctx.local_addr, ctx.gateway.clone()));
-            ctx.stop.cancelled().await;
-        },
-    );
-    let task = tokio::spawn(async move {
-        daemon
-            .run_until(async move {
-                let _ = stop_rx.await;
-                "test"
-            })
-            .await
-            .unwrap();
-    });
-    let (addr, gateway) = ready_rx.await.unwrap();
+    let daemon = InProcess::start(config, env).await;
     Running {
-        base: format!("http://{addr}"),
-        gateway,
+        base: daemon.base.clone(),
+        gateway: daemon.gateway.clone(),
         http: reqwest::Client::new(),
-        stop: Some(stop_tx),
-        task,
+        daemon,
         dir,
     }
 }

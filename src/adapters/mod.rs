@@ -2,8 +2,11 @@
 //! outbound messages. This module holds what the rest of the daemon sees of
 //! them; each platform lives in its own feature-gated folder.
 
+pub mod chunk;
 pub mod console;
 pub mod outbound;
+#[cfg(feature = "telegram")]
+pub mod telegram;
 #[cfg(feature = "webhook")]
 pub mod webhook;
 
@@ -14,5 +17,7 @@ pub use outbound::{Outbound, OutboundHub};
 pub fn install(daemon: crate::daemon::Daemon) -> crate::daemon::Daemon {
     #[cfg(feature = "webhook")]
     let daemon = daemon.routes_with(webhook::router);
+    #[cfg(feature = "telegram")]
+    let daemon = telegram::install(daemon);
     daemon
 }

@@ -102,6 +102,7 @@ async fn send(manager: &SessionManager, user: &str, text: &str) -> anyhow::Resul
         roles: Vec::new(),
         text: text.into(),
         event_id: new_id(),
+        message_id: None,
         mentioned: true,
         from_bot: false,
         entity: None,

@@ -38,6 +38,9 @@ pub struct InboundEvent {
     pub text: String,
     /// The platform's id for this event, for deduplication.
     pub event_id: String,
+    /// The platform's id of the message, for replying to it.
+    #[serde(default)]
+    pub message_id: Option<String>,
     /// Whether the bot was mentioned or replied to.
     #[serde(default)]
     pub mentioned: bool,
@@ -129,6 +132,7 @@ mod tests {
             roles: vec![],
             text: "hi".into(),
             event_id: "1".into(),
+            message_id: None,
             mentioned: true,
             from_bot: false,
             entity: None,

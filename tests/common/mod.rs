@@ -5,6 +5,8 @@
 pub mod agent_harness;
 pub mod fake_github;
 pub mod fake_llm;
+pub mod fake_telegram;
+pub mod in_process;
 
 use switchboard::config::StorageConfig;
 use switchboard::store::Store;

@@ -170,6 +170,7 @@ async fn receive(
                 roles: Vec::new(),
                 text: prompt,
                 event_id: format!("{}:{delivery}", route.name),
+                message_id: None,
                 mentioned: true,
                 from_bot: false,
                 entity: Some(entity),

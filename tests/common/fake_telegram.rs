@@ -1,0 +1,287 @@
+//! A fake Telegram Bot API: `POST /bot<token>/<method>` with JSON bodies and
+//! `{"ok": …}` envelopes as api.telegram.org answers them, file downloads
+//! under `/file/bot<token>/<path>`, a queue of updates for getUpdates, and
+//! scripted failures (5xx, 429 with `retry_after`, "can't parse entities").
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+pub const BOT_ID: i64 = 999;
+pub const BOT_USERNAME: &str = "switchboard_bot";
+
+/// One recorded call.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub method: String,
+    pub body: Value,
+    pub at: Instant,
+}
+
+#[derive(Default)]
+struct Inner {
+    updates: Vec<Value>,
+    calls: Vec<Call>,
+    poll_failures: VecDeque<(u16, Value)>,
+    reject_markdown: usize,
+    next_message: i64,
+}
+
+#[derive(Clone, Default)]
+struct Shared(Arc<Mutex<Inner>>);
+
+/// A running fake.
+pub struct FakeTelegram {
+    /// Base URL, used as `telegram.api_url`.
+    pub url: String,
+    shared: Shared,
+}
+
+fn user(id: i64, name: &str) -> Value {
+    json!({"id": id, "is_bot": false, "first_name": name})
+}
+
+fn chat(id: i64) -> Value {
+    if id < 0 {
+        json!({"id": id, "type": "supergroup", "title": "Team", "is_forum": true})
+    } else {
+        json!({"id": id, "type": "private", "first_name": "Ann"})
+    }
+}
+
+impl FakeTelegram {
+    pub async fn start() -> Self {
+        let shared = Shared::default();
+        shared.0.lock().unwrap().next_message = 500;
+        let app = Router::new()
+            .route("/{bot}/{method}", post(method))
+            .route("/file/{bot}/{*path}", get(file))
+            .with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self {
+            url: format!("http://{addr}"),
+            shared,
+        }
+    }
+
+    /// Queues an update (the next update_id).
+    pub fn push(&self, update: Value) -> i64 {
+        let mut inner = self.shared.0.lock().unwrap();
+        let id = 1 + inner.updates.len() as i64;
+        let mut update = update;
+        update["update_id"] = json!(id);
+        inner.updates.push(update);
+        id
+    }
+
+    /// A text message update.
+    pub fn message(chat_id: i64, from: i64, name: &str, message_id: i64, text: &str) -> Value {
+        json!({"message": {
+            "message_id": message_id, "date": 1_764_000_000,
+            "chat": chat(chat_id), "from": user(from, name), "text": text,
+        }})
+    }
+
+    /// A button press on `message` (a message the bot sent).
+    pub fn press(from: i64, name: &str, message: &Value, data: &str) -> Value {
+        json!({"callback_query": {
+            "id": format!("cq-{from}-{data}"), "from": user(from, name),
+            "chat_instance": "42", "data": data, "message": message,
+        }})
+    }
+
+    /// Makes the next getUpdates calls fail with these answers.
+    pub fn fail_polls(&self, failures: Vec<(u16, Value)>) {
+        self.shared.0.lock().unwrap().poll_failures.extend(failures);
+    }
+
+    /// Refuses the next `n` MarkdownV2 messages as Telegram does when it
+    /// cannot parse them.
+    pub fn reject_markdown(&self, n: usize) {
+        self.shared.0.lock().unwrap().reject_markdown = n;
+    }
+
+    pub fn calls(&self, method: &str) -> Vec<Call> {
+        self.shared
+            .0
+            .lock()
+            .unwrap()
+            .calls
+            .iter()
+            .filter(|c| c.method == method)
+            .cloned()
+            .collect()
+    }
+
+    /// Waits until `n` calls of `method` arrived.
+    pub async fn wait(&self, method: &str, n: usize) -> Vec<Call> {
+        for _ in 0..600 {
+            let calls = self.calls(method);
+            if calls.len() >= n {
+                return calls;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("expected {n} {method} calls, saw {:?}", self.calls(method));
+    }
+}
+
+fn ok(result: Value) -> Response {
+    Json(json!({"ok": true, "result": result})).into_response()
+}
+
+fn sent_message(inner: &mut Inner, body: &Value) -> Value {
+    inner.next_message += 1;
+    let chat_id = body["chat_id"].as_i64().unwrap_or_default();
+    let mut msg = json!({
+        "message_id": inner.next_message, "date": 1_764_000_000,
+        "chat": chat(chat_id),
+        "from": {"id": BOT_ID, "is_bot": true, "first_name": "Switchboard", "username": BOT_USERNAME},
+        "text": body["text"],
+    });
+    if let Some(markup) = body.get("reply_markup") {
+        msg["reply_markup"] = markup.clone();
+    }
+    msg
+}
+
+/// The parameters of a call, sent as JSON or (setWebhook, uploads) as
+/// multipart/form-data, as one JSON object.
+async fn params(request: axum::extract::Request) -> Value {
+    use axum::extract::FromRequest;
+    let multipart = request
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("multipart/form-data"));
+    if !multipart {
+        let bytes = axum::body::to_bytes(request.into_body(), 1 << 20)
+            .await
+            .unwrap_or_default();
+        return serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    }
+    let mut form = axum::extract::Multipart::from_request(request, &())
+        .await
+        .unwrap();
+    let mut out = serde_json::Map::new();
+    while let Some(field) = form.next_field().await.unwrap() {
+        let name = field.name().unwrap_or_default().to_string();
+        let text = field.text().await.unwrap_or_default();
+        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        out.insert(name, value);
+    }
+    Value::Object(out)
+}
+
+async fn method(
+    State(shared): State<Shared>,
+    Path((bot, method)): Path<(String, String)>,
+    request: axum::extract::Request,
+) -> Response {
+    assert!(bot.starts_with("bot"), "token path {bot}");
+    let body = params(request).await;
+    // Bot API method names are case-insensitive (teloxide sends `GetMe`);
+    // calls are recorded under the documented spelling.
+    let method = [
+        "getMe",
+        "getUpdates",
+        "sendMessage",
+        "editMessageText",
+        "getFile",
+        "answerCallbackQuery",
+        "sendChatAction",
+        "setMyCommands",
+        "setWebhook",
+        "deleteWebhook",
+    ]
+    .into_iter()
+    .find(|m| m.eq_ignore_ascii_case(&method))
+    .map_or(method, str::to_string);
+    if method == "getUpdates" {
+        return get_updates(shared, body).await;
+    }
+    let mut inner = shared.0.lock().unwrap();
+    inner.calls.push(Call {
+        method: method.clone(),
+        body: body.clone(),
+        at: Instant::now(),
+    });
+    match method.as_str() {
+        "getMe" => ok(json!({
+            "id": BOT_ID, "is_bot": true, "first_name": "Switchboard", "username": BOT_USERNAME,
+            "can_join_groups": true, "can_read_all_group_messages": false,
+            "supports_inline_queries": false, "can_connect_to_business": false,
+            "has_main_web_app": false,
+        })),
+        "sendMessage" => {
+            if body["parse_mode"] == "MarkdownV2" && inner.reject_markdown > 0 {
+                inner.reject_markdown -= 1;
+                return (
+                    StatusCode::BAD_REQUEST,
+                    Json(json!({"ok": false, "error_code": 400,
+                        "description": "Bad Request: can't parse entities: Character '.' is reserved and must be escaped with the preceding '\\'"})),
+                )
+                    .into_response();
+            }
+            let msg = sent_message(&mut inner, &body);
+            ok(msg)
+        }
+        "editMessageText" => {
+            let mut msg = sent_message(&mut inner, &body);
+            msg["message_id"] = body["message_id"].clone();
+            ok(msg)
+        }
+        "getFile" => ok(json!({
+            "file_id": body["file_id"], "file_unique_id": "AgADuniq", "file_size": 4,
+            "file_path": "photos/file_1.jpg",
+        })),
+        _ => ok(json!(true)),
+    }
+}
+
+async fn get_updates(shared: Shared, body: Value) -> Response {
+    let offset = body["offset"].as_i64().unwrap_or(0);
+    {
+        let mut inner = shared.0.lock().unwrap();
+        inner.calls.push(Call {
+            method: "getUpdates".into(),
+            body: body.clone(),
+            at: Instant::now(),
+        });
+        if let Some((status, answer)) = inner.poll_failures.pop_front() {
+            return (StatusCode::from_u16(status).unwrap(), Json(answer)).into_response();
+        }
+    }
+    // A short long-poll: answer as soon as something is queued.
+    for _ in 0..10 {
+        let pending: Vec<Value> = shared
+            .0
+            .lock()
+            .unwrap()
+            .updates
+            .iter()
+            .filter(|u| u["update_id"].as_i64().unwrap_or(0) >= offset)
+            .cloned()
+            .collect();
+        if !pending.is_empty() {
+            return ok(Value::Array(pending));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    ok(json!([]))
+}
+
+async fn file(Path((_bot, path)): Path<(String, String)>) -> Response {
+    assert_eq!(path, "photos/file_1.jpg");
+    (StatusCode::OK, vec![0xff, 0xd8, 0xff, 0xd9]).into_response()
+}
