@@ -238,6 +238,10 @@ impl Telegram {
 
     /// A free-text answer to a pending clarify question from this chat.
     fn answer_question(&self, event: &InboundEvent) -> bool {
+        // Commands (/stop above all) keep working while a question waits.
+        if event.text.starts_with('/') {
+            return false;
+        }
         let mut questions = self.questions.lock().unwrap_or_else(|e| e.into_inner());
         let id = questions
             .iter()
