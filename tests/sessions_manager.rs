@@ -559,3 +559,36 @@ async fn approve_and_deny_reach_the_waiting_turn_past_the_queue() {
         "Nothing is waiting for approval here."
     );
 }
+
+#[tokio::test]
+async fn a_session_woken_after_its_worker_left_restores_its_history() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(text("noted 42")),
+        Reply::Json(text("it was 42")),
+    ])
+    .await;
+    let s = setup_with(
+        &llm,
+        |c| c.sessions.reset.mode = ResetMode::None,
+        |t| t.idle_after = Duration::from_millis(50),
+    )
+    .await;
+    s.manager
+        .submit(dm("1", "w1", "remember 42"))
+        .await
+        .unwrap();
+    s.adapter.wait(1).await;
+    while s.manager.active_sessions() > 0 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    s.manager
+        .submit(dm("1", "w2", "what was it?"))
+        .await
+        .unwrap();
+    assert_eq!(s.adapter.wait(2).await[1].1, "it was 42");
+    let second = llm.requests()[1]["messages"].to_string();
+    assert!(
+        second.contains("remember 42") && second.contains("noted 42"),
+        "{second}"
+    );
+}
