@@ -112,7 +112,7 @@ pub(super) struct Inner {
     pub(super) config: Config,
     pub(super) replier: Arc<dyn Replier>,
     pub(super) approvals: Arc<dyn ApprovalHook>,
-    pub(super) broker: Option<Arc<Broker>>,
+    pub(super) broker: std::sync::OnceLock<Arc<Broker>>,
     pub(super) settings: ManagerSettings,
     pub(super) workers: Mutex<HashMap<String, Worker>>,
     pub(super) pending: AtomicUsize,
@@ -173,7 +173,7 @@ impl SessionManager {
                 config,
                 replier,
                 approvals,
-                broker: None,
+                broker: std::sync::OnceLock::new(),
                 settings,
                 workers: Mutex::new(HashMap::new()),
                 pending: AtomicUsize::new(0),
@@ -183,12 +183,10 @@ impl SessionManager {
         }
     }
 
-    /// Routes `/approve` and `/deny` (and `!approve`, `!deny`) to `broker`.
-    /// Call before the manager is shared.
-    pub fn with_broker(mut self, broker: Arc<Broker>) -> Self {
-        if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.broker = Some(broker);
-        }
+    /// Routes `/approve` and `/deny` (and `!approve`, `!deny`) to `broker`
+    /// (the first broker given stays).
+    pub fn with_broker(self, broker: Arc<Broker>) -> Self {
+        let _ = self.inner.broker.set(broker);
         self
     }
 
@@ -366,7 +364,7 @@ impl SessionManager {
             user_id: event.user_id.clone(),
             name: event.user_name.clone(),
         };
-        let answer = match &inner.broker {
+        let answer = match inner.broker.get() {
             Some(broker) => broker.resolve_text(&chat, &actor, &event.text).await,
             None => {
                 let t = event.text.trim_start();
