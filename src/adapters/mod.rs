@@ -5,6 +5,9 @@
 pub mod chunk;
 pub mod console;
 pub mod outbound;
+pub mod signing;
+#[cfg(feature = "slack")]
+pub mod slack;
 #[cfg(feature = "telegram")]
 pub mod telegram;
 #[cfg(feature = "webhook")]
@@ -19,5 +22,7 @@ pub fn install(daemon: crate::daemon::Daemon) -> crate::daemon::Daemon {
     let daemon = daemon.routes_with(webhook::router);
     #[cfg(feature = "telegram")]
     let daemon = telegram::install(daemon);
+    #[cfg(feature = "slack")]
+    let daemon = slack::install(daemon);
     daemon
 }

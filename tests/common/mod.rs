@@ -5,6 +5,7 @@
 pub mod agent_harness;
 pub mod fake_github;
 pub mod fake_llm;
+pub mod fake_slack;
 pub mod fake_telegram;
 pub mod in_process;
 

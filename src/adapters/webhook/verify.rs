@@ -7,31 +7,13 @@
 use axum::http::HeaderMap;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use hmac::Mac;
 use subtle::ConstantTimeEq;
 
 use crate::config::SignatureScheme;
 
-/// Accepted distance between a Standard Webhooks timestamp and now.
-pub const TOLERANCE_SECS: i64 = 300;
-
-/// Why a request was not authenticated.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum VerifyError {
-    /// A required header is absent.
-    #[error("missing {0} header")]
-    Missing(&'static str),
-    /// The header is not in the scheme's format.
-    #[error("malformed {0} header")]
-    Malformed(&'static str),
-    /// The signature or token does not match.
-    #[error("signature mismatch")]
-    Mismatch,
-    /// The Standard Webhooks timestamp is outside the 5-minute window.
-    #[error("timestamp outside the 5-minute window")]
-    Stale,
-}
+use crate::adapters::signing::mac;
+pub use crate::adapters::signing::{TOLERANCE_SECS, VerifyError, hex_hmac};
 
 /// How a route checks its requests.
 #[derive(Clone)]
@@ -53,11 +35,6 @@ impl std::fmt::Debug for Verifier {
 fn header<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<&'a str, VerifyError> {
     let value = headers.get(name).ok_or(VerifyError::Missing(name))?;
     value.to_str().map_err(|_| VerifyError::Malformed(name))
-}
-
-fn mac(key: &[u8]) -> Hmac<Sha256> {
-    // HMAC takes keys of any length.
-    Hmac::<Sha256>::new_from_slice(key).unwrap_or_else(|_| unreachable!())
 }
 
 impl Verifier {
@@ -162,13 +139,6 @@ fn check_hex_hmac(
 /// `sha256=<hex>` of `body` under `secret`, as GitHub sends it.
 pub fn github_signature(secret: &str, body: &[u8]) -> String {
     format!("sha256={}", hex_hmac(secret.as_bytes(), body))
-}
-
-/// Hex HMAC-SHA256 of `body` under `key`.
-pub fn hex_hmac(key: &[u8], body: &[u8]) -> String {
-    let mut m = mac(key);
-    m.update(body);
-    hex::encode(m.finalize().into_bytes())
 }
 
 /// The Standard Webhooks `webhook-signature` value for a message.

@@ -1,0 +1,550 @@
+//! The Slack adapter: the HTTP Events API (`POST /slack/events`, v0
+//! signatures, `url_verification` answered) and the interactivity endpoint
+//! (`POST /slack/interactivity`, Block Kit button presses), with the Web
+//! API through slack-morphism: replies in thread as mrkdwn section blocks
+//! (3000 characters a block, 39 000 a message), an hourglass reaction while
+//! a turn runs, approvals as Block Kit buttons updated with `chat.update`.
+
+pub mod format;
+pub mod verify;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+use slack_morphism::prelude::*;
+
+use super::chunk::{self, chars};
+use crate::adapters::Outbound;
+use crate::approvals::{Actor, ApprovalPrompter, ChatRef, Choice, Prompt};
+use crate::config::SlackMode;
+use crate::daemon::{ComponentContext, Daemon, Gateway};
+use crate::http::AppState;
+use crate::sessions::{ChatKind, InboundEvent, Replier};
+
+/// Characters in one section block's text.
+const BLOCK_CHARS: usize = 3000;
+/// Characters in one message.
+const MESSAGE_CHARS: usize = 39_000;
+/// The reaction shown while a turn runs.
+const WORKING: &str = "hourglass_flowing_sand";
+
+/// Adds the Slack component and its Events API routes to `daemon`.
+pub fn install(daemon: Daemon) -> Daemon {
+    let slot: Slot = Arc::default();
+    let route_slot = slot.clone();
+    daemon
+        .routes_with(move |gw| event_routes(gw, route_slot))
+        .component("slack", move |ctx| run(ctx, slot))
+}
+
+type Slot = Arc<std::sync::OnceLock<Arc<Slack>>>;
+
+/// The running adapter.
+pub struct Slack {
+    client: SlackHyperClient,
+    token: SlackApiToken,
+    bot_user: String,
+    gateway: Gateway,
+    rules: crate::sessions::KeyRules,
+    reacted: Mutex<HashSet<(String, String)>>,
+}
+
+impl std::fmt::Debug for Slack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slack")
+            .field("bot_user", &self.bot_user)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Section blocks of at most [`BLOCK_CHARS`] each, for one message.
+fn section_blocks(text: &str) -> Vec<Value> {
+    chunk::split(text, BLOCK_CHARS, chars)
+        .into_iter()
+        .map(|part| {
+            // Inner markers would read oddly; the split is invisible in Slack.
+            let part = part
+                .rsplit_once("\n(")
+                .filter(|(_, m)| m.ends_with(')') && m.contains('/'))
+                .map_or(part.clone(), |(head, _)| head.to_string());
+            json!({"type": "section", "text": {"type": "mrkdwn", "text": part}})
+        })
+        .collect()
+}
+
+fn blocks(values: Vec<Value>) -> Vec<SlackBlock> {
+    values
+        .into_iter()
+        .filter_map(|v| serde_json::from_value(v).ok())
+        .collect()
+}
+
+fn content(text: &str, block_values: Vec<Value>) -> SlackMessageContent {
+    SlackMessageContent::new()
+        .with_text(crate::tools::builtin::clip(text, BLOCK_CHARS))
+        .with_blocks(blocks(block_values))
+}
+
+/// `!approve …` / `!deny …`: addressed to the bot by its form (slash
+/// commands do not work in threads).
+fn is_approval_answer(text: &str) -> bool {
+    let t = text.trim_start();
+    t.starts_with("!approve") || t.starts_with("!deny")
+}
+
+impl Slack {
+    /// Posts `text` (Markdown) to `channel`, in `thread` if given, split
+    /// into messages and blocks; returns the last message's ts.
+    async fn post(
+        &self,
+        channel: &str,
+        thread: Option<&str>,
+        text: &str,
+    ) -> Result<String, String> {
+        let session = self.client.open_session(&self.token);
+        let rendered = format::mrkdwn(text);
+        let mut last = String::new();
+        for message in chunk::split(&rendered, MESSAGE_CHARS, chars) {
+            let mut req = SlackApiChatPostMessageRequest::new(
+                channel.into(),
+                content(&message, section_blocks(&message)),
+            );
+            if let Some(ts) = thread {
+                req = req.with_thread_ts(ts.into());
+            }
+            let resp = session
+                .chat_post_message(&req)
+                .await
+                .map_err(|e| e.to_string())?;
+            last = resp.ts.to_string();
+        }
+        Ok(last)
+    }
+
+    /// The inbound event of an Events API `event`, if it is a message for
+    /// the bot to consider.
+    fn message_event(&self, event: &Value) -> Option<InboundEvent> {
+        let kind = event["type"].as_str()?;
+        if kind != "message" && kind != "app_mention" {
+            return None;
+        }
+        // Edits, joins, deletions and the like are not messages to answer.
+        if let Some(sub) = event["subtype"].as_str()
+            && sub != "file_share"
+            && sub != "thread_broadcast"
+        {
+            return None;
+        }
+        let user = event["user"].as_str()?;
+        let channel = event["channel"].as_str()?;
+        let ts = event["ts"].as_str()?;
+        let raw = event["text"].as_str().unwrap_or_default();
+        let mention = format!("<@{}>", self.bot_user);
+        let text = raw.replace(&mention, "").trim().to_string();
+        let dm = event["channel_type"].as_str() == Some("im");
+        let from_bot = event.get("bot_id").is_some_and(|b| !b.is_null()) || user == self.bot_user;
+        let answers_approval = is_approval_answer(&text);
+        // In channels the conversation lives in the thread of the message
+        // that started it.
+        let thread = event["thread_ts"]
+            .as_str()
+            .map(str::to_string)
+            .or_else(|| (!dm).then(|| ts.to_string()));
+        Some(InboundEvent {
+            platform: "slack".into(),
+            kind: if dm { ChatKind::Dm } else { ChatKind::Group },
+            chat_id: channel.into(),
+            thread_id: thread,
+            user_id: user.into(),
+            user_name: user.into(),
+            roles: Vec::new(),
+            text,
+            // `message` and `app_mention` both arrive for a mention, and
+            // Slack retries: the message itself is the identity.
+            event_id: format!("{channel}:{ts}"),
+            message_id: Some(ts.into()),
+            mentioned: dm || kind == "app_mention" || raw.contains(&mention) || answers_approval,
+            from_bot,
+            entity: None,
+        })
+    }
+
+    async fn block_action(&self, payload: Value) {
+        let user = payload["user"]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let name = payload["user"]["username"]
+            .as_str()
+            .or_else(|| payload["user"]["name"].as_str())
+            .unwrap_or(&user)
+            .to_string();
+        let channel = payload["channel"]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let thread = payload["message"]["thread_ts"].as_str().map(str::to_string);
+        for action in payload["actions"].as_array().into_iter().flatten() {
+            let value = action["value"].as_str().unwrap_or_default();
+            let Some((id, choice)) = Choice::parse_button(value) else {
+                continue;
+            };
+            let actor = Actor {
+                platform: "slack".into(),
+                user_id: user.clone(),
+                name: name.clone(),
+            };
+            if let Err(refusal) = self.gateway.broker.resolve(&id, choice, &actor, None).await {
+                self.ephemeral(&channel, thread.as_deref(), &user, &refusal.to_string())
+                    .await;
+            }
+        }
+    }
+
+    async fn ephemeral(&self, channel: &str, thread: Option<&str>, user: &str, text: &str) {
+        let session = self.client.open_session(&self.token);
+        let mut req = SlackApiChatPostEphemeralRequest::new(
+            channel.into(),
+            user.into(),
+            SlackMessageContent::new().with_text(text.into()),
+        );
+        if let Some(ts) = thread {
+            req = req.with_thread_ts(ts.into());
+        }
+        if let Err(err) = session.chat_post_ephemeral(&req).await {
+            tracing::warn!(error = %err, "chat.postEphemeral failed");
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Replier for Slack {
+    async fn reply(&self, event: &InboundEvent, text: &str) {
+        if let Err(err) = self
+            .post(&event.chat_id, event.thread_id.as_deref(), text)
+            .await
+        {
+            tracing::warn!(channel = %event.chat_id, error = %err, "slack reply failed");
+        }
+    }
+
+    async fn working(&self, event: &InboundEvent) {
+        let Some(ts) = event.message_id.clone() else {
+            return;
+        };
+        let key = (event.chat_id.clone(), ts.clone());
+        if !self
+            .reacted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key)
+        {
+            return;
+        }
+        let session = self.client.open_session(&self.token);
+        let req = SlackApiReactionsAddRequest::new(
+            event.chat_id.clone().into(),
+            SlackReactionName(WORKING.into()),
+            ts.into(),
+        );
+        if let Err(err) = session.reactions_add(&req).await {
+            tracing::debug!(error = %err, "reactions.add failed");
+        }
+    }
+
+    async fn finished(&self, event: &InboundEvent) {
+        let Some(ts) = event.message_id.clone() else {
+            return;
+        };
+        let key = (event.chat_id.clone(), ts.clone());
+        if !self
+            .reacted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key)
+        {
+            return;
+        }
+        let session = self.client.open_session(&self.token);
+        let req = SlackApiReactionsRemoveRequest::new(SlackReactionName(WORKING.into()))
+            .with_channel(event.chat_id.clone().into())
+            .with_timestamp(ts.into());
+        if let Err(err) = session.reactions_remove(&req).await {
+            tracing::debug!(error = %err, "reactions.remove failed");
+        }
+    }
+}
+
+/// A code block that the command cannot break out of.
+fn code(text: &str) -> String {
+    format!("```{}```", text.replace("```", "ˋˋˋ"))
+}
+
+#[async_trait::async_trait]
+impl ApprovalPrompter for Slack {
+    async fn show(&self, chat: &ChatRef, prompt: &Prompt) -> Result<String, String> {
+        let mut escaped = String::new();
+        for c in prompt.command.chars() {
+            match c {
+                '&' => escaped.push_str("&amp;"),
+                '<' => escaped.push_str("&lt;"),
+                '>' => escaped.push_str("&gt;"),
+                c => escaped.push(c),
+            }
+        }
+        let text = format!(
+            ":warning: *Approval needed*\n{}\nReason: {}",
+            code(&crate::tools::builtin::clip(&escaped, 2500)),
+            prompt.reasons.join("; ")
+        );
+        let buttons: Vec<Value> = Choice::ALL
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut b = json!({
+                    "type": "button",
+                    "action_id": format!("switchboard_approval_{i}"),
+                    "text": {"type": "plain_text", "text": c.label()},
+                    "value": c.button_data(&prompt.approval_id),
+                });
+                match c {
+                    Choice::Once => b["style"] = json!("primary"),
+                    Choice::Deny => b["style"] = json!("danger"),
+                    _ => {}
+                }
+                b
+            })
+            .collect();
+        let values = vec![
+            json!({"type": "section", "text": {"type": "mrkdwn", "text": text}}),
+            json!({"type": "actions", "block_id": "switchboard_approval", "elements": buttons}),
+        ];
+        let session = self.client.open_session(&self.token);
+        let mut req =
+            SlackApiChatPostMessageRequest::new(chat.chat.clone().into(), content(&text, values));
+        if let Some(ts) = &chat.thread {
+            req = req.with_thread_ts(ts.clone().into());
+        }
+        let resp = session
+            .chat_post_message(&req)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(resp.ts.to_string())
+    }
+
+    async fn close(&self, chat: &ChatRef, message_id: &str, outcome: &str) -> Result<(), String> {
+        let session = self.client.open_session(&self.token);
+        let text = format::mrkdwn(outcome);
+        let req = SlackApiChatUpdateRequest::new(
+            chat.chat.clone().into(),
+            content(&text, section_blocks(&text)),
+            message_id.to_string().into(),
+        );
+        session
+            .chat_update(&req)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
+
+#[async_trait::async_trait]
+impl Outbound for Slack {
+    async fn send_text(&self, chat: &str, text: &str) -> Result<String, String> {
+        self.post(chat, None, text).await
+    }
+}
+
+struct RouteState {
+    slot: Slot,
+    secret: String,
+}
+
+fn event_routes(gw: &Gateway, slot: Slot) -> axum::Router<AppState> {
+    let s = &gw.config.slack;
+    if !s.enabled || s.mode != SlackMode::Events {
+        return axum::Router::new();
+    }
+    let state = Arc::new(RouteState {
+        slot,
+        secret: gw
+            .env
+            .get(&s.signing_secret_env)
+            .unwrap_or_default()
+            .to_string(),
+    });
+    axum::Router::new()
+        .route("/slack/events", post(events).with_state(state.clone()))
+        .route(
+            "/slack/interactivity",
+            post(interactivity).with_state(state),
+        )
+}
+
+/// `None` when the request is Slack's; else the 401 to answer.
+fn refused(state: &RouteState, headers: &HeaderMap, body: &[u8]) -> Option<Response> {
+    if state.secret.is_empty() {
+        return Some(StatusCode::UNAUTHORIZED.into_response());
+    }
+    let now = crate::store::now_ms() / 1000;
+    let err = verify::verify(&state.secret, headers, body, now).err()?;
+    tracing::warn!(error = %err, "slack request refused");
+    Some(
+        (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"error": err.to_string()})),
+        )
+            .into_response(),
+    )
+}
+
+async fn events(State(state): State<Arc<RouteState>>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Some(refusal) = refused(&state, &headers, &body) {
+        return refusal;
+    }
+    let Ok(payload) = serde_json::from_slice::<Value>(&body) else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    match payload["type"].as_str() {
+        Some("url_verification") => {
+            Json(json!({"challenge": payload["challenge"]})).into_response()
+        }
+        Some("event_callback") => {
+            let Some(adapter) = state.slot.get() else {
+                return StatusCode::SERVICE_UNAVAILABLE.into_response();
+            };
+            let Some(mut event) = adapter.message_event(&payload["event"]) else {
+                return StatusCode::OK.into_response();
+            };
+            // A reply in a thread where the bot is already talking with
+            // this person continues that conversation without a mention.
+            if !event.mentioned && payload["event"]["thread_ts"].is_string() {
+                let key = crate::sessions::session_key(&event, adapter.rules);
+                event.mentioned = matches!(
+                    adapter.gateway.store.open_session_by_key(&key).await,
+                    Ok(Some(_))
+                );
+            }
+            // Committed before the 200, well inside Slack's 3 seconds; the
+            // turn runs afterwards.
+            match adapter.gateway.sessions.submit(event).await {
+                Ok(_) => StatusCode::OK.into_response(),
+                Err(err) => {
+                    tracing::error!(error = %err, "slack event not stored");
+                    StatusCode::SERVICE_UNAVAILABLE.into_response()
+                }
+            }
+        }
+        _ => StatusCode::OK.into_response(),
+    }
+}
+
+async fn interactivity(
+    State(state): State<Arc<RouteState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(refusal) = refused(&state, &headers, &body) {
+        return refusal;
+    }
+    let Some(payload) = url::form_urlencoded::parse(&body)
+        .find(|(k, _)| k == "payload")
+        .and_then(|(_, v)| serde_json::from_str::<Value>(&v).ok())
+    else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    let Some(adapter) = state.slot.get().cloned() else {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    };
+    if payload["type"] == "block_actions" {
+        // Acknowledged at once; the decision and the message update follow.
+        tokio::spawn(async move { adapter.block_action(payload).await });
+    }
+    StatusCode::OK.into_response()
+}
+
+fn client(api_url: &str) -> std::io::Result<SlackHyperClient> {
+    // Named explicitly: with several rustls backends in the build there is
+    // no process-wide default to fall back on.
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_native_roots(rustls::crypto::ring::default_provider())?
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .build();
+    let connector = SlackClientHyperConnector::with_connector(https)
+        .with_slack_api_url(api_url.trim_end_matches('/'));
+    Ok(SlackClient::new(connector))
+}
+
+/// Connects (auth.test, retried with backoff), registers the adapter, and
+/// serves until `stop`.
+async fn run(ctx: ComponentContext, slot: Slot) {
+    let gw = ctx.gateway.clone();
+    let config = gw.config.slack.clone();
+    if !config.enabled {
+        return;
+    }
+    if config.mode == SlackMode::Socket {
+        ctx.health.set(
+            "slack",
+            false,
+            "socket mode is not available in this build; set slack.mode = \"events\"",
+        );
+        return;
+    }
+    let client = match client(&config.api_url) {
+        Ok(c) => c,
+        Err(err) => {
+            ctx.health.set("slack", false, format!("TLS roots: {err}"));
+            return;
+        }
+    };
+    let token = SlackApiToken::new(
+        gw.env
+            .get(&config.bot_token_env)
+            .unwrap_or_default()
+            .to_string()
+            .into(),
+    );
+    ctx.health.set("slack", false, "connecting");
+    let mut wait = Duration::from_secs(1);
+    let auth = loop {
+        let result = client.open_session(&token).auth_test().await;
+        match result {
+            Ok(auth) => break auth,
+            Err(err) => {
+                ctx.health
+                    .set("slack", false, format!("auth.test failed: {err}"));
+                tokio::select! {
+                    _ = ctx.stop.cancelled() => return,
+                    _ = tokio::time::sleep(wait) => wait = (wait * 2).min(Duration::from_secs(30)),
+                }
+            }
+        }
+    };
+    let adapter = Arc::new(Slack {
+        client,
+        token,
+        bot_user: auth.user_id.to_string(),
+        gateway: gw.clone(),
+        rules: crate::sessions::ManagerSettings::from_config(&gw.config).rules,
+        reacted: Mutex::new(HashSet::new()),
+    });
+    let _ = slot.set(adapter.clone());
+    gw.replies.register("slack", adapter.clone());
+    gw.outbound.connect("slack", adapter.clone());
+    gw.broker.register_prompter("slack", adapter.clone()).await;
+    ctx.health.set("slack", true, "events API");
+    tracing::info!(bot_user = %adapter.bot_user, "slack connected");
+    ctx.stop.cancelled().await;
+    gw.outbound.disconnect("slack");
+}
