@@ -137,3 +137,22 @@ fn compose_wires_the_gateway_to_postgres() {
     );
     assert!(text.contains("dockerfile: deploy/Dockerfile"));
 }
+
+#[test]
+fn slack_manifest_asks_for_what_the_adapter_uses() {
+    let manifest = std::fs::read_to_string("deploy/slack-app-manifest.yml").unwrap();
+    for needed in [
+        "request_url: https://gateway.example.com/slack/events",
+        "request_url: https://gateway.example.com/slack/interactivity",
+        "- app_mention",
+        "- message.im",
+        "- message.channels",
+        "- app_mentions:read",
+        "- chat:write",
+        "- reactions:write",
+        "- im:history",
+        "is_enabled: true",
+    ] {
+        assert!(manifest.contains(needed), "manifest lacks {needed:?}");
+    }
+}

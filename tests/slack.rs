@@ -343,3 +343,47 @@ async fn bang_approve_works_in_threads() {
     assert!(texts.contains(&"Done."));
     s.daemon.shutdown().await;
 }
+
+#[tokio::test]
+async fn thread_replies_continue_the_conversation_without_a_mention() {
+    let s = start(vec![
+        Reply::Json(text("First.")),
+        Reply::Json(text("Second.")),
+        Reply::Json(text("Third.")),
+    ])
+    .await;
+    s.event(
+        mention("U1", "C1", "1764000000.000900", "start"),
+        "Ev10",
+        &[],
+    )
+    .await;
+    s.slack.wait("chat.postMessage", 1).await;
+    let follow = json!({"type": "message", "channel_type": "channel", "user": "U1", "channel": "C1",
+                        "ts": "1764000000.001000", "thread_ts": "1764000000.000900", "text": "and then?"});
+    assert_eq!(s.event(follow, "Ev11", &[]).await.status(), 200);
+    let posts = s.slack.wait("chat.postMessage", 2).await;
+    assert_eq!(posts[1].body["text"], "Second.");
+    assert_eq!(posts[1].body["thread_ts"], "1764000000.000900");
+    let second = s.llm.requests()[1]["messages"].to_string();
+    assert!(second.contains("First."), "same session: {second}");
+    // Threads are one conversation (sessions.thread_sessions_per_user is
+    // off): a colleague's reply in it continues it too.
+    let other = json!({"type": "message", "channel_type": "channel", "user": "U2", "channel": "C1",
+                       "ts": "1764000000.001100", "thread_ts": "1764000000.000900", "text": "me too"});
+    s.event(other, "Ev12", &[]).await;
+    let posts = s.slack.wait("chat.postMessage", 3).await;
+    assert_eq!(posts[2].body["text"], "Third.");
+    assert!(
+        s.llm.requests()[2]["messages"]
+            .to_string()
+            .contains("Second.")
+    );
+    // A reply in a thread the bot is not part of needs a mention.
+    let stray = json!({"type": "message", "channel_type": "channel", "user": "U2", "channel": "C1",
+                       "ts": "1764000000.001300", "thread_ts": "1764000000.001200", "text": "unrelated"});
+    s.event(stray, "Ev13", &[]).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(s.llm.requests().len(), 3);
+    s.daemon.shutdown().await;
+}
