@@ -24,6 +24,10 @@ struct Setup {
 }
 
 async fn start(script: Vec<Reply>) -> Setup {
+    start_in(SlackMode::Events, script).await
+}
+
+async fn start_in(mode: SlackMode, script: Vec<Reply>) -> Setup {
     let slack = FakeSlack::start().await;
     let llm = FakeLlm::start(script).await;
     let dir = tempfile::tempdir().unwrap();
@@ -35,11 +39,12 @@ async fn start(script: Vec<Reply>) -> Setup {
     config.llm.api_key_env = String::new();
     config.agent.workspace = dir.path().join("ws");
     config.slack.enabled = true;
-    config.slack.mode = SlackMode::Events;
+    config.slack.mode = mode;
     config.slack.api_url = slack.url.clone();
     let env = Env::from_pairs([
         ("SLACK_BOT_TOKEN", "xoxb-test"),
         ("SLACK_SIGNING_SECRET", SECRET),
+        ("SLACK_APP_TOKEN", "xapp-test"),
     ]);
     let daemon = InProcess::start(config, env).await;
     slack.wait("auth.test", 1).await;
@@ -385,5 +390,70 @@ async fn thread_replies_continue_the_conversation_without_a_mention() {
     s.event(stray, "Ev13", &[]).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(s.llm.requests().len(), 3);
+    s.daemon.shutdown().await;
+}
+
+#[tokio::test]
+async fn socket_mode_acknowledges_envelopes_and_answers() {
+    let s = start_in(
+        SlackMode::Socket,
+        vec![
+            Reply::Json(calls(&[(
+                "c1",
+                "terminal",
+                r#"{"command":"git reset --hard"}"#,
+            )])),
+            Reply::Json(text("Over the socket.")),
+        ],
+    )
+    .await;
+    let open = s.slack.wait("apps.connections.open", 1).await;
+    assert_eq!(
+        open[0].auth, "Bearer xapp-test",
+        "opened with the app-level token"
+    );
+    s.slack
+        .envelope(json!({
+            "envelope_id": "env-1", "type": "events_api",
+            "accepts_response_payload": false, "retry_attempt": 0, "retry_reason": "",
+            "payload": {
+                "token": "legacy", "team_id": "T0001", "api_app_id": "A0001",
+                "type": "event_callback", "event_id": "Ev20", "event_time": 1_764_000_000,
+                "event": mention("U1", "C1", "1764000000.002000", "reset"),
+            },
+        }))
+        .await;
+    s.slack.acked("env-1").await;
+    let posts = s.slack.wait("chat.postMessage", 1).await;
+    let value = posts[0].body["blocks"][1]["elements"][0]["value"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let payload = json!({
+        "type": "block_actions",
+        "user": {"id": "U1", "username": "u1", "team_id": "T0001"},
+        "team": {"id": "T0001", "domain": "acme"},
+        "channel": {"id": "C1", "name": "ops"},
+        "container": {"type": "message", "message_ts": posts[0].ts, "channel_id": "C1"},
+        "message": {"type": "message", "ts": posts[0].ts, "text": "Approval needed"},
+        "trigger_id": "1.2.3",
+        "api_app_id": "A0001",
+        "response_url": "https://hooks.slack.com/actions/T/1/x",
+        "actions": [{"type": "button", "action_id": "switchboard_approval_0",
+                     "block_id": "switchboard_approval", "value": value,
+                     "text": {"type": "plain_text", "text": "Allow once"},
+                     "action_ts": "1764000001.000"}],
+    });
+    s.slack
+        .envelope(json!({
+            "envelope_id": "env-2", "type": "interactive",
+            "accepts_response_payload": true, "payload": payload,
+        }))
+        .await;
+    s.slack.acked("env-2").await;
+    s.slack.wait("chat.update", 1).await;
+    let posts = s.slack.wait("chat.postMessage", 2).await;
+    assert_eq!(posts[1].body["text"], "Over the socket.");
+    assert_eq!(posts[1].body["thread_ts"], "1764000000.002000");
     s.daemon.shutdown().await;
 }

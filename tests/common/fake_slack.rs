@@ -28,6 +28,12 @@ pub struct Call {
 struct Shared {
     calls: Arc<Mutex<Vec<Call>>>,
     next_ts: Arc<Mutex<u64>>,
+    /// `ws://` URL of the Socket Mode server.
+    socket_url: Arc<Mutex<String>>,
+    /// Frames to send on the open socket.
+    socket: Arc<Mutex<Option<tokio::sync::mpsc::UnboundedSender<String>>>>,
+    /// Frames the client sent (acknowledgements).
+    acks: Arc<Mutex<Vec<Value>>>,
 }
 
 pub struct FakeSlack {
@@ -45,6 +51,9 @@ impl FakeSlack {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let ws = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        *shared.socket_url.lock().unwrap() = format!("ws://{}/link", ws.local_addr().unwrap());
+        tokio::spawn(socket_server(ws, shared.clone()));
         Self {
             url: format!("http://{addr}/api"),
             shared,
@@ -60,6 +69,36 @@ impl FakeSlack {
             .filter(|c| c.method == method)
             .cloned()
             .collect()
+    }
+
+    /// Sends a Socket Mode envelope once the client is connected.
+    pub async fn envelope(&self, envelope: Value) {
+        for _ in 0..400 {
+            if let Some(tx) = self.shared.socket.lock().unwrap().as_ref() {
+                tx.send(envelope.to_string()).unwrap();
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("the Socket Mode client never connected");
+    }
+
+    /// Waits until the client acknowledged `envelope_id`.
+    pub async fn acked(&self, envelope_id: &str) {
+        for _ in 0..400 {
+            if self
+                .shared
+                .acks
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|a| a["envelope_id"] == envelope_id)
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("envelope {envelope_id} was not acknowledged");
     }
 
     pub async fn wait(&self, method: &str, n: usize) -> Vec<Call> {
@@ -111,6 +150,45 @@ async fn method(
             "text": body["text"], "message": {"text": body["text"]},
         }),
         "chat.postEphemeral" => json!({"ok": true, "message_ts": ts}),
+        "apps.connections.open" => json!({"ok": true, "url": *shared.socket_url.lock().unwrap()}),
         _ => json!({"ok": true}),
     })
+}
+
+/// Slack's Socket Mode side: a hello on connect, then the envelopes the
+/// test sends; whatever the client sends back is recorded.
+async fn socket_server(listener: tokio::net::TcpListener, shared: Shared) {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    while let Ok((stream, _)) = listener.accept().await {
+        let Ok(ws) = tokio_tungstenite::accept_async(stream).await else {
+            continue;
+        };
+        let (mut sink, mut source) = ws.split();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let hello = json!({"type": "hello", "num_connections": 1,
+            "debug_info": {"host": "applink-1", "build_number": 1, "approximate_connection_time": 18060},
+            "connection_info": {"app_id": "A0001"}});
+        if sink.send(Message::text(hello.to_string())).await.is_err() {
+            continue;
+        }
+        *shared.socket.lock().unwrap() = Some(tx);
+        let acks = shared.acks.clone();
+        tokio::spawn(async move {
+            while let Some(Ok(msg)) = source.next().await {
+                if let Message::Text(text) = msg
+                    && let Ok(v) = serde_json::from_str::<Value>(&text)
+                {
+                    acks.lock().unwrap().push(v);
+                }
+            }
+        });
+        tokio::spawn(async move {
+            while let Some(frame) = rx.recv().await {
+                if sink.send(Message::text(frame)).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
 }

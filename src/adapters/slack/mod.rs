@@ -1,6 +1,8 @@
-//! The Slack adapter: the HTTP Events API (`POST /slack/events`, v0
-//! signatures, `url_verification` answered) and the interactivity endpoint
-//! (`POST /slack/interactivity`, Block Kit button presses), with the Web
+//! The Slack adapter: Socket Mode (the app-level token opens a websocket;
+//! each envelope is acknowledged once its event is stored), or the HTTP
+//! Events API (`POST /slack/events`, v0 signatures, `url_verification`
+//! answered) with the interactivity endpoint (`POST /slack/interactivity`,
+//! Block Kit button presses). The Web
 //! API through slack-morphism: replies in thread as mrkdwn section blocks
 //! (3000 characters a block, 39 000 a message), an hourglass reaction while
 //! a turn runs, approvals as Block Kit buttons updated with `chat.update`.
@@ -49,7 +51,7 @@ type Slot = Arc<std::sync::OnceLock<Arc<Slack>>>;
 
 /// The running adapter.
 pub struct Slack {
-    client: SlackHyperClient,
+    client: Arc<SlackHyperClient>,
     token: SlackApiToken,
     bot_user: String,
     gateway: Gateway,
@@ -175,6 +177,25 @@ impl Slack {
             from_bot,
             entity: None,
         })
+    }
+
+    /// Takes an Events API `event`: builds the inbound event, lets a
+    /// reply in a thread the bot is part of through without a mention, and
+    /// submits it. An error means it was not stored.
+    async fn accept(&self, event: &Value) -> Result<(), crate::store::StoreError> {
+        let Some(mut inbound) = self.message_event(event) else {
+            return Ok(());
+        };
+        // A reply in a thread where the bot is already talking continues
+        // that conversation without a mention.
+        if !inbound.mentioned && event["thread_ts"].is_string() {
+            let key = crate::sessions::session_key(&inbound, self.rules);
+            inbound.mentioned = matches!(
+                self.gateway.store.open_session_by_key(&key).await,
+                Ok(Some(_))
+            );
+        }
+        self.gateway.sessions.submit(inbound).await.map(|_| ())
     }
 
     async fn block_action(&self, payload: Value) {
@@ -421,22 +442,10 @@ async fn events(State(state): State<Arc<RouteState>>, headers: HeaderMap, body: 
             let Some(adapter) = state.slot.get() else {
                 return StatusCode::SERVICE_UNAVAILABLE.into_response();
             };
-            let Some(mut event) = adapter.message_event(&payload["event"]) else {
-                return StatusCode::OK.into_response();
-            };
-            // A reply in a thread where the bot is already talking with
-            // this person continues that conversation without a mention.
-            if !event.mentioned && payload["event"]["thread_ts"].is_string() {
-                let key = crate::sessions::session_key(&event, adapter.rules);
-                event.mentioned = matches!(
-                    adapter.gateway.store.open_session_by_key(&key).await,
-                    Ok(Some(_))
-                );
-            }
             // Committed before the 200, well inside Slack's 3 seconds; the
             // turn runs afterwards.
-            match adapter.gateway.sessions.submit(event).await {
-                Ok(_) => StatusCode::OK.into_response(),
+            match adapter.accept(&payload["event"]).await {
+                Ok(()) => StatusCode::OK.into_response(),
                 Err(err) => {
                     tracing::error!(error = %err, "slack event not stored");
                     StatusCode::SERVICE_UNAVAILABLE.into_response()
@@ -493,16 +502,8 @@ async fn run(ctx: ComponentContext, slot: Slot) {
     if !config.enabled {
         return;
     }
-    if config.mode == SlackMode::Socket {
-        ctx.health.set(
-            "slack",
-            false,
-            "socket mode is not available in this build; set slack.mode = \"events\"",
-        );
-        return;
-    }
     let client = match client(&config.api_url) {
-        Ok(c) => c,
+        Ok(c) => Arc::new(c),
         Err(err) => {
             ctx.health.set("slack", false, format!("TLS roots: {err}"));
             return;
@@ -543,8 +544,83 @@ async fn run(ctx: ComponentContext, slot: Slot) {
     gw.replies.register("slack", adapter.clone());
     gw.outbound.connect("slack", adapter.clone());
     gw.broker.register_prompter("slack", adapter.clone()).await;
-    ctx.health.set("slack", true, "events API");
-    tracing::info!(bot_user = %adapter.bot_user, "slack connected");
-    ctx.stop.cancelled().await;
+    tracing::info!(bot_user = %adapter.bot_user, mode = ?config.mode, "slack connected");
+    match config.mode {
+        SlackMode::Events => {
+            ctx.health.set("slack", true, "events API");
+            ctx.stop.cancelled().await;
+        }
+        SlackMode::Socket => {
+            let app_token = SlackApiToken::new(
+                gw.env
+                    .get(&config.app_token_env)
+                    .unwrap_or_default()
+                    .to_string()
+                    .into(),
+            );
+            socket_mode(&adapter, &ctx, &app_token).await;
+        }
+    }
     gw.outbound.disconnect("slack");
+}
+
+/// Socket Mode: slack-morphism keeps the websocket (and reconnects); each
+/// envelope is acknowledged after its callback returns, so an event that
+/// could not be stored is not acknowledged and Slack sends it again.
+async fn socket_mode(adapter: &Arc<Slack>, ctx: &ComponentContext, app_token: &SlackApiToken) {
+    let mut callbacks = SlackSocketModeListenerCallbacks::<SlackClientHyperHttpsConnector>::new();
+    let on_push = adapter.clone();
+    callbacks.push_events_callback = Box::new(
+        move |ev: SlackPushEventCallback,
+              _: Arc<SlackHyperClient>,
+              _: SlackClientEventsUserState| {
+            let adapter = on_push.clone();
+            async move {
+                let event = serde_json::to_value(&ev.event)?;
+                adapter.accept(&event).await?;
+                Ok(())
+            }
+        },
+    );
+    let on_interaction = adapter.clone();
+    callbacks.interaction_callback = Box::new(
+        move |ev: SlackInteractionEvent,
+              _: Arc<SlackHyperClient>,
+              _: SlackClientEventsUserState| {
+            let adapter = on_interaction.clone();
+            async move {
+                let payload = serde_json::to_value(&ev)?;
+                if payload["type"] == "block_actions" {
+                    tokio::spawn(async move { adapter.block_action(payload).await });
+                }
+                Ok(SlackInteractionResponse::Empty)
+            }
+        },
+    );
+    let environment = Arc::new(SlackClientEventsListenerEnvironment::new(
+        adapter.client.clone(),
+    ));
+    let listener = SlackClientSocketModeListener::new(
+        &SlackClientSocketModeConfig::new(),
+        environment,
+        callbacks,
+    );
+    let mut wait = Duration::from_secs(1);
+    loop {
+        match listener.listen_for(app_token).await {
+            Ok(()) => break,
+            Err(err) => {
+                ctx.health
+                    .set("slack", false, format!("socket mode: {err}"));
+                tokio::select! {
+                    _ = ctx.stop.cancelled() => return,
+                    _ = tokio::time::sleep(wait) => wait = (wait * 2).min(Duration::from_secs(30)),
+                }
+            }
+        }
+    }
+    listener.start().await;
+    ctx.health.set("slack", true, "socket mode");
+    ctx.stop.cancelled().await;
+    listener.shutdown().await;
 }
