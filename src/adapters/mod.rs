@@ -5,6 +5,7 @@
 pub mod chunk;
 pub mod console;
 pub mod outbound;
+pub mod questions;
 pub mod signing;
 #[cfg(feature = "slack")]
 pub mod slack;

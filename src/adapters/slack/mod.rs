@@ -24,7 +24,9 @@ use serde_json::{Value, json};
 use slack_morphism::prelude::*;
 
 use super::chunk::{self, chars};
+use super::questions::{self, Questions};
 use crate::adapters::Outbound;
+use crate::agent::ClarifyBroker;
 use crate::approvals::{Actor, ApprovalPrompter, ChatRef, Choice, Prompt};
 use crate::config::SlackMode;
 use crate::daemon::{ComponentContext, Daemon, Gateway};
@@ -57,6 +59,8 @@ pub struct Slack {
     gateway: Gateway,
     rules: crate::sessions::KeyRules,
     reacted: Mutex<HashSet<(String, String)>>,
+    questions: Questions,
+    this: std::sync::Weak<Slack>,
 }
 
 impl std::fmt::Debug for Slack {
@@ -186,6 +190,13 @@ impl Slack {
         let Some(mut inbound) = self.message_event(event) else {
             return Ok(());
         };
+        if !inbound.from_bot
+            && self
+                .questions
+                .answer_text(&inbound.chat_id, &inbound.user_id, &inbound.text)
+        {
+            return Ok(());
+        }
         // A reply in a thread where the bot is already talking continues
         // that conversation without a mention.
         if !inbound.mentioned && event["thread_ts"].is_string() {
@@ -213,8 +224,35 @@ impl Slack {
             .unwrap_or_default()
             .to_string();
         let thread = payload["message"]["thread_ts"].as_str().map(str::to_string);
+        let message_ts = payload["container"]["message_ts"]
+            .as_str()
+            .or_else(|| payload["message"]["ts"].as_str())
+            .unwrap_or_default()
+            .to_string();
         for action in payload["actions"].as_array().into_iter().flatten() {
             let value = action["value"].as_str().unwrap_or_default();
+            if value.starts_with("cl:") {
+                match self.questions.answer_button(value, &user) {
+                    Ok(choice) => {
+                        let question = payload["message"]["text"].as_str().unwrap_or_default();
+                        let text = format!("{question}\n→ {choice}");
+                        let session = self.client.open_session(&self.token);
+                        let req = SlackApiChatUpdateRequest::new(
+                            channel.clone().into(),
+                            content(&text, section_blocks(&text)),
+                            message_ts.clone().into(),
+                        );
+                        if let Err(err) = session.chat_update(&req).await {
+                            tracing::warn!(error = %err, "chat.update failed");
+                        }
+                    }
+                    Err(why) => {
+                        self.ephemeral(&channel, thread.as_deref(), &user, why)
+                            .await;
+                    }
+                }
+                continue;
+            }
             let Some((id, choice)) = Choice::parse_button(value) else {
                 continue;
             };
@@ -246,8 +284,70 @@ impl Slack {
     }
 }
 
+/// Asks a clarify question in one Slack conversation.
+struct SlackQuestion {
+    adapter: Arc<Slack>,
+    channel: String,
+    thread: Option<String>,
+    user: String,
+}
+
+#[async_trait::async_trait]
+impl ClarifyBroker for SlackQuestion {
+    async fn ask(
+        &self,
+        question: &str,
+        choices: &[String],
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> Result<String, String> {
+        let asked = self
+            .adapter
+            .questions
+            .ask(&self.channel, Some(&self.user), choices);
+        let text = format!(":question: {}", format::mrkdwn(question));
+        let mut values = vec![json!({"type": "section", "text": {"type": "mrkdwn", "text": text}})];
+        if !choices.is_empty() {
+            let buttons: Vec<Value> = choices
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    json!({
+                        "type": "button",
+                        "action_id": format!("switchboard_choice_{i}"),
+                        "text": {"type": "plain_text", "text": crate::tools::builtin::clip(c, 70)},
+                        "value": questions::button_data(&asked.id, i),
+                    })
+                })
+                .collect();
+            values.push(json!({"type": "actions", "elements": buttons}));
+        }
+        let session = self.adapter.client.open_session(&self.adapter.token);
+        let mut req = SlackApiChatPostMessageRequest::new(
+            self.channel.clone().into(),
+            content(&text, values),
+        );
+        if let Some(ts) = &self.thread {
+            req = req.with_thread_ts(ts.clone().into());
+        }
+        if let Err(err) = session.chat_post_message(&req).await {
+            self.adapter.questions.drop_question(&asked);
+            return Err(err.to_string());
+        }
+        self.adapter.questions.wait(asked, cancel).await
+    }
+}
+
 #[async_trait::async_trait]
 impl Replier for Slack {
+    fn clarifier(&self, event: &InboundEvent) -> Option<Arc<dyn ClarifyBroker>> {
+        Some(Arc::new(SlackQuestion {
+            adapter: self.this.upgrade()?,
+            channel: event.chat_id.clone(),
+            thread: event.thread_id.clone(),
+            user: event.user_id.clone(),
+        }))
+    }
+
     async fn reply(&self, event: &InboundEvent, text: &str) {
         if let Err(err) = self
             .post(&event.chat_id, event.thread_id.as_deref(), text)
@@ -532,13 +632,15 @@ async fn run(ctx: ComponentContext, slot: Slot) {
             }
         }
     };
-    let adapter = Arc::new(Slack {
+    let adapter = Arc::new_cyclic(|this| Slack {
         client,
         token,
         bot_user: auth.user_id.to_string(),
         gateway: gw.clone(),
         rules: crate::sessions::ManagerSettings::from_config(&gw.config).rules,
         reacted: Mutex::new(HashSet::new()),
+        questions: Questions::default(),
+        this: this.clone(),
     });
     let _ = slot.set(adapter.clone());
     gw.replies.register("slack", adapter.clone());

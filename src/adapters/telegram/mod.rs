@@ -7,8 +7,7 @@
 pub mod format;
 pub mod inbound;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -22,10 +21,10 @@ use teloxide::types::{
     MaybeInaccessibleMessage, MessageId, ParseMode, ReplyParameters, ThreadId, UpdateKind,
 };
 use teloxide::{ApiError, RequestError};
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::chunk::{self, utf16};
+use super::questions::{self, Questions};
 use crate::adapters::Outbound;
 use crate::agent::ClarifyBroker;
 use crate::approvals::{Actor, ApprovalPrompter, ChatRef, Choice, Prompt};
@@ -33,7 +32,7 @@ use crate::config::TelegramMode;
 use crate::daemon::{ComponentContext, Daemon, Gateway};
 use crate::http::AppState;
 use crate::sessions::{InboundEvent, KeyRules, Replier, session_key};
-use crate::store::{StoreError, new_id};
+use crate::store::StoreError;
 use inbound::{Attachment, BotIdentity, message_event};
 
 /// Telegram's message limit, in UTF-16 units.
@@ -57,21 +56,13 @@ pub fn install(daemon: Daemon) -> Daemon {
         .component("telegram", move |ctx| run(ctx, slot))
 }
 
-/// A question waiting for its answer, by button or by the next message.
-struct PendingQuestion {
-    chat: String,
-    user: Option<String>,
-    choices: Vec<String>,
-    tx: oneshot::Sender<String>,
-}
-
 /// The running adapter.
 pub struct Telegram {
     bot: Bot,
     me: BotIdentity,
     gateway: Gateway,
     rules: KeyRules,
-    questions: Mutex<HashMap<String, PendingQuestion>>,
+    questions: Questions,
     this: std::sync::Weak<Telegram>,
 }
 
@@ -238,24 +229,8 @@ impl Telegram {
 
     /// A free-text answer to a pending clarify question from this chat.
     fn answer_question(&self, event: &InboundEvent) -> bool {
-        // Commands (/stop above all) keep working while a question waits.
-        if event.text.starts_with('/') {
-            return false;
-        }
-        let mut questions = self.questions.lock().unwrap_or_else(|e| e.into_inner());
-        let id = questions
-            .iter()
-            .find(|(_, q)| {
-                q.chat == event.chat_id && q.user.as_ref().is_none_or(|u| *u == event.user_id)
-            })
-            .map(|(id, _)| id.clone());
-        match id.and_then(|id| questions.remove(&id)) {
-            Some(q) => {
-                let _ = q.tx.send(event.text.clone());
-                true
-            }
-            None => false,
-        }
+        self.questions
+            .answer_text(&event.chat_id, &event.user_id, &event.text)
     }
 
     async fn callback(&self, query: teloxide::types::CallbackQuery) {
@@ -270,8 +245,10 @@ impl Telegram {
                 Ok(decision) => format!("Done: {}.", decision.describe()),
                 Err(refusal) => refusal.to_string(),
             }
-        } else if let Some(rest) = data.strip_prefix("cl:") {
-            self.button_answer(rest, &actor)
+        } else if data.starts_with("cl:") {
+            self.questions
+                .answer_button(&data, &actor.user_id)
+                .unwrap_or_else(str::to_string)
         } else {
             "This button is not mine.".into()
         };
@@ -289,27 +266,6 @@ impl Telegram {
             let text = format!("{}\n→ {notice}", msg.text().unwrap_or_default());
             let _ = self.bot.edit_message_text(msg.chat.id, msg.id, text).await;
         }
-    }
-
-    fn button_answer(&self, rest: &str, actor: &Actor) -> String {
-        let Some((id, index)) = rest.split_once(':') else {
-            return "This question does not exist.".into();
-        };
-        let mut questions = self.questions.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(q) = questions.get(id) else {
-            return "This question was already answered.".into();
-        };
-        if q.user.as_ref().is_some_and(|u| *u != actor.user_id) {
-            return "Only the person asked can answer.".into();
-        }
-        let Some(choice) = index.parse::<usize>().ok().and_then(|i| q.choices.get(i)) else {
-            return "Unknown choice.".into();
-        };
-        let choice = choice.clone();
-        if let Some(q) = questions.remove(id) {
-            let _ = q.tx.send(choice.clone());
-        }
-        choice
     }
 }
 
@@ -384,21 +340,10 @@ impl ClarifyBroker for TelegramQuestion {
         choices: &[String],
         cancel: &CancellationToken,
     ) -> Result<String, String> {
-        let id = new_id()[..16].to_string();
-        let (tx, rx) = oneshot::channel();
-        self.adapter
+        let asked = self
+            .adapter
             .questions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(
-                id.clone(),
-                PendingQuestion {
-                    chat: self.chat.clone(),
-                    user: self.user.clone(),
-                    choices: choices.to_vec(),
-                    tx,
-                },
-            );
+            .ask(&self.chat, self.user.as_deref(), choices);
         let chat = chat_id(&self.chat)?;
         let mut req = self
             .adapter
@@ -411,30 +356,16 @@ impl ClarifyBroker for TelegramQuestion {
             let rows = choices.iter().enumerate().map(|(i, c)| {
                 vec![InlineKeyboardButton::callback(
                     crate::tools::builtin::clip(c, 60),
-                    format!("cl:{id}:{i}"),
+                    questions::button_data(&asked.id, i),
                 )]
             });
             req = req.reply_markup(InlineKeyboardMarkup::new(rows));
         }
         if let Err(err) = req.await {
-            self.adapter
-                .questions
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&id);
+            self.adapter.questions.drop_question(&asked);
             return Err(err.to_string());
         }
-        let answer = tokio::select! {
-            a = rx => a.map_err(|_| "the question was dropped".to_string()),
-            _ = cancel.cancelled() => Err("cancelled".to_string()),
-            _ = tokio::time::sleep(Duration::from_secs(600)) => Err("no answer within 10 minutes".to_string()),
-        };
-        self.adapter
-            .questions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&id);
-        answer
+        self.adapter.questions.wait(asked, cancel).await
     }
 }
 
@@ -601,7 +532,7 @@ async fn run(ctx: ComponentContext, slot: Slot) {
         },
         gateway: gw.clone(),
         rules: crate::sessions::ManagerSettings::from_config(&gw.config).rules,
-        questions: Mutex::new(HashMap::new()),
+        questions: Questions::default(),
         this: this.clone(),
     });
     let _ = slot.set(adapter.clone());
