@@ -4,6 +4,7 @@
 
 pub mod chunk;
 pub mod console;
+pub mod markdown;
 pub mod outbound;
 pub mod questions;
 pub mod signing;

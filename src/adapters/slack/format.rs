@@ -1,7 +1,9 @@
-//! The model's Markdown as Slack mrkdwn: `**bold**` → `*bold*`, `*it*` /
-//! `_it_` → `_it_`, `~~x~~` → `~x~`, `[text](url)` → `<url|text>`,
-//! headings → bold lines, `- item` → `• item`; `&`, `<`, `>` escaped outside
-//! code; code spans and fences kept.
+//! The model's Markdown as Slack mrkdwn: the spans of
+//! [`crate::adapters::markdown`] as `*bold*`, `_italic_`, `~strike~`,
+//! `<url|text>`; headings as bold lines, list items as bullets; `&`, `<`,
+//! `>` escaped everywhere (Slack decodes them inside code too).
+
+use crate::adapters::markdown::{Inline, Line, lines};
 
 fn escape(s: &str, out: &mut String) {
     for c in s.chars() {
@@ -17,113 +19,57 @@ fn escape(s: &str, out: &mut String) {
 /// Renders `src` as mrkdwn.
 pub fn mrkdwn(src: &str) -> String {
     let mut out = String::with_capacity(src.len() + 16);
-    let mut in_fence = false;
-    for (i, line) in src.split('\n').enumerate() {
+    for (i, line) in lines(src).into_iter().enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        let trimmed = line.trim_start();
-        if trimmed.starts_with("```") {
+        match line {
             // Slack fences take no language.
-            out.push_str("```");
-            in_fence = !in_fence;
-            continue;
+            Line::FenceOpen(_) | Line::FenceClose => out.push_str("```"),
+            Line::Code(code) => escape(code, &mut out),
+            Line::Heading(spans) => {
+                out.push('*');
+                render(&spans, &mut out);
+                out.push('*');
+            }
+            Line::Item(indent, spans) => {
+                out.push_str(indent);
+                out.push_str("• ");
+                render(&spans, &mut out);
+            }
+            Line::Text(spans) => render(&spans, &mut out),
         }
-        if in_fence {
-            escape(line, &mut out);
-            continue;
-        }
-        let hashes = trimmed.chars().take_while(|c| *c == '#').count();
-        if (1..=6).contains(&hashes) && trimmed[hashes..].starts_with(' ') {
-            out.push('*');
-            inline(trimmed[hashes..].trim(), &mut out);
-            out.push('*');
-            continue;
-        }
-        let indent = &line[..line.len() - trimmed.len()];
-        if let Some(item) = trimmed
-            .strip_prefix("- ")
-            .or_else(|| trimmed.strip_prefix("* "))
-            .or_else(|| trimmed.strip_prefix("+ "))
-        {
-            out.push_str(indent);
-            out.push_str("• ");
-            inline(item, &mut out);
-            continue;
-        }
-        inline(line, &mut out);
     }
     out
 }
 
-fn closing(s: &str, delim: &str) -> Option<usize> {
-    let end = s.find(delim)?;
-    let inner = &s[..end];
-    (!inner.is_empty() && !inner.starts_with(' ') && !inner.ends_with(' ')).then_some(end)
-}
-
-fn inline(s: &str, out: &mut String) {
-    let mut i = 0;
-    let mut prev: Option<char> = None;
-    while i < s.len() {
-        let rest = &s[i..];
-        let c = rest.chars().next().unwrap_or_default();
-        if c == '`'
-            && let Some(end) = rest[1..].find('`')
-        {
-            out.push('`');
-            escape(&rest[1..1 + end], out);
-            out.push('`');
-            i += end + 2;
-            prev = Some('`');
-            continue;
-        }
-        let intraword = prev.is_some_and(char::is_alphanumeric);
-        let pairs: [(&str, char, bool); 4] = [
-            ("**", '*', false),
-            ("~~", '~', false),
-            ("*", '_', true),
-            ("_", '_', true),
-        ];
-        let mut matched = false;
-        for (delim, mark, word_bound) in pairs {
-            if !rest.starts_with(delim) || (word_bound && intraword) {
-                continue;
+fn render(spans: &[Inline<'_>], out: &mut String) {
+    for span in spans {
+        let wrap = |mark: char, inner: &[Inline<'_>], out: &mut String| {
+            out.push(mark);
+            render(inner, out);
+            out.push(mark);
+        };
+        match span {
+            Inline::Text(t) => escape(t, out),
+            Inline::Code(c) => {
+                out.push('`');
+                escape(c, out);
+                out.push('`');
             }
-            let body = &rest[delim.len()..];
-            if let Some(end) = closing(body, delim) {
-                out.push(mark);
-                inline(&body[..end], out);
-                out.push(mark);
-                i += 2 * delim.len() + end;
-                prev = Some(mark);
-                matched = true;
-                break;
-            }
-        }
-        if matched {
-            continue;
-        }
-        if c == '['
-            && let Some(close) = rest.find("](")
-            && let Some(end) = rest[close + 2..].find(')')
-        {
-            let text = &rest[1..close];
-            let url = &rest[close + 2..close + 2 + end];
-            if !text.is_empty() && url.contains(':') && !url.contains(char::is_whitespace) {
+            Inline::Bold(inner) => wrap('*', inner, out),
+            Inline::Italic(inner) => wrap('_', inner, out),
+            Inline::Strike(inner) => wrap('~', inner, out),
+            Inline::Link(text, url) => {
                 out.push('<');
                 escape(url, out);
                 out.push('|');
-                escape(&text.replace('|', "/"), out);
+                let mut label = String::new();
+                render(text, &mut label);
+                out.push_str(&label.replace('|', "/"));
                 out.push('>');
-                i += close + 3 + end;
-                prev = Some('>');
-                continue;
             }
         }
-        escape(&rest[..c.len_utf8()], out);
-        i += c.len_utf8();
-        prev = Some(c);
     }
 }
 

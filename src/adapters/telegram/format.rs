@@ -1,8 +1,9 @@
-//! The model's Markdown rendered as Telegram MarkdownV2: matched `**bold**`,
-//! `*italic*` / `_italic_`, `~~strike~~`, `` `code` ``, fenced blocks,
-//! `[links](url)` and `# headings` become entities; every other special
-//! character is escaped, so unbalanced markup shows as typed instead of
-//! failing the whole message.
+//! The model's Markdown rendered as Telegram MarkdownV2: the spans of
+//! [`crate::adapters::markdown`] become entities, headings bold lines, list
+//! items bullets; every other special character is escaped, so unbalanced
+//! markup shows as typed instead of failing the whole message.
+
+use crate::adapters::markdown::{Inline, Line, lines};
 
 /// Characters MarkdownV2 reserves outside entities.
 const SPECIAL: &str = "_*[]()~`>#+-=|{}.!\\";
@@ -37,145 +38,58 @@ fn escape_url(s: &str, out: &mut String) {
 /// Renders `src` as MarkdownV2.
 pub fn markdown_v2(src: &str) -> String {
     let mut out = String::with_capacity(src.len() + src.len() / 8);
-    let mut in_fence = false;
-    for (i, line) in src.split('\n').enumerate() {
+    for (i, line) in lines(src).into_iter().enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        let trimmed = line.trim_start();
-        if let Some(rest) = trimmed.strip_prefix("```") {
-            if in_fence {
+        match line {
+            Line::FenceOpen(lang) => {
                 out.push_str("```");
-            } else {
-                let lang: String = rest
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '+' || *c == '-')
-                    .collect();
-                out.push_str("```");
-                out.push_str(&lang);
+                out.push_str(lang);
             }
-            in_fence = !in_fence;
-            continue;
+            Line::FenceClose => out.push_str("```"),
+            Line::Code(code) => escape_code(code, &mut out),
+            Line::Heading(spans) => {
+                out.push('*');
+                render(&spans, &mut out);
+                out.push('*');
+            }
+            Line::Item(indent, spans) => {
+                out.push_str(indent);
+                out.push_str("• ");
+                render(&spans, &mut out);
+            }
+            Line::Text(spans) => render(&spans, &mut out),
         }
-        if in_fence {
-            escape_code(line, &mut out);
-            continue;
-        }
-        let hashes = trimmed.chars().take_while(|c| *c == '#').count();
-        if (1..=6).contains(&hashes) && trimmed[hashes..].starts_with(' ') {
-            out.push('*');
-            inline(trimmed[hashes..].trim(), &mut out, false);
-            out.push('*');
-            continue;
-        }
-        inline(line, &mut out, false);
-    }
-    if in_fence {
-        out.push_str("\n```");
     }
     out
 }
 
-/// Whether `c` can stand next to an emphasis delimiter inside a word.
-fn wordish(c: Option<char>) -> bool {
-    c.is_some_and(|c| c.is_alphanumeric())
-}
-
-/// Finds the closing `delim` in `s` (after the opener), for a span that
-/// does not start or end with a space.
-fn closing(s: &str, delim: &str, word_bound: bool) -> Option<usize> {
-    let mut from = 0;
-    while let Some(pos) = s[from..].find(delim) {
-        let at = from + pos;
-        let inner = &s[..at];
-        let after = s[at + delim.len()..].chars().next();
-        let padded = inner.starts_with(' ') || inner.ends_with(' ');
-        let glued = word_bound && wordish(after);
-        if !(inner.is_empty() || padded || glued) {
-            return Some(at);
-        }
-        from = at + delim.len();
-    }
-    None
-}
-
-/// The index of the `)` closing a link target, allowing balanced
-/// parentheses inside it (`https://en.wikipedia.org/wiki/Rust_(language)`).
-fn url_end(s: &str) -> Option<usize> {
-    let mut depth = 0usize;
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' if depth == 0 => return Some(i),
-            ')' => depth -= 1,
-            _ => {}
-        }
-    }
-    None
-}
-
-fn inline(s: &str, out: &mut String, in_link: bool) {
-    let mut i = 0;
-    let mut prev: Option<char> = None;
-    while i < s.len() {
-        let rest = &s[i..];
-        let c = rest.chars().next().unwrap_or_default();
-        if c == '`'
-            && let Some(end) = rest[1..].find('`')
-        {
-            out.push('`');
-            escape_code(&rest[1..1 + end], out);
-            out.push('`');
-            i += end + 2;
-            prev = Some('`');
-            continue;
-        }
-        let pairs: [(&str, char, bool); 4] = [
-            ("**", '*', false),
-            ("~~", '~', false),
-            ("*", '_', true),
-            ("_", '_', true),
-        ];
-        let mut matched = false;
-        for (delim, entity, word_bound) in pairs {
-            if !rest.starts_with(delim) || (word_bound && wordish(prev)) {
-                continue;
+fn render(spans: &[Inline<'_>], out: &mut String) {
+    for span in spans {
+        let wrap = |mark: char, inner: &[Inline<'_>], out: &mut String| {
+            out.push(mark);
+            render(inner, out);
+            out.push(mark);
+        };
+        match span {
+            Inline::Text(t) => escape_text(t, out),
+            Inline::Code(c) => {
+                out.push('`');
+                escape_code(c, out);
+                out.push('`');
             }
-            let body = &rest[delim.len()..];
-            if let Some(end) = closing(body, delim, word_bound) {
-                out.push(entity);
-                inline(&body[..end], out, in_link);
-                out.push(entity);
-                i += delim.len() * 2 + end;
-                prev = Some(entity);
-                matched = true;
-                break;
-            }
-        }
-        if matched {
-            continue;
-        }
-        if c == '['
-            && !in_link
-            && let Some(close) = rest.find("](")
-            && let Some(end) = url_end(&rest[close + 2..])
-        {
-            let text = &rest[1..close];
-            let url = &rest[close + 2..close + 2 + end];
-            if !text.is_empty() && !url.contains(char::is_whitespace) && url.contains(':') {
+            Inline::Bold(inner) => wrap('*', inner, out),
+            Inline::Italic(inner) => wrap('_', inner, out),
+            Inline::Strike(inner) => wrap('~', inner, out),
+            Inline::Link(text, url) => {
                 out.push('[');
-                inline(text, out, true);
+                render(text, out);
                 out.push_str("](");
                 escape_url(url, out);
                 out.push(')');
-                i += close + 3 + end;
-                prev = Some(')');
-                continue;
             }
         }
-        escape_text(&rest[..c.len_utf8()], out);
-        i += c.len_utf8();
-        prev = Some(c);
     }
 }
 
