@@ -191,6 +191,74 @@ fn spans<'a>(s: &'a str, in_link: bool) -> Vec<Inline<'a>> {
     out
 }
 
+/// A platform's way of writing the spans.
+pub trait Dialect {
+    /// Marks around bold, italic and struck-through text.
+    const MARKS: (char, char, char);
+    /// Appends plain text, escaped.
+    fn text(s: &str, out: &mut String);
+    /// Appends the inside of a code span or block, escaped.
+    fn code(s: &str, out: &mut String);
+    /// Appends a fence opening for `lang`.
+    fn fence(lang: &str, out: &mut String);
+    /// Appends a link whose text is already rendered.
+    fn link(label: &str, url: &str, out: &mut String);
+}
+
+/// Renders `src` in dialect `D`: headings as bold lines, list items as
+/// bullets, fences closed if left open.
+pub fn render<D: Dialect>(src: &str) -> String {
+    let mut out = String::with_capacity(src.len() + src.len() / 8);
+    for (i, line) in lines(src).into_iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        match line {
+            Line::FenceOpen(lang) => D::fence(lang, &mut out),
+            Line::FenceClose => out.push_str("```"),
+            Line::Code(code) => D::code(code, &mut out),
+            Line::Heading(spans) => {
+                out.push(D::MARKS.0);
+                render_spans::<D>(&spans, &mut out);
+                out.push(D::MARKS.0);
+            }
+            Line::Item(indent, spans) => {
+                out.push_str(indent);
+                out.push_str("• ");
+                render_spans::<D>(&spans, &mut out);
+            }
+            Line::Text(spans) => render_spans::<D>(&spans, &mut out),
+        }
+    }
+    out
+}
+
+fn render_spans<D: Dialect>(spans: &[Inline<'_>], out: &mut String) {
+    for span in spans {
+        let wrap = |mark: char, inner: &[Inline<'_>], out: &mut String| {
+            out.push(mark);
+            render_spans::<D>(inner, out);
+            out.push(mark);
+        };
+        match span {
+            Inline::Text(t) => D::text(t, out),
+            Inline::Code(c) => {
+                out.push('`');
+                D::code(c, out);
+                out.push('`');
+            }
+            Inline::Bold(inner) => wrap(D::MARKS.0, inner, out),
+            Inline::Italic(inner) => wrap(D::MARKS.1, inner, out),
+            Inline::Strike(inner) => wrap(D::MARKS.2, inner, out),
+            Inline::Link(text, url) => {
+                let mut label = String::new();
+                render_spans::<D>(text, &mut label);
+                D::link(&label, url, out);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,7 @@
 //! `<url|text>`; headings as bold lines, list items as bullets; `&`, `<`,
 //! `>` escaped everywhere (Slack decodes them inside code too).
 
-use crate::adapters::markdown::{Inline, Line, lines};
+use crate::adapters::markdown::{Dialect, render};
 
 fn escape(s: &str, out: &mut String) {
     for c in s.chars() {
@@ -16,61 +16,36 @@ fn escape(s: &str, out: &mut String) {
     }
 }
 
-/// Renders `src` as mrkdwn.
-pub fn mrkdwn(src: &str) -> String {
-    let mut out = String::with_capacity(src.len() + 16);
-    for (i, line) in lines(src).into_iter().enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        match line {
-            // Slack fences take no language.
-            Line::FenceOpen(_) | Line::FenceClose => out.push_str("```"),
-            Line::Code(code) => escape(code, &mut out),
-            Line::Heading(spans) => {
-                out.push('*');
-                render(&spans, &mut out);
-                out.push('*');
-            }
-            Line::Item(indent, spans) => {
-                out.push_str(indent);
-                out.push_str("• ");
-                render(&spans, &mut out);
-            }
-            Line::Text(spans) => render(&spans, &mut out),
-        }
+struct Mrkdwn;
+
+impl Dialect for Mrkdwn {
+    const MARKS: (char, char, char) = ('*', '_', '~');
+
+    fn text(s: &str, out: &mut String) {
+        escape(s, out);
     }
-    out
+
+    fn code(s: &str, out: &mut String) {
+        escape(s, out);
+    }
+
+    /// Slack fences take no language.
+    fn fence(_lang: &str, out: &mut String) {
+        out.push_str("```");
+    }
+
+    fn link(label: &str, url: &str, out: &mut String) {
+        out.push('<');
+        escape(url, out);
+        out.push('|');
+        out.push_str(&label.replace('|', "/"));
+        out.push('>');
+    }
 }
 
-fn render(spans: &[Inline<'_>], out: &mut String) {
-    for span in spans {
-        let wrap = |mark: char, inner: &[Inline<'_>], out: &mut String| {
-            out.push(mark);
-            render(inner, out);
-            out.push(mark);
-        };
-        match span {
-            Inline::Text(t) => escape(t, out),
-            Inline::Code(c) => {
-                out.push('`');
-                escape(c, out);
-                out.push('`');
-            }
-            Inline::Bold(inner) => wrap('*', inner, out),
-            Inline::Italic(inner) => wrap('_', inner, out),
-            Inline::Strike(inner) => wrap('~', inner, out),
-            Inline::Link(text, url) => {
-                out.push('<');
-                escape(url, out);
-                out.push('|');
-                let mut label = String::new();
-                render(text, &mut label);
-                out.push_str(&label.replace('|', "/"));
-                out.push('>');
-            }
-        }
-    }
+/// Renders `src` as mrkdwn.
+pub fn mrkdwn(src: &str) -> String {
+    render::<Mrkdwn>(src)
 }
 
 #[cfg(test)]

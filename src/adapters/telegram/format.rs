@@ -3,7 +3,7 @@
 //! items bullets; every other special character is escaped, so unbalanced
 //! markup shows as typed instead of failing the whole message.
 
-use crate::adapters::markdown::{Inline, Line, lines};
+use crate::adapters::markdown::{Dialect, render};
 
 /// Characters MarkdownV2 reserves outside entities.
 const SPECIAL: &str = "_*[]()~`>#+-=|{}.!\\";
@@ -35,62 +35,36 @@ fn escape_url(s: &str, out: &mut String) {
     }
 }
 
-/// Renders `src` as MarkdownV2.
-pub fn markdown_v2(src: &str) -> String {
-    let mut out = String::with_capacity(src.len() + src.len() / 8);
-    for (i, line) in lines(src).into_iter().enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        match line {
-            Line::FenceOpen(lang) => {
-                out.push_str("```");
-                out.push_str(lang);
-            }
-            Line::FenceClose => out.push_str("```"),
-            Line::Code(code) => escape_code(code, &mut out),
-            Line::Heading(spans) => {
-                out.push('*');
-                render(&spans, &mut out);
-                out.push('*');
-            }
-            Line::Item(indent, spans) => {
-                out.push_str(indent);
-                out.push_str("• ");
-                render(&spans, &mut out);
-            }
-            Line::Text(spans) => render(&spans, &mut out),
-        }
+struct MarkdownV2;
+
+impl Dialect for MarkdownV2 {
+    const MARKS: (char, char, char) = ('*', '_', '~');
+
+    fn text(s: &str, out: &mut String) {
+        escape_text(s, out);
     }
-    out
+
+    fn code(s: &str, out: &mut String) {
+        escape_code(s, out);
+    }
+
+    fn fence(lang: &str, out: &mut String) {
+        out.push_str("```");
+        out.push_str(lang);
+    }
+
+    fn link(label: &str, url: &str, out: &mut String) {
+        out.push('[');
+        out.push_str(label);
+        out.push_str("](");
+        escape_url(url, out);
+        out.push(')');
+    }
 }
 
-fn render(spans: &[Inline<'_>], out: &mut String) {
-    for span in spans {
-        let wrap = |mark: char, inner: &[Inline<'_>], out: &mut String| {
-            out.push(mark);
-            render(inner, out);
-            out.push(mark);
-        };
-        match span {
-            Inline::Text(t) => escape_text(t, out),
-            Inline::Code(c) => {
-                out.push('`');
-                escape_code(c, out);
-                out.push('`');
-            }
-            Inline::Bold(inner) => wrap('*', inner, out),
-            Inline::Italic(inner) => wrap('_', inner, out),
-            Inline::Strike(inner) => wrap('~', inner, out),
-            Inline::Link(text, url) => {
-                out.push('[');
-                render(text, out);
-                out.push_str("](");
-                escape_url(url, out);
-                out.push(')');
-            }
-        }
-    }
+/// Renders `src` as MarkdownV2.
+pub fn markdown_v2(src: &str) -> String {
+    render::<MarkdownV2>(src)
 }
 
 #[cfg(test)]
