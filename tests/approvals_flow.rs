@@ -373,6 +373,14 @@ async fn a_restart_expires_pending_requests_and_closes_their_prompts() {
     let sid = session(&s.store, "1").await;
     let waiting = spawn_request(&s, request(&sid, Some("1"), "rm -rf data"));
     let id = s.adapter.prompt(1).await.approval_id;
+    // The prompt's message id is stored just after it is shown; the "crash"
+    // comes after that.
+    while s.store.pending_prompts().await.unwrap()[0]
+        .prompt_message
+        .is_none()
+    {
+        tokio::task::yield_now().await;
+    }
     waiting.abort();
     let _ = waiting.await;
 
