@@ -693,3 +693,42 @@ async fn gitlab_merge_requests_are_answered_in_a_chat() {
     );
     d.shutdown().await;
 }
+
+#[tokio::test]
+async fn form_encoded_github_deliveries_are_read_from_their_payload_field() {
+    let llm = FakeLlm::start(vec![Reply::Json(text("ok"))]).await;
+    let gh = FakeGithub::start().await;
+    let d = start(&llm, &gh, |_| {}).await;
+    let json = serde_json::to_string(&fixture("pull_request.opened")).unwrap();
+    let form: String = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("payload", &json)
+        .finish();
+    let resp = d
+        .http
+        .post(format!("{}/webhooks/github", d.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("x-github-event", "pull_request")
+        .header("x-github-delivery", "form-1")
+        .header(
+            "x-hub-signature-256",
+            github_signature(SECRET, form.as_bytes()),
+        )
+        .body(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202);
+    gh.wait(1).await;
+    let bad = d
+        .http
+        .post(format!("{}/webhooks/github", d.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("x-github-event", "pull_request")
+        .header("x-hub-signature-256", github_signature(SECRET, b"other=1"))
+        .body("other=1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    d.shutdown().await;
+}

@@ -133,13 +133,10 @@ async fn receive(
             json!({ "error": "rate limit exceeded" }),
         );
     }
-    let payload: Value = match serde_json::from_slice(&body) {
+    let payload = match parse_payload(&headers, &body) {
         Ok(v) => v,
         Err(err) => {
-            return answer(
-                StatusCode::BAD_REQUEST,
-                json!({ "error": format!("body is not JSON: {err}") }),
-            );
+            return answer(StatusCode::BAD_REQUEST, json!({ "error": err }));
         }
     };
     let event = event_name(route.scheme, &headers, &payload);
@@ -186,6 +183,24 @@ async fn receive(
     };
     metrics::counter!("switchboard_webhook_requests_total", "route" => route.name.clone(), "outcome" => label).increment(1);
     outcome
+}
+
+/// The JSON payload: the body itself, or its `payload` field when the
+/// sender posts a form (GitHub's `application/x-www-form-urlencoded`
+/// content type). The signature was checked over the raw body either way.
+fn parse_payload(headers: &HeaderMap, body: &[u8]) -> Result<Value, String> {
+    let form = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+    if form {
+        let payload = url::form_urlencoded::parse(body)
+            .find(|(k, _)| k == "payload")
+            .map(|(_, v)| v.into_owned())
+            .ok_or("form body without a payload field")?;
+        return serde_json::from_str(&payload).map_err(|e| format!("payload is not JSON: {e}"));
+    }
+    serde_json::from_slice(body).map_err(|e| format!("body is not JSON: {e}"))
 }
 
 async fn submit(state: &RouteState, event: InboundEvent) -> Response {
