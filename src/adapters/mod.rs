@@ -28,12 +28,11 @@ pub fn install(daemon: crate::daemon::Daemon) -> crate::daemon::Daemon {
     let daemon = slack::install(daemon);
     // Discord has no adapter yet: say so on /readyz instead of starting
     // nothing quietly.
-    let daemon = daemon.component("discord", |ctx| async move {
+    daemon.component("discord", |ctx| async move {
         if ctx.gateway.config.discord.enabled {
             tracing::error!("discord.enabled = true, but this build has no Discord adapter yet");
             ctx.health
                 .set("discord", false, "no Discord adapter in this build yet");
         }
-    });
-    daemon
+    })
 }
