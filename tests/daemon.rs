@@ -331,3 +331,30 @@ async fn occupied_port_fails_with_the_key() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("server.listen: cannot bind"));
 }
+
+#[tokio::test]
+async fn an_enabled_adapter_without_an_implementation_is_not_ready() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        "[llm]\napi_key_env = \"\"\n[discord]\nenabled = true\n",
+    );
+    let mut cmd = switchboard(dir.path());
+    cmd.env("DISCORD_BOT_TOKEN", "x")
+        .arg("--config")
+        .arg(&config);
+    let mut daemon = Running::start(cmd);
+    let client = reqwest::Client::new();
+    let mut body = serde_json::Value::Null;
+    for _ in 0..50 {
+        let ready = client.get(daemon.url("/readyz")).send().await.unwrap();
+        if ready.status() == 503 {
+            body = ready.json().await.unwrap();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(body.to_string().contains("no Discord adapter"), "{body}");
+    daemon.signal("TERM");
+    assert_eq!(daemon.wait_exit(Duration::from_secs(10)).code(), Some(0));
+}
