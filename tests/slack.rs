@@ -24,10 +24,10 @@ struct Setup {
 }
 
 async fn start(script: Vec<Reply>) -> Setup {
-    start_in(SlackMode::Events, script).await
+    start_in(SlackMode::Events, script, |_| {}).await
 }
 
-async fn start_in(mode: SlackMode, script: Vec<Reply>) -> Setup {
+async fn start_in(mode: SlackMode, script: Vec<Reply>, tweak: impl FnOnce(&mut Config)) -> Setup {
     let slack = FakeSlack::start().await;
     let llm = FakeLlm::start(script).await;
     let dir = tempfile::tempdir().unwrap();
@@ -41,6 +41,7 @@ async fn start_in(mode: SlackMode, script: Vec<Reply>) -> Setup {
     config.slack.enabled = true;
     config.slack.mode = mode;
     config.slack.api_url = slack.url.clone();
+    tweak(&mut config);
     let env = Env::from_pairs([
         ("SLACK_BOT_TOKEN", "xoxb-test"),
         ("SLACK_SIGNING_SECRET", SECRET),
@@ -405,6 +406,7 @@ async fn socket_mode_acknowledges_envelopes_and_answers() {
             )])),
             Reply::Json(text("Over the socket.")),
         ],
+        |_| {},
     )
     .await;
     let open = s.slack.wait("apps.connections.open", 1).await;
@@ -511,6 +513,33 @@ async fn clarify_questions_are_answered_by_button_or_in_the_thread() {
     assert!(
         results.contains("eu") && results.contains("Friday"),
         "{results}"
+    );
+    s.daemon.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_allowed_bot_is_taken_like_a_person() {
+    let s = start_in(
+        SlackMode::Events,
+        vec![Reply::Json(text("Hello, CI bot."))],
+        |c| {
+            c.slack.allowed_bots = vec!["BCI".into()];
+        },
+    )
+    .await;
+    let other = json!({"type": "message", "channel_type": "im", "user": "U8", "bot_id": "BOTHER",
+                       "channel": "D2", "ts": "1764000000.004000", "text": "ignored"});
+    s.event(other, "Ev40", &[]).await;
+    let ci = json!({"type": "message", "channel_type": "im", "user": "U9", "bot_id": "BCI",
+                    "channel": "D2", "ts": "1764000000.004100", "text": "build 42 failed"});
+    s.event(ci, "Ev41", &[]).await;
+    let posts = s.slack.wait("chat.postMessage", 1).await;
+    assert_eq!(posts[0].body["text"], "Hello, CI bot.");
+    assert_eq!(s.llm.requests().len(), 1);
+    assert!(
+        s.llm.requests()[0]["messages"]
+            .to_string()
+            .contains("build 42 failed")
     );
     s.daemon.shutdown().await;
 }

@@ -112,6 +112,9 @@ pub struct SlackConfig {
     pub allowed_users: Vec<String>,
     /// Channel ids the bot answers in; empty means every channel it is in.
     pub allowed_channels: Vec<String>,
+    /// Bot ids (`B…`) whose messages are taken like a person's; other bots
+    /// and the bot itself are ignored.
+    pub allowed_bots: Vec<String>,
     /// In channels, answer only when mentioned.
     pub require_mention: bool,
     /// Toolsets for Slack sessions; unset means `gateway-slack`.
@@ -129,6 +132,7 @@ impl Default for SlackConfig {
             api_url: "https://slack.com/api".into(),
             allowed_users: Vec::new(),
             allowed_channels: Vec::new(),
+            allowed_bots: Vec::new(),
             require_mention: true,
             toolsets: None,
         }

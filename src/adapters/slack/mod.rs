@@ -156,7 +156,16 @@ impl Slack {
         let mention = format!("<@{}>", self.bot_user);
         let text = raw.replace(&mention, "").trim().to_string();
         let dm = event["channel_type"].as_str() == Some("im");
-        let from_bot = event.get("bot_id").is_some_and(|b| !b.is_null()) || user == self.bot_user;
+        let allowed_bot = event["bot_id"].as_str().is_some_and(|b| {
+            self.gateway
+                .config
+                .slack
+                .allowed_bots
+                .iter()
+                .any(|a| a == b)
+        });
+        let from_bot = user == self.bot_user
+            || (event.get("bot_id").is_some_and(|b| !b.is_null()) && !allowed_bot);
         let answers_approval = is_approval_answer(&text);
         // In channels the conversation lives in the thread of the message
         // that started it.
