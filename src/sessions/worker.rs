@@ -27,17 +27,17 @@ pub(super) struct Job {
 /// What the manager can see of a worker.
 #[derive(Default)]
 pub(super) struct WorkerState {
+    /// A job was taken off the mailbox and is not finished.
+    active: std::sync::atomic::AtomicBool,
     running: Mutex<Option<CancellationToken>>,
     waiting: AtomicUsize,
     last_ack: Mutex<Option<Instant>>,
 }
 
 impl WorkerState {
+    /// Working on a message (from taking it off the mailbox to its end).
     pub(super) fn busy(&self) -> bool {
-        self.running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some()
+        self.active.load(Ordering::SeqCst)
     }
 
     pub(super) fn waiting(&self) -> usize {
@@ -199,8 +199,10 @@ pub(super) async fn run_worker(
             }
         };
         let Some(job) = job else { break };
+        state.active.store(true, Ordering::SeqCst);
         state.waiting.fetch_sub(1, Ordering::SeqCst);
         run_job(&inner, &key, &state, &mut conversation, job).await;
+        state.active.store(false, Ordering::SeqCst);
         inner.processed();
     }
     leave(&inner, &key, &state);
@@ -271,6 +273,8 @@ async fn run_job(
         }
     };
     state.end_turn();
+    // The answer is on its way: a message arriving now is not "queued".
+    state.active.store(false, Ordering::SeqCst);
     *last_active = now_ms();
     inner.replier.finished(&event).await;
     let label = match outcome {
