@@ -152,7 +152,7 @@ async fn url_verification_and_signature_checks() {
         "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"
     );
     let stale = s
-        .signed("/slack/events", body.clone(), now() - 301, &[])
+        .signed("/slack/events", body.clone(), now() - 310, &[])
         .await;
     assert_eq!(stale.status(), 401);
     let wrong = s
