@@ -375,12 +375,18 @@ async fn a_restart_expires_pending_requests_and_closes_their_prompts() {
     let id = s.adapter.prompt(1).await.approval_id;
     // The prompt's message id is stored just after it is shown; the "crash"
     // comes after that.
-    while s.store.pending_prompts().await.unwrap()[0]
-        .prompt_message
-        .is_none()
-    {
-        tokio::task::yield_now().await;
+    let mut stored = false;
+    for _ in 0..500 {
+        if s.store.pending_prompts().await.unwrap()[0]
+            .prompt_message
+            .is_some()
+        {
+            stored = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
+    assert!(stored, "the prompt's message id was never stored");
     waiting.abort();
     let _ = waiting.await;
 

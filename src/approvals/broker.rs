@@ -511,10 +511,15 @@ impl Broker {
                 {
                     w.message_id = Some(message_id.clone());
                 }
-                let _ = self
+                if let Err(err) = self
                     .store
                     .set_approval_prompt(&id, &chat.platform, &chat.chat, &message_id)
-                    .await;
+                    .await
+                {
+                    // The prompt cannot be closed after a restart; the
+                    // request itself still works.
+                    tracing::warn!(approval.id = %id, error = %err, "prompt reference not stored");
+                }
             }
             Err(err) => {
                 tracing::warn!(approval.id = %id, error = %err, "approval prompt could not be shown");
