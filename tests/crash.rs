@@ -24,12 +24,21 @@ const SECRET: &str = "crash-test-secret";
 const EVENTS: usize = 12;
 const PRS: usize = 3;
 /// Model answers given before every session's next turn hangs on the model
-/// and the daemon is killed.
-const QUICK: usize = 4;
+/// and the daemon is killed. Fewer than the events of one PR, so that every
+/// session still has a turn to hang on however the answers are spread.
+const QUICK: usize = 2;
 
 struct Daemon {
     child: Child,
     addr: String,
+}
+
+/// A failed assertion must not leave a daemon running.
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 impl Daemon {
@@ -76,7 +85,8 @@ impl Daemon {
     fn stop(mut self) {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-        self.child.wait().unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{status:?}");
     }
 }
 
