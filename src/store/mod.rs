@@ -148,9 +148,13 @@ impl Store {
                     StoreError::Url(format!("cannot create {}: {e}", dir.display()))
                 })?;
             }
-            // A local file needs no liveness ping before each query.
+            // A local file needs no liveness ping before each query, and no
+            // recycling of its connections (which would also run a reaper
+            // task that busy-loops under tokio's paused test clock).
             let pool = SqlitePoolOptions::new()
                 .test_before_acquire(false)
+                .idle_timeout(None)
+                .max_lifetime(None)
                 .max_connections(config.max_connections)
                 .acquire_timeout(Duration::from_secs(10))
                 .connect_with(options)
