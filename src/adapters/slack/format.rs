@@ -5,7 +5,8 @@
 
 use crate::adapters::markdown::{Dialect, render};
 
-fn escape(s: &str, out: &mut String) {
+/// Escapes `&`, `<` and `>` as Slack requires.
+pub(super) fn escape(s: &str, out: &mut String) {
     for c in s.chars() {
         match c {
             '&' => out.push_str("&amp;"),

@@ -422,14 +422,7 @@ fn code(text: &str) -> String {
 impl ApprovalPrompter for Slack {
     async fn show(&self, chat: &ChatRef, prompt: &Prompt) -> Result<String, String> {
         let mut escaped = String::new();
-        for c in prompt.command.chars() {
-            match c {
-                '&' => escaped.push_str("&amp;"),
-                '<' => escaped.push_str("&lt;"),
-                '>' => escaped.push_str("&gt;"),
-                c => escaped.push(c),
-            }
-        }
+        format::escape(&prompt.command, &mut escaped);
         let text = format!(
             ":warning: *Approval needed*\n{}\nReason: {}",
             code(&crate::tools::builtin::clip(&escaped, 2500)),
