@@ -4,6 +4,8 @@
 
 pub mod chunk;
 pub mod console;
+#[cfg(feature = "discord")]
+pub mod discord;
 pub mod markdown;
 pub mod outbound;
 pub mod questions;
@@ -26,13 +28,7 @@ pub fn install(daemon: crate::daemon::Daemon) -> crate::daemon::Daemon {
     let daemon = telegram::install(daemon);
     #[cfg(feature = "slack")]
     let daemon = slack::install(daemon);
-    // Discord has no adapter yet: say so on /readyz instead of starting
-    // nothing quietly.
-    daemon.component("discord", |ctx| async move {
-        if ctx.gateway.config.discord.enabled {
-            tracing::error!("discord.enabled = true, but this build has no Discord adapter yet");
-            ctx.health
-                .set("discord", false, "no Discord adapter in this build yet");
-        }
-    })
+    #[cfg(feature = "discord")]
+    let daemon = discord::install(daemon);
+    daemon
 }

@@ -15,9 +15,11 @@ const LIST_KEYS: &[&str] = &[
     "discord.allowed_users",
     "discord.allowed_roles",
     "discord.allowed_channels",
+    "discord.allowed_bots",
     "discord.toolsets",
     "slack.allowed_users",
     "slack.allowed_channels",
+    "slack.allowed_bots",
     "slack.toolsets",
 ];
 

@@ -68,8 +68,14 @@ pub struct DiscordConfig {
     pub allowed_roles: Vec<String>,
     /// Snowflake ids of channels the bot answers in.
     pub allowed_channels: Vec<String>,
+    /// User ids of bots whose messages are taken like a person's; other
+    /// bots, webhooks and the bot itself are ignored.
+    pub allowed_bots: Vec<String>,
     /// In guild channels, answer only when mentioned.
     pub require_mention: bool,
+    /// Start a thread on the message that opens a conversation in a guild
+    /// channel and talk there (one thread per conversation).
+    pub auto_thread: bool,
     /// Toolsets for Discord sessions; unset means `gateway-discord`.
     pub toolsets: Option<Vec<String>>,
 }
@@ -83,7 +89,9 @@ impl Default for DiscordConfig {
             allowed_users: Vec::new(),
             allowed_roles: Vec::new(),
             allowed_channels: Vec::new(),
+            allowed_bots: Vec::new(),
             require_mention: true,
+            auto_thread: false,
             toolsets: None,
         }
     }
