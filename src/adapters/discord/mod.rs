@@ -53,13 +53,14 @@ pub fn install(daemon: Daemon) -> Daemon {
     daemon.component("discord", run)
 }
 
-/// A REST client for `api_url` (requests to `https://discord.com` are sent
-/// there instead when it differs).
+/// A REST client for `api_url`. Another base than Discord's is serenity's
+/// proxy mode: requests go there, and rate limits are the proxy's to keep
+/// (serenity's own limiter only speaks to Discord directly).
 fn rest(token: &str, api_url: &str) -> Http {
     let mut builder = HttpBuilder::new(token);
     let base = api_url.trim_end_matches('/');
     if base != DISCORD {
-        builder = builder.proxy(base);
+        builder = builder.proxy(base).ratelimiter_disabled(true);
     }
     builder.build()
 }
@@ -136,6 +137,7 @@ async fn gateway(
         | GatewayIntents::MESSAGE_CONTENT;
     let mut wait = Duration::from_secs(1);
     while !stop.is_cancelled() {
+
         let client = serenity::client::ClientBuilder::new_with_http(rest(&token, &api_url), intents)
             .event_handler(Forward(tx.clone()))
             .await;
