@@ -8,6 +8,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
 
 /// A command for the binary with a clean environment (no stray
@@ -333,28 +335,36 @@ async fn occupied_port_fails_with_the_key() {
 }
 
 #[tokio::test]
-async fn an_enabled_adapter_without_an_implementation_is_not_ready() {
+async fn the_discord_gateway_shows_on_readyz_and_stops_with_the_daemon() {
+    let discord = common::fake_discord::FakeDiscord::start().await;
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(
         dir.path(),
-        "[llm]\napi_key_env = \"\"\n[discord]\nenabled = true\n",
+        &format!(
+            "[llm]\napi_key_env = \"\"\n[discord]\nenabled = true\napi_url = \"{}\"\n",
+            discord.url
+        ),
     );
     let mut cmd = switchboard(dir.path());
-    cmd.env("DISCORD_BOT_TOKEN", "x")
+    cmd.env("DISCORD_BOT_TOKEN", "test-token")
         .arg("--config")
         .arg(&config);
     let mut daemon = Running::start(cmd);
+    discord.ready().await;
     let client = reqwest::Client::new();
     let mut body = serde_json::Value::Null;
-    for _ in 0..50 {
+    for _ in 0..100 {
         let ready = client.get(daemon.url("/readyz")).send().await.unwrap();
-        if ready.status() == 503 {
-            body = ready.json().await.unwrap();
+        body = ready.json().await.unwrap();
+        if body.to_string().contains("connected as switchboard") {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(body.to_string().contains("no Discord adapter"), "{body}");
+    assert!(
+        body.to_string().contains("connected as switchboard"),
+        "{body}"
+    );
     daemon.signal("TERM");
     assert_eq!(daemon.wait_exit(Duration::from_secs(10)).code(), Some(0));
 }

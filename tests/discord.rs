@@ -45,6 +45,19 @@ async fn start(script: Vec<Reply>, tweak: impl FnOnce(&mut Config)) -> Setup {
     let env = Env::from_pairs([("DISCORD_BOT_TOKEN", "test-token")]);
     let daemon = InProcess::start(config, env).await;
     dc.ready().await;
+    // READY reaches the adapter just after the fake sent it.
+    for _ in 0..200 {
+        if daemon
+            .gateway
+            .health
+            .snapshot()
+            .get("discord")
+            .is_some_and(|h| h.ready)
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     Setup {
         dc,
         llm,
@@ -62,7 +75,10 @@ fn mention(id: &str, channel: &str, author: Value, words: &str) -> Value {
 }
 
 fn content(call: &fake_discord::Call) -> String {
-    call.body["content"].as_str().unwrap_or_default().to_string()
+    call.body["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 #[tokio::test]
@@ -70,30 +86,53 @@ async fn a_mention_gets_a_reply_that_references_it() {
     let s = start(vec![Reply::Json(text("**Done.** See `x_y`."))], |_| {}).await;
     let identify = &s.dc.received(2)[0]["d"];
     let intents = identify["intents"].as_u64().unwrap();
-    for (bit, name) in [(9, "GUILD_MESSAGES"), (12, "DIRECT_MESSAGES"), (15, "MESSAGE_CONTENT")] {
-        assert!(intents & (1 << bit) != 0, "{name} intent missing: {intents}");
+    for (bit, name) in [
+        (9, "GUILD_MESSAGES"),
+        (12, "DIRECT_MESSAGES"),
+        (15, "MESSAGE_CONTENT"),
+    ] {
+        assert!(
+            intents & (1 << bit) != 0,
+            "{name} intent missing: {intents}"
+        );
     }
     assert!(identify["token"].as_str().unwrap().contains("test-token"));
-    s.dc.dispatch("MESSAGE_CREATE", message("1000", CHANNEL, ann(), "just chatting", true))
-        .await;
+    s.dc.dispatch(
+        "MESSAGE_CREATE",
+        message("1000", CHANNEL, ann(), "just chatting", true),
+    )
+    .await;
     s.dc.dispatch(
         "MESSAGE_CREATE",
         mention("1001", CHANNEL, user("55", "ci-bot", true), "do things"),
     )
     .await;
-    s.dc.dispatch("MESSAGE_CREATE", mention("1002", CHANNEL, ann(), "hello there"))
-        .await;
+    s.dc.dispatch(
+        "MESSAGE_CREATE",
+        mention("1002", CHANNEL, ann(), "hello there"),
+    )
+    .await;
     let posted = s.dc.wait_posted(1).await;
-    assert_eq!(posted[0].path, format!("/api/v10/channels/{CHANNEL}/messages"));
+    assert_eq!(
+        posted[0].path,
+        format!("/api/v10/channels/{CHANNEL}/messages")
+    );
     assert_eq!(content(&posted[0]), "**Done.** See `x_y`.");
     assert_eq!(posted[0].body["message_reference"]["message_id"], "1002");
     assert_eq!(posted[0].body["allowed_mentions"]["parse"], json!([]));
     assert_eq!(posted[0].auth, "Bot test-token");
-    assert!(!s.dc.calls("POST", &format!("/channels/{CHANNEL}/typing")).is_empty());
+    assert!(
+        !s.dc
+            .calls("POST", &format!("/channels/{CHANNEL}/typing"))
+            .is_empty()
+    );
     let requests = s.llm.requests();
     assert_eq!(requests.len(), 1, "only the mention reached an agent");
     let sent = requests[0]["messages"].to_string();
-    assert!(sent.contains("hello there") && !sent.contains("<@900>"), "{sent}");
+    assert!(
+        sent.contains("hello there") && !sent.contains("<@900>"),
+        "{sent}"
+    );
     let sessions = s.daemon.gateway.store.list_sessions(10).await.unwrap();
     assert_eq!(sessions[0].key, format!("discord:group:{CHANNEL}:{ANN}"));
     let registered = s.dc.wait("PUT", "/applications/800/commands", 1).await;
@@ -110,19 +149,75 @@ async fn a_mention_gets_a_reply_that_references_it() {
 
 #[tokio::test]
 async fn strangers_pair_in_dms_and_are_ignored_in_channels() {
-    let s = start(vec![Reply::Json(text("hi"))], |_| {}).await;
-    s.dc.dispatch("MESSAGE_CREATE", mention("1100", CHANNEL, user(EVE, "eve", false), "hi"))
+    let s = start(vec![Reply::Json(text("hi"))], |c| {
+        c.discord.allowed_channels = vec![CHANNEL.into()];
+    })
+    .await;
+    s.dc.dispatch("MESSAGE_CREATE", mention("1099", "201", ann(), "not here"))
         .await;
+    // A gateway resume replays events: the same message id runs once.
+    let replayed = mention("1098", CHANNEL, ann(), "once please");
+    s.dc.dispatch("MESSAGE_CREATE", replayed.clone()).await;
+    s.dc.dispatch("MESSAGE_CREATE", replayed).await;
+    s.dc.dispatch(
+        "MESSAGE_CREATE",
+        mention("1100", CHANNEL, user(EVE, "eve", false), "hi"),
+    )
+    .await;
     s.dc.dispatch(
         "MESSAGE_CREATE",
         message("1101", DM, user(EVE, "eve", false), "let me in", false),
     )
     .await;
-    let posted = s.dc.wait_posted(1).await;
-    assert_eq!(posted[0].path, format!("/api/v10/channels/{DM}/messages"));
-    assert!(content(&posted[0]).contains("switchboard pairing approve"), "{posted:?}");
-    assert!(s.llm.requests().is_empty());
+    let posted = s.dc.wait_posted(2).await;
+    let pairing = posted
+        .iter()
+        .find(|c| c.path == format!("/api/v10/channels/{DM}/messages"))
+        .expect("a pairing reply in the DM");
+    assert!(
+        content(pairing).contains("switchboard pairing approve"),
+        "{posted:?}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let requests = s.llm.requests();
+    assert_eq!(requests.len(), 1, "one turn: the replayed message, once");
+    assert!(requests[0]["messages"].to_string().contains("once please"));
+    assert_eq!(s.dc.posted().len(), 2);
     s.daemon.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_refused_token_shows_on_readyz() {
+    let dc = FakeDiscord::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.server.listen = "127.0.0.1:0".parse().unwrap();
+    config.server.shutdown_grace_secs = 2;
+    config.storage.url = format!("sqlite://{}/sb.db", dir.path().display());
+    config.llm.api_key_env = String::new();
+    config.discord.enabled = true;
+    config.discord.api_url = dc.url.clone();
+    let env = Env::from_pairs([("DISCORD_BOT_TOKEN", "bad-token")]);
+    let daemon = InProcess::start(config, env).await;
+    let mut body = Value::Null;
+    for _ in 0..200 {
+        body = reqwest::get(format!("{}/readyz", daemon.base))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if body.to_string().contains("gateway:") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(body.to_string().contains("gateway:"), "{body}");
+    assert!(
+        !dc.received(2).is_empty(),
+        "it identified before the refusal"
+    );
+    daemon.shutdown().await;
 }
 
 #[tokio::test]
@@ -146,7 +241,11 @@ async fn long_replies_are_chunked_with_fences_kept() {
     assert!(n >= 3, "{posted:?}");
     for (i, part) in posted.iter().enumerate() {
         assert!(part.chars().count() <= 2000, "chunk {i} too long");
-        assert_eq!(part.matches("```").count() % 2, 0, "unbalanced fence: {part}");
+        assert_eq!(
+            part.matches("```").count() % 2,
+            0,
+            "unbalanced fence: {part}"
+        );
         assert!(part.ends_with(&format!("({}/{n})", i + 1)), "{part}");
     }
     let joined = posted.concat();
@@ -171,8 +270,11 @@ async fn approval_buttons_resolve_through_the_broker() {
         |_| {},
     )
     .await;
-    s.dc.dispatch("MESSAGE_CREATE", mention("1300", CHANNEL, ann(), "reset it"))
-        .await;
+    s.dc.dispatch(
+        "MESSAGE_CREATE",
+        mention("1300", CHANNEL, ann(), "reset it"),
+    )
+    .await;
     let posted = s.dc.wait_posted(1).await;
     let prompt = &posted[0].body;
     assert!(content(&posted[0]).contains("git reset --hard"));
@@ -191,9 +293,14 @@ async fn approval_buttons_resolve_through_the_broker() {
     );
     prompt_msg["components"] = prompt["components"].clone();
     // Eve did not ask and is no approver: refused, only she sees it.
-    s.dc.dispatch("INTERACTION_CREATE", press("7001", user(EVE, "eve", false), &[], &prompt_msg, &once))
-        .await;
-    let answers = s.dc.wait("POST", "/interactions/7001/tok-7001/callback", 1).await;
+    s.dc.dispatch(
+        "INTERACTION_CREATE",
+        press("7001", user(EVE, "eve", false), &[], &prompt_msg, &once),
+    )
+    .await;
+    let answers =
+        s.dc.wait("POST", "/interactions/7001/tok-7001/callback", 1)
+            .await;
     assert_eq!(answers[0].body["type"], 4);
     assert_eq!(answers[0].body["data"]["flags"], 64);
     assert!(
@@ -207,27 +314,55 @@ async fn approval_buttons_resolve_through_the_broker() {
     // A forged id is refused as well.
     s.dc.dispatch(
         "INTERACTION_CREATE",
-        press("7002", ann(), &[], &prompt_msg, "ap:00000000000000000000000000000000:once"),
+        press(
+            "7002",
+            ann(),
+            &[],
+            &prompt_msg,
+            "ap:00000000000000000000000000000000:once",
+        ),
     )
     .await;
-    let answers = s.dc.wait("POST", "/interactions/7002/tok-7002/callback", 1).await;
-    assert_eq!(answers[0].body["data"]["content"], "This approval does not exist.");
-    s.dc.dispatch("INTERACTION_CREATE", press("7003", ann(), &[], &prompt_msg, &once))
-        .await;
-    let answers = s.dc.wait("POST", "/interactions/7003/tok-7003/callback", 1).await;
+    let answers =
+        s.dc.wait("POST", "/interactions/7002/tok-7002/callback", 1)
+            .await;
+    assert_eq!(
+        answers[0].body["data"]["content"],
+        "This approval does not exist."
+    );
+    s.dc.dispatch(
+        "INTERACTION_CREATE",
+        press("7003", ann(), &[], &prompt_msg, &once),
+    )
+    .await;
+    let answers =
+        s.dc.wait("POST", "/interactions/7003/tok-7003/callback", 1)
+            .await;
     assert_eq!(answers[0].body["type"], 6, "acknowledged without a message");
-    let edits = s
-        .dc
-        .wait("PATCH", &format!("/channels/{CHANNEL}/messages/{prompt_id}"), 1)
+    let edits =
+        s.dc.wait(
+            "PATCH",
+            &format!("/channels/{CHANNEL}/messages/{prompt_id}"),
+            1,
+        )
         .await;
-    assert!(content(&edits[0]).contains("Allowed once by ann"), "{:?}", edits[0].body);
+    assert!(
+        content(&edits[0]).contains("Allowed once by ann"),
+        "{:?}",
+        edits[0].body
+    );
     assert_eq!(edits[0].body["components"], json!([]), "buttons removed");
     let posted = s.dc.wait_posted(2).await;
     assert_eq!(content(&posted[1]), "Reset done.");
     // Pressing after the decision is refused as already decided.
-    s.dc.dispatch("INTERACTION_CREATE", press("7004", ann(), &[], &prompt_msg, &once))
-        .await;
-    let answers = s.dc.wait("POST", "/interactions/7004/tok-7004/callback", 1).await;
+    s.dc.dispatch(
+        "INTERACTION_CREATE",
+        press("7004", ann(), &[], &prompt_msg, &once),
+    )
+    .await;
+    let answers =
+        s.dc.wait("POST", "/interactions/7004/tok-7004/callback", 1)
+            .await;
     assert!(
         answers[0].body["data"]["content"]
             .as_str()
@@ -238,50 +373,152 @@ async fn approval_buttons_resolve_through_the_broker() {
 }
 
 #[tokio::test]
+async fn a_press_that_takes_long_is_deferred_within_discords_three_seconds() {
+    let s = start(
+        vec![
+            Reply::Json(calls(&[(
+                "c1",
+                "terminal",
+                r#"{"command":"git clean -fdx"}"#,
+            )])),
+            Reply::Json(text("Cleaned.")),
+        ],
+        |_| {},
+    )
+    .await;
+    s.dc.dispatch(
+        "MESSAGE_CREATE",
+        mention("1350", CHANNEL, ann(), "clean it"),
+    )
+    .await;
+    let posted = s.dc.wait_posted(1).await;
+    let once = posted[0].body["components"][0]["components"][0]["custom_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut prompt = message(
+        &posted[0].id,
+        CHANNEL,
+        user(BOT_ID, "switchboard", true),
+        "…",
+        true,
+    );
+    prompt["components"] = posted[0].body["components"].clone();
+    s.dc.slow_edits(std::time::Duration::from_millis(2600));
+    let pressed = std::time::Instant::now();
+    s.dc.dispatch(
+        "INTERACTION_CREATE",
+        press("7301", ann(), &[], &prompt, &once),
+    )
+    .await;
+    let answers =
+        s.dc.wait("POST", "/interactions/7301/tok-7301/callback", 1)
+            .await;
+    let waited = pressed.elapsed();
+    assert_eq!(answers[0].body["type"], 6);
+    assert!(
+        waited < std::time::Duration::from_millis(2600),
+        "deferred after {waited:?}"
+    );
+    let posted = s.dc.wait_posted(2).await;
+    assert_eq!(content(&posted[1]), "Cleaned.");
+    assert_eq!(
+        s.dc.calls("POST", "/interactions/7301/").len(),
+        1,
+        "answered exactly once"
+    );
+    s.daemon.shutdown().await;
+}
+
+#[tokio::test]
 async fn slash_commands_answer_their_interaction() {
     let s = start(vec![Reply::Json(text("noted"))], |_| {}).await;
-    s.dc.dispatch("MESSAGE_CREATE", mention("1400", CHANNEL, ann(), "remember this"))
-        .await;
+    s.dc.dispatch(
+        "MESSAGE_CREATE",
+        mention("1400", CHANNEL, ann(), "remember this"),
+    )
+    .await;
     s.dc.wait_posted(1).await;
-    s.dc.dispatch("INTERACTION_CREATE", command("7101", ann(), CHANNEL, "status", json!([])))
-        .await;
-    let answer = s.dc.wait("POST", "/interactions/7101/tok-7101/callback", 1).await;
+    s.dc.dispatch(
+        "INTERACTION_CREATE",
+        command("7101", ann(), CHANNEL, "status", json!([])),
+    )
+    .await;
+    let answer =
+        s.dc.wait("POST", "/interactions/7101/tok-7101/callback", 1)
+            .await;
     assert_eq!(answer[0].body["type"], 4);
     let status = answer[0].body["data"]["content"].as_str().unwrap();
     assert!(
-        status.starts_with(&format!("Session discord:group:{CHANNEL}:{ANN}: 2 messages stored")),
+        status.starts_with(&format!(
+            "Session discord:group:{CHANNEL}:{ANN}: 2 messages stored"
+        )),
         "{status}"
     );
-    s.dc.dispatch("INTERACTION_CREATE", command("7102", ann(), CHANNEL, "new", json!([])))
-        .await;
-    let answer = s.dc.wait("POST", "/interactions/7102/tok-7102/callback", 1).await;
-    assert_eq!(answer[0].body["data"]["content"], "Started a new conversation.");
     s.dc.dispatch(
         "INTERACTION_CREATE",
-        command("7103", ann(), CHANNEL, "deny", json!([{"name": "reason", "type": 3, "value": "no"}])),
+        command("7102", ann(), CHANNEL, "new", json!([])),
     )
     .await;
-    let answer = s.dc.wait("POST", "/interactions/7103/tok-7103/callback", 1).await;
-    assert_eq!(answer[0].body["data"]["content"], "Nothing is waiting for approval here.");
+    let answer =
+        s.dc.wait("POST", "/interactions/7102/tok-7102/callback", 1)
+            .await;
+    assert_eq!(
+        answer[0].body["data"]["content"],
+        "Started a new conversation."
+    );
     s.dc.dispatch(
         "INTERACTION_CREATE",
-        command("7104", user(EVE, "eve", false), CHANNEL, "status", json!([])),
+        command(
+            "7103",
+            ann(),
+            CHANNEL,
+            "deny",
+            json!([{"name": "reason", "type": 3, "value": "no"}]),
+        ),
     )
     .await;
-    let answer = s.dc.wait("POST", "/interactions/7104/tok-7104/callback", 1).await;
+    let answer =
+        s.dc.wait("POST", "/interactions/7103/tok-7103/callback", 1)
+            .await;
+    assert_eq!(
+        answer[0].body["data"]["content"],
+        "Nothing is waiting for approval here."
+    );
+    s.dc.dispatch(
+        "INTERACTION_CREATE",
+        command(
+            "7104",
+            user(EVE, "eve", false),
+            CHANNEL,
+            "status",
+            json!([]),
+        ),
+    )
+    .await;
+    let answer =
+        s.dc.wait("POST", "/interactions/7104/tok-7104/callback", 1)
+            .await;
     assert_eq!(answer[0].body["data"]["flags"], 64);
     assert_eq!(
         answer[0].body["data"]["content"],
         "You are not allowed to use this bot here."
     );
-    assert_eq!(s.dc.posted().len(), 1, "command answers went to the interactions");
+    assert_eq!(
+        s.dc.posted().len(),
+        1,
+        "command answers went to the interactions"
+    );
     s.daemon.shutdown().await;
 }
 
 #[tokio::test]
 async fn threads_are_session_threads_and_roles_allow() {
     let s = start(
-        vec![Reply::Json(text("In the thread.")), Reply::Json(text("Still here."))],
+        vec![
+            Reply::Json(text("In the thread.")),
+            Reply::Json(text("Still here.")),
+        ],
         |_| {},
     )
     .await;
@@ -294,7 +531,13 @@ async fn threads_are_session_threads_and_roles_allow() {
     let sessions = s.daemon.gateway.store.list_sessions(10).await.unwrap();
     assert_eq!(sessions[0].key, format!("discord:group:{CHANNEL}:555"));
     // In a thread the bot talks in, no mention is needed.
-    let mut follow = message("1501", "555", user(BOB, "bob", false), "and the rest?", true);
+    let mut follow = message(
+        "1501",
+        "555",
+        user(BOB, "bob", false),
+        "and the rest?",
+        true,
+    );
     follow["member"]["roles"] = json!(["77"]);
     s.dc.dispatch("MESSAGE_CREATE", follow).await;
     let posted = s.dc.wait_posted(2).await;
@@ -308,12 +551,16 @@ async fn auto_threads_start_on_the_opening_message() {
         c.discord.auto_thread = true;
     })
     .await;
-    s.dc.dispatch("MESSAGE_CREATE", mention("1600", CHANNEL, ann(), "plan the release"))
-        .await;
+    s.dc.dispatch(
+        "MESSAGE_CREATE",
+        mention("1600", CHANNEL, ann(), "plan the release"),
+    )
+    .await;
     let posted = s.dc.wait_posted(1).await;
-    let threads = s
-        .dc
-        .calls("POST", &format!("/channels/{CHANNEL}/messages/1600/threads"));
+    let threads = s.dc.calls(
+        "POST",
+        &format!("/channels/{CHANNEL}/messages/1600/threads"),
+    );
     assert_eq!(threads.len(), 1);
     assert_eq!(threads[0].body["name"], "plan the release");
     assert_eq!(posted[0].path, "/api/v10/channels/1600/messages");
@@ -325,12 +572,20 @@ async fn auto_threads_start_on_the_opening_message() {
 
 #[tokio::test]
 async fn a_burst_of_messages_keeps_its_order() {
-    let script = (0..6).map(|i| Reply::Json(text(&format!("ok {i}")))).collect();
+    let script = (0..6)
+        .map(|i| Reply::Json(text(&format!("ok {i}"))))
+        .collect();
     let s = start(script, |_| {}).await;
     for i in 0..6 {
         s.dc.dispatch(
             "MESSAGE_CREATE",
-            message(&format!("{}", 1700 + i), DM, ann(), &format!("step {i}"), false),
+            message(
+                &format!("{}", 1700 + i),
+                DM,
+                ann(),
+                &format!("step {i}"),
+                false,
+            ),
         )
         .await;
     }
@@ -343,7 +598,10 @@ async fn a_burst_of_messages_keeps_its_order() {
     }
     let last = s.llm.requests().last().unwrap()["messages"].to_string();
     let positions: Vec<usize> = (0..6)
-        .map(|i| last.find(&format!("step {i}")).expect("every step reached the model"))
+        .map(|i| {
+            last.find(&format!("step {i}"))
+                .expect("every step reached the model")
+        })
         .collect();
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "{last}");
     s.daemon.shutdown().await;
@@ -363,14 +621,25 @@ async fn clarify_questions_are_answered_with_buttons() {
         |_| {},
     )
     .await;
-    s.dc.dispatch("MESSAGE_CREATE", message("1800", DM, ann(), "deploy it", false))
-        .await;
+    s.dc.dispatch(
+        "MESSAGE_CREATE",
+        message("1800", DM, ann(), "deploy it", false),
+    )
+    .await;
     let posted = s.dc.wait_posted(1).await;
     assert_eq!(content(&posted[0]), "❓ Which environment?");
-    let buttons = posted[0].body["components"][0]["components"].as_array().unwrap();
+    let buttons = posted[0].body["components"][0]["components"]
+        .as_array()
+        .unwrap();
     assert_eq!(buttons[0]["label"], "staging");
     let data = buttons[0]["custom_id"].as_str().unwrap().to_string();
-    let mut question = message("5001", DM, user(BOT_ID, "switchboard", true), "❓ Which environment?", false);
+    let mut question = message(
+        "5001",
+        DM,
+        user(BOT_ID, "switchboard", true),
+        "❓ Which environment?",
+        false,
+    );
     question["components"] = posted[0].body["components"].clone();
     let mut pressed = press("7201", ann(), &[], &question, &data);
     pressed.as_object_mut().unwrap().remove("guild_id");
@@ -378,9 +647,13 @@ async fn clarify_questions_are_answered_with_buttons() {
     pressed["user"] = ann();
     pressed["channel"] = json!({"id": DM, "type": 1});
     s.dc.dispatch("INTERACTION_CREATE", pressed).await;
-    let answers = s.dc.wait("POST", "/interactions/7201/tok-7201/callback", 1).await;
+    let answers =
+        s.dc.wait("POST", "/interactions/7201/tok-7201/callback", 1)
+            .await;
     assert_eq!(answers[0].body["type"], 6);
-    let edits = s.dc.wait("PATCH", &format!("/channels/{DM}/messages/5001"), 1).await;
+    let edits =
+        s.dc.wait("PATCH", &format!("/channels/{DM}/messages/5001"), 1)
+            .await;
     assert!(content(&edits[0]).ends_with("→ staging"));
     let posted = s.dc.wait_posted(2).await;
     assert_eq!(content(&posted[1]), "Deploying to staging.");

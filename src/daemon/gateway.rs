@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use crate::adapters::OutboundHub;
-use crate::approvals::Broker;
+use crate::adapters::{Outbound, OutboundHub};
+use crate::approvals::{ApprovalPrompter, Broker};
 use crate::config::{Config, Env};
-use crate::sessions::{Replies, SessionManager};
+use crate::sessions::{Replier, Replies, SessionManager};
 use crate::store::Store;
 
 use super::Health;
@@ -31,4 +31,17 @@ pub struct Gateway {
     pub outbound: Arc<OutboundHub>,
     /// Component readiness.
     pub health: Health,
+}
+
+impl Gateway {
+    /// Connects a chat platform's adapter: its sessions' replies, messages
+    /// sent to its chats, and approval prompts go through `adapter`.
+    pub async fn attach<A>(&self, platform: &str, adapter: Arc<A>)
+    where
+        A: Replier + Outbound + ApprovalPrompter + 'static,
+    {
+        self.replies.register(platform, adapter.clone());
+        self.outbound.connect(platform, adapter.clone());
+        self.broker.register_prompter(platform, adapter).await;
+    }
 }

@@ -42,6 +42,8 @@ struct Shared {
     seq: Arc<Mutex<u64>>,
     /// Thread channel id → parent channel id.
     threads: Arc<Mutex<HashMap<String, String>>>,
+    /// How long message edits take.
+    edit_delay: Arc<Mutex<Duration>>,
 }
 
 pub struct FakeDiscord {
@@ -140,6 +142,11 @@ impl FakeDiscord {
             .lock()
             .unwrap()
             .insert(id.into(), parent.into());
+    }
+
+    /// Makes every message edit take `delay`.
+    pub fn slow_edits(&self, delay: Duration) {
+        *self.shared.edit_delay.lock().unwrap() = delay;
     }
 
     pub fn calls(&self, method: &str, path_contains: &str) -> Vec<Call> {
@@ -280,6 +287,8 @@ async fn rest(
             Json(bot_message(channel, id)).into_response()
         }
         ("PATCH", ["channels", channel, "messages", id]) => {
+            let delay = *shared.edit_delay.lock().unwrap();
+            tokio::time::sleep(delay).await;
             Json(bot_message(channel, (*id).to_string())).into_response()
         }
         ("POST", ["channels", channel, "messages", id, "threads"]) => {
@@ -344,6 +353,11 @@ async fn gateway(listener: tokio::net::TcpListener, shared: Shared) {
         let to_client = tx.clone();
         tokio::spawn(async move {
             while let Some(Ok(msg)) = source.next().await {
+                if let Message::Close(_) = msg {
+                    // Answered like Discord does, so the client's close completes.
+                    let _ = to_client.send(json!({"close": 1000}));
+                    break;
+                }
                 let Message::Text(text) = msg else { continue };
                 let Ok(frame) = serde_json::from_str::<Value>(&text) else {
                     continue;
@@ -352,6 +366,14 @@ async fn gateway(listener: tokio::net::TcpListener, shared: Shared) {
                 match frame["op"].as_u64() {
                     Some(1) => {
                         let _ = to_client.send(json!({"op": 11}));
+                    }
+                    Some(2)
+                        if frame["d"]["token"]
+                            .as_str()
+                            .is_some_and(|t| t.contains("bad-token")) =>
+                    {
+                        let _ = to_client.send(json!({"close": 4004}));
+                        break;
                     }
                     Some(2) => {
                         let ready = json!({
@@ -372,6 +394,15 @@ async fn gateway(listener: tokio::net::TcpListener, shared: Shared) {
         let seq = shared.seq.clone();
         tokio::spawn(async move {
             while let Some(mut frame) = rx.recv().await {
+                if let Some(code) = frame["close"].as_u64() {
+                    use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+                    let close = CloseFrame {
+                        code: (code as u16).into(),
+                        reason: "closed by the fake".into(),
+                    };
+                    let _ = sink.send(Message::Close(Some(close))).await;
+                    break;
+                }
                 if frame["op"] == 0 {
                     let mut s = seq.lock().unwrap();
                     *s += 1;

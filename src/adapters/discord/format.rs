@@ -49,7 +49,10 @@ mod tests {
             "## Plan\n**bold** and `code`"
         );
         assert_eq!(render("#### Deep\ntext"), "**Deep**\ntext");
-        assert_eq!(render("```sh\n#### not a heading"), "```sh\n#### not a heading\n```");
+        assert_eq!(
+            render("```sh\n#### not a heading"),
+            "```sh\n#### not a heading\n```"
+        );
         assert_eq!(render("#hashtag stays"), "#hashtag stays");
     }
 

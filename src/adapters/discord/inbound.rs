@@ -206,7 +206,12 @@ mod tests {
 
     fn event(extra: Value, config: &DiscordConfig) -> Option<InboundEvent> {
         let msg = message(extra);
-        message_event(&msg, UserId::new(ME), Place::channel(msg.channel_id), config)
+        message_event(
+            &msg,
+            UserId::new(ME),
+            Place::channel(msg.channel_id),
+            config,
+        )
     }
 
     #[test]
@@ -224,10 +229,17 @@ mod tests {
 
     #[test]
     fn unmentioned_bots_and_system_messages_are_told_apart() {
-        let plain = event(json!({"content": "hi all", "mentions": []}), &DiscordConfig::default());
+        let plain = event(
+            json!({"content": "hi all", "mentions": []}),
+            &DiscordConfig::default(),
+        );
         assert!(!plain.unwrap().mentioned);
         let bot = json!({"author": {"id": "5", "username": "ci", "discriminator": "0", "avatar": null, "bot": true}});
-        assert!(event(bot.clone(), &DiscordConfig::default()).unwrap().from_bot);
+        assert!(
+            event(bot.clone(), &DiscordConfig::default())
+                .unwrap()
+                .from_bot
+        );
         let allowed = DiscordConfig {
             allowed_bots: vec!["5".into()],
             ..DiscordConfig::default()
@@ -236,23 +248,43 @@ mod tests {
         let me = json!({"author": {"id": "900", "username": "switchboard", "discriminator": "0", "avatar": null, "bot": true}});
         assert!(event(me, &allowed).unwrap().from_bot);
         assert!(event(json!({"type": 7}), &DiscordConfig::default()).is_none());
-        assert!(event(json!({"content": "<@900>", "attachments": []}), &DiscordConfig::default()).is_none());
+        assert!(
+            event(
+                json!({"content": "<@900>", "attachments": []}),
+                &DiscordConfig::default()
+            )
+            .is_none()
+        );
     }
 
     #[test]
     fn dms_threads_and_auto_threads() {
-        let dm = event(json!({"guild_id": null, "member": null, "content": "hey", "mentions": []}), &DiscordConfig::default()).unwrap();
+        let dm = event(
+            json!({"guild_id": null, "member": null, "content": "hey", "mentions": []}),
+            &DiscordConfig::default(),
+        )
+        .unwrap();
         assert_eq!(dm.kind, ChatKind::Dm);
         assert!(dm.mentioned);
         let auto = DiscordConfig {
             auto_thread: true,
             ..DiscordConfig::default()
         };
-        assert_eq!(event(json!({}), &auto).unwrap().thread_id.as_deref(), Some("1001"));
+        assert_eq!(
+            event(json!({}), &auto).unwrap().thread_id.as_deref(),
+            Some("1001")
+        );
         let msg = message(json!({"channel_id": "555"}));
-        let place = Place::of(msg.channel_id, ChannelType::PublicThread, Some(ChannelId::new(200)));
+        let place = Place::of(
+            msg.channel_id,
+            ChannelType::PublicThread,
+            Some(ChannelId::new(200)),
+        );
         let e = message_event(&msg, UserId::new(ME), place, &auto).unwrap();
-        assert_eq!((e.chat_id.as_str(), e.thread_id.as_deref()), ("200", Some("555")));
+        assert_eq!(
+            (e.chat_id.as_str(), e.thread_id.as_deref()),
+            ("200", Some("555"))
+        );
     }
 
     #[test]
@@ -264,6 +296,9 @@ mod tests {
         });
         let e = event(reply, &DiscordConfig::default()).unwrap();
         assert!(e.mentioned);
-        assert!(e.text.starts_with("and then?\n[The user attached log.txt (text/plain, 12 bytes)"));
+        assert!(
+            e.text
+                .starts_with("and then?\n[The user attached log.txt (text/plain, 12 bytes)")
+        );
     }
 }

@@ -48,7 +48,10 @@ pub fn commands() -> Vec<CreateCommand> {
 /// a command the bot does not have.
 pub fn command_text(cmd: &CommandInteraction) -> Option<String> {
     let name = cmd.data.name.as_str();
-    if !matches!(name, "new" | "stop" | "status" | "approve" | "deny" | "help") {
+    if !matches!(
+        name,
+        "new" | "stop" | "status" | "approve" | "deny" | "help"
+    ) {
         return None;
     }
     let mut text = format!("/{name}");

@@ -23,8 +23,8 @@ use std::time::Duration;
 use serenity::all::{
     ButtonStyle, ChannelId, Command, CommandInteraction, ComponentInteraction, ConnectionStage,
     Context, CreateActionRow, CreateAllowedMentions, CreateButton, CreateMessage, CreateThread,
-    EditMessage, EventHandler, GatewayIntents, Http, HttpBuilder, Interaction, Message,
-    MessageId, MessageReference, Ready, ShardStageUpdateEvent, UserId,
+    EditMessage, EventHandler, GatewayIntents, Http, HttpBuilder, Interaction, Message, MessageId,
+    MessageReference, Ready, ShardStageUpdateEvent, UserId,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -44,6 +44,8 @@ use interactions::{Interactions, Pending};
 const LIMIT: usize = 2000;
 /// The REST base that needs no proxy setting.
 const DISCORD: &str = "https://discord.com";
+/// How long the gateway may take to close on shutdown.
+const CLOSE_WITHIN: Duration = Duration::from_secs(1);
 /// Longest command shown in an approval prompt.
 const PROMPT_COMMAND_CHARS: usize = 1500;
 
@@ -137,17 +139,19 @@ async fn gateway(
         | GatewayIntents::MESSAGE_CONTENT;
     let mut wait = Duration::from_secs(1);
     while !stop.is_cancelled() {
-
-        let client = serenity::client::ClientBuilder::new_with_http(rest(&token, &api_url), intents)
-            .event_handler(Forward(tx.clone()))
-            .await;
+        let client =
+            serenity::client::ClientBuilder::new_with_http(rest(&token, &api_url), intents)
+                .event_handler(Forward(tx.clone()))
+                .await;
         let outcome = match client {
             Ok(mut client) => {
                 let manager = client.shard_manager.clone();
                 tokio::select! {
                     ended = client.start() => ended,
                     _ = stop.cancelled() => {
-                        manager.shutdown_all().await;
+                        // Bounded: a gateway that never answers the close
+                        // frame must not hold up the daemon's exit.
+                        let _ = tokio::time::timeout(CLOSE_WITHIN, manager.shutdown_all()).await;
                         return;
                     }
                 }
@@ -344,10 +348,7 @@ impl Discord {
             match self.questions.answer_button(data, &user) {
                 Ok(choice) => {
                     pending.acknowledge(&self.http).await;
-                    let text = clip(
-                        &format!("{}\n→ {choice}", press.message.content),
-                        LIMIT,
-                    );
+                    let text = clip(&format!("{}\n→ {choice}", press.message.content), LIMIT);
                     let edit = EditMessage::new().content(text).components(Vec::new());
                     if let Err(err) = press
                         .channel_id
@@ -363,7 +364,11 @@ impl Discord {
         }
         let Some((id, choice)) = Choice::parse_button(data) else {
             pending
-                .answer(&self.http, &["This button is no longer active.".into()], true)
+                .answer(
+                    &self.http,
+                    &["This button is no longer active.".into()],
+                    true,
+                )
                 .await;
             return;
         };
@@ -403,9 +408,7 @@ impl Discord {
                 self.places.learn(ch.id, place.clone());
                 place
             }
-            None if cmd.guild_id.is_some() => {
-                self.places.resolve(&self.http, cmd.channel_id).await
-            }
+            None if cmd.guild_id.is_some() => self.places.resolve(&self.http, cmd.channel_id).await,
             None => Place::channel(cmd.channel_id),
         };
         let event = InboundEvent {
@@ -599,7 +602,11 @@ async fn run(ctx: ComponentContext) {
     if !config.enabled {
         return;
     }
-    let token = gw.env.get(&config.token_env).unwrap_or_default().to_string();
+    let token = gw
+        .env
+        .get(&config.token_env)
+        .unwrap_or_default()
+        .to_string();
     ctx.health.set("discord", false, "connecting");
     let (tx, mut rx) = mpsc::unbounded_channel();
     let thread = match spawn_gateway(token.clone(), config.api_url.clone(), tx, ctx.stop.clone()) {
@@ -637,15 +644,17 @@ async fn run(ctx: ComponentContext) {
                         interactions: Interactions::default(),
                         this: this.clone(),
                     });
-                    gw.replies.register("discord", a.clone());
-                    gw.outbound.connect("discord", a.clone());
-                    gw.broker.register_prompter("discord", a.clone()).await;
+                    gw.attach("discord", a.clone()).await;
                     let http = http.clone();
                     tokio::spawn(async move {
-                        match Command::set_global_commands(&*http, interactions::commands()).await
-                        {
-                            Ok(cmds) => tracing::info!(count = cmds.len(), "discord slash commands registered"),
-                            Err(err) => tracing::warn!(error = %err, "discord slash commands not registered"),
+                        match Command::set_global_commands(&*http, interactions::commands()).await {
+                            Ok(cmds) => tracing::info!(
+                                count = cmds.len(),
+                                "discord slash commands registered"
+                            ),
+                            Err(err) => {
+                                tracing::warn!(error = %err, "discord slash commands not registered")
+                            }
                         }
                     });
                     tracing::info!(bot = %ready.user.name, id = %ready.user.id, "discord connected");

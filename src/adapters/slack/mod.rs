@@ -645,9 +645,7 @@ async fn run(ctx: ComponentContext, slot: Slot) {
         this: this.clone(),
     });
     let _ = slot.set(adapter.clone());
-    gw.replies.register("slack", adapter.clone());
-    gw.outbound.connect("slack", adapter.clone());
-    gw.broker.register_prompter("slack", adapter.clone()).await;
+    gw.attach("slack", adapter.clone()).await;
     tracing::info!(bot_user = %adapter.bot_user, mode = ?config.mode, "slack connected");
     match config.mode {
         SlackMode::Events => {

@@ -536,11 +536,7 @@ async fn run(ctx: ComponentContext, slot: Slot) {
         this: this.clone(),
     });
     let _ = slot.set(adapter.clone());
-    gw.replies.register("telegram", adapter.clone());
-    gw.outbound.connect("telegram", adapter.clone());
-    gw.broker
-        .register_prompter("telegram", adapter.clone())
-        .await;
+    gw.attach("telegram", adapter.clone()).await;
     if let Err(err) = bot.set_my_commands(commands()).await {
         tracing::warn!(error = %err, "setMyCommands failed");
     }
