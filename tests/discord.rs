@@ -431,6 +431,41 @@ async fn a_press_that_takes_long_is_deferred_within_discords_three_seconds() {
 }
 
 #[tokio::test]
+async fn an_unanswered_prompt_is_edited_when_it_expires() {
+    let s = start(
+        vec![
+            Reply::Json(calls(&[(
+                "c1",
+                "terminal",
+                r#"{"command":"git push --force"}"#,
+            )])),
+            Reply::Json(text("Not pushed.")),
+        ],
+        |c| c.approvals.timeout_secs = 1,
+    )
+    .await;
+    s.dc.dispatch("MESSAGE_CREATE", mention("1380", CHANNEL, ann(), "push it"))
+        .await;
+    let posted = s.dc.wait_posted(1).await;
+    let edits =
+        s.dc.wait(
+            "PATCH",
+            &format!("/channels/{CHANNEL}/messages/{}", posted[0].id),
+            1,
+        )
+        .await;
+    assert!(
+        content(&edits[0]).starts_with("⌛ Expired"),
+        "{:?}",
+        edits[0].body
+    );
+    assert_eq!(edits[0].body["components"], json!([]));
+    let posted = s.dc.wait_posted(2).await;
+    assert_eq!(content(&posted[1]), "Not pushed.");
+    s.daemon.shutdown().await;
+}
+
+#[tokio::test]
 async fn slash_commands_answer_their_interaction() {
     let s = start(vec![Reply::Json(text("noted"))], |_| {}).await;
     s.dc.dispatch(
@@ -547,9 +582,15 @@ async fn threads_are_session_threads_and_roles_allow() {
 
 #[tokio::test]
 async fn auto_threads_start_on_the_opening_message() {
-    let s = start(vec![Reply::Json(text("Let's talk here."))], |c| {
-        c.discord.auto_thread = true;
-    })
+    let s = start(
+        vec![
+            Reply::Json(text("Let's talk here.")),
+            Reply::Json(text("Back in the old thread.")),
+        ],
+        |c| {
+            c.discord.auto_thread = true;
+        },
+    )
     .await;
     s.dc.dispatch(
         "MESSAGE_CREATE",
@@ -567,6 +608,13 @@ async fn auto_threads_start_on_the_opening_message() {
     assert!(posted[0].body.get("message_reference").is_none());
     let sessions = s.daemon.gateway.store.list_sessions(10).await.unwrap();
     assert_eq!(sessions[0].key, format!("discord:group:{CHANNEL}:1600"));
+    // A message whose thread exists already (a replay after a restart):
+    // Discord refuses a second thread, and the answer goes to the first.
+    s.dc.thread("1610", CHANNEL);
+    s.dc.dispatch("MESSAGE_CREATE", mention("1610", CHANNEL, ann(), "again"))
+        .await;
+    let posted = s.dc.wait_posted(2).await;
+    assert_eq!(posted[1].path, "/api/v10/channels/1610/messages");
     s.daemon.shutdown().await;
 }
 

@@ -3,13 +3,13 @@
 //! and the audit trail.
 
 pub mod broker;
+pub mod decision;
 pub mod detect;
 pub mod patterns;
 pub mod policy;
 pub mod shell;
 
-pub use broker::{
-    Actor, ApprovalPrompter, Broker, ChatRef, Choice, Decision, Prompt, Refusal, Request,
-};
+pub use broker::{Broker, Request};
+pub use decision::{Actor, ApprovalPrompter, ChatRef, Choice, Decision, Prompt, Refusal};
 pub use detect::{Detection, Match, detect};
 pub use policy::{ApprovalPolicy, Evaluation, HumanApprover, Verdict, evaluate};

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::broker::{Broker, Decision, Request};
+use super::broker::{Broker, Request};
+use super::decision::Decision;
 use super::detect::{Detection, detect};
 use crate::agent::message::ChatMessage;
 use crate::agent::provider::{ChatModel, ChatRequest};

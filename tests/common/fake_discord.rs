@@ -292,11 +292,19 @@ async fn rest(
             Json(bot_message(channel, (*id).to_string())).into_response()
         }
         ("POST", ["channels", channel, "messages", id, "threads"]) => {
-            shared
+            let existed = shared
                 .threads
                 .lock()
                 .unwrap()
-                .insert((*id).to_string(), (*channel).to_string());
+                .insert((*id).to_string(), (*channel).to_string())
+                .is_some();
+            if existed {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    Json(json!({"message": "A thread has already been created for this message", "code": 160004})),
+                )
+                    .into_response();
+            }
             Json(json!({"id": id, "type": 11, "guild_id": GUILD, "name": body["name"],
                 "parent_id": channel, "owner_id": BOT_ID, "thread_metadata": {"archived": false,
                 "auto_archive_duration": 1440, "archive_timestamp": "2026-11-29T10:00:00.000000+00:00",

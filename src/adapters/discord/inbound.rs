@@ -117,13 +117,18 @@ fn text(msg: &Message, me: UserId) -> String {
         if !text.is_empty() {
             text.push('\n');
         }
-        text.push_str(&format!(
-            "[The user attached {} ({}, {} bytes): {}]",
-            a.filename,
-            a.content_type.as_deref().unwrap_or("unknown type"),
-            a.size,
-            a.url
-        ));
+        let kind = a.content_type.as_deref().unwrap_or("unknown type");
+        if kind.starts_with("image/") {
+            text.push_str(&format!(
+                "[The user sent an image, {}: {}; use vision_analyze with that URL to look at it.]",
+                a.filename, a.url
+            ));
+        } else {
+            text.push_str(&format!(
+                "[The user attached {} ({kind}, {} bytes): {}]",
+                a.filename, a.size, a.url
+            ));
+        }
     }
     text
 }
@@ -292,7 +297,10 @@ mod tests {
         let reply = json!({
             "content": "and then?", "mentions": [], "type": 19,
             "referenced_message": message(json!({"id": "999", "author": {"id": "900", "username": "switchboard", "discriminator": "0", "avatar": null, "bot": true}})),
-            "attachments": [{"id": "1", "filename": "log.txt", "size": 12, "url": "https://cdn.example/log.txt", "proxy_url": "https://cdn.example/p", "content_type": "text/plain"}]
+            "attachments": [
+                {"id": "1", "filename": "log.txt", "size": 12, "url": "https://cdn.example/log.txt", "proxy_url": "https://cdn.example/p", "content_type": "text/plain"},
+                {"id": "2", "filename": "shot.png", "size": 99, "url": "https://cdn.example/shot.png", "proxy_url": "https://cdn.example/q", "content_type": "image/png"}
+            ]
         });
         let e = event(reply, &DiscordConfig::default()).unwrap();
         assert!(e.mentioned);
@@ -300,5 +308,8 @@ mod tests {
             e.text
                 .starts_with("and then?\n[The user attached log.txt (text/plain, 12 bytes)")
         );
+        assert!(e.text.ends_with(
+            "[The user sent an image, shot.png: https://cdn.example/shot.png; use vision_analyze with that URL to look at it.]"
+        ));
     }
 }

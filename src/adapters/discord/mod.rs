@@ -23,8 +23,8 @@ use std::time::Duration;
 use serenity::all::{
     ButtonStyle, ChannelId, Command, CommandInteraction, ComponentInteraction, ConnectionStage,
     Context, CreateActionRow, CreateAllowedMentions, CreateButton, CreateMessage, CreateThread,
-    EditMessage, EventHandler, GatewayIntents, Http, HttpBuilder, Interaction, Message, MessageId,
-    MessageReference, Ready, ShardStageUpdateEvent, UserId,
+    EditMessage, EventHandler, GatewayIntents, Http, HttpBuilder, HttpError, Interaction, Message,
+    MessageId, MessageReference, Ready, ShardStageUpdateEvent, UserId,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -44,6 +44,8 @@ use interactions::{Interactions, Pending};
 const LIMIT: usize = 2000;
 /// The REST base that needs no proxy setting.
 const DISCORD: &str = "https://discord.com";
+/// Discord's error code for a message that has a thread already.
+const THREAD_EXISTS: isize = 160_004;
 /// How long the gateway may take to close on shutdown.
 const CLOSE_WITHIN: Duration = Duration::from_secs(1);
 /// Longest command shown in an approval prompt.
@@ -265,25 +267,26 @@ impl Discord {
         if self.lock_threads().contains(&thread) {
             return (thread, None);
         }
-        let created = async {
-            let parent = channel_id(&event.chat_id)?;
-            let message: MessageId = thread
-                .parse()
+        let Ok((parent, message)) = channel_id(&event.chat_id).and_then(|parent| {
+            let message = thread
+                .parse::<MessageId>()
                 .map_err(|_| format!("{thread:?} is not a message id"))?;
-            parent
-                .create_thread_from_message(
-                    &*self.http,
-                    message,
-                    CreateThread::new(thread_name(&event.text)),
-                )
-                .await
-                .map_err(|e| e.to_string())
-        }
-        .await;
+            Ok((parent, message))
+        }) else {
+            return (event.chat_id.clone(), event.message_id.clone());
+        };
+        let created = parent
+            .create_thread_from_message(
+                &*self.http,
+                message,
+                CreateThread::new(thread_name(&event.text)),
+            )
+            .await;
         match created {
             Ok(_) => {}
-            // The thread exists already (an earlier run started it).
-            Err(err) if err.contains("160004") || err.contains("already been created") => {}
+            // Started already (by an earlier run, before a replay).
+            Err(serenity::Error::Http(HttpError::UnsuccessfulRequest(resp)))
+                if resp.error.code == THREAD_EXISTS => {}
             Err(err) => {
                 tracing::warn!(channel = %event.chat_id, error = %err, "discord thread not started; answering in the channel");
                 return (event.chat_id.clone(), event.message_id.clone());
