@@ -120,6 +120,22 @@ fn bad_listen_address_is_named() {
 }
 
 #[test]
+fn discord_ids_must_be_snowflakes() {
+    fails_on(
+        "[discord]\nallowed_users = [\"ann#1234\"]\n",
+        &[],
+        "discord.allowed_users",
+        "\"ann#1234\" is not a snowflake id",
+    );
+    fails_on(
+        "[discord]\nallowed_channels = [\"#general\"]\n",
+        &[],
+        "discord.allowed_channels",
+        "not a snowflake id",
+    );
+}
+
+#[test]
 fn bad_urls_are_named() {
     fails_on(
         "[llm]\nbase_url = \"not a url\"\n",
@@ -346,7 +362,7 @@ fn environment_overrides_the_file() {
         ("SWITCHBOARD_SERVER__LISTEN", "127.0.0.1:9999"),
         ("SWITCHBOARD_AGENT__BUSY_INPUT_MODE", "interrupt"),
         ("SWITCHBOARD_TELEGRAM__ALLOWED_USERS", "11,22"),
-        ("SWITCHBOARD_DISCORD__ALLOWED_ROLES", "r1,r2"),
+        ("SWITCHBOARD_DISCORD__ALLOWED_ROLES", "101,202"),
         ("SWITCHBOARD_LLM__MODEL", "llama3"),
         (
             "SWITCHBOARD_STORAGE__URL",
@@ -359,7 +375,7 @@ fn environment_overrides_the_file() {
     assert_eq!(config.server.listen.port(), 9999);
     assert_eq!(config.agent.busy_input_mode, BusyInputMode::Interrupt);
     assert_eq!(config.telegram.allowed_users, [11, 22]);
-    assert_eq!(config.discord.allowed_roles, ["r1", "r2"]);
+    assert_eq!(config.discord.allowed_roles, ["101", "202"]);
     assert_eq!(config.llm.model, "llama3");
     assert!(config.storage.url.starts_with("postgres://"));
 }

@@ -385,6 +385,21 @@ impl Validator<'_> {
     fn discord(&mut self, c: &Config) {
         let d = &c.discord;
         self.url("discord.api_url", &d.api_url);
+        for (key, ids) in [
+            ("discord.allowed_users", &d.allowed_users),
+            ("discord.allowed_roles", &d.allowed_roles),
+            ("discord.allowed_channels", &d.allowed_channels),
+            ("discord.allowed_bots", &d.allowed_bots),
+        ] {
+            if let Some(bad) = ids.iter().find(|id| {
+                id.is_empty() || id.len() > 20 || !id.bytes().all(|b| b.is_ascii_digit())
+            }) {
+                self.push(
+                    key,
+                    format!("{bad:?} is not a snowflake id (digits, as Discord's developer mode copies them)"),
+                );
+            }
+        }
         self.adapter_built("discord", d.enabled);
         if d.enabled {
             self.secret("discord.token_env", &d.token_env, "discord.enabled = true");
