@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use serenity::http::Http;
 use serenity::model::channel::{Channel, ChannelType, Message, MessageType};
 use serenity::model::id::{ChannelId, UserId};
+use serenity::model::user::User;
 
 use crate::config::DiscordConfig;
 use crate::sessions::{ChatKind, InboundEvent};
@@ -93,6 +94,14 @@ impl Places {
     }
 }
 
+/// What a person is called where they wrote: the guild nickname, else
+/// the display name, else the username.
+pub fn display_name(user: &User, nick: Option<&str>) -> String {
+    nick.map(str::to_string)
+        .or_else(|| user.global_name.clone())
+        .unwrap_or_else(|| user.name.clone())
+}
+
 /// Whether `msg` mentions the bot `me` or replies to one of its messages.
 fn mentions(msg: &Message, me: UserId) -> bool {
     msg.mentions.iter().any(|u| u.id == me)
@@ -167,10 +176,7 @@ pub fn message_event(
         chat_id: place.chat,
         thread_id: thread,
         user_id: author.id.to_string(),
-        user_name: author
-            .global_name
-            .clone()
-            .unwrap_or_else(|| author.name.clone()),
+        user_name: display_name(author, msg.member.as_ref().and_then(|m| m.nick.as_deref())),
         roles: msg
             .member
             .as_ref()
@@ -228,6 +234,9 @@ mod tests {
         assert!(!e.from_bot);
         assert_eq!(e.roles, vec!["77"]);
         assert_eq!(e.user_name, "Ada");
+        let nick = json!({"member": {"roles": [], "nick": "ada-ops", "joined_at": null, "deaf": false, "mute": false}});
+        let e = event(nick, &DiscordConfig::default()).unwrap();
+        assert_eq!(e.user_name, "ada-ops", "a guild nickname wins");
         assert_eq!(e.event_id, "1001");
         assert_eq!(e.thread_id, None);
     }

@@ -378,11 +378,10 @@ impl Discord {
         let actor = Actor {
             platform: "discord".into(),
             user_id: user,
-            name: press
-                .user
-                .global_name
-                .clone()
-                .unwrap_or_else(|| press.user.name.clone()),
+            name: inbound::display_name(
+                &press.user,
+                press.member.as_ref().and_then(|m| m.nick.as_deref()),
+            ),
         };
         match self.gateway.broker.resolve(&id, choice, &actor, None).await {
             Ok(_) => pending.acknowledge(&self.http).await,
@@ -424,11 +423,10 @@ impl Discord {
             chat_id: place.chat,
             thread_id: place.thread,
             user_id: cmd.user.id.to_string(),
-            user_name: cmd
-                .user
-                .global_name
-                .clone()
-                .unwrap_or_else(|| cmd.user.name.clone()),
+            user_name: inbound::display_name(
+                &cmd.user,
+                cmd.member.as_ref().and_then(|m| m.nick.as_deref()),
+            ),
             roles: cmd
                 .member
                 .as_ref()
