@@ -150,6 +150,7 @@ fn slack_manifest_asks_for_what_the_adapter_uses() {
         "- app_mentions:read",
         "- chat:write",
         "- reactions:write",
+        "- users:read",
         "- im:history",
         "is_enabled: true",
     ] {

@@ -223,6 +223,10 @@ async fn a_mention_is_answered_in_its_thread_once_despite_retries() {
     assert_eq!(s.llm.requests().len(), 1, "one turn for one message");
     let prompt = s.llm.requests()[0]["messages"].to_string();
     assert!(prompt.contains("summarise") && !prompt.contains(BOT_USER));
+    assert!(
+        prompt.contains("the user is annie"),
+        "named through users.info: {prompt}"
+    );
     let added = s.slack.calls("reactions.add");
     assert_eq!(added[0].body["name"], "hourglass_flowing_sand");
     assert_eq!(added[0].body["timestamp"], "1764000000.000100");
@@ -343,7 +347,7 @@ async fn bang_approve_works_in_threads() {
         .map(|p| p.body["text"].as_str().unwrap())
         .collect();
     assert!(
-        texts.iter().any(|t| t.starts_with("Done: approved by U1")),
+        texts.iter().any(|t| t.starts_with("Done: approved by annie")),
         "{texts:?}"
     );
     assert!(texts.contains(&"Done."));

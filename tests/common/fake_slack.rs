@@ -116,6 +116,7 @@ impl FakeSlack {
 async fn method(
     State(shared): State<Shared>,
     Path(method): Path<String>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Json<Value> {
@@ -150,6 +151,12 @@ async fn method(
             "text": body["text"], "message": {"text": body["text"]},
         }),
         "chat.postEphemeral" => json!({"ok": true, "message_ts": ts}),
+        "users.info" if query.as_deref().is_some_and(|q| q.contains("user=U1")) => json!({
+            "ok": true,
+            "user": {"id": "U1", "team_id": "T0001", "name": "ann", "real_name": "Ann Example",
+                     "profile": {"display_name": "annie", "real_name": "Ann Example"}},
+        }),
+        "users.info" => json!({"ok": false, "error": "user_not_found"}),
         "apps.connections.open" => json!({"ok": true, "url": *shared.socket_url.lock().unwrap()}),
         _ => json!({"ok": true}),
     })

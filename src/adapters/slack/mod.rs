@@ -10,7 +10,7 @@
 pub mod format;
 pub mod verify;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -59,9 +59,14 @@ pub struct Slack {
     gateway: Gateway,
     rules: crate::sessions::KeyRules,
     reacted: Mutex<HashSet<(String, String)>>,
+    /// Display names by user id, looked up once each.
+    names: Mutex<HashMap<String, String>>,
     questions: Questions,
     this: std::sync::Weak<Slack>,
 }
+
+/// Most names remembered before the cache starts over.
+const NAMES_CAP: usize = 10_000;
 
 impl std::fmt::Debug for Slack {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -192,6 +197,43 @@ impl Slack {
         })
     }
 
+    /// What `user` is called (display name, else real name, else handle),
+    /// through users.info once per user; the id if Slack will not say.
+    async fn name_of(&self, user: &str) -> String {
+        let lock = || self.names.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(name) = lock().get(user) {
+            return name.clone();
+        }
+        let session = self.client.open_session(&self.token);
+        let found = session
+            .users_info(&SlackApiUsersInfoRequest::new(user.into()))
+            .await;
+        let name = match found {
+            Ok(resp) => {
+                let u = resp.user;
+                let nonempty = |n: &Option<String>| n.clone().filter(|n| !n.trim().is_empty());
+                u.profile
+                    .as_ref()
+                    .and_then(|p| nonempty(&p.display_name).or_else(|| nonempty(&p.real_name)))
+                    .or_else(|| nonempty(&u.real_name))
+                    .or_else(|| nonempty(&u.name))
+                    .unwrap_or_else(|| user.to_string())
+            }
+            // Cached too: a workspace without users:read answers the same
+            // way every time.
+            Err(err) => {
+                tracing::debug!(user, error = %err, "users.info failed; using the id");
+                user.to_string()
+            }
+        };
+        let mut names = lock();
+        if names.len() >= NAMES_CAP {
+            names.clear();
+        }
+        names.insert(user.to_string(), name.clone());
+        name
+    }
+
     /// Takes an Events API `event`: builds the inbound event, lets a
     /// reply in a thread the bot is part of through without a mention, and
     /// submits it. An error means it was not stored.
@@ -214,6 +256,9 @@ impl Slack {
                 self.gateway.store.open_session_by_key(&key).await,
                 Ok(Some(_))
             );
+        }
+        if !inbound.from_bot {
+            inbound.user_name = self.name_of(&inbound.user_id).await;
         }
         self.gateway.sessions.submit(inbound).await.map(|_| ())
     }
@@ -641,6 +686,7 @@ async fn run(ctx: ComponentContext, slot: Slot) {
         gateway: gw.clone(),
         rules: crate::sessions::ManagerSettings::from_config(&gw.config).rules,
         reacted: Mutex::new(HashSet::new()),
+        names: Mutex::new(HashMap::new()),
         questions: Questions::default(),
         this: this.clone(),
     });
