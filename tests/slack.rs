@@ -347,7 +347,9 @@ async fn bang_approve_works_in_threads() {
         .map(|p| p.body["text"].as_str().unwrap())
         .collect();
     assert!(
-        texts.iter().any(|t| t.starts_with("Done: approved by annie")),
+        texts
+            .iter()
+            .any(|t| t.starts_with("Done: approved by annie")),
         "{texts:?}"
     );
     assert!(texts.contains(&"Done."));
