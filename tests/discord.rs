@@ -709,3 +709,42 @@ async fn clarify_questions_are_answered_with_buttons() {
     assert!(tool_result.contains("staging"), "{tool_result}");
     s.daemon.shutdown().await;
 }
+
+#[tokio::test]
+async fn messages_missed_between_gateway_sessions_are_caught_up() {
+    let s = start(
+        vec![
+            Reply::Json(text("first")),
+            Reply::Json(text("caught up")),
+            Reply::Json(text("live again")),
+        ],
+        |_| {},
+    )
+    .await;
+    s.dc.dispatch("MESSAGE_CREATE", message("1900", DM, ann(), "hello", false))
+        .await;
+    s.dc.wait_posted(1).await;
+    s.dc.invalidate_session().await;
+    // Written while the bot had no session: no gateway event for it.
+    s.dc.write(message("1901", DM, ann(), "did you miss me", false));
+    s.dc.ready().await;
+    s.dc.dispatch(
+        "MESSAGE_CREATE",
+        message("1902", DM, ann(), "and now", false),
+    )
+    .await;
+    let posted = s.dc.wait_posted(3).await;
+    let reads = s.dc.calls("GET", &format!("/channels/{DM}/messages"));
+    assert!(
+        !reads.is_empty(),
+        "the channel was read after the new session"
+    );
+    assert_eq!(posted[1].body["message_reference"]["message_id"], "1901");
+    assert_eq!(content(&posted[1]), "caught up");
+    assert_eq!(posted[2].body["message_reference"]["message_id"], "1902");
+    let last = s.llm.requests().last().unwrap()["messages"].to_string();
+    let (missed, live) = (last.find("did you miss me"), last.find("and now"));
+    assert!(missed.is_some() && missed < live, "{last}");
+    assert_eq!(s.llm.requests().len(), 3, "hello was not answered twice");
+    s.daemon.shutdown().await;
+}

@@ -44,6 +44,8 @@ struct Shared {
     threads: Arc<Mutex<HashMap<String, String>>>,
     /// How long message edits take.
     edit_delay: Arc<Mutex<Duration>>,
+    /// Messages by channel, as `GET …/messages` reads them.
+    history: Arc<Mutex<HashMap<String, Vec<Value>>>>,
 }
 
 pub struct FakeDiscord {
@@ -67,7 +69,7 @@ pub fn message(id: &str, channel: &str, author: Value, content: &str, guild: boo
     };
     let mut m = json!({
         "id": id, "channel_id": channel, "author": author, "content": content,
-        "timestamp": "2026-11-29T10:00:00.000000+00:00", "edited_timestamp": null,
+        "timestamp": chrono::Utc::now().to_rfc3339(), "edited_timestamp": null,
         "tts": false, "mention_everyone": false, "mentions": mentions, "mention_roles": [],
         "attachments": [], "embeds": [], "pinned": false, "type": 0, "flags": 0,
         "components": [],
@@ -220,8 +222,33 @@ impl FakeDiscord {
         );
     }
 
+    /// Puts `message` into its channel's history without dispatching it
+    /// (written while the bot was not connected).
+    pub fn write(&self, message: Value) {
+        let channel = message["channel_id"].as_str().unwrap().to_string();
+        self.shared
+            .history
+            .lock()
+            .unwrap()
+            .entry(channel)
+            .or_default()
+            .push(message);
+    }
+
+    /// Ends the gateway session the way Discord does when it cannot be
+    /// resumed (op 9, `d: false`); the client has to identify again.
+    pub async fn invalidate_session(&self) {
+        self.ready().await;
+        let tx = self.shared.socket.lock().unwrap().take().unwrap();
+        self.shared.received.lock().unwrap().clear();
+        tx.send(json!({"op": 9, "d": false})).unwrap();
+    }
+
     /// Dispatches event `t` with data `d` on the gateway.
     pub async fn dispatch(&self, t: &str, d: Value) {
+        if t == "MESSAGE_CREATE" {
+            self.write(d.clone());
+        }
         self.ready().await;
         let tx = self.shared.socket.lock().unwrap().clone().unwrap();
         tx.send(json!({"op": 0, "t": t, "d": d})).unwrap();
@@ -283,6 +310,28 @@ async fn rest(
             .into_response()
         }
         ("POST", ["channels", _, "typing"]) => StatusCode::NO_CONTENT.into_response(),
+        ("GET", ["channels", channel, "messages"]) => {
+            let params: HashMap<String, String> =
+                url::form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
+                    .into_owned()
+                    .collect();
+            let after: u64 = params.get("after").and_then(|a| a.parse().ok()).unwrap_or(0);
+            let limit: usize = params.get("limit").and_then(|l| l.parse().ok()).unwrap_or(50);
+            let mut found: Vec<Value> = shared
+                .history
+                .lock()
+                .unwrap()
+                .get(*channel)
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|m| m["id"].as_str().and_then(|i| i.parse::<u64>().ok()) > Some(after))
+                .collect();
+            // Discord answers newest first.
+            found.sort_by_key(|m| std::cmp::Reverse(m["id"].as_str().unwrap().parse::<u64>().unwrap()));
+            found.truncate(limit);
+            Json(Value::Array(found)).into_response()
+        }
         ("POST", ["channels", channel, "messages"]) => {
             Json(bot_message(channel, id)).into_response()
         }
@@ -418,7 +467,9 @@ async fn gateway(listener: tokio::net::TcpListener, shared: Shared) {
                 } else {
                     frame["s"] = Value::Null;
                     frame["t"] = Value::Null;
-                    frame["d"] = Value::Null;
+                    if frame.get("d").is_none() {
+                        frame["d"] = Value::Null;
+                    }
                 }
                 if sink.send(Message::text(frame.to_string())).await.is_err() {
                     break;

@@ -16,15 +16,15 @@ pub mod format;
 pub mod inbound;
 pub mod interactions;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use serenity::all::{
     ButtonStyle, ChannelId, Command, CommandInteraction, ComponentInteraction, ConnectionStage,
     Context, CreateActionRow, CreateAllowedMentions, CreateButton, CreateMessage, CreateThread,
-    EditMessage, EventHandler, GatewayIntents, Http, HttpBuilder, HttpError, Interaction, Message,
-    MessageId, MessageReference, Ready, ShardStageUpdateEvent, UserId,
+    EditMessage, EventHandler, GatewayIntents, GetMessages, Http, HttpBuilder, HttpError,
+    Interaction, Message, MessageId, MessageReference, Ready, ShardStageUpdateEvent, UserId,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -44,6 +44,12 @@ use interactions::{Interactions, Pending};
 const LIMIT: usize = 2000;
 /// The REST base that needs no proxy setting.
 const DISCORD: &str = "https://discord.com";
+/// Most messages read per channel when catching up after a new session.
+const CATCH_UP: u8 = 100;
+/// Messages older than this are not answered when catching up.
+const CATCH_UP_WITHIN: Duration = Duration::from_secs(3600);
+/// Most channels remembered for catching up.
+const SEEN_CAP: usize = 10_000;
 /// Discord's error code for a message that has a thread already.
 const THREAD_EXISTS: isize = 160_004;
 /// How long the gateway may take to close on shutdown.
@@ -183,6 +189,8 @@ pub struct Discord {
     places: Places,
     /// Auto-threads known to exist.
     threads: Mutex<HashSet<String>>,
+    /// The newest message seen in each channel, to catch up from.
+    seen: Mutex<HashMap<ChannelId, MessageId>>,
     interactions: Interactions,
     this: Weak<Discord>,
 }
@@ -303,7 +311,52 @@ impl Discord {
     /// Takes one gateway message: builds its event, lets an answer to an
     /// open question or a message in a thread the bot talks in through,
     /// and submits it.
+    fn saw(&self, channel: ChannelId, id: MessageId) {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.len() >= SEEN_CAP && !seen.contains_key(&channel) {
+            seen.clear();
+        }
+        let newest = seen.entry(channel).or_insert(id);
+        *newest = (*newest).max(id);
+    }
+
+    /// After a new gateway session (not a resume) the events of the gap
+    /// are gone: each channel's messages since the newest one seen there
+    /// are read and taken like gateway messages (at most [`CATCH_UP`] per
+    /// channel, none older than [`CATCH_UP_WITHIN`]); the inbox drops the
+    /// ones taken already.
+    async fn catch_up(&self) {
+        let seen: Vec<(ChannelId, MessageId)> = self
+            .seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(c, m)| (*c, *m))
+            .collect();
+        let oldest = crate::store::now_ms() / 1000 - CATCH_UP_WITHIN.as_secs() as i64;
+        for (channel, after) in seen {
+            let missed = channel
+                .messages(&*self.http, GetMessages::new().after(after).limit(CATCH_UP))
+                .await;
+            match missed {
+                Ok(mut missed) => {
+                    missed.sort_by_key(|m| m.id);
+                    tracing::info!(channel = %channel, count = missed.len(), "discord catch-up");
+                    for msg in missed {
+                        if msg.timestamp.unix_timestamp() >= oldest {
+                            self.on_message(msg).await;
+                        }
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(channel = %channel, error = %err, "discord catch-up failed");
+                }
+            }
+        }
+    }
+
     async fn on_message(&self, msg: Message) {
+        self.saw(msg.channel_id, msg.id);
         let place = if msg.guild_id.is_some() {
             self.places.resolve(&self.http, msg.channel_id).await
         } else {
@@ -632,7 +685,10 @@ async fn run(ctx: ComponentContext) {
             Incoming::Ready(ready) => {
                 ctx.health
                     .set("discord", true, format!("connected as {}", ready.user.name));
-                if adapter.is_none() {
+                if let Some(a) = &adapter {
+                    // A new session, not a resume: events of the gap were lost.
+                    a.catch_up().await;
+                } else {
                     http.set_application_id(ready.application.id);
                     let a = Arc::new_cyclic(|this| Discord {
                         http: http.clone(),
@@ -642,6 +698,7 @@ async fn run(ctx: ComponentContext) {
                         questions: Questions::default(),
                         places: Places::default(),
                         threads: Mutex::new(HashSet::new()),
+                        seen: Mutex::new(HashMap::new()),
                         interactions: Interactions::default(),
                         this: this.clone(),
                     });
