@@ -1,0 +1,140 @@
+//! The gateway side: serenity's client on its own thread, handing events to
+//! the adapter in arrival order; and the REST client both sides build from
+//! the config.
+//!
+//! serenity starts a task per gateway event, so on a multi-threaded runtime
+//! two messages that arrive together can be handled out of order. The
+//! gateway therefore runs on its own single-threaded runtime, where those
+//! tasks start in arrival order, and each hands its event to one ordered
+//! channel before it first waits; the daemon's runtime takes them from
+//! there.
+
+use std::time::Duration;
+
+use serenity::all::{
+    ConnectionStage, Context, EventHandler, GatewayIntents, Http, HttpBuilder, Interaction,
+    Message, Ready, ShardStageUpdateEvent,
+};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// The REST base that needs no proxy setting.
+const DISCORD: &str = "https://discord.com";
+/// How long the gateway may take to close on shutdown.
+const CLOSE_WITHIN: Duration = Duration::from_secs(1);
+
+/// A REST client for `api_url`. Another base than Discord's is serenity's
+/// proxy mode: requests go there, and rate limits are the proxy's to keep
+/// (serenity's own limiter only speaks to Discord directly).
+pub fn rest(token: &str, api_url: &str) -> Http {
+    let mut builder = HttpBuilder::new(token);
+    let base = api_url.trim_end_matches('/');
+    if base != DISCORD {
+        builder = builder.proxy(base).ratelimiter_disabled(true);
+    }
+    builder.build()
+}
+
+/// What the gateway thread hands to the daemon, in arrival order.
+pub enum Incoming {
+    Ready(Box<Ready>),
+    Up,
+    Down(String),
+    Message(Box<Message>),
+    Interaction(Box<Interaction>),
+}
+
+/// Forwards events without waiting, so they keep their order.
+struct Forward(mpsc::UnboundedSender<Incoming>);
+
+#[serenity::async_trait]
+impl EventHandler for Forward {
+    async fn ready(&self, _: Context, ready: Ready) {
+        let _ = self.0.send(Incoming::Ready(Box::new(ready)));
+    }
+
+    async fn message(&self, _: Context, msg: Message) {
+        let _ = self.0.send(Incoming::Message(Box::new(msg)));
+    }
+
+    async fn interaction_create(&self, _: Context, interaction: Interaction) {
+        let _ = self.0.send(Incoming::Interaction(Box::new(interaction)));
+    }
+
+    async fn shard_stage_update(&self, _: Context, event: ShardStageUpdateEvent) {
+        let _ = self.0.send(if event.new == ConnectionStage::Connected {
+            Incoming::Up
+        } else {
+            Incoming::Down(format!("gateway {}", event.new))
+        });
+    }
+}
+
+/// Runs the gateway on its own thread and single-threaded runtime until
+/// `stop`; serenity reconnects and resumes by itself, and a client that
+/// ends (bad token, gateway gone) is started again with backoff.
+pub fn spawn_gateway(
+    token: String,
+    api_url: String,
+    tx: mpsc::UnboundedSender<Incoming>,
+    stop: CancellationToken,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("discord-gateway".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(err) => {
+                    let _ = tx.send(Incoming::Down(format!("gateway runtime: {err}")));
+                    return;
+                }
+            };
+            runtime.block_on(gateway(token, api_url, tx, stop));
+        })
+}
+
+async fn gateway(
+    token: String,
+    api_url: String,
+    tx: mpsc::UnboundedSender<Incoming>,
+    stop: CancellationToken,
+) {
+    let intents = GatewayIntents::GUILD_MESSAGES
+        | GatewayIntents::DIRECT_MESSAGES
+        | GatewayIntents::MESSAGE_CONTENT;
+    let mut wait = Duration::from_secs(1);
+    while !stop.is_cancelled() {
+        let client =
+            serenity::client::ClientBuilder::new_with_http(rest(&token, &api_url), intents)
+                .event_handler(Forward(tx.clone()))
+                .await;
+        let outcome = match client {
+            Ok(mut client) => {
+                let manager = client.shard_manager.clone();
+                tokio::select! {
+                    ended = client.start() => ended,
+                    _ = stop.cancelled() => {
+                        // Bounded: a gateway that never answers the close
+                        // frame must not hold up the daemon's exit.
+                        let _ = tokio::time::timeout(CLOSE_WITHIN, manager.shutdown_all()).await;
+                        return;
+                    }
+                }
+            }
+            Err(err) => Err(err),
+        };
+        let reason = match outcome {
+            Ok(()) => "gateway closed".to_string(),
+            Err(err) => format!("gateway: {err}"),
+        };
+        tracing::warn!(reason, retry_in = ?wait, "discord gateway down");
+        let _ = tx.send(Incoming::Down(reason));
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(wait) => wait = (wait * 2).min(Duration::from_secs(60)),
+        }
+    }
+}
