@@ -748,3 +748,31 @@ async fn messages_missed_between_gateway_sessions_are_caught_up() {
     assert_eq!(s.llm.requests().len(), 3, "hello was not answered twice");
     s.daemon.shutdown().await;
 }
+
+#[tokio::test]
+async fn messages_written_while_the_daemon_was_down_are_answered_after_a_restart() {
+    let s = start(vec![Reply::Json(text("first"))], |_| {}).await;
+    s.dc.dispatch("MESSAGE_CREATE", message("1950", DM, ann(), "hello", false))
+        .await;
+    s.dc.wait_posted(1).await;
+    let Setup {
+        dc,
+        llm: _first_llm,
+        daemon,
+        _dir: dir,
+    } = s;
+    let mut config = daemon.gateway.config.as_ref().clone();
+    daemon.shutdown().await;
+    dc.write(message("1951", DM, ann(), "are you back?", false));
+    let llm = FakeLlm::start(vec![Reply::Json(text("back"))]).await;
+    config.llm.base_url = llm.url.clone();
+    let env = Env::from_pairs([("DISCORD_BOT_TOKEN", "test-token")]);
+    let daemon = InProcess::start(config, env).await;
+    let posted = dc.wait_posted(2).await;
+    assert_eq!(posted[1].body["message_reference"]["message_id"], "1951");
+    assert_eq!(content(&posted[1]), "back");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(llm.requests().len(), 1, "hello was not answered again");
+    daemon.shutdown().await;
+    drop(dir);
+}

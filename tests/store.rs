@@ -265,6 +265,24 @@ async fn inbox_dedupes_and_replays_unprocessed_in_order(store: Store) {
     let done = store.inbox_event(ids[1]).await.unwrap().unwrap();
     assert_eq!(done.outcome.as_deref(), Some("ok"));
     assert!(done.processed_at.is_some());
+    // A bounded look back at one platform's newest events.
+    for n in 0..3 {
+        let key = format!("discord:{n}");
+        store
+            .inbox_insert(&NewInboxEvent {
+                platform: "discord",
+                dedupe_key: &key,
+                session_key: "discord:dm:1",
+                payload: "{}",
+            })
+            .await
+            .unwrap();
+    }
+    let latest = store.inbox_latest("discord", 2).await.unwrap();
+    let keys: Vec<&str> = latest.iter().map(|r| r.dedupe_key.as_str()).collect();
+    assert_eq!(keys, ["discord:1", "discord:2"], "newest two, in order");
+    assert_eq!(store.inbox_latest("discord", 100).await.unwrap().len(), 3);
+    assert!(store.inbox_latest("slack", 100).await.unwrap().is_empty());
 }
 
 fn approval(session_id: &str) -> ApprovalRecord {

@@ -222,6 +222,20 @@ impl Store {
         Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(limit).fetch_all(pool).await?))
     }
 
+    /// `platform`'s events among the newest `window` events of the inbox,
+    /// in arrival order; a bounded look back (it reads the id index only).
+    pub async fn inbox_latest(&self, platform: &str, window: i64) -> Result<Vec<InboxRow>> {
+        let sql = concat!(
+            "SELECT ",
+            inbox_columns!(),
+            " FROM inbox WHERE id > (SELECT COALESCE(MAX(id), 0) FROM inbox) - $1",
+            " AND platform = $2 ORDER BY id"
+        );
+        Ok(
+            with_pool!(self, pool => sqlx::query_as(sql).bind(window).bind(platform).fetch_all(pool).await?),
+        )
+    }
+
     /// An event by id.
     pub async fn inbox_event(&self, id: i64) -> Result<Option<InboxRow>> {
         let sql = concat!("SELECT ", inbox_columns!(), " FROM inbox WHERE id = $1");

@@ -42,6 +42,8 @@ const LIMIT: usize = 2000;
 const CATCH_UP: u8 = 100;
 /// Messages older than this are not answered when catching up.
 const CATCH_UP_WITHIN: Duration = Duration::from_secs(3600);
+/// How many of the newest inbox events are read for where to catch up.
+const RECALL_WINDOW: i64 = 5000;
 /// Most channels remembered for catching up.
 const SEEN_CAP: usize = 10_000;
 /// Discord's error code for a message that has a thread already.
@@ -194,6 +196,41 @@ impl Discord {
         }
         let newest = seen.entry(channel).or_insert(id);
         *newest = (*newest).max(id);
+    }
+
+    /// Remembers where the messages stored in the last [`CATCH_UP_WITHIN`]
+    /// were written, so that the first session catches up on what was
+    /// written while the daemon was down.
+    async fn recall_seen(&self) {
+        let rows = match self
+            .gateway
+            .store
+            .inbox_latest("discord", RECALL_WINDOW)
+            .await
+        {
+            Ok(rows) => rows,
+            Err(err) => {
+                tracing::warn!(error = %err, "discord: stored messages not read; no catch-up");
+                return;
+            }
+        };
+        let since = crate::store::now_ms() - CATCH_UP_WITHIN.as_millis() as i64;
+        for row in rows.into_iter().filter(|r| r.received_at >= since) {
+            let Ok(event) = serde_json::from_str::<InboundEvent>(&row.payload) else {
+                continue;
+            };
+            let Some(message) = event.message_id.as_deref().and_then(|m| m.parse().ok()) else {
+                continue;
+            };
+            let written_in = if is_auto_thread(&event) {
+                &event.chat_id
+            } else {
+                event.thread_id.as_ref().unwrap_or(&event.chat_id)
+            };
+            if let Ok(channel) = channel_id(written_in) {
+                self.saw(channel, message);
+            }
+        }
     }
 
     /// After a new gateway session (not a resume) the events of the gap
@@ -592,6 +629,9 @@ async fn run(ctx: ComponentContext) {
                         }
                     });
                     tracing::info!(bot = %ready.user.name, id = %ready.user.id, "discord connected");
+                    // What was written while the daemon was down.
+                    a.recall_seen().await;
+                    a.catch_up().await;
                     adapter = Some(a);
                 }
             }
