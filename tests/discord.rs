@@ -431,6 +431,64 @@ async fn a_press_that_takes_long_is_deferred_within_discords_three_seconds() {
 }
 
 #[tokio::test]
+async fn presses_do_not_wait_behind_message_handling() {
+    let s = start(
+        vec![
+            Reply::Json(calls(&[(
+                "c1",
+                "terminal",
+                r#"{"command":"git clean -fdx"}"#,
+            )])),
+            Reply::Json(text("Cleaned.")),
+        ],
+        |_| {},
+    )
+    .await;
+    s.dc.dispatch(
+        "MESSAGE_CREATE",
+        message("1360", DM, ann(), "clean it", false),
+    )
+    .await;
+    let posted = s.dc.wait_posted(1).await;
+    let once = posted[0].body["components"][0]["components"][0]["custom_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut prompt = message(
+        &posted[0].id,
+        DM,
+        user(BOT_ID, "switchboard", true),
+        "…",
+        false,
+    );
+    prompt["components"] = posted[0].body["components"].clone();
+    // A message in a channel not seen before holds the ordered message
+    // handling for 4 s (its channel lookup is slow)…
+    s.dc.slow_lookups(std::time::Duration::from_secs(4));
+    s.dc.dispatch("MESSAGE_CREATE", mention("1361", "201", ann(), "and this"))
+        .await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // …and a press meanwhile is answered at once all the same.
+    let pressed = std::time::Instant::now();
+    let mut press_dm = press("7401", ann(), &[], &prompt, &once);
+    press_dm.as_object_mut().unwrap().remove("guild_id");
+    press_dm.as_object_mut().unwrap().remove("member");
+    press_dm["user"] = ann();
+    press_dm["channel"] = json!({"id": DM, "type": 1});
+    s.dc.dispatch("INTERACTION_CREATE", press_dm).await;
+    let answers =
+        s.dc.wait("POST", "/interactions/7401/tok-7401/callback", 1)
+            .await;
+    assert_eq!(answers[0].body["type"], 6);
+    let waited = pressed.elapsed();
+    assert!(
+        waited < std::time::Duration::from_millis(1500),
+        "answered after {waited:?}"
+    );
+    s.daemon.shutdown().await;
+}
+
+#[tokio::test]
 async fn an_unanswered_prompt_is_edited_when_it_expires() {
     let s = start(
         vec![

@@ -44,6 +44,8 @@ struct Shared {
     threads: Arc<Mutex<HashMap<String, String>>>,
     /// How long message edits take.
     edit_delay: Arc<Mutex<Duration>>,
+    /// How long channel lookups take.
+    lookup_delay: Arc<Mutex<Duration>>,
     /// Messages by channel, as `GET …/messages` reads them.
     history: Arc<Mutex<HashMap<String, Vec<Value>>>>,
 }
@@ -149,6 +151,11 @@ impl FakeDiscord {
     /// Makes every message edit take `delay`.
     pub fn slow_edits(&self, delay: Duration) {
         *self.shared.edit_delay.lock().unwrap() = delay;
+    }
+
+    /// Makes every channel lookup take `delay`.
+    pub fn slow_lookups(&self, delay: Duration) {
+        *self.shared.lookup_delay.lock().unwrap() = delay;
     }
 
     pub fn calls(&self, method: &str, path_contains: &str) -> Vec<Call> {
@@ -298,6 +305,8 @@ async fn rest(
         }))
         .into_response(),
         ("GET", ["channels", id]) => {
+            let delay = *shared.lookup_delay.lock().unwrap();
+            tokio::time::sleep(delay).await;
             let parent = shared.threads.lock().unwrap().get(*id).cloned();
             Json(match parent {
                 Some(parent) => json!({"id": id, "type": 11, "guild_id": GUILD, "name": "a thread",

@@ -41,32 +41,45 @@ pub enum Incoming {
     Up,
     Down(String),
     Message(Box<Message>),
-    Interaction(Box<Interaction>),
+}
+
+/// Where the gateway hands events: messages and connection changes in
+/// order; interactions apart, since each owes an answer within 3 seconds
+/// and must not wait behind message handling or a catch-up.
+#[derive(Clone)]
+pub struct Senders {
+    /// Messages and connection changes.
+    pub events: mpsc::UnboundedSender<Incoming>,
+    /// Button presses and slash commands.
+    pub interactions: mpsc::UnboundedSender<Box<Interaction>>,
 }
 
 /// Forwards events without waiting, so they keep their order.
-struct Forward(mpsc::UnboundedSender<Incoming>);
+struct Forward(Senders);
 
 #[serenity::async_trait]
 impl EventHandler for Forward {
     async fn ready(&self, _: Context, ready: Ready) {
-        let _ = self.0.send(Incoming::Ready(Box::new(ready)));
+        let _ = self.0.events.send(Incoming::Ready(Box::new(ready)));
     }
 
     async fn message(&self, _: Context, msg: Message) {
-        let _ = self.0.send(Incoming::Message(Box::new(msg)));
+        let _ = self.0.events.send(Incoming::Message(Box::new(msg)));
     }
 
     async fn interaction_create(&self, _: Context, interaction: Interaction) {
-        let _ = self.0.send(Incoming::Interaction(Box::new(interaction)));
+        let _ = self.0.interactions.send(Box::new(interaction));
     }
 
     async fn shard_stage_update(&self, _: Context, event: ShardStageUpdateEvent) {
-        let _ = self.0.send(if event.new == ConnectionStage::Connected {
-            Incoming::Up
-        } else {
-            Incoming::Down(format!("gateway {}", event.new))
-        });
+        let _ = self
+            .0
+            .events
+            .send(if event.new == ConnectionStage::Connected {
+                Incoming::Up
+            } else {
+                Incoming::Down(format!("gateway {}", event.new))
+            });
     }
 }
 
@@ -76,7 +89,7 @@ impl EventHandler for Forward {
 pub fn spawn_gateway(
     token: String,
     api_url: String,
-    tx: mpsc::UnboundedSender<Incoming>,
+    tx: Senders,
     stop: CancellationToken,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
@@ -88,7 +101,9 @@ pub fn spawn_gateway(
             {
                 Ok(rt) => rt,
                 Err(err) => {
-                    let _ = tx.send(Incoming::Down(format!("gateway runtime: {err}")));
+                    let _ = tx
+                        .events
+                        .send(Incoming::Down(format!("gateway runtime: {err}")));
                     return;
                 }
             };
@@ -96,12 +111,7 @@ pub fn spawn_gateway(
         })
 }
 
-async fn gateway(
-    token: String,
-    api_url: String,
-    tx: mpsc::UnboundedSender<Incoming>,
-    stop: CancellationToken,
-) {
+async fn gateway(token: String, api_url: String, tx: Senders, stop: CancellationToken) {
     let intents = GatewayIntents::GUILD_MESSAGES
         | GatewayIntents::DIRECT_MESSAGES
         | GatewayIntents::MESSAGE_CONTENT;
@@ -131,7 +141,7 @@ async fn gateway(
             Err(err) => format!("gateway: {err}"),
         };
         tracing::warn!(reason, retry_in = ?wait, "discord gateway down");
-        let _ = tx.send(Incoming::Down(reason));
+        let _ = tx.events.send(Incoming::Down(reason));
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(wait) => wait = (wait * 2).min(Duration::from_secs(60)),

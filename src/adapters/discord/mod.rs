@@ -32,7 +32,7 @@ use crate::approvals::{Actor, ApprovalPrompter, ChatRef, Choice, Prompt};
 use crate::daemon::{ComponentContext, Daemon, Gateway};
 use crate::sessions::{ChatKind, InboundEvent, KeyRules, Replier, Submitted, session_key};
 use crate::tools::builtin::clip;
-use gateway::{Incoming, rest, spawn_gateway};
+use gateway::{Incoming, Senders, rest, spawn_gateway};
 use inbound::{Place, Places};
 use interactions::{Interactions, Pending};
 
@@ -561,6 +561,26 @@ impl Outbound for Discord {
     }
 }
 
+/// Takes interactions once the adapter exists, each in its own task.
+async fn interactions_loop(
+    mut rx: mpsc::UnboundedReceiver<Box<Interaction>>,
+    mut adapter: tokio::sync::watch::Receiver<Option<Arc<Discord>>>,
+) {
+    // None when the daemon stops before the first READY.
+    let Some(adapter) = adapter
+        .wait_for(Option::is_some)
+        .await
+        .ok()
+        .and_then(|a| a.clone())
+    else {
+        return;
+    };
+    while let Some(interaction) = rx.recv().await {
+        let a = adapter.clone();
+        tokio::spawn(async move { a.on_interaction(*interaction).await });
+    }
+}
+
 /// Starts the gateway thread, builds the adapter on the first READY, and
 /// takes events until `stop`.
 async fn run(ctx: ComponentContext) {
@@ -576,7 +596,19 @@ async fn run(ctx: ComponentContext) {
         .to_string();
     ctx.health.set("discord", false, "connecting");
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let thread = match spawn_gateway(token.clone(), config.api_url.clone(), tx, ctx.stop.clone()) {
+    let (itx, irx) = mpsc::unbounded_channel();
+    let senders = Senders {
+        events: tx,
+        interactions: itx,
+    };
+    let (ready_tx, ready_rx) = tokio::sync::watch::channel(None);
+    tokio::spawn(interactions_loop(irx, ready_rx));
+    let thread = match spawn_gateway(
+        token.clone(),
+        config.api_url.clone(),
+        senders,
+        ctx.stop.clone(),
+    ) {
         Ok(thread) => thread,
         Err(err) => {
             ctx.health
@@ -629,6 +661,7 @@ async fn run(ctx: ComponentContext) {
                         }
                     });
                     tracing::info!(bot = %ready.user.name, id = %ready.user.id, "discord connected");
+                    let _ = ready_tx.send(Some(a.clone()));
                     // What was written while the daemon was down.
                     a.recall_seen().await;
                     a.catch_up().await;
@@ -641,11 +674,6 @@ async fn run(ctx: ComponentContext) {
             Incoming::Message(msg) => {
                 if let Some(a) = &adapter {
                     a.on_message(*msg).await;
-                }
-            }
-            Incoming::Interaction(interaction) => {
-                if let Some(a) = adapter.clone() {
-                    tokio::spawn(async move { a.on_interaction(*interaction).await });
                 }
             }
         }
