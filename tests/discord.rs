@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::fake_discord::{self, BOT_ID, FakeDiscord, command, message, press, user};
+use common::fake_discord::{self, BOT_ID, FakeDiscord, command, dm_press, message, press, user};
 use common::fake_llm::{FakeLlm, Reply, calls, text};
 use common::in_process::InProcess;
 use serde_json::{Value, json};
@@ -79,6 +79,36 @@ fn content(call: &fake_discord::Call) -> String {
         .as_str()
         .unwrap_or_default()
         .to_string()
+}
+
+/// A setup whose model first asks to run `command`, then says `after`.
+async fn asking_for(command: &str, after: &str) -> Setup {
+    let args = json!({ "command": command }).to_string();
+    start(
+        vec![
+            Reply::Json(calls(&[("c1", "terminal", &args)])),
+            Reply::Json(text(after)),
+        ],
+        |_| {},
+    )
+    .await
+}
+
+/// Sends `msg` and waits for the approval prompt it leads to: the data of
+/// its first button ("Allow once") and the prompt as a message object.
+async fn prompt_for(s: &Setup, msg: Value) -> (String, Value) {
+    let channel = msg["channel_id"].as_str().unwrap().to_string();
+    let guild = msg.get("guild_id").is_some();
+    s.dc.dispatch("MESSAGE_CREATE", msg).await;
+    let posted = s.dc.wait_posted(1).await;
+    let once = posted[0].body["components"][0]["components"][0]["custom_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let bot = user(BOT_ID, "switchboard", true);
+    let mut prompt = message(&posted[0].id, &channel, bot, &content(&posted[0]), guild);
+    prompt["components"] = posted[0].body["components"].clone();
+    (once, prompt)
 }
 
 #[tokio::test]
@@ -258,40 +288,17 @@ async fn long_replies_are_chunked_with_fences_kept() {
 
 #[tokio::test]
 async fn approval_buttons_resolve_through_the_broker() {
-    let s = start(
-        vec![
-            Reply::Json(calls(&[(
-                "c1",
-                "terminal",
-                r#"{"command":"git reset --hard"}"#,
-            )])),
-            Reply::Json(text("Reset done.")),
-        ],
-        |_| {},
-    )
-    .await;
-    s.dc.dispatch(
-        "MESSAGE_CREATE",
-        mention("1300", CHANNEL, ann(), "reset it"),
-    )
-    .await;
-    let posted = s.dc.wait_posted(1).await;
-    let prompt = &posted[0].body;
+    let s = asking_for("git reset --hard", "Reset done.").await;
+    let (once, prompt_msg) = prompt_for(&s, mention("1300", CHANNEL, ann(), "reset it")).await;
+    let posted = s.dc.posted();
     assert!(content(&posted[0]).contains("git reset --hard"));
-    let buttons = prompt["components"][0]["components"].as_array().unwrap();
+    let buttons = posted[0].body["components"][0]["components"]
+        .as_array()
+        .unwrap();
     assert_eq!(buttons.len(), 4);
     assert_eq!(buttons[0]["label"], "Allow once");
-    let once = buttons[0]["custom_id"].as_str().unwrap().to_string();
     assert!(once.starts_with("ap:") && once.ends_with(":once"));
     let prompt_id = posted[0].id.as_str();
-    let mut prompt_msg = message(
-        prompt_id,
-        CHANNEL,
-        user(BOT_ID, "switchboard", true),
-        &content(&posted[0]),
-        true,
-    );
-    prompt_msg["components"] = prompt["components"].clone();
     // Eve did not ask and is no approver: refused, only she sees it.
     s.dc.dispatch(
         "INTERACTION_CREATE",
@@ -374,36 +381,8 @@ async fn approval_buttons_resolve_through_the_broker() {
 
 #[tokio::test]
 async fn a_press_that_takes_long_is_deferred_within_discords_three_seconds() {
-    let s = start(
-        vec![
-            Reply::Json(calls(&[(
-                "c1",
-                "terminal",
-                r#"{"command":"git clean -fdx"}"#,
-            )])),
-            Reply::Json(text("Cleaned.")),
-        ],
-        |_| {},
-    )
-    .await;
-    s.dc.dispatch(
-        "MESSAGE_CREATE",
-        mention("1350", CHANNEL, ann(), "clean it"),
-    )
-    .await;
-    let posted = s.dc.wait_posted(1).await;
-    let once = posted[0].body["components"][0]["components"][0]["custom_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let mut prompt = message(
-        &posted[0].id,
-        CHANNEL,
-        user(BOT_ID, "switchboard", true),
-        "…",
-        true,
-    );
-    prompt["components"] = posted[0].body["components"].clone();
+    let s = asking_for("git clean -fdx", "Cleaned.").await;
+    let (once, prompt) = prompt_for(&s, mention("1350", CHANNEL, ann(), "clean it")).await;
     s.dc.slow_edits(std::time::Duration::from_millis(4000));
     let pressed = std::time::Instant::now();
     s.dc.dispatch(
@@ -432,36 +411,8 @@ async fn a_press_that_takes_long_is_deferred_within_discords_three_seconds() {
 
 #[tokio::test]
 async fn presses_do_not_wait_behind_message_handling() {
-    let s = start(
-        vec![
-            Reply::Json(calls(&[(
-                "c1",
-                "terminal",
-                r#"{"command":"git clean -fdx"}"#,
-            )])),
-            Reply::Json(text("Cleaned.")),
-        ],
-        |_| {},
-    )
-    .await;
-    s.dc.dispatch(
-        "MESSAGE_CREATE",
-        message("1360", DM, ann(), "clean it", false),
-    )
-    .await;
-    let posted = s.dc.wait_posted(1).await;
-    let once = posted[0].body["components"][0]["components"][0]["custom_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let mut prompt = message(
-        &posted[0].id,
-        DM,
-        user(BOT_ID, "switchboard", true),
-        "…",
-        false,
-    );
-    prompt["components"] = posted[0].body["components"].clone();
+    let s = asking_for("git clean -fdx", "Cleaned.").await;
+    let (once, prompt) = prompt_for(&s, message("1360", DM, ann(), "clean it", false)).await;
     // A message in a channel not seen before holds the ordered message
     // handling for 4 s (its channel lookup is slow)…
     s.dc.slow_lookups(std::time::Duration::from_secs(4));
@@ -470,12 +421,11 @@ async fn presses_do_not_wait_behind_message_handling() {
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     // …and a press meanwhile is answered at once all the same.
     let pressed = std::time::Instant::now();
-    let mut press_dm = press("7401", ann(), &[], &prompt, &once);
-    press_dm.as_object_mut().unwrap().remove("guild_id");
-    press_dm.as_object_mut().unwrap().remove("member");
-    press_dm["user"] = ann();
-    press_dm["channel"] = json!({"id": DM, "type": 1});
-    s.dc.dispatch("INTERACTION_CREATE", press_dm).await;
+    s.dc.dispatch(
+        "INTERACTION_CREATE",
+        dm_press("7401", ann(), &prompt, &once),
+    )
+    .await;
     let answers =
         s.dc.wait("POST", "/interactions/7401/tok-7401/callback", 1)
             .await;
@@ -747,12 +697,11 @@ async fn clarify_questions_are_answered_with_buttons() {
         false,
     );
     question["components"] = posted[0].body["components"].clone();
-    let mut pressed = press("7201", ann(), &[], &question, &data);
-    pressed.as_object_mut().unwrap().remove("guild_id");
-    pressed.as_object_mut().unwrap().remove("member");
-    pressed["user"] = ann();
-    pressed["channel"] = json!({"id": DM, "type": 1});
-    s.dc.dispatch("INTERACTION_CREATE", pressed).await;
+    s.dc.dispatch(
+        "INTERACTION_CREATE",
+        dm_press("7201", ann(), &question, &data),
+    )
+    .await;
     let answers =
         s.dc.wait("POST", "/interactions/7201/tok-7201/callback", 1)
             .await;

@@ -104,6 +104,18 @@ pub fn press(id: &str, presser: Value, roles: &[&str], message: &Value, custom_i
     })
 }
 
+/// A button press on `message` in a DM: no guild, no member, the presser
+/// as `user`.
+pub fn dm_press(id: &str, presser: Value, message: &Value, custom_id: &str) -> Value {
+    let mut p = press(id, presser.clone(), &[], message, custom_id);
+    let fields = p.as_object_mut().unwrap();
+    fields.remove("guild_id");
+    fields.remove("member");
+    p["user"] = presser;
+    p["channel"] = json!({"id": message["channel_id"], "type": 1});
+    p
+}
+
 /// A slash command (INTERACTION_CREATE, type 2) in guild channel `channel`.
 pub fn command(id: &str, user: Value, channel: &str, name: &str, options: Value) -> Value {
     json!({
