@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::fake_llm::{FakeLlm, Reply, calls, text};
 use common::fake_slack::{BOT_USER, FakeSlack};
-use common::in_process::InProcess;
+use common::in_process::{InProcess, daemon_config};
 use serde_json::{Value, json};
 use switchboard::adapters::slack::verify::sign;
 use switchboard::config::{Config, Env, SlackMode};
@@ -31,13 +31,7 @@ async fn start_in(mode: SlackMode, script: Vec<Reply>, tweak: impl FnOnce(&mut C
     let slack = FakeSlack::start().await;
     let llm = FakeLlm::start(script).await;
     let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::default();
-    config.server.listen = "127.0.0.1:0".parse().unwrap();
-    config.server.shutdown_grace_secs = 2;
-    config.storage.url = format!("sqlite://{}/sb.db", dir.path().display());
-    config.llm.base_url = llm.url.clone();
-    config.llm.api_key_env = String::new();
-    config.agent.workspace = dir.path().join("ws");
+    let mut config = daemon_config(dir.path(), &llm.url);
     config.slack.enabled = true;
     config.slack.mode = mode;
     config.slack.api_url = slack.url.clone();

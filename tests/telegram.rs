@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::fake_llm::{FakeLlm, Reply, calls, text};
 use common::fake_telegram::{BOT_USERNAME, FakeTelegram};
-use common::in_process::InProcess;
+use common::in_process::{InProcess, daemon_config};
 use serde_json::{Value, json};
 use switchboard::config::{Config, Env, TelegramMode};
 
@@ -26,14 +26,7 @@ async fn start(script: Vec<Reply>, tweak: impl FnOnce(&mut Config)) -> Setup {
     let tg = FakeTelegram::start().await;
     let llm = FakeLlm::start(script).await;
     let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::default();
-    config.server.listen = "127.0.0.1:0".parse().unwrap();
-    config.server.shutdown_grace_secs = 2;
-    config.storage.url = format!("sqlite://{}/sb.db", dir.path().display());
-    config.llm.base_url = llm.url.clone();
-    config.llm.api_key_env = String::new();
-    config.llm.max_retries = 0;
-    config.agent.workspace = dir.path().join("ws");
+    let mut config = daemon_config(dir.path(), &llm.url);
     config.telegram.enabled = true;
     config.telegram.api_url = tg.url.clone();
     config.telegram.allowed_users = vec![ANN, BOB];

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::fake_github::FakeGithub;
 use common::fake_llm::{FakeLlm, Reply, calls, text};
-use common::in_process::InProcess;
+use common::in_process::{InProcess, daemon_config};
 use serde_json::{Value, json};
 use switchboard::adapters::webhook::verify::{github_signature, standard_signature};
 use switchboard::config::{Config, DeliverKind, Env, SignatureScheme, WebhookRoute, load_from_str};
@@ -101,14 +101,7 @@ fn github_route(api: &str) -> WebhookRoute {
 
 async fn start(llm: &FakeLlm, gh: &FakeGithub, tweak: impl FnOnce(&mut Config)) -> Running {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::default();
-    config.server.listen = "127.0.0.1:0".parse().unwrap();
-    config.server.shutdown_grace_secs = 2;
-    config.storage.url = format!("sqlite://{}/sb.db", dir.path().display());
-    config.llm.base_url = llm.url.clone();
-    config.llm.api_key_env = String::new();
-    config.llm.max_retries = 0;
-    config.agent.workspace = dir.path().join("ws");
+    let mut config = daemon_config(dir.path(), &llm.url);
     config.webhook.enabled = true;
     config.webhook.routes = vec![github_route(&gh.url)];
     tweak(&mut config);

@@ -55,3 +55,18 @@ impl InProcess {
         let _ = tokio::time::timeout(Duration::from_secs(15), self.task).await;
     }
 }
+
+/// A daemon config for tests: loopback on a free port, a short drain, a
+/// SQLite file and a workspace in `dir`, the model at `llm_url` with no
+/// key and no retries. Adapters are off until the test turns them on.
+pub fn daemon_config(dir: &std::path::Path, llm_url: &str) -> Config {
+    let mut config = Config::default();
+    config.server.listen = "127.0.0.1:0".parse().unwrap();
+    config.server.shutdown_grace_secs = 2;
+    config.storage.url = format!("sqlite://{}/sb.db", dir.display());
+    config.llm.base_url = llm_url.to_string();
+    config.llm.api_key_env = String::new();
+    config.llm.max_retries = 0;
+    config.agent.workspace = dir.join("ws");
+    config
+}

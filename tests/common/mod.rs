@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod agent_harness;
+pub mod discord_harness;
 pub mod fake_discord;
 pub mod fake_github;
 pub mod fake_llm;

@@ -197,6 +197,41 @@ impl Slack {
         })
     }
 
+    /// Puts the working reaction on `event`'s message (`on`) or takes it
+    /// off; each once, however often the worker asks.
+    async fn hourglass(&self, event: &InboundEvent, on: bool) {
+        let Some(ts) = event.message_id.clone() else {
+            return;
+        };
+        let key = (event.chat_id.clone(), ts.clone());
+        let changed = {
+            let mut reacted = self.reacted.lock().unwrap_or_else(|e| e.into_inner());
+            if on {
+                reacted.insert(key)
+            } else {
+                reacted.remove(&key)
+            }
+        };
+        if !changed {
+            return;
+        }
+        let session = self.client.open_session(&self.token);
+        let channel: SlackChannelId = event.chat_id.clone().into();
+        let name = SlackReactionName(WORKING.into());
+        let result = if on {
+            let req = SlackApiReactionsAddRequest::new(channel, name, ts.into());
+            session.reactions_add(&req).await.map(|_| ())
+        } else {
+            let req = SlackApiReactionsRemoveRequest::new(name)
+                .with_channel(channel)
+                .with_timestamp(ts.into());
+            session.reactions_remove(&req).await.map(|_| ())
+        };
+        if let Err(err) = result {
+            tracing::debug!(error = %err, on, "slack reaction not changed");
+        }
+    }
+
     /// What `user` is called (display name, else real name, else handle),
     /// through users.info once per user; the id if Slack will not say.
     async fn name_of(&self, user: &str) -> String {
@@ -412,49 +447,11 @@ impl Replier for Slack {
     }
 
     async fn working(&self, event: &InboundEvent) {
-        let Some(ts) = event.message_id.clone() else {
-            return;
-        };
-        let key = (event.chat_id.clone(), ts.clone());
-        if !self
-            .reacted
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key)
-        {
-            return;
-        }
-        let session = self.client.open_session(&self.token);
-        let req = SlackApiReactionsAddRequest::new(
-            event.chat_id.clone().into(),
-            SlackReactionName(WORKING.into()),
-            ts.into(),
-        );
-        if let Err(err) = session.reactions_add(&req).await {
-            tracing::debug!(error = %err, "reactions.add failed");
-        }
+        self.hourglass(event, true).await;
     }
 
     async fn finished(&self, event: &InboundEvent) {
-        let Some(ts) = event.message_id.clone() else {
-            return;
-        };
-        let key = (event.chat_id.clone(), ts.clone());
-        if !self
-            .reacted
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&key)
-        {
-            return;
-        }
-        let session = self.client.open_session(&self.token);
-        let req = SlackApiReactionsRemoveRequest::new(SlackReactionName(WORKING.into()))
-            .with_channel(event.chat_id.clone().into())
-            .with_timestamp(ts.into());
-        if let Err(err) = session.reactions_remove(&req).await {
-            tracing::debug!(error = %err, "reactions.remove failed");
-        }
+        self.hourglass(event, false).await;
     }
 }
 
