@@ -32,23 +32,33 @@ impl Tool for Noop {
 }
 
 fn resolve(c: &mut Criterion) {
-    let rt = ToolRuntime::build(&Config::default(), &Env::default()).unwrap();
+    let rt = ToolRuntime::build(
+        &Config::default(),
+        &Env::default(),
+        switchboard::adapters::platforms(&Config::default()),
+    )
+    .unwrap();
     let mut group = c.benchmark_group("resolve_gateway");
     group.bench_function("cold", |b| {
         b.iter(|| {
-            Toolsets::new(rt.registry.clone())
+            Toolsets::new(rt.registry.clone(), rt.platforms.presets())
                 .resolve("gateway")
                 .unwrap()
         })
     });
-    let warm = Toolsets::new(rt.registry.clone());
+    let warm = Toolsets::new(rt.registry.clone(), rt.platforms.presets());
     warm.resolve("gateway").unwrap();
     group.bench_function("memoised", |b| b.iter(|| warm.resolve("gateway").unwrap()));
     group.finish();
 }
 
 fn dispatch(c: &mut Criterion) {
-    let rt = ToolRuntime::build(&Config::default(), &Env::default()).unwrap();
+    let rt = ToolRuntime::build(
+        &Config::default(),
+        &Env::default(),
+        switchboard::adapters::platforms(&Config::default()),
+    )
+    .unwrap();
     let noop = Arc::new(Noop);
     rt.registry
         .register(noop.clone(), RegisterMode::Normal)

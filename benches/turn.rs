@@ -85,7 +85,12 @@ fn main() {
             ..StorageConfig::default()
         };
         let store = Store::open(&config.storage).await.unwrap();
-        let tools = ToolRuntime::build(&config, &Env::default()).unwrap();
+        let tools = ToolRuntime::build(
+            &config,
+            &Env::default(),
+            switchboard::adapters::platforms(&config),
+        )
+        .unwrap();
         let model: Arc<dyn ChatModel> = Arc::new(InstantModel(AtomicU64::new(0)));
         let mut deps =
             AgentDeps::from_config(&config, &Env::default(), tools.clone(), store.clone());

@@ -1,9 +1,13 @@
 //! switchboard: a gateway daemon that connects Telegram, Discord, Slack and
 //! a webhook receiver to tool-using LLM agents.
 //!
-//! The folders are the architecture: [`config`] (the contract of
-//! `gateway.toml`), [`store`] (SQLite / PostgreSQL), [`http`] (router,
-//! health, metrics), [`daemon`] (lifecycle), [`cli`], [`telemetry`].
+//! The folders are the architecture, and data runs downhill through them:
+//! [`adapters`] translate platform traffic → [`sessions`] (intake, workers)
+//! → [`agent`] (the loop) → [`tools`] → [`store`]. Beneath them all,
+//! [`platform`] is the port every adapter implements and [`render`] turns
+//! Markdown into what each platform shows; [`approvals`] holds commands
+//! for a human; [`config`] is the contract of `gateway.toml`; [`http`],
+//! [`daemon`], [`cli`] and [`telemetry`] run and watch the process.
 
 pub mod adapters;
 pub mod agent;
@@ -12,6 +16,8 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod http;
+pub mod platform;
+pub mod render;
 pub mod sessions;
 pub mod store;
 pub mod telemetry;

@@ -1,21 +1,44 @@
-//! The console adapter: a person at a terminal. Approvals and clarify
-//! questions are asked on stderr and answered on stdin; tool activity is
-//! shown as it happens.
+//! The console platform: a person at a terminal (`switchboard chat`).
+//! Answers go to stdout, notices and tool activity to stderr; approval
+//! prompts and questions are asked on stderr and answered on stdin, the
+//! answer handed back as a button press or a message like any chat's.
 
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 
 use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
 use tokio::sync::Mutex;
-use tokio_util::sync::CancellationToken;
 
-use crate::agent::message::ToolCall;
-use crate::agent::{AgentEvents, ClarifyBroker};
-use crate::approvals::{Decision, HumanApprover, Request};
-use crate::sessions::{InboundEvent, Replier};
-use crate::store::{AuditEvent, Store};
+use crate::config::Config;
+use crate::platform::{
+    AccessRules, Activity, Actor, Capabilities, ChatKind, ChatRef, InboundEvent, Platform,
+    PlatformError, Preset, Profile, Prompt, PromptKind,
+};
+use crate::sessions::{Press, SessionManager};
 
-/// Lines of standard input, shared by the prompt loop and the questions
+/// The console's platform id.
+pub const ID: &str = "cli";
+
+/// The terminal's profile: whoever runs the command may talk, with the
+/// core tools.
+pub fn profile(config: &Config) -> Profile {
+    let _ = config;
+    Profile::chat(
+        ID,
+        AccessRules {
+            open_when_empty: true,
+            ..AccessRules::default()
+        },
+        None,
+        Preset {
+            description: "Local terminal sessions",
+            tools: &[],
+            includes: &["core"],
+        },
+    )
+}
+
+/// Lines of standard input, shared by the prompt loop and the prompts
 /// asked during a turn.
 #[derive(Clone)]
 pub struct ConsoleInput(Arc<Mutex<Lines<BufReader<Stdin>>>>);
@@ -33,16 +56,6 @@ impl ConsoleInput {
     pub async fn line(&self) -> Option<String> {
         self.0.lock().await.next_line().await.ok().flatten()
     }
-
-    /// Prints `prompt` on stderr and reads the answer, unless cancelled.
-    async fn ask(&self, prompt: &str, cancel: &CancellationToken) -> Option<String> {
-        eprint!("{prompt}");
-        let _ = std::io::stderr().flush();
-        tokio::select! {
-            line = self.line() => line,
-            _ = cancel.cancelled() => None,
-        }
-    }
 }
 
 impl std::fmt::Debug for ConsoleInput {
@@ -51,182 +64,171 @@ impl std::fmt::Debug for ConsoleInput {
     }
 }
 
-/// Puts commands that need approval to the person at the terminal.
-/// Without an interactive terminal (`--once`) the answer is no.
+/// The person at the terminal, as a platform.
 #[derive(Debug, Clone)]
-pub struct ConsoleApprovals {
+pub struct Console {
     input: ConsoleInput,
     interactive: bool,
-    store: Store,
+    sessions: SessionManager,
 }
 
-impl ConsoleApprovals {
-    /// Approvals read from `input`; `interactive` is false for one-shot
-    /// runs. Session and permanent grants are stored in `store`.
-    pub fn new(input: ConsoleInput, interactive: bool, store: Store) -> Self {
+impl Console {
+    /// Prompts answered from `input` (refused when not `interactive`, as
+    /// in a one-shot run), the answers handed to `sessions`.
+    pub fn new(input: ConsoleInput, interactive: bool, sessions: SessionManager) -> Self {
         Self {
             input,
             interactive,
-            store,
+            sessions,
         }
     }
-}
 
-#[async_trait::async_trait]
-impl HumanApprover for ConsoleApprovals {
-    async fn decide(&self, request: Request, cancel: &CancellationToken) -> Decision {
-        if !self.interactive {
-            return Decision::NoApprover(
-                "no one is at the terminal to approve commands in a one-shot run".into(),
-            );
+    /// The message `user` typed, as an inbound event.
+    pub fn event(user: &str, text: &str) -> InboundEvent {
+        InboundEvent {
+            platform: ID.into(),
+            kind: ChatKind::Dm,
+            chat_id: user.into(),
+            thread_id: None,
+            user_id: user.into(),
+            user_name: user.into(),
+            roles: Vec::new(),
+            text: text.into(),
+            event_id: crate::store::new_id(),
+            message_id: None,
+            mentioned: true,
+            from_bot: false,
+            in_thread: false,
+            attachments: Vec::new(),
         }
-        let reasons: Vec<&str> = request.matches.iter().map(|m| m.description).collect();
-        let prompt = format!(
-            "\n⚠️  The agent wants to run:\n    {}\nIt {}.\nAllow? [y] once / [s] for this session / [a] always / [N] no: ",
-            request.command,
-            reasons.join("; ")
-        );
-        let keys: Vec<String> = request.matches.iter().map(|m| m.key.to_string()).collect();
-        let by = "you at the terminal".to_string();
-        let decision = match self.input.ask(&prompt, cancel).await {
-            None => Decision::Cancelled,
-            Some(answer) => match answer.trim().to_ascii_lowercase().as_str() {
-                "y" | "yes" => Decision::Once { by },
-                "s" | "session" => {
-                    let _ = self
-                        .store
-                        .grant_session(&request.session_id, &keys, "console")
-                        .await;
-                    Decision::Session { by }
-                }
-                "a" | "always" => {
-                    for key in &keys {
-                        let _ = self.store.allow_pattern(key, "console").await;
-                    }
-                    Decision::Always { by }
-                }
-                _ => Decision::Denied {
-                    by,
-                    reason: Some("denied at the terminal".into()),
-                },
+    }
+
+    async fn ask_line(&self, prompt: &str) -> Option<String> {
+        eprint!("{prompt}");
+        let _ = std::io::stderr().flush();
+        self.input.line().await
+    }
+
+    async fn press(&self, at: &ChatRef, data: &str) {
+        let press = Press {
+            chat: at.clone(),
+            actor: Actor {
+                platform: ID.into(),
+                user_id: at.chat.clone(),
+                name: at.chat.clone(),
             },
+            data: data.to_string(),
         };
-        let keys = keys.join(",");
-        let outcome = match &decision {
-            Decision::Once { .. } => "approved_once",
-            Decision::Session { .. } => "approved_session",
-            Decision::Always { .. } => "approved_always",
-            Decision::Cancelled => "cancelled",
-            _ => "denied",
-        };
-        let _ = self
-            .store
-            .append_audit(&AuditEvent {
-                approval_id: "console",
-                event: "decided",
-                session_id: &request.session_id,
-                requester: request.requester.as_deref().unwrap_or("-"),
-                actor: Some("console"),
-                command: &request.command,
-                pattern_keys: &keys,
-                outcome,
-            })
-            .await;
-        decision
-    }
-}
-
-/// Answers `clarify` questions at the terminal.
-#[derive(Debug, Clone)]
-pub struct ConsoleClarify {
-    input: ConsoleInput,
-}
-
-impl ConsoleClarify {
-    /// Questions answered from `input`.
-    pub fn new(input: ConsoleInput) -> Self {
-        Self { input }
-    }
-}
-
-#[async_trait::async_trait]
-impl ClarifyBroker for ConsoleClarify {
-    async fn ask(
-        &self,
-        question: &str,
-        choices: &[String],
-        cancel: &CancellationToken,
-    ) -> Result<String, String> {
-        let mut prompt = format!("\n❓ {question}\n");
-        for (i, choice) in choices.iter().enumerate() {
-            prompt.push_str(&format!("   {}. {choice}\n", i + 1));
+        if let Err(why) = self.sessions.press(&press).await {
+            eprintln!("{why}");
         }
-        prompt.push_str("> ");
-        let answer = self
-            .input
-            .ask(&prompt, cancel)
-            .await
-            .ok_or_else(|| "no answer at the terminal".to_string())?;
-        let answer = answer.trim();
-        Ok(answer
-            .parse::<usize>()
-            .ok()
-            .and_then(|n| choices.get(n.wrapping_sub(1)))
-            .cloned()
-            .unwrap_or_else(|| answer.to_string()))
     }
 }
 
-/// Shows tool activity on stderr.
-#[derive(Debug, Default)]
-pub struct ConsoleEvents;
-
-impl AgentEvents for ConsoleEvents {
-    fn tool_started(&self, call: &ToolCall) {
-        let args = crate::tools::builtin::clip(&call.arguments, 120);
-        eprintln!("  ⚙ {} {args}", call.name);
-    }
-
-    fn tool_finished(&self, call: &ToolCall, result: &str) {
-        let mark = if result.starts_with("{\"error\"") {
-            "✗"
+/// Markdown as terminal text: emphasis marks dropped, code blocks indented.
+fn plain(markdown: &str) -> String {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            out.push(format!("    {line}"));
         } else {
-            "✓"
-        };
-        eprintln!("  {mark} {} ({} chars)", call.name, result.len());
+            out.push(line.replace("**", ""));
+        }
     }
-}
-
-/// The session manager's side of the terminal: answers on stdout, notices
-/// on stderr, questions and tool activity at the terminal.
-#[derive(Debug, Clone)]
-pub struct ConsoleReplier {
-    input: ConsoleInput,
-}
-
-impl ConsoleReplier {
-    /// Questions are answered from `input`.
-    pub fn new(input: ConsoleInput) -> Self {
-        Self { input }
-    }
+    out.join("\n")
 }
 
 #[async_trait::async_trait]
-impl Replier for ConsoleReplier {
-    async fn reply(&self, _event: &InboundEvent, text: &str) {
+impl Platform for Console {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            text_limit: usize::MAX,
+            buttons: false,
+            edits: false,
+            threads: false,
+            downloads: false,
+        }
+    }
+
+    async fn send(
+        &self,
+        _to: &ChatRef,
+        _reply_to: Option<&str>,
+        text: &str,
+    ) -> Result<String, PlatformError> {
         println!("{text}");
+        Ok(String::new())
     }
 
-    async fn notice(&self, _event: &InboundEvent, text: &str) {
-        eprintln!("{text}");
+    async fn ask(&self, at: &ChatRef, prompt: &Prompt) -> Result<String, PlatformError> {
+        if !self.interactive {
+            return Err(PlatformError::Rejected(
+                "no one is at the terminal to answer in a one-shot run".into(),
+            ));
+        }
+        let mut text = format!("\n{}\n", plain(&prompt.text));
+        match prompt.kind {
+            PromptKind::Approval => {
+                text.push_str("Allow? [y] once / [s] for this session / [a] always / [N] no: ");
+                let answer = self.ask_line(&text).await.unwrap_or_default();
+                let pick = match answer.trim().to_ascii_lowercase().as_str() {
+                    "y" | "yes" => 0,
+                    "s" | "session" => 1,
+                    "a" | "always" => 2,
+                    _ => 3,
+                };
+                if let Some(choice) = prompt.choices.get(pick).or(prompt.choices.last()) {
+                    self.press(at, &choice.data).await;
+                }
+            }
+            PromptKind::Question => {
+                for (i, choice) in prompt.choices.iter().enumerate() {
+                    text.push_str(&format!("   {}. {}\n", i + 1, choice.label));
+                }
+                text.push_str("> ");
+                let answer = self.ask_line(&text).await.unwrap_or_default();
+                let answer = answer.trim();
+                let picked = answer
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|n| prompt.choices.get(n.wrapping_sub(1)));
+                match picked {
+                    Some(choice) => self.press(at, &choice.data).await,
+                    None => {
+                        let event = Console::event(&at.chat, answer);
+                        if let Err(err) = self.sessions.submit(event).await {
+                            eprintln!("error: {err}");
+                        }
+                    }
+                }
+            }
+        }
+        Ok(prompt.id.clone())
     }
 
-    fn clarifier(&self, _event: &InboundEvent) -> Option<Arc<dyn ClarifyBroker>> {
-        Some(Arc::new(ConsoleClarify::new(self.input.clone())))
+    async fn close(
+        &self,
+        _at: &ChatRef,
+        _message: &str,
+        outcome: &str,
+    ) -> Result<(), PlatformError> {
+        eprintln!("{}", plain(outcome));
+        Ok(())
     }
 
-    fn events(&self, _event: &InboundEvent) -> Option<Arc<dyn AgentEvents>> {
-        Some(Arc::new(ConsoleEvents))
+    fn activity(&self, _at: &ChatRef, activity: &Activity) {
+        match activity {
+            Activity::ToolStarted { name, arguments } => eprintln!("  ⚙ {name} {arguments}"),
+            Activity::ToolFinished { name, ok, chars } => {
+                let mark = if *ok { "✓" } else { "✗" };
+                eprintln!("  {mark} {name} ({chars} chars)");
+            }
+        }
     }
 }
 

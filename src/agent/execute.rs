@@ -60,7 +60,7 @@ pub fn check(call: &ToolCall, valid: &[String], finish: FinishReason) -> Checked
     let Some(name) = repair(&call.name, valid) else {
         let message = format!(
             "Unknown tool: {}. Available tools: {}.",
-            crate::tools::builtin::clip(&call.name, 80),
+            crate::render::clip(&call.name, 80),
             valid.join(", ")
         );
         return Checked::Invalid(call.clone(), message);
@@ -90,7 +90,7 @@ pub fn check(call: &ToolCall, valid: &[String], finish: FinishReason) -> Checked
             repaired,
             format!(
                 "Arguments must be a JSON object, not {}.",
-                crate::tools::builtin::clip(&other.to_string(), 80)
+                crate::render::clip(&other.to_string(), 80)
             ),
         ),
         Err(e) if e.is_eof() || finish == FinishReason::Length => Checked::Truncated(repaired),

@@ -193,7 +193,7 @@ pub async fn run(
                         "session": h.session_key,
                         "role": h.role,
                         "at": h.created_at,
-                        "text": crate::tools::builtin::clip(&h.content, 400),
+                        "text": crate::render::clip(&h.content, 400),
                     })
                 })
                 .collect();

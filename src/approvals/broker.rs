@@ -1,21 +1,25 @@
-//! The approval broker: a waiting tool call asks, the session's adapter
-//! shows a prompt with four buttons, and a button press or a text command
-//! from an authorised person resolves it, while everything else keeps
-//! running. Timeouts and cancellation deny. Every step is stored and
-//! audited; the prompt is edited to show the outcome.
+//! The approval broker: a waiting tool call asks, the session's platform
+//! shows a prompt with four choices through its port, and a button press
+//! or a decision command from an authorised person resolves it, while
+//! everything else keeps running. Timeouts and cancellation deny. A
+//! decision takes effect in one place ([`Broker::apply`]): the grant, the
+//! stored status, the audit entry, the metric; the prompt is then edited
+//! to show the outcome.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::decision::{Actor, ApprovalPrompter, ChatRef, Choice, Decision, Prompt, Refusal};
+use super::decision::{Choice, Decision, Refusal, prompt};
 use super::detect::Match;
 use crate::config::{ApprovalsConfig, ChatTarget};
+use crate::platform::{Actor, ChatCommand, ChatRef, Platforms, retrying};
 use crate::store::{
-    ApprovalRecord, ApprovalStatus, AuditEvent, PatternKeys, Store, new_id, now_ms,
+    ApprovalRecord, ApprovalStatus, AuditEvent, AuditKind, PatternKeys, Store, StoreError, new_id,
+    now_ms,
 };
 
 /// Longest command shown in a prompt.
@@ -49,7 +53,7 @@ struct Waiter {
 /// The broker; share it behind an `Arc`.
 pub struct Broker {
     store: Store,
-    prompters: RwLock<HashMap<String, Arc<dyn ApprovalPrompter>>>,
+    platforms: Arc<Platforms>,
     pending: Mutex<HashMap<String, Waiter>>,
     stale: Mutex<Vec<crate::store::PromptRef>>,
     approvers: Vec<String>,
@@ -66,11 +70,12 @@ impl std::fmt::Debug for Broker {
 }
 
 impl Broker {
-    /// A broker over `store` with the `[approvals]` settings.
-    pub fn new(store: Store, config: &ApprovalsConfig) -> Self {
+    /// A broker over `store` with the `[approvals]` settings, asking
+    /// through the ports of `platforms`.
+    pub fn new(store: Store, config: &ApprovalsConfig, platforms: Arc<Platforms>) -> Self {
         Self {
             store,
-            prompters: RwLock::new(HashMap::new()),
+            platforms,
             pending: Mutex::new(HashMap::new()),
             stale: Mutex::new(Vec::new()),
             approvers: config.approvers.clone(),
@@ -79,13 +84,12 @@ impl Broker {
         }
     }
 
-    /// Wires a platform's prompter; prompts left open by a previous run on
-    /// that platform are closed now.
-    pub async fn register_prompter(&self, platform: &str, prompter: Arc<dyn ApprovalPrompter>) {
-        self.prompters
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(platform.to_string(), prompter.clone());
+    /// `platform` has connected: prompts a previous run left open there
+    /// are closed now.
+    pub async fn platform_attached(&self, platform: &str) {
+        let Some(port) = self.platforms.port(platform) else {
+            return;
+        };
         let stale: Vec<_> = {
             let mut all = self.stale.lock().unwrap_or_else(|e| e.into_inner());
             let (mine, rest) = all
@@ -97,17 +101,14 @@ impl Broker {
         for p in stale {
             if let (Some(chat), Some(message)) = (p.prompt_chat, p.prompt_message) {
                 let chat = ChatRef {
-                    platform: platform.to_string(),
+                    platform: platform.into(),
                     chat,
                     thread: None,
                 };
-                let _ = prompter
-                    .close(
-                        &chat,
-                        &message,
-                        "⌛ Expired: the gateway restarted before a decision — not run",
-                    )
-                    .await;
+                let outcome = "⌛ Expired: the gateway restarted before a decision — not run";
+                if let Err(err) = retrying(|| port.close(&chat, &message, outcome)).await {
+                    tracing::warn!(platform, error = %err, "stale approval prompt not closed");
+                }
             }
         }
     }
@@ -136,7 +137,7 @@ impl Broker {
             {
                 self.audit(
                     &record.id,
-                    "expired",
+                    AuditKind::Expired,
                     &record.session_id,
                     &record.requester,
                     Some("restart"),
@@ -159,7 +160,7 @@ impl Broker {
     async fn audit(
         &self,
         id: &str,
-        event: &str,
+        event: AuditKind,
         session_id: &str,
         requester: &str,
         actor: Option<&str>,
@@ -183,14 +184,6 @@ impl Broker {
         }
     }
 
-    fn prompter(&self, platform: &str) -> Option<Arc<dyn ApprovalPrompter>> {
-        self.prompters
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(platform)
-            .cloned()
-    }
-
     /// Asks for a decision and waits for it (or the timeout, or `cancel`).
     pub async fn request(&self, request: Request, cancel: &CancellationToken) -> Decision {
         let id = new_id();
@@ -201,7 +194,7 @@ impl Broker {
             Err(why) => {
                 self.audit(
                     &id,
-                    "refused",
+                    AuditKind::Refused,
                     &request.session_id,
                     &requester,
                     Some("policy"),
@@ -213,7 +206,7 @@ impl Broker {
                 return Decision::NoApprover(why);
             }
         };
-        let Some(prompter) = self.prompter(&chat.platform) else {
+        let Some(port) = self.platforms.port(&chat.platform) else {
             return Decision::NoApprover(format!("{} is not connected", chat.platform));
         };
         let now = now_ms();
@@ -236,7 +229,7 @@ impl Broker {
         }
         self.audit(
             &id,
-            "requested",
+            AuditKind::Requested,
             &request.session_id,
             &requester,
             None,
@@ -263,17 +256,13 @@ impl Broker {
                     tx,
                 },
             );
-        let prompt = Prompt {
-            approval_id: id.clone(),
-            command: crate::tools::builtin::clip(&request.command, PROMPT_COMMAND_CHARS),
-            reasons: request
-                .matches
-                .iter()
-                .map(|m| m.description.to_string())
-                .collect(),
-            requester: request.requester.clone(),
-        };
-        match prompter.show(&chat, &prompt).await {
+        let reasons: Vec<&str> = request.matches.iter().map(|m| m.description).collect();
+        let prompt = prompt(
+            &id,
+            &crate::render::clip(&request.command, PROMPT_COMMAND_CHARS),
+            &reasons,
+        );
+        match retrying(|| port.ask(&chat, &prompt)).await {
             Ok(message_id) => {
                 if let Some(w) = self
                     .pending
@@ -326,14 +315,15 @@ impl Broker {
             .map_err(|e| e.to_string())?
             .ok_or_else(|| "unknown session".to_string())?;
         let own = ChatRef {
-            platform: session.platform,
+            platform: session.platform.into(),
             chat: session.chat_id,
             thread: session.thread_id,
         };
         if request.requester.is_none() {
             if self
-                .prompter(&own.platform)
-                .is_some_and(|p| p.asks_for_humanless(&own))
+                .platforms
+                .profile(&own.platform)
+                .is_some_and(|p| p.asks_in.contains(&own.chat))
             {
                 return Ok(own);
             }
@@ -341,7 +331,7 @@ impl Broker {
                 .route_to
                 .as_ref()
                 .map(|t| ChatRef {
-                    platform: t.platform.clone(),
+                    platform: t.platform.as_str().into(),
                     chat: t.chat.clone(),
                     thread: None,
                 })
@@ -360,39 +350,89 @@ impl Broker {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(id)?;
-        let reason = match decision {
-            Decision::Expired => "timed out",
-            Decision::Cancelled => "cancelled",
-            _ => "not shown",
-        };
-        let _ = self
-            .store
-            .decide_approval(id, decision.status(), None, Some(reason))
-            .await;
-        let requester = waiter.requester.clone().unwrap_or_else(|| "-".into());
-        self.audit(
-            id,
-            "expired",
-            &waiter.session_id,
-            &requester,
-            None,
-            &waiter.command,
-            &waiter.keys,
-            reason,
-        )
-        .await;
-        metrics::counter!("switchboard_approvals_total", "outcome" => reason.replace(' ', "_"))
-            .increment(1);
+        match self.apply(id, &waiter, &decision, None).await {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(approval.id = id, "approval already decided elsewhere"),
+            // The request is over whatever storage says; the next start
+            // expires a row left pending.
+            Err(err) => {
+                tracing::error!(approval.id = id, error = %err, "unanswered approval not recorded")
+            }
+        }
         self.close_prompt(&waiter, &decision).await;
         Some(decision)
     }
 
-    async fn close_prompt(&self, waiter: &Waiter, decision: &Decision) {
-        if let (Some(message), Some(prompter)) =
-            (&waiter.message_id, self.prompter(&waiter.chat.platform))
+    /// Where a decision takes effect, for every way one is made (a press,
+    /// a command, the timeout, a cancelled turn): the grant it gives, the
+    /// stored status, the audit entry and the metric. A grant that cannot
+    /// be stored fails the whole decision, so nobody is told "Done" for
+    /// an allowlist entry that does not exist. False when the request was
+    /// decided elsewhere first.
+    async fn apply(
+        &self,
+        id: &str,
+        waiter: &Waiter,
+        decision: &Decision,
+        actor: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let by = actor.unwrap_or("-");
+        match decision {
+            Decision::Session { .. } => {
+                self.store
+                    .grant_session(&waiter.session_id, &waiter.keys, by)
+                    .await?;
+            }
+            Decision::Always { .. } => {
+                for key in &waiter.keys {
+                    self.store.allow_pattern(key, by).await?;
+                }
+            }
+            _ => {}
+        }
+        let reason = match decision {
+            Decision::Denied { reason, .. } => reason.clone(),
+            Decision::Expired => Some("timed out".into()),
+            Decision::Cancelled => Some("cancelled".into()),
+            Decision::NoApprover(why) => Some(why.clone()),
+            _ => None,
+        };
+        if !self
+            .store
+            .decide_approval(id, decision.status(), actor, reason.as_deref())
+            .await?
         {
+            return Ok(false);
+        }
+        let (kind, outcome) = match decision {
+            Decision::Expired => (AuditKind::Expired, "timed_out"),
+            Decision::Cancelled => (AuditKind::Expired, "cancelled"),
+            Decision::NoApprover(_) => (AuditKind::Expired, "not_shown"),
+            _ => (AuditKind::Decided, decision.status().as_str()),
+        };
+        let requester = waiter.requester.clone().unwrap_or_else(|| "-".into());
+        self.audit(
+            id,
+            kind,
+            &waiter.session_id,
+            &requester,
+            actor,
+            &waiter.command,
+            &waiter.keys,
+            outcome,
+        )
+        .await;
+        metrics::counter!("switchboard_approvals_total", "outcome" => outcome).increment(1);
+        Ok(true)
+    }
+
+    async fn close_prompt(&self, waiter: &Waiter, decision: &Decision) {
+        if let (Some(message), Some(port)) = (
+            &waiter.message_id,
+            self.platforms.port(&waiter.chat.platform),
+        ) {
             let text = decision.outcome_text(&waiter.command);
-            if let Err(err) = prompter.close(&waiter.chat, message, &text).await {
+            if let Err(err) = retrying(|| port.close(&waiter.chat, message, &text)).await {
                 tracing::warn!(error = %err, "could not update the approval prompt");
             }
         }
@@ -407,7 +447,7 @@ impl Broker {
                 .any(|a| *a == key || *a == actor.user_id)
     }
 
-    /// Resolves an approval from a button press or a command.
+    /// Resolves an approval from a button press.
     pub async fn resolve(
         &self,
         id: &str,
@@ -446,7 +486,7 @@ impl Broker {
                 if let Ok(Some(r)) = self.store.approval(id).await {
                     self.audit(
                         id,
-                        "refused",
+                        AuditKind::Refused,
                         &r.session_id,
                         &r.requester,
                         Some(&actor.key()),
@@ -468,34 +508,19 @@ impl Broker {
         else {
             return Err(Refusal::AlreadyDecided("just now".into()));
         };
-        let by = if actor.name.is_empty() {
-            actor.key()
-        } else {
-            actor.name.clone()
-        };
+        let by = actor.shown();
         let decision = match choice {
             Choice::Once => Decision::Once { by },
             Choice::Session => Decision::Session { by },
             Choice::Always => Decision::Always { by },
             Choice::Deny => Decision::Denied { by, reason },
         };
-        let reason_text = match &decision {
-            Decision::Denied { reason, .. } => reason.clone(),
-            _ => None,
-        };
-        match self
-            .store
-            .decide_approval(
-                id,
-                decision.status(),
-                Some(&actor.key()),
-                reason_text.as_deref(),
-            )
-            .await
-        {
+        match self.apply(id, &waiter, &decision, Some(&actor.key())).await {
             Ok(true) => {}
             Ok(false) => return Err(Refusal::AlreadyDecided("elsewhere".into())),
-            Err(_) => {
+            Err(err) => {
+                tracing::error!(approval.id = id, error = %err, "approval decision not recorded");
+                // Still waiting: the person can try again.
                 self.pending
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -503,125 +528,43 @@ impl Broker {
                 return Err(Refusal::Storage);
             }
         }
-        match choice {
-            Choice::Session => {
-                let _ = self
-                    .store
-                    .grant_session(&waiter.session_id, &waiter.keys, &actor.key())
-                    .await;
-            }
-            Choice::Always => {
-                for key in &waiter.keys {
-                    let _ = self.store.allow_pattern(key, &actor.key()).await;
-                }
-            }
-            Choice::Once | Choice::Deny => {}
-        }
-        let requester = waiter.requester.clone().unwrap_or_else(|| "-".into());
-        self.audit(
-            id,
-            "decided",
-            &waiter.session_id,
-            &requester,
-            Some(&actor.key()),
-            &waiter.command,
-            &waiter.keys,
-            decision.status().as_str(),
-        )
-        .await;
-        metrics::counter!("switchboard_approvals_total", "outcome" => decision.status().as_str())
-            .increment(1);
         self.close_prompt(&waiter, &decision).await;
         let _ = waiter.tx.send(decision.clone());
         Ok(decision)
     }
 
-    /// Handles `/approve`, `/approve session`, `/approve always`,
-    /// `/deny [reason]` (also with `!` instead of `/`, and with an explicit
-    /// approval id first) sent in `chat`. `None` when the text is not such
-    /// a command.
-    pub async fn resolve_text(
+    /// Carries out a decision command (`/approve [id] [session|always]`,
+    /// `/deny [id] [reason]`) written in `chat`: on the approval it names,
+    /// else the oldest waiting in that chat. `vouched` is for an actor the
+    /// caller has already authorised (a webhook route's own approver list,
+    /// checked on a signature-verified delivery); they act only on the
+    /// requests of their own chat.
+    pub async fn decide_command(
         &self,
         chat: &ChatRef,
         actor: &Actor,
-        text: &str,
-    ) -> Option<Result<Decision, Refusal>> {
-        self.decide_text(chat, actor, text, false).await
-    }
-
-    /// Like [`resolve_text`](Self::resolve_text) for an actor the caller
-    /// has already authorised (a webhook route's own approver list, checked
-    /// on a signature-verified delivery).
-    pub async fn resolve_text_vouched(
-        &self,
-        chat: &ChatRef,
-        actor: &Actor,
-        text: &str,
-    ) -> Option<Result<Decision, Refusal>> {
-        self.decide_text(chat, actor, text, true).await
-    }
-
-    async fn decide_text(
-        &self,
-        chat: &ChatRef,
-        actor: &Actor,
-        text: &str,
+        command: &ChatCommand,
         vouched: bool,
-    ) -> Option<Result<Decision, Refusal>> {
-        let text = text.trim();
-        let rest = text.strip_prefix('/').or_else(|| text.strip_prefix('!'))?;
-        let mut words = rest.split_whitespace();
-        let command = words.next()?.split('@').next()?;
-        let deny = match command {
-            "approve" => false,
-            "deny" => true,
-            _ => return None,
+    ) -> Result<Decision, Refusal> {
+        let Some((choice, named, reason)) = Choice::of_command(command) else {
+            return Err(Refusal::NothingPending);
         };
-        let mut words: Vec<&str> = words.collect();
-        let explicit = words
-            .first()
-            .filter(|w| w.len() == 32 && w.chars().all(|c| c.is_ascii_hexdigit()))
-            .map(|w| w.to_string());
-        if explicit.is_some() {
-            words.remove(0);
-        }
-        let choice = if deny {
-            Choice::Deny
-        } else {
-            match words.first().copied() {
-                Some("session") => Choice::Session,
-                Some("always") => Choice::Always,
-                _ => Choice::Once,
-            }
-        };
-        let reason = (deny && !words.is_empty()).then(|| words.join(" "));
-        let id = match explicit {
-            Some(id) => id,
-            None => {
-                let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-                let oldest = pending
-                    .iter()
-                    .filter(|(_, w)| w.chat.platform == chat.platform && w.chat.chat == chat.chat)
-                    .min_by_key(|(_, w)| w.created_at)
-                    .map(|(id, _)| id.clone());
-                match oldest {
-                    Some(id) => id,
-                    None => return Some(Err(Refusal::NothingPending)),
+        let here = |w: &Waiter| w.chat.platform == chat.platform && w.chat.chat == chat.chat;
+        let id = {
+            let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            match named {
+                Some(id) if vouched && !pending.get(&id).is_some_and(here) => {
+                    return Err(Refusal::Unknown);
                 }
+                Some(id) => id,
+                None => pending
+                    .iter()
+                    .filter(|(_, w)| here(w))
+                    .min_by_key(|(_, w)| w.created_at)
+                    .map(|(id, _)| id.clone())
+                    .ok_or(Refusal::NothingPending)?,
             }
         };
-        if vouched {
-            // A vouched actor acts only on the requests of their own chat.
-            let here = self
-                .pending
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&id)
-                .is_some_and(|w| w.chat.platform == chat.platform && w.chat.chat == chat.chat);
-            if !here {
-                return Some(Err(Refusal::Unknown));
-            }
-        }
-        Some(self.decide(&id, choice, actor, reason, vouched).await)
+        self.decide(&id, choice, actor, reason, vouched).await
     }
 }

@@ -1,42 +1,41 @@
-//! What an approval is made of outside the broker: the chat and prompt an
-//! adapter shows, the four choices and their button data, who decides, the
+//! What an approval is made of outside the broker: the prompt shown
+//! through the platform port, the four choices and their button data, the
 //! decision, and why a press or command can be refused.
 
+use crate::platform::{ApproveScope, ChatCommand, ChoiceStyle, Prompt, PromptChoice, PromptKind};
 use crate::store::ApprovalStatus;
 
-/// A chat where a prompt is shown.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChatRef {
-    /// Platform name.
-    pub platform: String,
-    /// Chat or channel id.
-    pub chat: String,
-    /// Thread, if any.
-    pub thread: Option<String>,
+/// A code block that `text` cannot break out of: fenced with more
+/// backticks than any run inside it.
+pub fn code_block(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    format!("{fence}\n{text}\n{fence}")
 }
 
-/// What an adapter renders: the command, why it was flagged, and four
-/// buttons whose data is [`Choice::button_data`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Prompt {
-    /// Approval id (in the button data).
-    pub approval_id: String,
-    /// The command, shortened to fit a message.
-    pub command: String,
-    /// Why it needs approval.
-    pub reasons: Vec<String>,
-    /// Who asked, if a person did.
-    pub requester: Option<String>,
-}
-
-impl Prompt {
-    /// A plain-text rendering for adapters without rich formatting.
-    pub fn text(&self) -> String {
-        format!(
-            "⚠️ Approval needed\n{}\nReason: {}\n\nReply /approve, /approve session, /approve always or /deny [reason].",
-            self.command,
-            self.reasons.join("; ")
-        )
+/// The prompt of approval `id` for `command`, flagged for `reasons`.
+pub fn prompt(id: &str, command: &str, reasons: &[&str]) -> Prompt {
+    Prompt {
+        id: id.to_string(),
+        kind: PromptKind::Approval,
+        text: format!(
+            "⚠️ **Approval needed**\n{}\nReason: {}",
+            code_block(command),
+            reasons.join("; ")
+        ),
+        choices: Choice::ALL
+            .iter()
+            .map(|c| PromptChoice {
+                label: c.label().to_string(),
+                data: c.button_data(id),
+                style: match c {
+                    Choice::Once => ChoiceStyle::Primary,
+                    Choice::Deny => ChoiceStyle::Danger,
+                    Choice::Session | Choice::Always => ChoiceStyle::Plain,
+                },
+            })
+            .collect(),
+        fallback: "Reply /approve, /approve session, /approve always or /deny [reason].".into(),
     }
 }
 
@@ -81,6 +80,23 @@ impl Choice {
         format!("ap:{approval_id}:{}", self.word())
     }
 
+    /// The choice a decision command makes, with the approval it names
+    /// and the reason it gives; `None` for other commands.
+    pub fn of_command(command: &ChatCommand) -> Option<(Choice, Option<String>, Option<String>)> {
+        match command {
+            ChatCommand::Approve { id, scope } => {
+                let choice = match scope {
+                    ApproveScope::Once => Choice::Once,
+                    ApproveScope::Session => Choice::Session,
+                    ApproveScope::Always => Choice::Always,
+                };
+                Some((choice, id.clone(), None))
+            }
+            ChatCommand::Deny { id, reason } => Some((Choice::Deny, id.clone(), reason.clone())),
+            _ => None,
+        }
+    }
+
     /// Parses button callback data.
     pub fn parse_button(data: &str) -> Option<(String, Choice)> {
         let mut parts = data.splitn(3, ':');
@@ -88,43 +104,9 @@ impl Choice {
             return None;
         }
         let id = parts.next()?.to_string();
-        let choice = Choice::ALL
-            .into_iter()
-            .find(|c| Some(c.word()) == parts.next())?;
+        let word = parts.next()?;
+        let choice = Choice::ALL.into_iter().find(|c| c.word() == word)?;
         Some((id, choice))
-    }
-}
-
-/// The adapter side of approvals.
-#[async_trait::async_trait]
-pub trait ApprovalPrompter: Send + Sync {
-    /// Shows the prompt with its buttons; returns the message id.
-    async fn show(&self, chat: &ChatRef, prompt: &Prompt) -> Result<String, String>;
-    /// Edits the prompt to `outcome` and removes its buttons.
-    async fn close(&self, chat: &ChatRef, message_id: &str, outcome: &str) -> Result<(), String>;
-    /// Whether requests of a session without a human, held in `chat`, are
-    /// asked here rather than in `[approvals] route_to` (a webhook route
-    /// that asks on the pull request itself).
-    fn asks_for_humanless(&self, _chat: &ChatRef) -> bool {
-        false
-    }
-}
-
-/// The person acting on a prompt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Actor {
-    /// Platform name.
-    pub platform: String,
-    /// User id on it.
-    pub user_id: String,
-    /// Display name.
-    pub name: String,
-}
-
-impl Actor {
-    /// `<platform>:<user id>`, the form requesters are stored in.
-    pub fn key(&self) -> String {
-        format!("{}:{}", self.platform, self.user_id)
     }
 }
 
@@ -191,7 +173,7 @@ impl Decision {
 
     /// The text the prompt is edited to.
     pub(super) fn outcome_text(&self, command: &str) -> String {
-        let short = crate::tools::builtin::clip(command, 200);
+        let short = crate::render::clip(command, 200);
         match self {
             Decision::Once { by } => format!("✅ Allowed once by {by}\n{short}"),
             Decision::Session { by } => format!("✅ Allowed for this session by {by}\n{short}"),
@@ -231,4 +213,46 @@ pub enum Refusal {
     /// Storage failed.
     #[error("The decision could not be recorded; try again.")]
     Storage,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_button_reads_back_as_its_choice() {
+        for choice in Choice::ALL {
+            let data = choice.button_data("abc");
+            assert!(data.len() <= 48, "{data}");
+            assert_eq!(
+                Choice::parse_button(&data),
+                Some(("abc".to_string(), choice))
+            );
+        }
+        assert_eq!(Choice::parse_button("ap:abc:maybe"), None);
+        assert_eq!(Choice::parse_button("cl:abc:0"), None);
+        assert_eq!(Choice::parse_button("ap:abc"), None);
+    }
+
+    #[test]
+    fn the_prompt_offers_the_four_choices_and_fences_the_command() {
+        let p = prompt("abc", "echo ```; rm -rf x", &["deletes files recursively"]);
+        assert_eq!(p.kind, PromptKind::Approval);
+        let labels: Vec<&str> = p.choices.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "Allow once",
+                "Allow for this session",
+                "Always allow",
+                "Deny"
+            ]
+        );
+        assert!(
+            p.text.contains("````\necho ```; rm -rf x\n````"),
+            "a longer fence than any run inside: {}",
+            p.text
+        );
+        assert!(p.text.ends_with("Reason: deletes files recursively"));
+    }
 }

@@ -9,7 +9,8 @@ pub mod patterns;
 pub mod policy;
 pub mod shell;
 
+pub use crate::platform::{Actor, ChatRef};
 pub use broker::{Broker, Request};
-pub use decision::{Actor, ApprovalPrompter, ChatRef, Choice, Decision, Prompt, Refusal};
+pub use decision::{Choice, Decision, Refusal, code_block, prompt};
 pub use detect::{Detection, Match, detect};
 pub use policy::{ApprovalPolicy, Evaluation, HumanApprover, Verdict, evaluate};

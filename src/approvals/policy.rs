@@ -13,7 +13,7 @@ use super::detect::{Detection, detect};
 use crate::agent::message::ChatMessage;
 use crate::agent::provider::{ChatModel, ChatRequest};
 use crate::config::ApprovalMode;
-use crate::store::{AuditEvent, Store};
+use crate::store::{AuditEvent, AuditKind, Store};
 use crate::tools::{ApprovalHook, ApprovalVerdict, ToolContext};
 
 /// What happens to a command.
@@ -201,7 +201,7 @@ impl ApprovalHook for ApprovalPolicy {
                     .store
                     .append_audit(&AuditEvent {
                         approval_id: "-",
-                        event: "hard_blocked",
+                        event: AuditKind::HardBlocked,
                         session_id: &ctx.session_id,
                         requester: ctx.user.as_deref().unwrap_or("-"),
                         actor: Some("policy"),

@@ -185,7 +185,7 @@ pub async fn run(config: &Config, command: ApprovalsCommand) -> anyhow::Result<u
                         &r.id[..8],
                         r.status.as_str(),
                         r.pattern_keys.0.join(","),
-                        crate::tools::builtin::clip(&r.command, 60)
+                        crate::render::clip(&r.command, 60)
                     );
                 }
             }

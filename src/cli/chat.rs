@@ -1,18 +1,19 @@
 //! `switchboard chat`: a conversation at the terminal through the same
 //! session manager, agent, tools and storage the daemon uses. The session
 //! key is `cli:dm:<user>`; /new, /stop, /status and /help work as in any
-//! chat, approvals and questions are asked at the terminal.
+//! chat, approvals (through the same broker) and questions are asked at
+//! the terminal.
 
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::adapters::console::{ConsoleApprovals, ConsoleInput, ConsoleReplier};
+use crate::adapters::console::{self, Console, ConsoleInput};
 use crate::agent::AgentDeps;
-use crate::approvals::ApprovalPolicy;
+use crate::approvals::{ApprovalPolicy, Broker};
 use crate::config::{Config, Env};
-use crate::sessions::{ChatKind, InboundEvent, ManagerSettings, SessionManager, Submitted};
-use crate::store::{Store, new_id};
+use crate::sessions::{ManagerSettings, SessionManager, Submitted};
+use crate::store::Store;
 use crate::tools::{ToolRuntime, mcp};
 
 /// Runs the chat: one turn for `once`, else a prompt loop until end of
@@ -24,13 +25,14 @@ pub async fn chat(
     user: String,
 ) -> anyhow::Result<()> {
     let store = Store::open(&config.storage).await?;
-    let tools = ToolRuntime::build(&config, &env)?;
+    let platforms = crate::adapters::platforms(&config);
+    let tools = ToolRuntime::build(&config, &env, platforms.clone())?;
     let stop = CancellationToken::new();
     for server in &config.mcp.servers {
         tokio::spawn(mcp::supervise(
             server.clone(),
             tools.registry.clone(),
-            crate::daemon::Health::default(),
+            crate::telemetry::Health::default(),
             stop.child_token(),
         ));
     }
@@ -38,25 +40,27 @@ pub async fn chat(
     let deps = Arc::new(AgentDeps::from_config(&config, &env, tools, store.clone()));
     let input = ConsoleInput::default();
     let interactive = once.is_none();
-    let human = Arc::new(ConsoleApprovals::new(
-        input.clone(),
-        interactive,
+    let broker = Arc::new(Broker::new(
         store.clone(),
+        &config.approvals,
+        platforms.clone(),
     ));
     let policy = ApprovalPolicy::new(
         store.clone(),
-        human,
+        broker.clone(),
         config.approvals.mode,
         Some(deps.auxiliary.clone()),
     );
     let manager = SessionManager::new(
         config.clone(),
         deps,
-        Arc::new(ConsoleReplier::new(input.clone())),
         Arc::new(policy),
         ManagerSettings::from_config(&config),
         stop.child_token(),
-    );
+    )
+    .with_broker(broker);
+    let port = Console::new(input.clone(), interactive, manager.clone());
+    platforms.attach(console::ID, Arc::new(port));
     manager.replay().await?;
 
     let result = match once {
@@ -83,6 +87,7 @@ pub async fn chat(
             Ok(())
         }
     };
+    platforms.detach(console::ID);
     stop.cancel();
     manager.wait().await;
     processes.shutdown().await;
@@ -92,22 +97,7 @@ pub async fn chat(
 
 /// Submits one line and waits until its turn is done.
 async fn send(manager: &SessionManager, user: &str, text: &str) -> anyhow::Result<()> {
-    let event = InboundEvent {
-        platform: "cli".into(),
-        kind: ChatKind::Dm,
-        chat_id: user.into(),
-        thread_id: None,
-        user_id: user.into(),
-        user_name: user.into(),
-        roles: Vec::new(),
-        text: text.into(),
-        event_id: new_id(),
-        message_id: None,
-        mentioned: true,
-        from_bot: false,
-        entity: None,
-    };
-    match manager.submit_tracked(event).await? {
+    match manager.submit_tracked(Console::event(user, text)).await? {
         (Submitted::Accepted, Some(done)) => {
             let _ = done.await;
             Ok(())

@@ -107,7 +107,7 @@ pub enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let env = Env::from_process();
-    let config = match config::load(cli.config.as_deref(), &env) {
+    let config = match config::load(cli.config.as_deref(), &env).and_then(check_toolsets) {
         Ok(loaded) => loaded,
         Err(err) => return config_failure(&err),
     };
@@ -130,6 +130,21 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Toolset names are checked against the platforms' presets, which the
+/// adapters describe.
+fn check_toolsets(
+    (config, source): (Config, ConfigSource),
+) -> Result<(Config, ConfigSource), ConfigError> {
+    let problems = crate::adapters::check_toolsets(&config);
+    if problems.is_empty() {
+        return Ok((config, source));
+    }
+    Err(ConfigError::Invalid(match &source {
+        ConfigSource::File(path) => problems.into_iter().map(|p| p.in_file(path)).collect(),
+        ConfigSource::Defaults => problems,
+    }))
 }
 
 fn config_failure(err: &ConfigError) -> ExitCode {
@@ -228,7 +243,7 @@ pub fn check_report(config: &Config, source: &ConfigSource, env: &Env) -> String
         let _ = writeln!(out, "  {:<9} {:<9} {}", c.name, state, c.detail);
     }
     let _ = writeln!(out, "tools:");
-    match crate::tools::ToolRuntime::build(config, env) {
+    match crate::tools::ToolRuntime::build(config, env, crate::adapters::platforms(config)) {
         Ok(runtime) => {
             for entry in runtime.registry.entries() {
                 let state = match runtime.registry.availability(&entry.spec.name) {

@@ -116,7 +116,7 @@ pub async fn run(config: &Config, command: SessionsCommand) -> anyhow::Result<u8
                             "[{}] {}: {}",
                             when(m.created_at),
                             m.role,
-                            crate::tools::builtin::clip(&text, 500)
+                            crate::render::clip(&text, 500)
                         );
                     }
                 }
@@ -137,7 +137,7 @@ pub async fn run(config: &Config, command: SessionsCommand) -> anyhow::Result<u8
                         h.session_id,
                         h.session_key,
                         h.role,
-                        crate::tools::builtin::clip(&h.content, 200)
+                        crate::render::clip(&h.content, 200)
                     );
                 }
             }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::config::{Config, Env};
-use crate::tools::{ToolRuntime, mcp, platform_toolsets};
+use crate::tools::{ToolRuntime, mcp};
 
 /// How long `tools` waits for each MCP server.
 const MCP_PROBE: Duration = Duration::from_secs(10);
@@ -19,7 +19,7 @@ pub async fn tools(
     platform: Option<&str>,
     as_json: bool,
 ) -> anyhow::Result<String> {
-    let runtime = ToolRuntime::build(config, env)?;
+    let runtime = ToolRuntime::build(config, env, crate::adapters::platforms(config))?;
     let mut clients = Vec::new();
     let mut mcp_errors = Vec::new();
     for server in &config.mcp.servers {
@@ -36,9 +36,14 @@ pub async fn tools(
     }
     let names: Vec<String> = match platform {
         Some(p) => {
-            let (enabled, disabled) = platform_toolsets(config, p);
+            let enabled = match runtime.platforms.profile(p) {
+                Some(profile) => profile.toolsets.clone(),
+                None => vec![crate::tools::toolsets::preset_name(p)],
+            };
             let on = runtime.toolsets.resolve_all(&enabled)?;
-            let off = runtime.toolsets.resolve_all(&disabled)?;
+            let off = runtime
+                .toolsets
+                .resolve_all(&config.tools.disabled_toolsets)?;
             on.difference(&off).cloned().collect()
         }
         None => runtime.registry.names(),
@@ -94,7 +99,7 @@ pub fn toolsets(
     name: Option<&str>,
     as_json: bool,
 ) -> anyhow::Result<String> {
-    let runtime = ToolRuntime::build(config, env)?;
+    let runtime = ToolRuntime::build(config, env, crate::adapters::platforms(config))?;
     match name {
         Some(name) => {
             let tools: Vec<String> = runtime.toolsets.resolve(name)?.iter().cloned().collect();
@@ -113,10 +118,7 @@ pub fn toolsets(
                     .iter()
                     .cloned()
                     .collect();
-                let description = crate::tools::toolsets::TOOLSETS
-                    .iter()
-                    .find(|t| t.name == toolset)
-                    .map_or("", |t| t.description);
+                let description = runtime.toolsets.description(&toolset).unwrap_or("");
                 rows.push(json!({"name": toolset, "description": description, "tools": tools}));
             }
             if as_json {

@@ -68,7 +68,7 @@ pub struct Problem {
 }
 
 impl Problem {
-    pub(super) fn new(key: impl Into<String>, reason: impl Into<String>) -> Self {
+    pub fn new(key: impl Into<String>, reason: impl Into<String>) -> Self {
         Self {
             key: key.into(),
             reason: reason.into(),
@@ -91,7 +91,7 @@ impl Problem {
         Self::new("", reason)
     }
 
-    pub(super) fn in_file(mut self, path: &Path) -> Self {
+    pub fn in_file(mut self, path: &Path) -> Self {
         self.file = Some(path.to_path_buf());
         self
     }
@@ -178,6 +178,16 @@ fn mode_slack(config: &Config) -> String {
     }
 }
 
+/// Paths the gateway serves itself; webhook routes may not take them.
+pub const RESERVED_PATHS: &[&str] = &[
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/telegram/webhook",
+    "/slack/events",
+    "/slack/interactivity",
+];
+
 /// Collects every problem of a typed configuration.
 pub fn validate(config: &Config, env: &Env) -> Vec<Problem> {
     let mut v = Validator {
@@ -195,7 +205,6 @@ pub fn validate(config: &Config, env: &Env) -> Vec<Problem> {
     v.slack(config);
     v.webhook(config);
     v.mcp(config);
-    v.toolsets(config);
     v.problems
 }
 
@@ -456,7 +465,7 @@ impl Validator<'_> {
                     key("path"),
                     format!("duplicate route path {:?}", route.path),
                 );
-            } else if crate::http::RESERVED_PATHS.contains(&route.path.as_str()) {
+            } else if RESERVED_PATHS.contains(&route.path.as_str()) {
                 self.push(
                     key("path"),
                     format!("{:?} is reserved by the gateway", route.path),
@@ -509,36 +518,6 @@ impl Validator<'_> {
                     &route.deliver.token_env,
                     "deliver.kind = \"github_comment\"",
                 );
-            }
-        }
-    }
-
-    fn toolsets(&mut self, c: &Config) {
-        let servers: Vec<String> = c.mcp.servers.iter().map(|s| s.name.clone()).collect();
-        let mut lists: Vec<(String, &Vec<String>)> =
-            vec![("tools.disabled_toolsets".into(), &c.tools.disabled_toolsets)];
-        for (platform, list) in [
-            ("telegram", &c.telegram.toolsets),
-            ("discord", &c.discord.toolsets),
-            ("slack", &c.slack.toolsets),
-        ] {
-            if let Some(list) = list {
-                lists.push((format!("{platform}.toolsets"), list));
-            }
-        }
-        for (i, route) in c.webhook.routes.iter().enumerate() {
-            if let Some(list) = &route.toolsets {
-                lists.push((format!("webhook.routes[{i}].toolsets"), list));
-            }
-        }
-        for (key, list) in lists {
-            let unknown: Vec<&str> = list
-                .iter()
-                .filter(|name| !crate::tools::toolsets::is_known_statically(name, &servers))
-                .map(String::as_str)
-                .collect();
-            if !unknown.is_empty() {
-                self.push(key, format!("unknown toolset(s): {}", unknown.join(", ")));
             }
         }
     }

@@ -1,16 +1,15 @@
-//! What adapters are handed when the daemon starts: the session manager to
-//! submit inbound events to, the approval broker to register prompters with
-//! and resolve button presses through, the reply and outbound hubs.
+//! What adapters are handed when the daemon starts: the session manager
+//! to submit inbound events and button presses to, the platforms registry
+//! to attach their port to, the broker, storage and readiness.
 
 use std::sync::Arc;
 
-use crate::adapters::{Outbound, OutboundHub};
-use crate::approvals::{ApprovalPrompter, Broker};
+use crate::approvals::Broker;
 use crate::config::{Config, Env};
-use crate::sessions::{Replier, Replies, SessionManager};
+use crate::platform::{Platform, Platforms};
+use crate::sessions::SessionManager;
 use crate::store::Store;
-
-use super::Health;
+use crate::telemetry::Health;
 
 /// The running gateway's shared parts; cheap to clone.
 #[derive(Clone, Debug)]
@@ -21,27 +20,27 @@ pub struct Gateway {
     pub env: Env,
     /// The database.
     pub store: Store,
-    /// Inbound events go here.
+    /// Inbound events and presses go here.
     pub sessions: SessionManager,
-    /// Approval prompts and decisions.
+    /// Approval requests and decisions.
     pub broker: Arc<Broker>,
-    /// Per-platform repliers of the session manager.
-    pub replies: Arc<Replies>,
-    /// Per-platform senders for `send_message` and webhook delivery.
-    pub outbound: Arc<OutboundHub>,
+    /// Profiles and connected ports.
+    pub platforms: Arc<Platforms>,
     /// Component readiness.
     pub health: Health,
 }
 
 impl Gateway {
-    /// Connects a chat platform's adapter: its sessions' replies, messages
-    /// sent to its chats, and approval prompts go through `adapter`.
-    pub async fn attach<A>(&self, platform: &str, adapter: Arc<A>)
-    where
-        A: Replier + Outbound + ApprovalPrompter + 'static,
-    {
-        self.replies.register(platform, adapter.clone());
-        self.outbound.connect(platform, adapter.clone());
-        self.broker.register_prompter(platform, adapter).await;
+    /// Connects platform `id`: replies, prompts and messages to its chats
+    /// go through `port`; prompts a previous run left open there are
+    /// closed.
+    pub async fn attach(&self, id: &str, port: Arc<dyn Platform>) {
+        self.platforms.attach(id, port);
+        self.broker.platform_attached(id).await;
+    }
+
+    /// Disconnects platform `id`.
+    pub fn detach(&self, id: &str) {
+        self.platforms.detach(id);
     }
 }

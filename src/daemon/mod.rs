@@ -7,11 +7,10 @@
 //! process exits 0 either way (with a warning when the grace ran out).
 
 mod gateway;
-mod health;
 mod signals;
 
+use crate::telemetry::Health;
 pub use gateway::Gateway;
-pub use health::{ComponentHealth, Health};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -26,7 +25,8 @@ use crate::agent::AgentDeps;
 use crate::approvals::{ApprovalPolicy, Broker};
 use crate::config::{Config, Env, component_statuses};
 use crate::http::{AppState, router};
-use crate::sessions::{ManagerSettings, Replies, SessionManager};
+use crate::platform::Platforms;
+use crate::sessions::{ManagerSettings, SessionManager};
 use crate::store::{Store, StoreError};
 use crate::tools::{ToolRuntime, mcp};
 
@@ -74,10 +74,12 @@ type ComponentFn = Box<dyn FnOnce(ComponentContext) -> BoxFuture<'static, ()> + 
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 type RoutesFn = Box<dyn FnOnce(&Gateway) -> axum::Router<AppState> + Send>;
 
-/// The daemon: configuration plus the components and routes it runs.
+/// The daemon: configuration plus the platforms, components and routes
+/// it runs.
 pub struct Daemon {
     config: Config,
     env: Env,
+    platforms: Arc<Platforms>,
     routes: Vec<RoutesFn>,
     components: Vec<(String, ComponentFn)>,
 }
@@ -88,9 +90,22 @@ impl Daemon {
         Self {
             config,
             env,
+            platforms: Arc::default(),
             routes: Vec::new(),
             components: Vec::new(),
         }
+    }
+
+    /// The configuration it runs.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Adds a platform's profile: its sessions can be replayed and its
+    /// events taken from the start; its port attaches when it connects.
+    pub fn platform(self, profile: crate::platform::Profile) -> Self {
+        self.platforms.describe(profile);
+        self
     }
 
     /// Adds HTTP routes (webhooks, platform callbacks).
@@ -135,6 +150,7 @@ impl Daemon {
         let Daemon {
             config,
             env,
+            platforms,
             routes,
             components,
         } = self;
@@ -149,7 +165,11 @@ impl Daemon {
             storage.schema_version = schema_version,
             "storage ready"
         );
-        let broker = Arc::new(Broker::new(store.clone(), &config.approvals));
+        let broker = Arc::new(Broker::new(
+            store.clone(),
+            &config.approvals,
+            platforms.clone(),
+        ));
         let expired = broker.expire_stale().await?;
         if expired > 0 {
             tracing::warn!(
@@ -160,8 +180,7 @@ impl Daemon {
         let health = Health::default();
         let root = CancellationToken::new();
         let tracker = TaskTracker::new();
-        let tools = ToolRuntime::build(&config, &env)?;
-        let outbound = tools.outbound.clone();
+        let tools = ToolRuntime::build(&config, &env, platforms.clone())?;
         let processes = tools.processes.clone();
         for server in &config.mcp.servers {
             tracker.spawn(mcp::supervise(
@@ -171,7 +190,6 @@ impl Daemon {
                 root.child_token(),
             ));
         }
-        let replies = Arc::new(Replies::default());
         let deps = Arc::new(AgentDeps::from_config(&config, &env, tools, store.clone()));
         let policy = ApprovalPolicy::new(
             store.clone(),
@@ -182,7 +200,6 @@ impl Daemon {
         let sessions = SessionManager::new(
             config.clone(),
             deps,
-            replies.clone(),
             Arc::new(policy),
             ManagerSettings::from_config(&config),
             root.child_token(),
@@ -194,8 +211,7 @@ impl Daemon {
             store: store.clone(),
             sessions: sessions.clone(),
             broker,
-            replies,
-            outbound,
+            platforms,
             health: health.clone(),
         };
         // The snapshot is taken before intake opens: what this run accepts

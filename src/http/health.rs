@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use serde::Serialize;
 
 use super::AppState;
-use crate::daemon::ComponentHealth;
+use crate::telemetry::ComponentHealth;
 
 /// How long the storage probe may take before readiness fails.
 const STORAGE_PROBE_TIMEOUT: Duration = Duration::from_secs(2);

@@ -16,18 +16,8 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::config::ServerConfig;
-use crate::daemon::Health;
 use crate::store::Store;
-
-/// Paths the gateway serves itself; webhook routes may not take them.
-pub const RESERVED_PATHS: &[&str] = &[
-    "/healthz",
-    "/readyz",
-    "/metrics",
-    "/telegram/webhook",
-    "/slack/events",
-    "/slack/interactivity",
-];
+use crate::telemetry::Health;
 
 /// What the handlers share.
 #[derive(Clone, Debug)]

@@ -1,13 +1,12 @@
 //! Who may reach an agent: per-platform allowlists of users, chats and
-//! roles, `require_mention` in groups, bots ignored, and pairing for
-//! unknown DM senders (an 8-character code the owner approves with
-//! `switchboard pairing approve`). Unauthorised traffic never reaches an
-//! agent.
+//! roles, bots ignored, and pairing for unknown DM senders (an 8-character
+//! code the owner approves with `switchboard pairing approve`).
+//! Unauthorised traffic never reaches an agent. (`require_mention` is the
+//! intake's last word, after commands and answers: see `intake.rs`.)
 
 use rand::Rng;
 
-use super::keys::{ChatKind, InboundEvent};
-use crate::config::Config;
+use crate::platform::{AccessRules, ChatKind, InboundEvent};
 use crate::store::{PairedUser, PairingRequest, Result, Store, now_ms};
 
 /// Code alphabet without look-alikes (no 0/O, 1/I/L).
@@ -24,58 +23,6 @@ pub const REQUEST_INTERVAL_MS: i64 = 10 * 60 * 1000;
 pub const MAX_FAILURES: i64 = 5;
 /// How long a lockout lasts.
 pub const LOCKOUT_MS: i64 = 15 * 60 * 1000;
-
-/// One platform's access rules.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AccessRules {
-    /// User ids always allowed.
-    pub allowed_users: Vec<String>,
-    /// Chats the bot answers in (empty: any).
-    pub allowed_chats: Vec<String>,
-    /// Roles whose members are allowed.
-    pub allowed_roles: Vec<String>,
-    /// In groups, only messages that mention the bot.
-    pub require_mention: bool,
-    /// With no user or role allowlist, everyone may talk (Slack workspaces)
-    /// instead of unknown DM senders having to pair.
-    pub open_when_empty: bool,
-}
-
-impl AccessRules {
-    /// The rules configured for `platform`.
-    pub fn for_platform(config: &Config, platform: &str) -> Self {
-        match platform {
-            "telegram" => Self {
-                allowed_users: config
-                    .telegram
-                    .allowed_users
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect(),
-                require_mention: config.telegram.require_mention,
-                ..Self::default()
-            },
-            "discord" => Self {
-                allowed_users: config.discord.allowed_users.clone(),
-                allowed_chats: config.discord.allowed_channels.clone(),
-                allowed_roles: config.discord.allowed_roles.clone(),
-                require_mention: config.discord.require_mention,
-                open_when_empty: false,
-            },
-            "slack" => Self {
-                allowed_users: config.slack.allowed_users.clone(),
-                allowed_chats: config.slack.allowed_channels.clone(),
-                require_mention: config.slack.require_mention,
-                open_when_empty: true,
-                ..Self::default()
-            },
-            _ => Self {
-                open_when_empty: true,
-                ..Self::default()
-            },
-        }
-    }
-}
 
 /// What to do with an event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,9 +45,6 @@ pub async fn check(rules: &AccessRules, event: &InboundEvent, store: &Store) -> 
         && !rules.allowed_chats.contains(&event.chat_id)
     {
         return Ok(Access::Ignored("chat not on the allowlist"));
-    }
-    if event.kind == ChatKind::Group && rules.require_mention && !event.mentioned {
-        return Ok(Access::Ignored("the bot was not mentioned"));
     }
     let listed = rules.allowed_users.contains(&event.user_id)
         || event.roles.iter().any(|r| rules.allowed_roles.contains(r));
@@ -159,7 +103,7 @@ pub async fn request_code(store: &Store, event: &InboundEvent) -> Result<Pairing
     let code = new_code();
     store
         .insert_pairing_request(&PairingRequest {
-            platform: event.platform.clone(),
+            platform: event.platform.to_string(),
             code: code.clone(),
             user_id: event.user_id.clone(),
             user_name: event.user_name.clone(),

@@ -1,37 +1,31 @@
-//! Slash commands that bypass the queue: /help, /stop, /new (/reset),
-//! /status. Unknown ones go to the agent as text.
+//! What the chat commands do: /help, /stop, /new, /status for the
+//! session; /approve and /deny through the approval broker. Parsing is
+//! [`ChatCommand::parse`]'s alone.
 
-use super::keys::InboundEvent;
 use super::manager::SessionManager;
+use crate::approvals::Refusal;
+use crate::platform::{ChatCommand, InboundEvent};
 use crate::store::StoreError;
 
 const HELP: &str = "Commands: /new (or /reset) starts a fresh conversation, /stop cancels the running request, /status shows this session, /approve and /deny answer a pending approval, /help shows this.";
 
-/// The command word of `text` (`/stop@my_bot` → `stop`), if it is one.
-fn command_word(text: &str) -> Option<&str> {
-    let word = text.trim().strip_prefix('/')?.split_whitespace().next()?;
-    word.split('@').next()
-}
-
 impl SessionManager {
-    /// Answers a slash command for session `key`; false when `event` is not
-    /// one of ours.
+    /// Carries out `command`, written in `event`'s chat, for session
+    /// `key`; returns the answer.
     pub(super) async fn command(
         &self,
         key: &str,
         event: &InboundEvent,
-    ) -> Result<bool, StoreError> {
-        let Some(word) = command_word(&event.text) else {
-            return Ok(false);
-        };
+        command: &ChatCommand,
+    ) -> Result<String, StoreError> {
         let inner = &self.inner;
-        let reply = match word {
-            "help" | "start" => HELP.to_string(),
-            "stop" => match self.running_turn(key) {
+        Ok(match command {
+            ChatCommand::Help => HELP.to_string(),
+            ChatCommand::Stop => match self.running_turn(key) {
                 Some(state) if state.interrupt() => "Stopping the current request.".to_string(),
                 _ => "Nothing is running.".to_string(),
             },
-            "new" | "reset" => {
+            ChatCommand::New => {
                 if let Some(state) = self.running_turn(key) {
                     state.interrupt();
                 }
@@ -44,7 +38,7 @@ impl SessionManager {
                 }
                 "Started a new conversation.".to_string()
             }
-            "status" => {
+            ChatCommand::Status => {
                 let session = inner.store.open_session_by_key(key).await?;
                 let (busy, waiting) = self
                     .running_turn(key)
@@ -58,22 +52,20 @@ impl SessionManager {
                     None => format!("No conversation yet in {key}."),
                 }
             }
-            _ => return Ok(false),
-        };
-        inner.replier.reply(event, &reply).await;
-        Ok(true)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::command_word;
-
-    #[test]
-    fn command_words() {
-        assert_eq!(command_word("/stop"), Some("stop"));
-        assert_eq!(command_word("  /new@my_bot please"), Some("new"));
-        assert_eq!(command_word("stop"), None);
-        assert_eq!(command_word("/"), None);
+            ChatCommand::Approve { .. } | ChatCommand::Deny { .. } => {
+                let decided = match inner.broker.get() {
+                    Some(broker) => {
+                        broker
+                            .decide_command(&event.chat(), &event.actor(), command, false)
+                            .await
+                    }
+                    None => Err(Refusal::NothingPending),
+                };
+                match decided {
+                    Ok(decision) => format!("Done: {}.", decision.describe()),
+                    Err(refusal) => refusal.to_string(),
+                }
+            }
+        })
     }
 }

@@ -1,56 +1,10 @@
-//! Inbound events as adapters hand them over, and the session key each one
-//! belongs to (SPEC §5): DM `<platform>:dm:<chat>[:<thread>]`, group
-//! `<platform>:group:<chat>[:<thread>][:<user>]`, webhook
-//! `webhook:<route>:<entity>`.
+//! The session key an inbound event belongs to (SPEC §5): DM
+//! `<platform>:dm:<chat>[:<thread>]`, group
+//! `<platform>:group:<chat>[:<thread>][:<user>]`, and for platforms whose
+//! events are about entities `<platform>:<chat>:<entity>` (a route's pull
+//! request: `<platform>:<route>:github:<repo>:pr:<n>`).
 
-use serde::{Deserialize, Serialize};
-
-/// Where a message was written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ChatKind {
-    /// A one-to-one conversation with the bot.
-    Dm,
-    /// A group, channel or guild text channel.
-    Group,
-}
-
-/// A message (or webhook event) from a platform, already parsed by its
-/// adapter. Adapters know nothing about agents; this is all they hand on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InboundEvent {
-    /// Platform name (`telegram`, `slack`, `discord`, `webhook`, `cli`).
-    pub platform: String,
-    /// DM or group.
-    pub kind: ChatKind,
-    /// Chat or channel id (for webhooks: the route name).
-    pub chat_id: String,
-    /// Thread, topic or Slack thread_ts.
-    pub thread_id: Option<String>,
-    /// Sender id on the platform.
-    pub user_id: String,
-    /// Sender display name.
-    pub user_name: String,
-    /// Roles of the sender (Discord).
-    #[serde(default)]
-    pub roles: Vec<String>,
-    /// Message text (or rendered webhook prompt).
-    pub text: String,
-    /// The platform's id for this event, for deduplication.
-    pub event_id: String,
-    /// The platform's id of the message, for replying to it.
-    #[serde(default)]
-    pub message_id: Option<String>,
-    /// Whether the bot was mentioned or replied to.
-    #[serde(default)]
-    pub mentioned: bool,
-    /// Whether the sender is a bot.
-    #[serde(default)]
-    pub from_bot: bool,
-    /// Webhook entity (`github:<repo>:pr:<n>`), for webhook events.
-    #[serde(default)]
-    pub entity: Option<String>,
-}
+use crate::platform::{ChatKind, InboundEvent, KeyScheme};
 
 /// How group conversations are split into sessions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,11 +38,15 @@ fn part(value: &str) -> String {
         .collect()
 }
 
-/// The session key of an event.
-pub fn session_key(event: &InboundEvent, rules: KeyRules) -> String {
-    if event.platform == "webhook" {
-        let entity = event.entity.as_deref().unwrap_or(&event.event_id);
-        return format!("webhook:{}:{entity}", part(&event.chat_id));
+/// The session key of an event on a platform whose keys follow `scheme`.
+pub fn session_key(event: &InboundEvent, rules: KeyRules, scheme: KeyScheme) -> String {
+    if scheme == KeyScheme::Entity {
+        let entity = event.thread_id.as_deref().unwrap_or(&event.event_id);
+        return format!(
+            "{}:{}:{entity}",
+            part(&event.platform),
+            part(&event.chat_id)
+        );
     }
     let platform = part(&event.platform);
     let chat = part(&event.chat_id);
@@ -121,9 +79,11 @@ pub fn session_key(event: &InboundEvent, rules: KeyRules) -> String {
 mod tests {
     use super::*;
 
+    const CHAT: KeyScheme = KeyScheme::Conversation;
+
     pub(crate) fn event(kind: ChatKind, thread: Option<&str>) -> InboundEvent {
         InboundEvent {
-            platform: "telegram".into(),
+            platform: "chat".into(),
             kind,
             chat_id: "-100".into(),
             thread_id: thread.map(str::to_string),
@@ -135,7 +95,8 @@ mod tests {
             message_id: None,
             mentioned: true,
             from_bot: false,
-            entity: None,
+            in_thread: false,
+            attachments: Vec::new(),
         }
     }
 
@@ -143,40 +104,39 @@ mod tests {
     fn keys_follow_the_spec() {
         let rules = KeyRules::default();
         assert_eq!(
-            session_key(&event(ChatKind::Dm, None), rules),
-            "telegram:dm:-100"
+            session_key(&event(ChatKind::Dm, None), rules, CHAT),
+            "chat:dm:-100"
         );
         assert_eq!(
-            session_key(&event(ChatKind::Dm, Some("7")), rules),
-            "telegram:dm:-100:7"
+            session_key(&event(ChatKind::Dm, Some("7")), rules, CHAT),
+            "chat:dm:-100:7"
         );
         assert_eq!(
-            session_key(&event(ChatKind::Group, None), rules),
-            "telegram:group:-100:42"
+            session_key(&event(ChatKind::Group, None), rules, CHAT),
+            "chat:group:-100:42"
         );
         assert_eq!(
-            session_key(&event(ChatKind::Group, Some("7")), rules),
-            "telegram:group:-100:7"
+            session_key(&event(ChatKind::Group, Some("7")), rules, CHAT),
+            "chat:group:-100:7"
         );
         let shared = KeyRules {
             group_sessions_per_user: false,
             thread_sessions_per_user: true,
         };
         assert_eq!(
-            session_key(&event(ChatKind::Group, None), shared),
-            "telegram:group:-100"
+            session_key(&event(ChatKind::Group, None), shared, CHAT),
+            "chat:group:-100"
         );
         assert_eq!(
-            session_key(&event(ChatKind::Group, Some("7")), shared),
-            "telegram:group:-100:7:42"
+            session_key(&event(ChatKind::Group, Some("7")), shared, CHAT),
+            "chat:group:-100:7:42"
         );
-        let mut hook = event(ChatKind::Group, None);
-        hook.platform = "webhook".into();
+        let mut hook = event(ChatKind::Group, Some("github:acme/app:pr:12"));
+        hook.platform = "hook".into();
         hook.chat_id = "github".into();
-        hook.entity = Some("github:acme/app:pr:12".into());
         assert_eq!(
-            session_key(&hook, rules),
-            "webhook:github:github:acme/app:pr:12"
+            session_key(&hook, rules, KeyScheme::Entity),
+            "hook:github:github:acme/app:pr:12"
         );
     }
 
@@ -186,8 +146,8 @@ mod tests {
         e.chat_id = "-100:42".into();
         e.user_id = "x".into();
         assert_eq!(
-            session_key(&e, KeyRules::default()),
-            "telegram:group:-100_42:x"
+            session_key(&e, KeyRules::default(), CHAT),
+            "chat:group:-100_42:x"
         );
     }
 }

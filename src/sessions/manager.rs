@@ -1,26 +1,26 @@
-//! The session manager: inbound events are authorised, committed to the
-//! inbox (duplicates dropped), and handed to their session's single worker
-//! on a bounded mailbox; turns of one session run in order, sessions run
-//! concurrently. Slash commands and approval answers bypass the queue.
-//! Unprocessed inbox events are replayed on start.
+//! The session manager: the workers. Each session has a single worker on
+//! a bounded mailbox; turns of one session run in order, sessions run
+//! concurrently. Events reach the mailboxes through the intake
+//! (`intake.rs`); unprocessed inbox events are replayed on start.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::access::{self, Access, AccessRules};
-use super::keys::{InboundEvent, KeyRules, session_key};
-use super::replier::Replier;
+use super::keys::KeyRules;
+use super::questions::Questions;
+use super::replies::Replies;
 use super::worker::{Job, WorkerState, run_worker};
 use crate::agent::AgentDeps;
-use crate::approvals::{Actor, Broker, ChatRef};
+use crate::approvals::Broker;
 use crate::config::{BusyInputMode, Config};
-use crate::store::{InboxInsert, NewInboxEvent, Store, StoreError};
+use crate::platform::{InboundEvent, Platforms};
+use crate::store::{Store, StoreError};
 use crate::tools::ApprovalHook;
 
 /// Tunables of the manager.
@@ -110,7 +110,8 @@ pub(super) struct Inner {
     pub(super) store: Store,
     pub(super) deps: Arc<AgentDeps>,
     pub(super) config: Config,
-    pub(super) replier: Arc<dyn Replier>,
+    pub(super) replies: Replies,
+    pub(super) questions: Arc<Questions>,
     pub(super) approvals: Arc<dyn ApprovalHook>,
     pub(super) broker: std::sync::OnceLock<Arc<Broker>>,
     pub(super) settings: ManagerSettings,
@@ -121,6 +122,10 @@ pub(super) struct Inner {
 }
 
 impl Inner {
+    pub(super) fn platforms(&self) -> &Arc<Platforms> {
+        self.replies.platforms()
+    }
+
     pub(super) fn workers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Worker>> {
         self.workers.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -150,18 +155,15 @@ impl std::fmt::Debug for SessionManager {
     }
 }
 
-const BUSY: &str = "I'm still working on earlier messages; please send this again in a moment.";
-const QUEUED: &str = "Got it — I'll get to this as soon as I finish the current request.";
-
 impl SessionManager {
-    /// A manager over `deps`; `approvals` is the terminal tools' hook.
+    /// A manager over `deps` (whose tool runtime holds the platforms
+    /// sessions answer through); `approvals` is the terminal tools' hook.
     /// Workers stop taking new events when `stop` fires; a running turn is
     /// left to finish (its event is replayed on the next start if it
     /// cannot).
     pub fn new(
         config: Config,
         deps: Arc<AgentDeps>,
-        replier: Arc<dyn Replier>,
         approvals: Arc<dyn ApprovalHook>,
         settings: ManagerSettings,
         stop: CancellationToken,
@@ -169,9 +171,10 @@ impl SessionManager {
         Self {
             inner: Arc::new(Inner {
                 store: deps.store.clone(),
+                replies: Replies::new(deps.tools.platforms.clone()),
+                questions: Arc::new(Questions::default()),
                 deps,
                 config,
-                replier,
                 approvals,
                 broker: std::sync::OnceLock::new(),
                 settings,
@@ -204,94 +207,6 @@ impl SessionManager {
     pub async fn wait(&self) {
         self.inner.tracker.close();
         self.inner.tracker.wait().await;
-    }
-
-    /// Authorises, commits and routes one inbound event.
-    pub async fn submit(&self, event: InboundEvent) -> Result<Submitted, StoreError> {
-        Ok(self.submit_tracked(event).await?.0)
-    }
-
-    /// Like [`submit`](Self::submit); for an accepted event also returns a
-    /// receiver that fires once it has been processed.
-    pub async fn submit_tracked(
-        &self,
-        event: InboundEvent,
-    ) -> Result<(Submitted, Option<oneshot::Receiver<()>>), StoreError> {
-        let inner = &self.inner;
-        let rules = AccessRules::for_platform(&inner.config, &event.platform);
-        match access::check(&rules, &event, &inner.store).await? {
-            Access::Allowed => {}
-            Access::Ignored(reason) => {
-                tracing::debug!(platform = %event.platform, user = %event.user_id, reason, "event ignored");
-                return Ok((Submitted::Ignored(reason), None));
-            }
-            Access::NeedsPairing => {
-                let outcome = access::request_code(&inner.store, &event).await?;
-                inner
-                    .replier
-                    .reply(&event, &access::pairing_message(&outcome))
-                    .await;
-                return Ok((Submitted::Pairing, None));
-            }
-        }
-        if self.approval_answer(&event).await {
-            return Ok((Submitted::Command, None));
-        }
-        let key = session_key(&event, inner.settings.rules);
-        if self.command(&key, &event).await? {
-            return Ok((Submitted::Command, None));
-        }
-        metrics::counter!("switchboard_events_total", "platform" => event.platform.clone())
-            .increment(1);
-
-        let (tx, state) = self.worker(&key);
-        let permit = if self.pending() >= inner.settings.max_pending {
-            None
-        } else {
-            tx.try_reserve_owned().ok()
-        };
-        let Some(permit) = permit else {
-            tracing::warn!(session.key = %key, pending = self.pending(), "busy: event refused");
-            metrics::counter!("switchboard_events_refused_total", "platform" => event.platform.clone())
-                .increment(1);
-            inner.replier.busy(&event, BUSY).await;
-            return Ok((Submitted::Busy, None));
-        };
-        let payload = serde_json::to_string(&event).unwrap_or_default();
-        let dedupe = format!("{}:{}", event.platform, event.event_id);
-        let inserted = inner
-            .store
-            .inbox_insert(&NewInboxEvent {
-                platform: &event.platform,
-                dedupe_key: &dedupe,
-                session_key: &key,
-                payload: &payload,
-            })
-            .await?;
-        let InboxInsert::Inserted(inbox_id) = inserted else {
-            return Ok((Submitted::Duplicate, None));
-        };
-        let was_busy = state.busy() || state.waiting() > 0;
-        if was_busy {
-            match inner.settings.busy {
-                BusyInputMode::Interrupt => {
-                    state.interrupt();
-                }
-                BusyInputMode::Queue => {
-                    if state.should_ack(inner.settings.ack_every) {
-                        inner.replier.notice(&event, QUEUED).await;
-                    }
-                }
-            }
-        }
-        let (done, rx) = oneshot::channel();
-        self.enqueued(&state);
-        permit.send(Job {
-            inbox_id,
-            event,
-            done: Some(done),
-        });
-        Ok((Submitted::Accepted, Some(rx)))
     }
 
     /// Replays inbox events left unprocessed by a previous run, in order.
@@ -344,52 +259,14 @@ impl SessionManager {
         Ok(count)
     }
 
-    fn enqueued(&self, state: &WorkerState) {
+    pub(super) fn enqueued(&self, state: &WorkerState) {
         state.queued();
         let now = self.inner.pending.fetch_add(1, Ordering::SeqCst) + 1;
         metrics::gauge!("switchboard_queue_depth").set(now as f64);
     }
 
-    /// `/approve …`, `/deny …`, `!approve …`, `!deny …`: answered here,
-    /// never queued behind the turn that waits for them.
-    async fn approval_answer(&self, event: &InboundEvent) -> bool {
-        let inner = &self.inner;
-        let chat = ChatRef {
-            platform: event.platform.clone(),
-            chat: event.chat_id.clone(),
-            thread: event.thread_id.clone(),
-        };
-        let actor = Actor {
-            platform: event.platform.clone(),
-            user_id: event.user_id.clone(),
-            name: event.user_name.clone(),
-        };
-        let answer = match inner.broker.get() {
-            Some(broker) => broker.resolve_text(&chat, &actor, &event.text).await,
-            None => {
-                let t = event.text.trim_start();
-                let word = t
-                    .strip_prefix('/')
-                    .or_else(|| t.strip_prefix('!'))
-                    .and_then(|w| w.split_whitespace().next())
-                    .map(|w| w.split('@').next().unwrap_or(w));
-                matches!(word, Some("approve" | "deny"))
-                    .then_some(Err(crate::approvals::Refusal::NothingPending))
-            }
-        };
-        let Some(answer) = answer else {
-            return false;
-        };
-        let text = match answer {
-            Ok(decision) => format!("Done: {}.", decision.describe()),
-            Err(refusal) => refusal.to_string(),
-        };
-        inner.replier.reply(event, &text).await;
-        true
-    }
-
     /// The worker of `key`, started if there is none.
-    fn worker(&self, key: &str) -> (mpsc::Sender<Job>, Arc<WorkerState>) {
+    pub(super) fn worker(&self, key: &str) -> (mpsc::Sender<Job>, Arc<WorkerState>) {
         let mut workers = self.inner.workers();
         if let Some(w) = workers.get(key)
             && !w.tx.is_closed()

@@ -1,17 +1,24 @@
-//! Sessions (SPEC §5): which session an inbound event belongs to, who may
-//! reach an agent at all, and the per-session workers that run the turns:
-//! busy policy, resets, the durable inbox and its replay.
+//! Sessions (SPEC §5): the intake every inbound event passes (access,
+//! answers, commands, mentions, attachments, the durable inbox), the
+//! session key each belongs to, and the per-session workers that run the
+//! turns: busy policy, resets, replay. Nothing here knows a platform by
+//! name: each describes itself with a [`Profile`](crate::platform::Profile).
 
 pub mod access;
 mod commands;
+mod intake;
 pub mod keys;
 pub mod manager;
-pub mod replier;
+pub mod questions;
+pub mod replies;
 pub mod reset;
 mod worker;
 
-pub use access::{Access, AccessRules, ApproveOutcome, PairingOutcome};
-pub use keys::{ChatKind, InboundEvent, KeyRules, session_key};
+pub use access::{Access, ApproveOutcome, PairingOutcome};
+pub use intake::Press;
+pub use keys::{KeyRules, session_key};
 pub use manager::{Backlog, ManagerSettings, SessionManager, Submitted};
-pub use replier::{Replier, Replies};
+pub use replies::Replies;
 pub use reset::{ResetReason, reset_due};
+
+pub use crate::platform::{AccessRules, ChatKind, InboundEvent};

@@ -9,13 +9,14 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::keys::{ChatKind, InboundEvent};
 use super::manager::Inner;
+use super::questions::PortQuestions;
 use super::reset::reset_due;
-use crate::agent::{Conversation, SessionContext};
-use crate::config::Config;
+use crate::agent::message::ToolCall;
+use crate::agent::{AgentEvents, Conversation, SessionContext};
+use crate::platform::{Activity, ChatKind, ChatRef, InboundEvent, Platforms};
+use crate::render::clip;
 use crate::store::{NewSession, now_ms};
-use crate::tools::platform_toolsets;
 
 /// One accepted event on its way through a session.
 pub(super) struct Job {
@@ -75,20 +76,38 @@ impl WorkerState {
     }
 }
 
-/// The toolsets of `event`'s session: the webhook route's own, or the
-/// platform's.
-fn session_toolsets(config: &Config, event: &InboundEvent) -> (Vec<String>, Vec<String>) {
-    let (default, disabled) = platform_toolsets(config, &event.platform);
-    if event.platform != "webhook" {
-        return (default, disabled);
+/// Tool activity of a turn, shown by the session's platform where it
+/// shows such things.
+struct PortActivity {
+    platforms: Arc<Platforms>,
+    chat: ChatRef,
+}
+
+impl AgentEvents for PortActivity {
+    fn tool_started(&self, call: &ToolCall) {
+        if let Some(port) = self.platforms.port(&self.chat.platform) {
+            port.activity(
+                &self.chat,
+                &Activity::ToolStarted {
+                    name: call.name.clone(),
+                    arguments: clip(&call.arguments, 120),
+                },
+            );
+        }
     }
-    let route = config
-        .webhook
-        .routes
-        .iter()
-        .find(|r| r.name == event.chat_id);
-    let enabled = route.and_then(|r| r.toolsets.clone()).unwrap_or(default);
-    (enabled, disabled)
+
+    fn tool_finished(&self, call: &ToolCall, result: &str) {
+        if let Some(port) = self.platforms.port(&self.chat.platform) {
+            port.activity(
+                &self.chat,
+                &Activity::ToolFinished {
+                    name: call.name.clone(),
+                    ok: !result.starts_with("{\"error\""),
+                    chars: result.len(),
+                },
+            );
+        }
+    }
 }
 
 async fn open_conversation(
@@ -96,9 +115,14 @@ async fn open_conversation(
     key: &str,
     event: &InboundEvent,
 ) -> Result<Conversation, String> {
-    // Webhook runs have no person behind them: their approvals go to the
-    // configured approver chat, never to whoever wrote the payload.
-    let human = event.platform != "webhook";
+    let profile = inner
+        .platforms()
+        .profile(&event.platform)
+        .ok_or_else(|| format!("no profile for platform {}", event.platform))?;
+    // Sessions without a person behind them (automated events) ask for
+    // approval in the configured approver chat, never of whoever wrote
+    // the payload, and ask no questions.
+    let human = profile.human;
     let session = inner
         .store
         .open_session(&NewSession {
@@ -111,11 +135,11 @@ async fn open_conversation(
         .await
         .map_err(|e| e.to_string())?;
     let context = SessionContext {
-        platform: event.platform.clone(),
-        chat_type: match (event.platform.as_str(), event.kind) {
-            ("webhook", _) => "webhook event".into(),
-            (_, ChatKind::Dm) => "direct message".into(),
-            (_, ChatKind::Group) => "group chat".into(),
+        platform: event.platform.to_string(),
+        chat_type: match (human, event.kind) {
+            (false, _) => format!("{} event", event.platform),
+            (true, ChatKind::Dm) => "direct message".into(),
+            (true, ChatKind::Group) => "group chat".into(),
         },
         user_name: Some(event.user_name.clone()),
         thread: event.thread_id.clone(),
@@ -124,16 +148,25 @@ async fn open_conversation(
         inner.deps.clone(),
         session,
         context,
-        session_toolsets(&inner.config, event),
+        (
+            profile.toolsets_for(&event.chat_id).to_vec(),
+            inner.config.tools.disabled_toolsets.clone(),
+        ),
         inner.approvals.clone(),
     )
     .await
-    .map_err(|e| e.to_string())?;
-    if let Some(clarify) = inner.replier.clarifier(event) {
-        conversation = conversation.with_clarify(clarify);
-    }
-    if let Some(events) = inner.replier.events(event) {
-        conversation = conversation.with_events(events);
+    .map_err(|e| e.to_string())?
+    .with_events(Arc::new(PortActivity {
+        platforms: inner.platforms().clone(),
+        chat: event.chat(),
+    }));
+    if human {
+        conversation = conversation.with_clarify(Arc::new(PortQuestions {
+            platforms: inner.platforms().clone(),
+            questions: inner.questions.clone(),
+            chat: event.chat(),
+            user: Some(event.user_id.clone()),
+        }));
     }
     Ok(conversation)
 }
@@ -166,7 +199,7 @@ async fn apply_reset(
     match inner.store.end_session(&id, reason.end_reason()).await {
         Ok(_) => {
             tracing::info!(session.key = %key, reason = reason.end_reason(), "session reset");
-            inner.replier.notice(event, &reason.notice(&policy)).await;
+            inner.replies.notice(event, &reason.notice(&policy)).await;
             true
         }
         Err(err) => {
@@ -247,7 +280,7 @@ async fn run_job(
             Err(err) => {
                 tracing::error!(session.key = %key, error = %err, "cannot open the session");
                 inner
-                    .replier
+                    .replies
                     .notice(&event, "Sorry, I could not open this conversation.")
                     .await;
                 finish(inner, inbox_id, "failed", done).await;
@@ -266,9 +299,9 @@ async fn run_job(
         tokio::select! {
             out = &mut turn => break out,
             _ = refresh.tick() => {
-                let replier = inner.replier.clone();
+                let replies = inner.replies.clone();
                 let event = event.clone();
-                inner.tracker.spawn(async move { replier.working(&event).await });
+                inner.tracker.spawn(async move { replies.working(&event, true).await });
             }
         }
     };
@@ -276,18 +309,18 @@ async fn run_job(
     // The answer is on its way: a message arriving now is not "queued".
     state.active.store(false, Ordering::SeqCst);
     *last_active = now_ms();
-    inner.replier.finished(&event).await;
+    inner.replies.working(&event, false).await;
     let label = match outcome {
         Ok(out) => {
             if !out.reply.is_empty() {
-                inner.replier.reply(&event, &out.reply).await;
+                inner.replies.reply(&event, &out.reply).await;
             }
             format!("{:?}", out.stop).to_lowercase()
         }
         Err(err) => {
             tracing::warn!(session.key = %key, error = %err, "turn failed");
             inner
-                .replier
+                .replies
                 .notice(
                     &event,
                     "Sorry, something went wrong while answering; please try again.",

@@ -9,13 +9,41 @@ use super::{Backend, Result, Store, now_ms, with_pool};
 /// The hash the first row chains to.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
+/// What an audit row records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditKind {
+    /// A command was put to a human.
+    Requested,
+    /// Someone decided it.
+    Decided,
+    /// Nobody did in time, the turn was cancelled, or the gateway restarted.
+    Expired,
+    /// A press or a request was refused (not allowed, nobody to ask).
+    Refused,
+    /// A hard-blocked command was stopped by the policy.
+    HardBlocked,
+}
+
+impl AuditKind {
+    /// The stored word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Requested => "requested",
+            Self::Decided => "decided",
+            Self::Expired => "expired",
+            Self::Refused => "refused",
+            Self::HardBlocked => "hard_blocked",
+        }
+    }
+}
+
 /// One audit event to append.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditEvent<'a> {
     /// The approval.
     pub approval_id: &'a str,
-    /// `requested`, `decided`, `expired`, `refused`.
-    pub event: &'a str,
+    /// What happened.
+    pub event: AuditKind,
     /// Session of the request.
     pub session_id: &'a str,
     /// Who asked.
@@ -120,7 +148,7 @@ impl Store {
                 prev,
                 &[
                     event.approval_id,
-                    event.event,
+                    event.event.as_str(),
                     event.session_id,
                     event.requester,
                     event.actor.unwrap_or(""),
@@ -147,7 +175,7 @@ impl Store {
             let last: Option<String> = sqlx::query_scalar(LAST).fetch_optional(&mut *tx).await?;
             let (prev, hash) = insert(last.as_deref().unwrap_or(GENESIS));
             sqlx::query(INSERT)
-                .bind(event.approval_id).bind(event.event).bind(event.session_id)
+                .bind(event.approval_id).bind(event.event.as_str()).bind(event.session_id)
                 .bind(event.requester).bind(event.actor).bind(event.command)
                 .bind(event.pattern_keys).bind(event.outcome).bind(at)
                 .bind(prev).bind(hash)

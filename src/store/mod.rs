@@ -17,7 +17,7 @@ mod sessions;
 mod turns;
 
 pub use approvals::{AllowEntry, ApprovalRecord, ApprovalStatus, PatternKeys};
-pub use audit::{AuditEvent, AuditRow, ChainCheck, GENESIS, PromptRef};
+pub use audit::{AuditEvent, AuditKind, AuditRow, ChainCheck, GENESIS, PromptRef};
 pub use deliveries::DeliveryRow;
 pub use inbox::{InboxInsert, InboxRow, NewInboxEvent};
 pub use memory::MemoryNote;

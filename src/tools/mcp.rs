@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{RegisterMode, Registry, Tool, ToolContext, ToolError, ToolSpec};
 use crate::config::McpServerConfig;
-use crate::daemon::Health;
+use crate::telemetry::Health;
 
 /// First reconnect delay; doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);

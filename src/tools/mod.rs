@@ -18,7 +18,7 @@ pub mod toolsets;
 pub mod workspace;
 
 pub use registry::{Availability, RegisterMode, Registry, RegistryError, ToolEntry};
-pub use runtime::{ToolRuntime, platform_toolsets};
+pub use runtime::ToolRuntime;
 pub use toolsets::{SessionView, ToolsetError, Toolsets};
 
 use std::path::PathBuf;

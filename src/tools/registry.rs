@@ -12,8 +12,9 @@ use futures::FutureExt;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::sanitize::{MAX_ERROR_CHARS, clean, truncate_chars};
+use super::sanitize::{MAX_ERROR_CHARS, clean};
 use super::{Tool, ToolContext, ToolError, ToolSpec, coerce};
+use crate::render::clip as truncate_chars;
 
 /// How long an availability probe result is trusted.
 pub const CHECK_TTL: Duration = Duration::from_secs(30);

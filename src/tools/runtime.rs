@@ -1,12 +1,13 @@
 //! The assembled tool runtime of a daemon or CLI run: registry, toolset
-//! resolution, background processes and the outbound hub.
+//! resolution (with the platforms' presets), background processes, and
+//! the platforms `send_message` posts through.
 
 use std::sync::Arc;
 
 use super::builtin::{BuiltinDeps, ProcessManager, register_builtins};
 use super::{Registry, RegistryError, Toolsets};
-use crate::adapters::OutboundHub;
 use crate::config::{Config, Env};
+use crate::platform::Platforms;
 
 /// Everything tools need, built once per process.
 #[derive(Debug, Clone)]
@@ -17,15 +18,19 @@ pub struct ToolRuntime {
     pub toolsets: Arc<Toolsets>,
     /// Background processes (killed on shutdown).
     pub processes: Arc<ProcessManager>,
-    /// Connected platforms' senders.
-    pub outbound: Arc<OutboundHub>,
+    /// The platforms: their presets, and the connected ones' ports.
+    pub platforms: Arc<Platforms>,
 }
 
 impl ToolRuntime {
-    /// Registers the built-in tools for `config`.
-    pub fn build(config: &Config, env: &Env) -> Result<Self, RegistryError> {
+    /// Registers the built-in tools for `config`; presets come from the
+    /// profiles in `platforms`.
+    pub fn build(
+        config: &Config,
+        env: &Env,
+        platforms: Arc<Platforms>,
+    ) -> Result<Self, RegistryError> {
         let registry = Arc::new(Registry::new());
-        let outbound = Arc::new(OutboundHub::default());
         let deps = BuiltinDeps {
             config: config.clone(),
             env: env.clone(),
@@ -33,27 +38,14 @@ impl ToolRuntime {
                 .user_agent(concat!("switchboard/", env!("CARGO_PKG_VERSION")))
                 .build()
                 .unwrap_or_default(),
-            outbound: outbound.clone(),
+            platforms: platforms.clone(),
         };
         let processes = register_builtins(&registry, &deps)?;
         Ok(Self {
-            toolsets: Arc::new(Toolsets::new(registry.clone())),
+            toolsets: Arc::new(Toolsets::new(registry.clone(), platforms.presets())),
             registry,
             processes,
-            outbound,
+            platforms,
         })
     }
-}
-
-/// The toolsets a platform's sessions enable (its `toolsets` key, or its
-/// preset) and those every session disables.
-pub fn platform_toolsets(config: &Config, platform: &str) -> (Vec<String>, Vec<String>) {
-    let configured = match platform {
-        "telegram" => config.telegram.toolsets.clone(),
-        "discord" => config.discord.toolsets.clone(),
-        "slack" => config.slack.toolsets.clone(),
-        _ => None,
-    };
-    let enabled = configured.unwrap_or_else(|| vec![format!("gateway-{platform}")]);
-    (enabled, config.tools.disabled_toolsets.clone())
 }

@@ -23,18 +23,7 @@ static FRAMING: LazyLock<Regex> = LazyLock::new(|| {
 /// Removes framing tokens and caps the text at `max` characters.
 pub fn clean(text: &str, max: usize) -> String {
     let stripped = FRAMING.replace_all(text, "");
-    truncate_chars(stripped.trim(), max)
-}
-
-/// The first `max` characters of `text`, with a marker when cut.
-pub fn truncate_chars(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        None => text.to_string(),
-        Some((cut, _)) => {
-            let rest = text[cut..].chars().count();
-            format!("{}… [truncated {rest} chars]", &text[..cut])
-        }
-    }
+    crate::render::clip(stripped.trim(), max)
 }
 
 #[cfg(test)]
@@ -58,14 +47,5 @@ mod tests {
             assert!(!cleaned.contains(token), "{token} left in {cleaned:?}");
         }
         assert!(cleaned.starts_with("boom"));
-    }
-
-    #[test]
-    fn long_text_is_capped_on_a_char_boundary() {
-        let text = "é".repeat(50);
-        let out = truncate_chars(&text, 10);
-        assert!(out.starts_with(&"é".repeat(10)));
-        assert!(out.ends_with("[truncated 40 chars]"));
-        assert_eq!(truncate_chars("short", 10), "short");
     }
 }

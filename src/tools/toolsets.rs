@@ -1,6 +1,7 @@
 //! Toolsets: named bundles of tools (`{description, tools, includes}`),
-//! resolved recursively, and the platform presets built on one core
-//! chassis. What a session sees is resolve(enabled) − resolve(disabled),
+//! resolved recursively, and the platforms' presets (`gateway-<platform>`,
+//! each described by its adapter) built on one core chassis; `gateway` is
+//! their union. What a session sees is resolve(enabled) − resolve(disabled),
 //! then the availability probes, then schema patching so no description
 //! mentions a tool the session lacks.
 
@@ -11,6 +12,7 @@ use regex::Regex;
 use serde_json::Value;
 
 use super::registry::{Registry, ToolEntry};
+use crate::platform::Preset;
 
 /// A static toolset definition.
 #[derive(Debug, Clone, Copy)]
@@ -42,14 +44,6 @@ pub const CORE_TOOLS: &[&str] = &[
     "session_search",
     "send_message",
 ];
-
-/// Webhook payloads are written by strangers (PR titles, CI logs): their
-/// sessions get read-only research tools and clarify, nothing that runs
-/// commands or writes files.
-pub const WEBHOOK_TOOLS: &[&str] = &["web_search", "web_extract", "vision_analyze", "clarify"];
-
-/// The chat platforms with presets.
-pub const PLATFORMS: &[&str] = &["telegram", "discord", "slack", "cli"];
 
 /// Every static toolset.
 pub const TOOLSETS: &[ToolsetDef] = &[
@@ -114,48 +108,6 @@ pub const TOOLSETS: &[ToolsetDef] = &[
         includes: &[],
     },
     ToolsetDef {
-        name: "gateway-telegram",
-        description: "Telegram sessions",
-        tools: &[],
-        includes: &["core"],
-    },
-    ToolsetDef {
-        name: "gateway-discord",
-        description: "Discord sessions",
-        tools: &[],
-        includes: &["core"],
-    },
-    ToolsetDef {
-        name: "gateway-slack",
-        description: "Slack sessions",
-        tools: &[],
-        includes: &["core"],
-    },
-    ToolsetDef {
-        name: "gateway-cli",
-        description: "Local terminal sessions",
-        tools: &[],
-        includes: &["core"],
-    },
-    ToolsetDef {
-        name: "gateway-webhook",
-        description: "Webhook runs: untrusted input, read-only tools",
-        tools: WEBHOOK_TOOLS,
-        includes: &[],
-    },
-    ToolsetDef {
-        name: "gateway",
-        description: "Union of every gateway preset",
-        tools: &[],
-        includes: &[
-            "gateway-telegram",
-            "gateway-discord",
-            "gateway-slack",
-            "gateway-cli",
-            "gateway-webhook",
-        ],
-    },
-    ToolsetDef {
         name: "debugging",
         description: "Debugging: terminal, processes, web and files",
         tools: &["terminal", "process"],
@@ -205,6 +157,7 @@ type Resolved = Arc<BTreeSet<String>>;
 pub struct Toolsets {
     registry: Arc<Registry>,
     defs: &'static [ToolsetDef],
+    presets: Vec<(String, Preset)>,
     memo: Mutex<(u64, HashMap<String, Resolved>)>,
     views: Mutex<(u64, HashMap<String, Arc<SessionView>>)>,
 }
@@ -224,22 +177,43 @@ pub fn canonical_name(name: &str) -> String {
     name.to_string()
 }
 
+/// The name of `platform`'s preset.
+pub fn preset_name(platform: &str) -> String {
+    format!("{PRESET_PREFIX}{platform}")
+}
+
+/// Presets are named `gateway-<platform>`.
+const PRESET_PREFIX: &str = "gateway-";
+/// The union of every preset.
+const ALL_PRESETS: &str = "gateway";
+
 /// Whether `name` names a toolset without consulting a registry: static
-/// toolsets, `all`/`*`, aliases, and `mcp-<server>` for configured servers.
-pub fn is_known_statically(name: &str, mcp_servers: &[String]) -> bool {
+/// toolsets, the presets of `platforms`, `gateway`, `all`/`*`, aliases,
+/// and `mcp-<server>` for configured servers.
+pub fn is_known_statically(name: &str, platforms: &[String], mcp_servers: &[String]) -> bool {
     let name = canonical_name(name);
     name == "all"
         || name == "*"
+        || name == ALL_PRESETS
         || TOOLSETS.iter().any(|t| t.name == name)
+        || name
+            .strip_prefix(PRESET_PREFIX)
+            .is_some_and(|p| platforms.iter().any(|known| known == p))
         || name
             .strip_prefix("mcp-")
             .is_some_and(|server| mcp_servers.iter().any(|s| s == server))
 }
 
 impl Toolsets {
-    /// Resolution of the built-in [`TOOLSETS`] over `registry`.
-    pub fn new(registry: Arc<Registry>) -> Self {
-        Self::with_definitions(registry, TOOLSETS)
+    /// Resolution of the built-in [`TOOLSETS`] and the platforms'
+    /// `presets` (by platform id) over `registry`.
+    pub fn new(registry: Arc<Registry>, presets: Vec<(String, Preset)>) -> Self {
+        let mut this = Self::with_definitions(registry, TOOLSETS);
+        this.presets = presets
+            .into_iter()
+            .map(|(platform, preset)| (preset_name(&platform), preset))
+            .collect();
+        this
     }
 
     /// Resolution of other definitions (tests, embedders).
@@ -247,6 +221,7 @@ impl Toolsets {
         Self {
             registry,
             defs,
+            presets: Vec::new(),
             memo: Mutex::new((u64::MAX, HashMap::new())),
             views: Mutex::new((u64::MAX, HashMap::new())),
         }
@@ -260,6 +235,10 @@ impl Toolsets {
     /// Every toolset name: static ones and those tools registered under.
     pub fn names(&self) -> Vec<String> {
         let mut names: BTreeSet<String> = self.defs.iter().map(|t| t.name.to_string()).collect();
+        if !self.presets.is_empty() {
+            names.insert(ALL_PRESETS.to_string());
+        }
+        names.extend(self.presets.iter().map(|(name, _)| name.clone()));
         names.extend(self.registry.by_toolset().into_keys());
         names.into_iter().collect()
     }
@@ -283,7 +262,7 @@ impl Toolsets {
             let mut all = BTreeSet::new();
             for toolset in self.names() {
                 resolve_into(
-                    self.defs,
+                    &self.catalogue(),
                     &toolset,
                     &by_toolset,
                     &mut BTreeSet::new(),
@@ -294,7 +273,7 @@ impl Toolsets {
         } else {
             let mut tools = BTreeSet::new();
             resolve_into(
-                self.defs,
+                &self.catalogue(),
                 &name,
                 &by_toolset,
                 &mut BTreeSet::new(),
@@ -308,6 +287,32 @@ impl Toolsets {
             memo.1.insert(name, resolved.clone());
         }
         Ok(resolved)
+    }
+
+    /// The static definitions, the presets and their union.
+    fn catalogue(&self) -> Catalogue<'_> {
+        Catalogue {
+            defs: self.defs,
+            presets: &self.presets,
+        }
+    }
+
+    /// The description of toolset `name`, where it has one.
+    pub fn description(&self, name: &str) -> Option<&str> {
+        let name = canonical_name(name);
+        if name == ALL_PRESETS {
+            return Some("Union of every gateway preset");
+        }
+        self.defs
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.description)
+            .or_else(|| {
+                self.presets
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, p)| p.description)
+            })
     }
 
     /// The union of several toolsets.
@@ -369,7 +374,9 @@ impl Toolsets {
         known.extend(
             self.defs
                 .iter()
-                .flat_map(|t| t.tools.iter().map(|s| s.to_string())),
+                .flat_map(|t| t.tools.iter())
+                .chain(self.presets.iter().flat_map(|(_, p)| p.tools.iter()))
+                .map(|s| s.to_string()),
         );
         let absent: Vec<String> = known
             .into_iter()
@@ -426,8 +433,14 @@ pub struct SessionView {
     pub schemas: Vec<Value>,
 }
 
+/// What names resolve against.
+struct Catalogue<'a> {
+    defs: &'a [ToolsetDef],
+    presets: &'a [(String, Preset)],
+}
+
 fn resolve_into(
-    defs: &[ToolsetDef],
+    catalogue: &Catalogue<'_>,
     name: &str,
     by_toolset: &std::collections::BTreeMap<String, Vec<String>>,
     visited: &mut BTreeSet<String>,
@@ -439,16 +452,30 @@ fn resolve_into(
     }
     let registered = by_toolset.get(&name);
     let platform_tools = name
-        .strip_prefix("gateway-")
+        .strip_prefix(PRESET_PREFIX)
         .and_then(|platform| by_toolset.get(platform));
-    if let Some(def) = defs.iter().find(|t| t.name == name) {
-        out.extend(def.tools.iter().map(|t| t.to_string()));
-        for include in def.includes {
-            resolve_into(defs, include, by_toolset, visited, out)?;
+    let static_def = catalogue
+        .defs
+        .iter()
+        .find(|t| t.name == name)
+        .map(|t| (t.tools, t.includes));
+    let preset = catalogue
+        .presets
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, p)| (p.tools, p.includes));
+    if name == ALL_PRESETS && !catalogue.presets.is_empty() {
+        for (preset, _) in catalogue.presets {
+            resolve_into(catalogue, preset, by_toolset, visited, out)?;
+        }
+    } else if let Some((tools, includes)) = static_def.or(preset) {
+        out.extend(tools.iter().map(|t| t.to_string()));
+        for include in includes {
+            resolve_into(catalogue, include, by_toolset, visited, out)?;
         }
     } else if registered.is_none() && platform_tools.is_some() {
         // An unlisted platform that registered tools: core + its own.
-        resolve_into(defs, "core", by_toolset, visited, out)?;
+        resolve_into(catalogue, "core", by_toolset, visited, out)?;
     } else if registered.is_none() {
         return Err(ToolsetError::Unknown(name));
     }

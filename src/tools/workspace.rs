@@ -143,8 +143,8 @@ mod tests {
     #[test]
     fn session_dirs_are_distinct_and_safe() {
         let dir = tempfile::tempdir().unwrap();
-        let a = session_dir(dir.path(), "telegram:dm:42").unwrap();
-        let b = session_dir(dir.path(), "telegram_dm_42").unwrap();
+        let a = session_dir(dir.path(), "chat:dm:42").unwrap();
+        let b = session_dir(dir.path(), "chat_dm_42").unwrap();
         assert_ne!(a, b);
         let evil = session_dir(dir.path(), "../../etc").unwrap();
         assert!(evil.starts_with(dir.path().canonicalize().unwrap()));

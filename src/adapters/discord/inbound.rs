@@ -13,7 +13,7 @@ use serenity::model::id::{ChannelId, UserId};
 use serenity::model::user::User;
 
 use crate::config::DiscordConfig;
-use crate::sessions::{ChatKind, InboundEvent};
+use crate::platform::{Attachment, AttachmentKind, ChatKind, InboundEvent};
 
 /// Where a channel sits: the chat an allowlist names, and the thread
 /// inside it if the channel is one.
@@ -113,33 +113,38 @@ fn mentions(msg: &Message, me: UserId) -> bool {
             .is_some_and(|r| r.author.id == me)
 }
 
-/// The message text without the bot's mention, with a line per
-/// attachment.
+/// The message text without the bot's mention.
 fn text(msg: &Message, me: UserId) -> String {
-    let mut text = msg
-        .content
+    msg.content
         .replace(&format!("<@{me}>"), "")
         .replace(&format!("<@!{me}>"), "")
         .trim()
-        .to_string();
-    for a in &msg.attachments {
-        if !text.is_empty() {
-            text.push('\n');
-        }
-        let kind = a.content_type.as_deref().unwrap_or("unknown type");
-        if kind.starts_with("image/") {
-            text.push_str(&format!(
-                "[The user sent an image, {}: {}; use vision_analyze with that URL to look at it.]",
-                a.filename, a.url
-            ));
-        } else {
-            text.push_str(&format!(
-                "[The user attached {} ({kind}, {} bytes): {}]",
-                a.filename, a.size, a.url
-            ));
-        }
-    }
-    text
+        .to_string()
+}
+
+/// The message's files, as links the agent can follow.
+fn attachments(msg: &Message) -> Vec<Attachment> {
+    msg.attachments
+        .iter()
+        .map(|a| {
+            let image = a
+                .content_type
+                .as_deref()
+                .is_some_and(|t| t.starts_with("image/"));
+            Attachment {
+                kind: if image {
+                    AttachmentKind::Image
+                } else {
+                    AttachmentKind::Document
+                },
+                file: a.id.to_string(),
+                name: a.filename.clone(),
+                mime: a.content_type.clone(),
+                size: Some(u64::from(a.size)),
+                url: Some(a.url.clone()),
+            }
+        })
+        .collect()
 }
 
 /// The inbound event of `msg` (in `place`), if it is one to consider.
@@ -155,7 +160,8 @@ pub fn message_event(
         return None;
     }
     let text = text(msg, me);
-    if text.is_empty() {
+    let attachments = attachments(msg);
+    if text.is_empty() && attachments.is_empty() {
         return None;
     }
     let dm = msg.guild_id.is_none();
@@ -165,13 +171,14 @@ pub fn message_event(
         .iter()
         .any(|b| *b == author.id.to_string());
     let from_bot = author.id == me || ((author.bot || msg.webhook_id.is_some()) && !allowed_bot);
+    let in_thread = place.thread.is_some();
     let thread = match place.thread {
         Some(t) => Some(t),
         None if config.auto_thread && !dm => Some(msg.id.to_string()),
         None => None,
     };
     Some(InboundEvent {
-        platform: "discord".into(),
+        platform: super::ID.into(),
         kind: if dm { ChatKind::Dm } else { ChatKind::Group },
         chat_id: place.chat,
         thread_id: thread,
@@ -187,7 +194,8 @@ pub fn message_event(
         message_id: Some(msg.id.to_string()),
         mentioned: dm || mentions(msg, me),
         from_bot,
-        entity: None,
+        in_thread,
+        attachments,
     })
 }
 
@@ -313,12 +321,28 @@ mod tests {
         });
         let e = event(reply, &DiscordConfig::default()).unwrap();
         assert!(e.mentioned);
-        assert!(
-            e.text
-                .starts_with("and then?\n[The user attached log.txt (text/plain, 12 bytes)")
+        assert_eq!(e.text, "and then?");
+        let listed: Vec<(AttachmentKind, &str, Option<&str>)> = e
+            .attachments
+            .iter()
+            .map(|a| (a.kind, a.name.as_str(), a.url.as_deref()))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                (
+                    AttachmentKind::Document,
+                    "log.txt",
+                    Some("https://cdn.example/log.txt")
+                ),
+                (
+                    AttachmentKind::Image,
+                    "shot.png",
+                    Some("https://cdn.example/shot.png")
+                )
+            ]
         );
-        assert!(e.text.ends_with(
-            "[The user sent an image, shot.png: https://cdn.example/shot.png; use vision_analyze with that URL to look at it.]"
-        ));
+        assert_eq!(e.attachments[0].mime.as_deref(), Some("text/plain"));
+        assert_eq!(e.attachments[0].size, Some(12));
     }
 }

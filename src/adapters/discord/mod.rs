@@ -13,7 +13,7 @@ pub mod inbound;
 pub mod interactions;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serenity::all::{
@@ -22,16 +22,16 @@ use serenity::all::{
     Http, HttpError, Interaction, Message, MessageId, MessageReference, UserId,
 };
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
-use super::chunk::{self, chars};
-use super::questions::{self, Questions};
-use crate::adapters::Outbound;
-use crate::agent::ClarifyBroker;
-use crate::approvals::{Actor, ApprovalPrompter, ChatRef, Choice, Prompt};
+use crate::config::Config;
 use crate::daemon::{ComponentContext, Daemon, Gateway};
-use crate::sessions::{ChatKind, InboundEvent, KeyRules, Replier, Submitted, session_key};
-use crate::tools::builtin::clip;
+use crate::platform::{
+    AccessRules, Actor, Capabilities, ChatKind, ChatRef, ChoiceStyle, InboundEvent, Platform,
+    PlatformError, Preset, Profile, Prompt, retrying,
+};
+use crate::render::chunk::{self, chars};
+use crate::render::clip;
+use crate::sessions::{Press, Submitted};
 use gateway::{Incoming, Senders, rest, spawn_gateway};
 use inbound::{Place, Places};
 use interactions::{Interactions, Pending};
@@ -48,13 +48,41 @@ const RECALL_WINDOW: i64 = 5000;
 const SEEN_CAP: usize = 10_000;
 /// Discord's error code for a message that has a thread already.
 const THREAD_EXISTS: isize = 160_004;
-/// Longest command shown in an approval prompt.
-const PROMPT_COMMAND_CHARS: usize = 1500;
+
+/// The platform id.
+pub const ID: &str = "discord";
+/// Buttons Discord puts in one row.
+const ROW_BUTTONS: usize = 5;
+/// Where a slash command's answer goes: its interaction, named in the
+/// event's message id.
+const INTERACTION: &str = "interaction:";
+
+/// Discord as `[discord]` describes it: allowlists of users, roles and
+/// channels, pairing for unknown DM senders, the core tools.
+pub fn profile(config: &Config) -> Profile {
+    let d = &config.discord;
+    Profile::chat(
+        ID,
+        AccessRules {
+            allowed_users: d.allowed_users.clone(),
+            allowed_chats: d.allowed_channels.clone(),
+            allowed_roles: d.allowed_roles.clone(),
+            require_mention: d.require_mention,
+            open_when_empty: false,
+        },
+        d.toolsets.clone(),
+        Preset {
+            description: "Discord sessions",
+            tools: &[],
+            includes: &["core"],
+        },
+    )
+}
 
 /// Adds the Discord component; it does nothing unless
 /// `[discord] enabled = true`.
 pub fn install(daemon: Daemon) -> Daemon {
-    daemon.component("discord", run)
+    daemon.component(ID, run)
 }
 
 /// The running adapter.
@@ -62,15 +90,14 @@ pub struct Discord {
     http: Arc<Http>,
     me: UserId,
     gateway: Gateway,
-    rules: KeyRules,
-    questions: Questions,
     places: Places,
     /// Auto-threads known to exist.
     threads: Mutex<HashSet<String>>,
+    /// The opening text of auto-threads not started yet, for their names.
+    openers: Mutex<HashMap<String, String>>,
     /// The newest message seen in each channel, to catch up from.
     seen: Mutex<HashMap<ChannelId, MessageId>>,
     interactions: Interactions,
-    this: Weak<Discord>,
 }
 
 impl std::fmt::Debug for Discord {
@@ -81,9 +108,27 @@ impl std::fmt::Debug for Discord {
     }
 }
 
-fn channel_id(id: &str) -> Result<ChannelId, String> {
+fn channel_id(id: &str) -> Result<ChannelId, PlatformError> {
     id.parse()
-        .map_err(|_| format!("{id:?} is not a Discord channel id"))
+        .map_err(|_| PlatformError::Rejected(format!("{id:?} is not a Discord channel id")))
+}
+
+/// What a failed REST call means for the caller.
+fn port_error(err: serenity::Error) -> PlatformError {
+    match err {
+        serenity::Error::Http(HttpError::UnsuccessfulRequest(resp)) => {
+            let message = format!("{} {}", resp.status_code, resp.error.message);
+            match resp.status_code.as_u16() {
+                429 => PlatformError::RateLimited {
+                    retry_after: Duration::from_secs(1),
+                },
+                404 => PlatformError::NotFound(message),
+                400..=499 => PlatformError::Rejected(message),
+                _ => PlatformError::Unavailable(message),
+            }
+        }
+        other => PlatformError::Unavailable(other.to_string()),
+    }
 }
 
 fn chunks(text: &str) -> Vec<String> {
@@ -92,10 +137,8 @@ fn chunks(text: &str) -> Vec<String> {
 
 /// An auto-thread is the thread of the message that opened it, so it has
 /// that message's id.
-fn is_auto_thread(event: &InboundEvent) -> bool {
-    event.kind == ChatKind::Group
-        && event.thread_id.is_some()
-        && event.thread_id == event.message_id
+fn is_auto_thread(chat: &ChatRef, message: Option<&str>) -> bool {
+    chat.thread.is_some() && chat.thread.as_deref() == message
 }
 
 /// A thread name from the message that opens it.
@@ -117,7 +160,7 @@ impl Discord {
         channel: &str,
         reference: Option<&str>,
         text: &str,
-    ) -> Result<String, String> {
+    ) -> Result<String, PlatformError> {
         let channel = channel_id(channel)?;
         let reference = reference.and_then(|m| m.parse::<MessageId>().ok());
         let mut last = String::new();
@@ -132,40 +175,49 @@ impl Discord {
                 r.fail_if_not_exists = Some(false);
                 msg = msg.reference_message(r);
             }
-            let sent = channel
-                .send_message(&*self.http, msg)
-                .await
-                .map_err(|e| e.to_string())?;
+            let sent = retrying(|| async {
+                channel
+                    .send_message(&*self.http, msg.clone())
+                    .await
+                    .map_err(port_error)
+            })
+            .await?;
             last = sent.id.to_string();
         }
         Ok(last)
     }
 
-    /// Where replies to `event` go, and the message they reference. An
-    /// auto-thread is started here, the first time it is needed; if it
-    /// cannot be, replies go to the channel instead.
-    async fn destination(&self, event: &InboundEvent) -> (String, Option<String>) {
-        if !is_auto_thread(event) {
-            let channel = event.thread_id.as_ref().unwrap_or(&event.chat_id).clone();
-            return (channel, event.message_id.clone());
+    /// Where replies to `message` in `chat` go, and the message they
+    /// reference. An auto-thread is started here, the first time it is
+    /// needed; if it cannot be, replies go to the channel instead.
+    async fn destination(&self, chat: &ChatRef, message: Option<&str>) -> (String, Option<String>) {
+        let message = message.filter(|m| !m.starts_with(INTERACTION));
+        if !is_auto_thread(chat, message) {
+            let channel = chat.thread.as_ref().unwrap_or(&chat.chat).clone();
+            return (channel, message.map(str::to_string));
         }
-        let thread = event.thread_id.clone().unwrap_or_default();
+        let thread = chat.thread.clone().unwrap_or_default();
         if self.lock_threads().contains(&thread) {
             return (thread, None);
         }
-        let Ok((parent, message)) = channel_id(&event.chat_id).and_then(|parent| {
-            let message = thread
+        let Ok((parent, starter)) = channel_id(&chat.chat).and_then(|parent| {
+            let starter = thread
                 .parse::<MessageId>()
-                .map_err(|_| format!("{thread:?} is not a message id"))?;
-            Ok((parent, message))
+                .map_err(|_| PlatformError::Rejected(format!("{thread:?} is not a message id")))?;
+            Ok((parent, starter))
         }) else {
-            return (event.chat_id.clone(), event.message_id.clone());
+            return (chat.chat.clone(), message.map(str::to_string));
         };
+        let first_line = self
+            .openers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&thread);
         let created = parent
             .create_thread_from_message(
                 &*self.http,
-                message,
-                CreateThread::new(thread_name(&event.text)),
+                starter,
+                CreateThread::new(thread_name(first_line.as_deref().unwrap_or_default())),
             )
             .await;
         match created {
@@ -174,8 +226,8 @@ impl Discord {
             Err(serenity::Error::Http(HttpError::UnsuccessfulRequest(resp)))
                 if resp.error.code == THREAD_EXISTS => {}
             Err(err) => {
-                tracing::warn!(channel = %event.chat_id, error = %err, "discord thread not started; answering in the channel");
-                return (event.chat_id.clone(), event.message_id.clone());
+                tracing::warn!(channel = %chat.chat, error = %err, "discord thread not started; answering in the channel");
+                return (chat.chat.clone(), message.map(str::to_string));
             }
         }
         self.lock_threads().insert(thread.clone());
@@ -202,12 +254,7 @@ impl Discord {
     /// were written, so that the first session catches up on what was
     /// written while the daemon was down.
     async fn recall_seen(&self) {
-        let rows = match self
-            .gateway
-            .store
-            .inbox_latest("discord", RECALL_WINDOW)
-            .await
-        {
+        let rows = match self.gateway.store.inbox_latest(ID, RECALL_WINDOW).await {
             Ok(rows) => rows,
             Err(err) => {
                 tracing::warn!(error = %err, "discord: stored messages not read; no catch-up");
@@ -222,7 +269,7 @@ impl Discord {
             let Some(message) = event.message_id.as_deref().and_then(|m| m.parse().ok()) else {
                 continue;
             };
-            let written_in = if is_auto_thread(&event) {
+            let written_in = if is_auto_thread(&event.chat(), event.message_id.as_deref()) {
                 &event.chat_id
             } else {
                 event.thread_id.as_ref().unwrap_or(&event.chat_id)
@@ -275,24 +322,18 @@ impl Discord {
         } else {
             Place::channel(msg.channel_id)
         };
-        let in_thread = place.thread.is_some();
         let config = &self.gateway.config.discord;
-        let Some(mut event) = inbound::message_event(&msg, self.me, place, config) else {
+        let Some(event) = inbound::message_event(&msg, self.me, place, config) else {
             return;
         };
-        if !event.from_bot
-            && self
-                .questions
-                .answer_text(&msg.channel_id.to_string(), &event.user_id, &event.text)
+        if event.kind == ChatKind::Group
+            && is_auto_thread(&event.chat(), event.message_id.as_deref())
         {
-            return;
-        }
-        if !event.mentioned && in_thread {
-            let key = session_key(&event, self.rules);
-            event.mentioned = matches!(
-                self.gateway.store.open_session_by_key(&key).await,
-                Ok(Some(_))
-            );
+            let mut openers = self.openers.lock().unwrap_or_else(|e| e.into_inner());
+            if openers.len() >= SEEN_CAP {
+                openers.clear();
+            }
+            openers.insert(msg.id.to_string(), event.text.clone());
         }
         if let Err(err) = self.gateway.sessions.submit(event).await {
             tracing::error!(error = %err, message = %msg.id, "discord message not stored");
@@ -311,51 +352,25 @@ impl Discord {
     async fn on_press(&self, press: ComponentInteraction) {
         let pending = Pending::new(press.id, &press.token, true);
         tokio::spawn(pending.clone().defer_when_late(self.http.clone()));
-        let user = press.user.id.to_string();
-        let data = press.data.custom_id.as_str();
-        if data.starts_with("cl:") {
-            match self.questions.answer_button(data, &user) {
-                Ok(choice) => {
-                    pending.acknowledge(&self.http).await;
-                    let text = clip(&format!("{}\n→ {choice}", press.message.content), LIMIT);
-                    let edit = EditMessage::new().content(text).components(Vec::new());
-                    if let Err(err) = press
-                        .channel_id
-                        .edit_message(&*self.http, press.message.id, edit)
-                        .await
-                    {
-                        tracing::warn!(error = %err, "discord question not updated");
-                    }
-                }
-                Err(why) => pending.answer(&self.http, &[why.to_string()], true).await,
-            }
-            return;
-        }
-        let Some((id, choice)) = Choice::parse_button(data) else {
-            pending
-                .answer(
-                    &self.http,
-                    &["This button is no longer active.".into()],
-                    true,
-                )
-                .await;
-            return;
+        let pressed = Press {
+            chat: ChatRef {
+                platform: ID.into(),
+                chat: press.channel_id.to_string(),
+                thread: None,
+            },
+            actor: Actor {
+                platform: ID.into(),
+                user_id: press.user.id.to_string(),
+                name: inbound::display_name(
+                    &press.user,
+                    press.member.as_ref().and_then(|m| m.nick.as_deref()),
+                ),
+            },
+            data: press.data.custom_id.clone(),
         };
-        let actor = Actor {
-            platform: "discord".into(),
-            user_id: user,
-            name: inbound::display_name(
-                &press.user,
-                press.member.as_ref().and_then(|m| m.nick.as_deref()),
-            ),
-        };
-        match self.gateway.broker.resolve(&id, choice, &actor, None).await {
+        match self.gateway.sessions.press(&pressed).await {
             Ok(_) => pending.acknowledge(&self.http).await,
-            Err(refusal) => {
-                pending
-                    .answer(&self.http, &[refusal.to_string()], true)
-                    .await;
-            }
+            Err(why) => pending.answer(&self.http, &[why], true).await,
         }
     }
 
@@ -379,8 +394,9 @@ impl Discord {
             None if cmd.guild_id.is_some() => self.places.resolve(&self.http, cmd.channel_id).await,
             None => Place::channel(cmd.channel_id),
         };
+        let place_in_thread = place.thread.is_some();
         let event = InboundEvent {
-            platform: "discord".into(),
+            platform: ID.into(),
             kind: if cmd.guild_id.is_some() {
                 ChatKind::Group
             } else {
@@ -399,11 +415,12 @@ impl Discord {
                 .map(|m| m.roles.iter().map(ToString::to_string).collect())
                 .unwrap_or_default(),
             text,
-            event_id: format!("interaction:{}", cmd.id),
-            message_id: None,
+            event_id: format!("{INTERACTION}{}", cmd.id),
+            message_id: Some(format!("{INTERACTION}{}", cmd.id)),
             mentioned: true,
             from_bot: false,
-            entity: None,
+            in_thread: place_in_thread,
+            attachments: Vec::new(),
         };
         let key = event.event_id.clone();
         self.interactions.open(&key, pending);
@@ -423,126 +440,89 @@ impl Discord {
     }
 }
 
-/// Asks a clarify question in one Discord channel.
-struct DiscordQuestion {
-    adapter: Arc<Discord>,
-    event: InboundEvent,
-}
-
 #[async_trait::async_trait]
-impl ClarifyBroker for DiscordQuestion {
-    async fn ask(
+impl Platform for Discord {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            text_limit: LIMIT,
+            buttons: true,
+            edits: true,
+            threads: true,
+            downloads: false,
+        }
+    }
+
+    async fn send(
         &self,
-        question: &str,
-        choices: &[String],
-        cancel: &CancellationToken,
-    ) -> Result<String, String> {
-        let adapter = &self.adapter;
-        let (channel, _) = adapter.destination(&self.event).await;
-        let asked = adapter
-            .questions
-            .ask(&channel, Some(&self.event.user_id), choices);
-        let buttons: Vec<CreateButton> = choices
+        to: &ChatRef,
+        reply_to: Option<&str>,
+        text: &str,
+    ) -> Result<String, PlatformError> {
+        if let Some(pending) = reply_to
+            .filter(|r| r.starts_with(INTERACTION))
+            .and_then(|r| self.interactions.take(r))
+        {
+            pending.answer(&self.http, &chunks(text), false).await;
+            return Ok(String::new());
+        }
+        let (channel, reference) = self.destination(to, reply_to).await;
+        self.post(&channel, reference.as_deref(), text).await
+    }
+
+    async fn working(
+        &self,
+        at: &ChatRef,
+        message: Option<&str>,
+        on: bool,
+    ) -> Result<(), PlatformError> {
+        if !on {
+            return Ok(());
+        }
+        let (channel, _) = self.destination(at, message).await;
+        channel_id(&channel)?
+            .broadcast_typing(&*self.http)
+            .await
+            .map_err(port_error)
+    }
+
+    async fn ask(&self, at: &ChatRef, prompt: &Prompt) -> Result<String, PlatformError> {
+        let channel = channel_id(at.thread.as_ref().unwrap_or(&at.chat))?;
+        let buttons: Vec<CreateButton> = prompt
+            .choices
             .iter()
-            .take(5)
-            .enumerate()
-            .map(|(i, c)| {
-                CreateButton::new(questions::button_data(&asked.id, i))
-                    .label(clip(c, 80))
-                    .style(ButtonStyle::Secondary)
+            .take(ROW_BUTTONS)
+            .map(|c| {
+                let style = match c.style {
+                    ChoiceStyle::Primary => ButtonStyle::Primary,
+                    ChoiceStyle::Danger => ButtonStyle::Danger,
+                    ChoiceStyle::Plain => ButtonStyle::Secondary,
+                };
+                CreateButton::new(c.data.clone())
+                    .label(clip(&c.label, 80))
+                    .style(style)
             })
             .collect();
-        let text = clip(&format!("❓ {}", format::render(question)), LIMIT);
         let mut msg = CreateMessage::new()
-            .content(text)
+            .content(clip(&format::render(&prompt.text), LIMIT))
             .allowed_mentions(CreateAllowedMentions::new());
         if !buttons.is_empty() {
             msg = msg.components(vec![CreateActionRow::Buttons(buttons)]);
         }
-        let sent = match channel_id(&channel) {
-            Ok(id) => id
-                .send_message(&*adapter.http, msg)
+        let sent = retrying(|| async {
+            channel
+                .send_message(&*self.http, msg.clone())
                 .await
-                .map_err(|e| e.to_string()),
-            Err(err) => Err(err),
-        };
-        if let Err(err) = sent {
-            adapter.questions.drop_question(&asked);
-            return Err(err);
-        }
-        adapter.questions.wait(asked, cancel).await
-    }
-}
-
-#[async_trait::async_trait]
-impl Replier for Discord {
-    fn clarifier(&self, event: &InboundEvent) -> Option<Arc<dyn ClarifyBroker>> {
-        Some(Arc::new(DiscordQuestion {
-            adapter: self.this.upgrade()?,
-            event: event.clone(),
-        }))
-    }
-
-    async fn reply(&self, event: &InboundEvent, text: &str) {
-        if let Some(pending) = self.interactions.take(&event.event_id) {
-            pending.answer(&self.http, &chunks(text), false).await;
-            return;
-        }
-        let (channel, reference) = self.destination(event).await;
-        if let Err(err) = self.post(&channel, reference.as_deref(), text).await {
-            tracing::warn!(channel, error = %err, "discord reply failed");
-        }
-    }
-
-    async fn working(&self, event: &InboundEvent) {
-        let (channel, _) = self.destination(event).await;
-        let Ok(channel) = channel_id(&channel) else {
-            return;
-        };
-        if let Err(err) = channel.broadcast_typing(&*self.http).await {
-            tracing::debug!(error = %err, "discord typing failed");
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl ApprovalPrompter for Discord {
-    async fn show(&self, chat: &ChatRef, prompt: &Prompt) -> Result<String, String> {
-        let channel = channel_id(chat.thread.as_ref().unwrap_or(&chat.chat))?;
-        let text = format!(
-            "⚠️ **Approval needed**\n{}\nReason: {}",
-            format::code_block(&clip(&prompt.command, PROMPT_COMMAND_CHARS)),
-            clip(&prompt.reasons.join("; "), 300),
-        );
-        let buttons: Vec<CreateButton> = Choice::ALL
-            .iter()
-            .map(|c| {
-                let style = match c {
-                    Choice::Once => ButtonStyle::Primary,
-                    Choice::Deny => ButtonStyle::Danger,
-                    _ => ButtonStyle::Secondary,
-                };
-                CreateButton::new(c.button_data(&prompt.approval_id))
-                    .label(c.label())
-                    .style(style)
-            })
-            .collect();
-        let msg = CreateMessage::new()
-            .content(text)
-            .allowed_mentions(CreateAllowedMentions::new())
-            .components(vec![CreateActionRow::Buttons(buttons)]);
-        let sent = channel
-            .send_message(&*self.http, msg)
-            .await
-            .map_err(|e| e.to_string())?;
+                .map_err(port_error)
+        })
+        .await?;
         Ok(sent.id.to_string())
     }
 
-    async fn close(&self, chat: &ChatRef, message_id: &str, outcome: &str) -> Result<(), String> {
-        let channel = channel_id(chat.thread.as_ref().unwrap_or(&chat.chat))?;
-        let message: MessageId = message_id
+    async fn close(&self, at: &ChatRef, message: &str, outcome: &str) -> Result<(), PlatformError> {
+        let channel = channel_id(at.thread.as_ref().unwrap_or(&at.chat))?;
+        let message: MessageId = message
             .parse()
-            .map_err(|_| format!("{message_id:?} is not a message id"))?;
+            .map_err(|_| PlatformError::Rejected(format!("{message:?} is not a message id")))?;
         let edit = EditMessage::new()
             .content(clip(&format::render(outcome), LIMIT))
             .components(Vec::new());
@@ -550,14 +530,7 @@ impl ApprovalPrompter for Discord {
             .edit_message(&*self.http, message, edit)
             .await
             .map(|_| ())
-            .map_err(|e| e.to_string())
-    }
-}
-
-#[async_trait::async_trait]
-impl Outbound for Discord {
-    async fn send_text(&self, chat: &str, text: &str) -> Result<String, String> {
-        self.post(chat, None, text).await
+            .map_err(port_error)
     }
 }
 
@@ -594,7 +567,7 @@ async fn run(ctx: ComponentContext) {
         .get(&config.token_env)
         .unwrap_or_default()
         .to_string();
-    ctx.health.set("discord", false, "connecting");
+    ctx.health.set(ID, false, "connecting");
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (itx, irx) = mpsc::unbounded_channel();
     let senders = Senders {
@@ -611,8 +584,7 @@ async fn run(ctx: ComponentContext) {
     ) {
         Ok(thread) => thread,
         Err(err) => {
-            ctx.health
-                .set("discord", false, format!("gateway thread: {err}"));
+            ctx.health.set(ID, false, format!("gateway thread: {err}"));
             return;
         }
     };
@@ -629,25 +601,23 @@ async fn run(ctx: ComponentContext) {
         match incoming {
             Incoming::Ready(ready) => {
                 ctx.health
-                    .set("discord", true, format!("connected as {}", ready.user.name));
+                    .set(ID, true, format!("connected as {}", ready.user.name));
                 if let Some(a) = &adapter {
                     // A new session, not a resume: events of the gap were lost.
                     a.catch_up().await;
                 } else {
                     http.set_application_id(ready.application.id);
-                    let a = Arc::new_cyclic(|this| Discord {
+                    let a = Arc::new(Discord {
                         http: http.clone(),
                         me: ready.user.id,
                         gateway: gw.clone(),
-                        rules: crate::sessions::ManagerSettings::from_config(&gw.config).rules,
-                        questions: Questions::default(),
                         places: Places::default(),
                         threads: Mutex::new(HashSet::new()),
+                        openers: Mutex::new(HashMap::new()),
                         seen: Mutex::new(HashMap::new()),
                         interactions: Interactions::default(),
-                        this: this.clone(),
                     });
-                    gw.attach("discord", a.clone()).await;
+                    gw.attach(ID, a.clone()).await;
                     let http = http.clone();
                     tokio::spawn(async move {
                         match Command::set_global_commands(&*http, interactions::commands()).await {
@@ -668,9 +638,9 @@ async fn run(ctx: ComponentContext) {
                     adapter = Some(a);
                 }
             }
-            Incoming::Up if adapter.is_some() => ctx.health.set("discord", true, "connected"),
+            Incoming::Up if adapter.is_some() => ctx.health.set(ID, true, "connected"),
             Incoming::Up => {}
-            Incoming::Down(reason) => ctx.health.set("discord", false, reason),
+            Incoming::Down(reason) => ctx.health.set(ID, false, reason),
             Incoming::Message(msg) => {
                 if let Some(a) = &adapter {
                     a.on_message(*msg).await;
@@ -678,6 +648,6 @@ async fn run(ctx: ComponentContext) {
             }
         }
     }
-    gw.outbound.disconnect("discord");
+    gw.detach(ID);
     let _ = tokio::task::spawn_blocking(move || thread.join()).await;
 }

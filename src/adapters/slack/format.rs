@@ -1,9 +1,9 @@
 //! The model's Markdown as Slack mrkdwn: the spans of
-//! [`crate::adapters::markdown`] as `*bold*`, `_italic_`, `~strike~`,
+//! [`crate::render::markdown`] as `*bold*`, `_italic_`, `~strike~`,
 //! `<url|text>`; headings as bold lines, list items as bullets; `&`, `<`,
 //! `>` escaped everywhere (Slack decodes them inside code too).
 
-use crate::adapters::markdown::{Dialect, render};
+use crate::render::markdown::{Dialect, render};
 
 /// Escapes `&`, `<` and `>` as Slack requires.
 pub(super) fn escape(s: &str, out: &mut String) {

@@ -21,17 +21,19 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
+use slack_morphism::errors::SlackClientError;
 use slack_morphism::prelude::*;
 
-use super::chunk::{self, chars};
-use super::questions::{self, Questions};
-use crate::adapters::Outbound;
-use crate::agent::ClarifyBroker;
-use crate::approvals::{Actor, ApprovalPrompter, ChatRef, Choice, Prompt};
-use crate::config::SlackMode;
+use crate::config::{Config, SlackMode};
 use crate::daemon::{ComponentContext, Daemon, Gateway};
 use crate::http::AppState;
-use crate::sessions::{ChatKind, InboundEvent, Replier};
+use crate::platform::{
+    AccessRules, Actor, Capabilities, ChatKind, ChatRef, ChoiceStyle, InboundEvent, Platform,
+    PlatformError, Preset, Profile, Prompt, PromptKind, retrying,
+};
+use crate::render::chunk::{self, chars};
+use crate::render::clip;
+use crate::sessions::Press;
 
 /// Characters in one section block's text.
 const BLOCK_CHARS: usize = 3000;
@@ -40,13 +42,38 @@ const MESSAGE_CHARS: usize = 39_000;
 /// The reaction shown while a turn runs.
 const WORKING: &str = "hourglass_flowing_sand";
 
+/// The platform id.
+pub const ID: &str = "slack";
+
+/// Slack as `[slack]` describes it: the workspace may talk unless
+/// allowlists say otherwise, the core tools.
+pub fn profile(config: &Config) -> Profile {
+    let s = &config.slack;
+    Profile::chat(
+        ID,
+        AccessRules {
+            allowed_users: s.allowed_users.clone(),
+            allowed_chats: s.allowed_channels.clone(),
+            require_mention: s.require_mention,
+            open_when_empty: true,
+            ..AccessRules::default()
+        },
+        s.toolsets.clone(),
+        Preset {
+            description: "Slack sessions",
+            tools: &[],
+            includes: &["core"],
+        },
+    )
+}
+
 /// Adds the Slack component and its Events API routes to `daemon`.
 pub fn install(daemon: Daemon) -> Daemon {
     let slot: Slot = Arc::default();
     let route_slot = slot.clone();
     daemon
         .routes_with(move |gw| event_routes(gw, route_slot))
-        .component("slack", move |ctx| run(ctx, slot))
+        .component(ID, move |ctx| run(ctx, slot))
 }
 
 type Slot = Arc<std::sync::OnceLock<Arc<Slack>>>;
@@ -57,12 +84,9 @@ pub struct Slack {
     token: SlackApiToken,
     bot_user: String,
     gateway: Gateway,
-    rules: crate::sessions::KeyRules,
     reacted: Mutex<HashSet<(String, String)>>,
     /// Display names by user id, looked up once each.
     names: Mutex<HashMap<String, String>>,
-    questions: Questions,
-    this: std::sync::Weak<Slack>,
 }
 
 /// Most names remembered before the cache starts over.
@@ -100,15 +124,27 @@ fn blocks(values: Vec<Value>) -> Vec<SlackBlock> {
 
 fn content(text: &str, block_values: Vec<Value>) -> SlackMessageContent {
     SlackMessageContent::new()
-        .with_text(crate::tools::builtin::clip(text, BLOCK_CHARS))
+        .with_text(clip(text, BLOCK_CHARS))
         .with_blocks(blocks(block_values))
 }
 
-/// `!approve …` / `!deny …`: addressed to the bot by its form (slash
-/// commands do not work in threads).
-fn is_approval_answer(text: &str) -> bool {
-    let t = text.trim_start();
-    t.starts_with("!approve") || t.starts_with("!deny")
+/// What a failed Web API call means for the caller.
+fn port_error(err: SlackClientError) -> PlatformError {
+    match err {
+        SlackClientError::RateLimitError(e) => PlatformError::RateLimited {
+            retry_after: e.retry_after.unwrap_or(Duration::from_secs(1)),
+        },
+        SlackClientError::ApiError(e)
+            if matches!(
+                e.code.as_str(),
+                "channel_not_found" | "message_not_found" | "thread_not_found"
+            ) =>
+        {
+            PlatformError::NotFound(e.code)
+        }
+        SlackClientError::ApiError(e) => PlatformError::Rejected(e.code),
+        other => PlatformError::Unavailable(other.to_string()),
+    }
 }
 
 impl Slack {
@@ -119,7 +155,7 @@ impl Slack {
         channel: &str,
         thread: Option<&str>,
         text: &str,
-    ) -> Result<String, String> {
+    ) -> Result<String, PlatformError> {
         let session = self.client.open_session(&self.token);
         let rendered = format::mrkdwn(text);
         let mut last = String::new();
@@ -131,10 +167,9 @@ impl Slack {
             if let Some(ts) = thread {
                 req = req.with_thread_ts(ts.into());
             }
-            let resp = session
-                .chat_post_message(&req)
-                .await
-                .map_err(|e| e.to_string())?;
+            let resp =
+                retrying(|| async { session.chat_post_message(&req).await.map_err(port_error) })
+                    .await?;
             last = resp.ts.to_string();
         }
         Ok(last)
@@ -171,7 +206,6 @@ impl Slack {
         });
         let from_bot = user == self.bot_user
             || (event.get("bot_id").is_some_and(|b| !b.is_null()) && !allowed_bot);
-        let answers_approval = is_approval_answer(&text);
         // In channels the conversation lives in the thread of the message
         // that started it.
         let thread = event["thread_ts"]
@@ -179,7 +213,7 @@ impl Slack {
             .map(str::to_string)
             .or_else(|| (!dm).then(|| ts.to_string()));
         Some(InboundEvent {
-            platform: "slack".into(),
+            platform: ID.into(),
             kind: if dm { ChatKind::Dm } else { ChatKind::Group },
             chat_id: channel.into(),
             thread_id: thread,
@@ -191,19 +225,17 @@ impl Slack {
             // Slack retries: the message itself is the identity.
             event_id: format!("{channel}:{ts}"),
             message_id: Some(ts.into()),
-            mentioned: dm || kind == "app_mention" || raw.contains(&mention) || answers_approval,
+            mentioned: dm || kind == "app_mention" || raw.contains(&mention),
             from_bot,
-            entity: None,
+            in_thread: event["thread_ts"].is_string(),
+            attachments: Vec::new(),
         })
     }
 
     /// Puts the working reaction on `event`'s message (`on`) or takes it
     /// off; each once, however often the worker asks.
-    async fn hourglass(&self, event: &InboundEvent, on: bool) {
-        let Some(ts) = event.message_id.clone() else {
-            return;
-        };
-        let key = (event.chat_id.clone(), ts.clone());
+    async fn hourglass(&self, channel: &str, ts: &str, on: bool) -> Result<(), PlatformError> {
+        let key = (channel.to_string(), ts.to_string());
         let changed = {
             let mut reacted = self.reacted.lock().unwrap_or_else(|e| e.into_inner());
             if on {
@@ -213,10 +245,11 @@ impl Slack {
             }
         };
         if !changed {
-            return;
+            return Ok(());
         }
         let session = self.client.open_session(&self.token);
-        let channel: SlackChannelId = event.chat_id.clone().into();
+        let channel: SlackChannelId = channel.to_string().into();
+        let ts = ts.to_string();
         let name = SlackReactionName(WORKING.into());
         let result = if on {
             let req = SlackApiReactionsAddRequest::new(channel, name, ts.into());
@@ -227,9 +260,7 @@ impl Slack {
                 .with_timestamp(ts.into());
             session.reactions_remove(&req).await.map(|_| ())
         };
-        if let Err(err) = result {
-            tracing::debug!(error = %err, on, "slack reaction not changed");
-        }
+        result.map_err(port_error)
     }
 
     /// What `user` is called (display name, else real name, else handle),
@@ -269,29 +300,12 @@ impl Slack {
         name
     }
 
-    /// Takes an Events API `event`: builds the inbound event, lets a
-    /// reply in a thread the bot is part of through without a mention, and
-    /// submits it. An error means it was not stored.
+    /// Takes an Events API `event`: builds the inbound event, names its
+    /// sender, and submits it. An error means it was not stored.
     async fn accept(&self, event: &Value) -> Result<(), crate::store::StoreError> {
         let Some(mut inbound) = self.message_event(event) else {
             return Ok(());
         };
-        if !inbound.from_bot
-            && self
-                .questions
-                .answer_text(&inbound.chat_id, &inbound.user_id, &inbound.text)
-        {
-            return Ok(());
-        }
-        // A reply in a thread where the bot is already talking continues
-        // that conversation without a mention.
-        if !inbound.mentioned && event["thread_ts"].is_string() {
-            let key = crate::sessions::session_key(&inbound, self.rules);
-            inbound.mentioned = matches!(
-                self.gateway.store.open_session_by_key(&key).await,
-                Ok(Some(_))
-            );
-        }
         if !inbound.from_bot {
             inbound.user_name = self.name_of(&inbound.user_id).await;
         }
@@ -313,45 +327,22 @@ impl Slack {
             .unwrap_or_default()
             .to_string();
         let thread = payload["message"]["thread_ts"].as_str().map(str::to_string);
-        let message_ts = payload["container"]["message_ts"]
-            .as_str()
-            .or_else(|| payload["message"]["ts"].as_str())
-            .unwrap_or_default()
-            .to_string();
         for action in payload["actions"].as_array().into_iter().flatten() {
-            let value = action["value"].as_str().unwrap_or_default();
-            if value.starts_with("cl:") {
-                match self.questions.answer_button(value, &user) {
-                    Ok(choice) => {
-                        let question = payload["message"]["text"].as_str().unwrap_or_default();
-                        let text = format!("{question}\n→ {choice}");
-                        let session = self.client.open_session(&self.token);
-                        let req = SlackApiChatUpdateRequest::new(
-                            channel.clone().into(),
-                            content(&text, section_blocks(&text)),
-                            message_ts.clone().into(),
-                        );
-                        if let Err(err) = session.chat_update(&req).await {
-                            tracing::warn!(error = %err, "chat.update failed");
-                        }
-                    }
-                    Err(why) => {
-                        self.ephemeral(&channel, thread.as_deref(), &user, why)
-                            .await;
-                    }
-                }
-                continue;
-            }
-            let Some((id, choice)) = Choice::parse_button(value) else {
-                continue;
+            let press = Press {
+                chat: ChatRef {
+                    platform: ID.into(),
+                    chat: channel.clone(),
+                    thread: thread.clone(),
+                },
+                actor: Actor {
+                    platform: ID.into(),
+                    user_id: user.clone(),
+                    name: name.clone(),
+                },
+                data: action["value"].as_str().unwrap_or_default().to_string(),
             };
-            let actor = Actor {
-                platform: "slack".into(),
-                user_id: user.clone(),
-                name: name.clone(),
-            };
-            if let Err(refusal) = self.gateway.broker.resolve(&id, choice, &actor, None).await {
-                self.ephemeral(&channel, thread.as_deref(), &user, &refusal.to_string())
+            if let Err(why) = self.gateway.sessions.press(&press).await {
+                self.ephemeral(&channel, thread.as_deref(), &user, &why)
                     .await;
             }
         }
@@ -373,158 +364,92 @@ impl Slack {
     }
 }
 
-/// Asks a clarify question in one Slack conversation.
-struct SlackQuestion {
-    adapter: Arc<Slack>,
-    channel: String,
-    thread: Option<String>,
-    user: String,
-}
-
 #[async_trait::async_trait]
-impl ClarifyBroker for SlackQuestion {
-    async fn ask(
+impl Platform for Slack {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            text_limit: MESSAGE_CHARS,
+            buttons: true,
+            edits: true,
+            threads: true,
+            downloads: false,
+        }
+    }
+
+    async fn send(
         &self,
-        question: &str,
-        choices: &[String],
-        cancel: &tokio_util::sync::CancellationToken,
-    ) -> Result<String, String> {
-        let asked = self
-            .adapter
-            .questions
-            .ask(&self.channel, Some(&self.user), choices);
-        let text = format!(":question: {}", format::mrkdwn(question));
-        let mut values = vec![json!({"type": "section", "text": {"type": "mrkdwn", "text": text}})];
-        if !choices.is_empty() {
-            let buttons: Vec<Value> = choices
-                .iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    json!({
-                        "type": "button",
-                        "action_id": format!("switchboard_choice_{i}"),
-                        "text": {"type": "plain_text", "text": crate::tools::builtin::clip(c, 70)},
-                        "value": questions::button_data(&asked.id, i),
-                    })
-                })
-                .collect();
-            values.push(json!({"type": "actions", "elements": buttons}));
-        }
-        let session = self.adapter.client.open_session(&self.adapter.token);
-        let mut req = SlackApiChatPostMessageRequest::new(
-            self.channel.clone().into(),
-            content(&text, values),
-        );
-        if let Some(ts) = &self.thread {
-            req = req.with_thread_ts(ts.clone().into());
-        }
-        if let Err(err) = session.chat_post_message(&req).await {
-            self.adapter.questions.drop_question(&asked);
-            return Err(err.to_string());
-        }
-        self.adapter.questions.wait(asked, cancel).await
-    }
-}
-
-#[async_trait::async_trait]
-impl Replier for Slack {
-    fn clarifier(&self, event: &InboundEvent) -> Option<Arc<dyn ClarifyBroker>> {
-        Some(Arc::new(SlackQuestion {
-            adapter: self.this.upgrade()?,
-            channel: event.chat_id.clone(),
-            thread: event.thread_id.clone(),
-            user: event.user_id.clone(),
-        }))
+        to: &ChatRef,
+        _reply_to: Option<&str>,
+        text: &str,
+    ) -> Result<String, PlatformError> {
+        self.post(&to.chat, to.thread.as_deref(), text).await
     }
 
-    async fn reply(&self, event: &InboundEvent, text: &str) {
-        if let Err(err) = self
-            .post(&event.chat_id, event.thread_id.as_deref(), text)
-            .await
-        {
-            tracing::warn!(channel = %event.chat_id, error = %err, "slack reply failed");
+    async fn working(
+        &self,
+        at: &ChatRef,
+        message: Option<&str>,
+        on: bool,
+    ) -> Result<(), PlatformError> {
+        match message {
+            Some(ts) => self.hourglass(&at.chat, ts, on).await,
+            None => Ok(()),
         }
     }
 
-    async fn working(&self, event: &InboundEvent) {
-        self.hourglass(event, true).await;
-    }
-
-    async fn finished(&self, event: &InboundEvent) {
-        self.hourglass(event, false).await;
-    }
-}
-
-/// A code block that the command cannot break out of.
-fn code(text: &str) -> String {
-    format!("```{}```", text.replace("```", "ˋˋˋ"))
-}
-
-#[async_trait::async_trait]
-impl ApprovalPrompter for Slack {
-    async fn show(&self, chat: &ChatRef, prompt: &Prompt) -> Result<String, String> {
-        let mut escaped = String::new();
-        format::escape(&prompt.command, &mut escaped);
-        let text = format!(
-            ":warning: *Approval needed*\n{}\nReason: {}",
-            code(&crate::tools::builtin::clip(&escaped, 2500)),
-            prompt.reasons.join("; ")
-        );
-        let buttons: Vec<Value> = Choice::ALL
+    async fn ask(&self, at: &ChatRef, prompt: &Prompt) -> Result<String, PlatformError> {
+        let text = format::mrkdwn(&prompt.text);
+        let prefix = match prompt.kind {
+            PromptKind::Approval => "switchboard_approval",
+            PromptKind::Question => "switchboard_choice",
+        };
+        let buttons: Vec<Value> = prompt
+            .choices
             .iter()
             .enumerate()
             .map(|(i, c)| {
                 let mut b = json!({
                     "type": "button",
-                    "action_id": format!("switchboard_approval_{i}"),
-                    "text": {"type": "plain_text", "text": c.label()},
-                    "value": c.button_data(&prompt.approval_id),
+                    "action_id": format!("{prefix}_{i}"),
+                    "text": {"type": "plain_text", "text": clip(&c.label, 70)},
+                    "value": c.data,
                 });
-                match c {
-                    Choice::Once => b["style"] = json!("primary"),
-                    Choice::Deny => b["style"] = json!("danger"),
-                    _ => {}
+                match c.style {
+                    ChoiceStyle::Primary => b["style"] = json!("primary"),
+                    ChoiceStyle::Danger => b["style"] = json!("danger"),
+                    ChoiceStyle::Plain => {}
                 }
                 b
             })
             .collect();
-        let values = vec![
-            json!({"type": "section", "text": {"type": "mrkdwn", "text": text}}),
-            json!({"type": "actions", "block_id": "switchboard_approval", "elements": buttons}),
-        ];
+        let mut values = section_blocks(&text);
+        if !buttons.is_empty() {
+            values.push(json!({"type": "actions", "block_id": prefix, "elements": buttons}));
+        }
         let session = self.client.open_session(&self.token);
         let mut req =
-            SlackApiChatPostMessageRequest::new(chat.chat.clone().into(), content(&text, values));
-        if let Some(ts) = &chat.thread {
+            SlackApiChatPostMessageRequest::new(at.chat.clone().into(), content(&text, values));
+        if let Some(ts) = &at.thread {
             req = req.with_thread_ts(ts.clone().into());
         }
-        let resp = session
-            .chat_post_message(&req)
-            .await
-            .map_err(|e| e.to_string())?;
+        let resp = retrying(|| async { session.chat_post_message(&req).await.map_err(port_error) })
+            .await?;
         Ok(resp.ts.to_string())
     }
 
-    async fn close(&self, chat: &ChatRef, message_id: &str, outcome: &str) -> Result<(), String> {
+    async fn close(&self, at: &ChatRef, message: &str, outcome: &str) -> Result<(), PlatformError> {
         let session = self.client.open_session(&self.token);
         let text = format::mrkdwn(outcome);
         let req = SlackApiChatUpdateRequest::new(
-            chat.chat.clone().into(),
+            at.chat.clone().into(),
             content(&text, section_blocks(&text)),
-            message_id.to_string().into(),
+            message.to_string().into(),
         );
         session
             .chat_update(&req)
             .await
             .map(|_| ())
-            .map_err(|e| e.to_string())
-    }
-}
-
-#[async_trait::async_trait]
-impl Outbound for Slack {
-    async fn send_text(&self, chat: &str, text: &str) -> Result<String, String> {
-        self.post(chat, None, text).await
+            .map_err(port_error)
     }
 }
 
@@ -649,7 +574,7 @@ async fn run(ctx: ComponentContext, slot: Slot) {
     let client = match client(&config.api_url) {
         Ok(c) => Arc::new(c),
         Err(err) => {
-            ctx.health.set("slack", false, format!("TLS roots: {err}"));
+            ctx.health.set(ID, false, format!("TLS roots: {err}"));
             return;
         }
     };
@@ -660,7 +585,7 @@ async fn run(ctx: ComponentContext, slot: Slot) {
             .to_string()
             .into(),
     );
-    ctx.health.set("slack", false, "connecting");
+    ctx.health.set(ID, false, "connecting");
     let mut wait = Duration::from_secs(1);
     let auth = loop {
         let result = client.open_session(&token).auth_test().await;
@@ -668,7 +593,7 @@ async fn run(ctx: ComponentContext, slot: Slot) {
             Ok(auth) => break auth,
             Err(err) => {
                 ctx.health
-                    .set("slack", false, format!("auth.test failed: {err}"));
+                    .set(ID, false, format!("auth.test failed: {err}"));
                 tokio::select! {
                     _ = ctx.stop.cancelled() => return,
                     _ = tokio::time::sleep(wait) => wait = (wait * 2).min(Duration::from_secs(30)),
@@ -676,23 +601,20 @@ async fn run(ctx: ComponentContext, slot: Slot) {
             }
         }
     };
-    let adapter = Arc::new_cyclic(|this| Slack {
+    let adapter = Arc::new(Slack {
         client,
         token,
         bot_user: auth.user_id.to_string(),
         gateway: gw.clone(),
-        rules: crate::sessions::ManagerSettings::from_config(&gw.config).rules,
         reacted: Mutex::new(HashSet::new()),
         names: Mutex::new(HashMap::new()),
-        questions: Questions::default(),
-        this: this.clone(),
     });
     let _ = slot.set(adapter.clone());
-    gw.attach("slack", adapter.clone()).await;
+    gw.attach(ID, adapter.clone()).await;
     tracing::info!(bot_user = %adapter.bot_user, mode = ?config.mode, "slack connected");
     match config.mode {
         SlackMode::Events => {
-            ctx.health.set("slack", true, "events API");
+            ctx.health.set(ID, true, "events API");
             ctx.stop.cancelled().await;
         }
         SlackMode::Socket => {
@@ -706,7 +628,7 @@ async fn run(ctx: ComponentContext, slot: Slot) {
             socket_mode(&adapter, &ctx, &app_token).await;
         }
     }
-    gw.outbound.disconnect("slack");
+    gw.detach(ID);
 }
 
 /// Socket Mode: slack-morphism keeps the websocket (and reconnects); each
@@ -755,8 +677,7 @@ async fn socket_mode(adapter: &Arc<Slack>, ctx: &ComponentContext, app_token: &S
         match listener.listen_for(app_token).await {
             Ok(()) => break,
             Err(err) => {
-                ctx.health
-                    .set("slack", false, format!("socket mode: {err}"));
+                ctx.health.set(ID, false, format!("socket mode: {err}"));
                 tokio::select! {
                     _ = ctx.stop.cancelled() => return,
                     _ = tokio::time::sleep(wait) => wait = (wait * 2).min(Duration::from_secs(30)),
@@ -765,7 +686,7 @@ async fn socket_mode(adapter: &Arc<Slack>, ctx: &ComponentContext, app_token: &S
         }
     }
     listener.start().await;
-    ctx.health.set("slack", true, "socket mode");
+    ctx.health.set(ID, true, "socket mode");
     ctx.stop.cancelled().await;
     listener.shutdown().await;
 }

@@ -1,9 +1,9 @@
 //! The model's Markdown rendered as Telegram MarkdownV2: the spans of
-//! [`crate::adapters::markdown`] become entities, headings bold lines, list
+//! [`crate::render::markdown`] become entities, headings bold lines, list
 //! items bullets; every other special character is escaped, so unbalanced
 //! markup shows as typed instead of failing the whole message.
 
-use crate::adapters::markdown::{Dialect, render};
+use crate::render::markdown::{Dialect, render};
 
 /// Characters MarkdownV2 reserves outside entities.
 const SPECIAL: &str = "_*[]()~`>#+-=|{}.!\\";

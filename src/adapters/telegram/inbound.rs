@@ -1,11 +1,11 @@
 //! Telegram updates as inbound events: private chats, groups (mentioned by
 //! @username, a text mention, or a reply to the bot), forum topics as
-//! threads, and photos or documents saved into the session's workspace.
+//! threads, and photos or documents as attachments the intake fetches.
 
 use teloxide::prelude::*;
 use teloxide::types::{MessageEntityKind, MessageKind};
 
-use crate::sessions::{ChatKind, InboundEvent};
+use crate::platform::{Attachment, AttachmentKind, ChatKind, InboundEvent};
 
 /// Who the bot is.
 #[derive(Debug, Clone)]
@@ -14,19 +14,6 @@ pub struct BotIdentity {
     pub id: UserId,
     /// `@username` without the `@`.
     pub username: String,
-}
-
-/// A file to fetch before the event is handed on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Attachment {
-    /// Telegram file id for getFile.
-    pub file_id: String,
-    /// Stable id, used as the file name.
-    pub unique_id: String,
-    /// Extension to save it with.
-    pub extension: String,
-    /// `photo` or `document`.
-    pub kind: &'static str,
 }
 
 /// Whether the message addresses the bot: an @mention, a text mention, a
@@ -51,14 +38,18 @@ fn addresses_bot(msg: &Message, me: &BotIdentity) -> bool {
     mentioned || replied
 }
 
-/// The event of a message, with the attachment to fetch, if any; `None`
-/// for messages that are not from a person (channel posts, service
-/// messages).
-pub fn message_event(
-    update_id: u32,
-    msg: &Message,
-    me: &BotIdentity,
-) -> Option<(InboundEvent, Option<Attachment>)> {
+/// A file name made of the file's stable id and an extension.
+fn file_name(unique_id: &str, extension: &str) -> String {
+    let stem: String = unique_id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .collect();
+    format!("{stem}.{extension}")
+}
+
+/// The event of a message, with its attachment; `None` for messages that
+/// are not from a person (channel posts, service messages).
+pub fn message_event(update_id: u32, msg: &Message, me: &BotIdentity) -> Option<InboundEvent> {
     if !matches!(msg.kind, MessageKind::Common(_)) {
         return None;
     }
@@ -72,24 +63,31 @@ pub fn message_event(
             .iter()
             .max_by_key(|p| u64::from(p.width) * u64::from(p.height))
             .map(|p| Attachment {
-                file_id: p.file.id.to_string(),
-                unique_id: p.file.unique_id.to_string(),
-                extension: "jpg".into(),
-                kind: "photo",
+                kind: AttachmentKind::Image,
+                file: p.file.id.to_string(),
+                name: file_name(&p.file.unique_id.0, "jpg"),
+                mime: Some("image/jpeg".into()),
+                size: Some(u64::from(p.file.size)),
+                url: None,
             })
     } else {
-        msg.document().map(|d| Attachment {
-            file_id: d.file.id.to_string(),
-            unique_id: d.file.unique_id.to_string(),
-            extension: d
+        msg.document().map(|d| {
+            let extension = d
                 .file_name
                 .as_deref()
                 .and_then(|n| n.rsplit_once('.'))
                 .map(|(_, ext)| ext)
                 .filter(|e| e.len() <= 8 && e.chars().all(|c| c.is_ascii_alphanumeric()))
                 .unwrap_or("bin")
-                .to_ascii_lowercase(),
-            kind: "document",
+                .to_ascii_lowercase();
+            Attachment {
+                kind: AttachmentKind::Document,
+                file: d.file.id.to_string(),
+                name: file_name(&d.file.unique_id.0, &extension),
+                mime: d.mime_type.as_ref().map(ToString::to_string),
+                size: Some(u64::from(d.file.size)),
+                url: None,
+            }
         })
     };
     if text.is_empty() && attachment.is_none() {
@@ -101,8 +99,8 @@ pub fn message_event(
         .then_some(msg.thread_id)
         .flatten()
         .map(|t| t.0.0.to_string());
-    let event = InboundEvent {
-        platform: "telegram".into(),
+    Some(InboundEvent {
+        platform: super::ID.into(),
         kind: if private {
             ChatKind::Dm
         } else {
@@ -118,7 +116,7 @@ pub fn message_event(
         message_id: Some(msg.id.0.to_string()),
         mentioned: private || addresses_bot(msg, me),
         from_bot: from.is_bot,
-        entity: None,
-    };
-    Some((event, attachment))
+        in_thread: false,
+        attachments: attachment.into_iter().collect(),
+    })
 }

@@ -7,6 +7,7 @@
 pub mod format;
 pub mod inbound;
 
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -23,28 +24,48 @@ use teloxide::types::{
 use teloxide::{ApiError, RequestError};
 use tokio_util::sync::CancellationToken;
 
-use super::chunk::{self, utf16};
-use super::questions::{self, Questions};
-use crate::adapters::Outbound;
-use crate::agent::ClarifyBroker;
-use crate::approvals::{Actor, ApprovalPrompter, ChatRef, Choice, Prompt};
-use crate::config::TelegramMode;
+use crate::config::{Config, TelegramMode};
 use crate::daemon::{ComponentContext, Daemon, Gateway};
 use crate::http::AppState;
-use crate::sessions::{InboundEvent, KeyRules, Replier, session_key};
+use crate::platform::{
+    AccessRules, Actor, Attachment, Capabilities, ChatRef, Platform, PlatformError, Preset,
+    Profile, Prompt, retrying,
+};
+use crate::render::chunk::{self, utf16};
+use crate::sessions::Press;
 use crate::store::StoreError;
-use inbound::{Attachment, BotIdentity, message_event};
+use inbound::{BotIdentity, message_event};
 
+/// The platform id.
+pub const ID: &str = "telegram";
 /// Telegram's message limit, in UTF-16 units.
 const LIMIT: usize = 4096;
 /// The route Telegram posts updates to in webhook mode.
 pub const WEBHOOK_PATH: &str = "/telegram/webhook";
 /// Longest wait of one getUpdates call.
 const POLL_SECS: u32 = 10;
-/// Longest command shown in an approval prompt.
-const PROMPT_COMMAND_UNITS: usize = 3000;
 
 type Slot = Arc<OnceLock<Arc<Telegram>>>;
+
+/// Telegram as `[telegram]` describes it: numeric user allowlist, pairing
+/// for unknown DM senders, the core tools.
+pub fn profile(config: &Config) -> Profile {
+    let t = &config.telegram;
+    Profile::chat(
+        ID,
+        AccessRules {
+            allowed_users: t.allowed_users.iter().map(ToString::to_string).collect(),
+            require_mention: t.require_mention,
+            ..AccessRules::default()
+        },
+        t.toolsets.clone(),
+        Preset {
+            description: "Telegram sessions",
+            tools: &[],
+            includes: &["core"],
+        },
+    )
+}
 
 /// Adds the Telegram component and its webhook route to `daemon`; both do
 /// nothing unless `[telegram] enabled = true`.
@@ -53,7 +74,7 @@ pub fn install(daemon: Daemon) -> Daemon {
     let route_slot = slot.clone();
     daemon
         .routes_with(move |gw| webhook_routes(gw, route_slot))
-        .component("telegram", move |ctx| run(ctx, slot))
+        .component(ID, move |ctx| run(ctx, slot))
 }
 
 /// The running adapter.
@@ -61,9 +82,6 @@ pub struct Telegram {
     bot: Bot,
     me: BotIdentity,
     gateway: Gateway,
-    rules: KeyRules,
-    questions: Questions,
-    this: std::sync::Weak<Telegram>,
 }
 
 impl std::fmt::Debug for Telegram {
@@ -74,16 +92,40 @@ impl std::fmt::Debug for Telegram {
     }
 }
 
-fn chat_id(chat: &str) -> Result<ChatId, String> {
+fn chat_id(chat: &str) -> Result<ChatId, PlatformError> {
     chat.parse::<i64>()
         .map(ChatId)
-        .map_err(|_| format!("{chat:?} is not a Telegram chat id"))
+        .map_err(|_| PlatformError::Rejected(format!("{chat:?} is not a Telegram chat id")))
+}
+
+fn message_id(message: &str) -> Result<MessageId, PlatformError> {
+    message
+        .parse::<i32>()
+        .map(MessageId)
+        .map_err(|_| PlatformError::Rejected(format!("{message:?} is not a message id")))
 }
 
 fn thread(thread: Option<&str>) -> Option<ThreadId> {
     thread
         .and_then(|t| t.parse::<i32>().ok())
         .map(|t| ThreadId(MessageId(t)))
+}
+
+/// What a failed Bot API call means for the caller.
+fn port_error(err: RequestError) -> PlatformError {
+    match err {
+        RequestError::RetryAfter(wait) => PlatformError::RateLimited {
+            retry_after: wait.duration(),
+        },
+        RequestError::Api(
+            api @ (ApiError::ChatNotFound
+            | ApiError::MessageToEditNotFound
+            | ApiError::MessageIdInvalid
+            | ApiError::UserNotFound),
+        ) => PlatformError::NotFound(api.to_string()),
+        RequestError::Api(api) => PlatformError::Rejected(api.to_string()),
+        other => PlatformError::Unavailable(other.to_string()),
+    }
 }
 
 fn is_parse_error(err: &RequestError) -> bool {
@@ -107,118 +149,45 @@ fn render_chunks(text: &str) -> Vec<(String, String)> {
     }
 }
 
+/// Sends one MarkdownV2 request, and its plain-text twin when Telegram
+/// cannot parse the entities.
+async fn markdown_or_plain<T, F, Fut>(
+    rendered: &str,
+    plain: &str,
+    send: F,
+) -> Result<T, PlatformError>
+where
+    F: Fn(String, bool) -> Fut,
+    Fut: Future<Output = Result<T, RequestError>>,
+{
+    let first = retrying(|| async {
+        match send(rendered.to_string(), true).await {
+            Err(err) if is_parse_error(&err) => {
+                tracing::debug!(error = %err, "MarkdownV2 refused; sending plain text");
+                Ok(None)
+            }
+            Err(err) => Err(port_error(err)),
+            Ok(v) => Ok(Some(v)),
+        }
+    })
+    .await?;
+    match first {
+        Some(v) => Ok(v),
+        None => {
+            retrying(|| async { send(plain.to_string(), false).await.map_err(port_error) }).await
+        }
+    }
+}
+
 impl Telegram {
-    /// Sends `text` to a chat, chunked; the first chunk replies to
-    /// `reply_to`. Returns the id of the last message sent.
-    async fn send(
-        &self,
-        chat: &str,
-        thread_id: Option<&str>,
-        reply_to: Option<&str>,
-        text: &str,
-    ) -> Result<String, String> {
-        let chat = chat_id(chat)?;
-        let mut last = String::new();
-        for (i, (rendered, plain)) in render_chunks(text).into_iter().enumerate() {
-            let reply = (i == 0)
-                .then_some(reply_to)
-                .flatten()
-                .and_then(|m| m.parse::<i32>().ok());
-            let request = |body: String, markdown: bool| {
-                let mut req = self.bot.send_message(chat, body);
-                if markdown {
-                    req = req.parse_mode(ParseMode::MarkdownV2);
-                }
-                if let Some(t) = thread(thread_id) {
-                    req = req.message_thread_id(t);
-                }
-                if let Some(m) = reply {
-                    req = req.reply_parameters(
-                        ReplyParameters::new(MessageId(m)).allow_sending_without_reply(),
-                    );
-                }
-                req
-            };
-            let sent = match with_retry(|| request(rendered.clone(), true).send()).await {
-                Err(err) if is_parse_error(&err) => {
-                    tracing::debug!(error = %err, "MarkdownV2 refused; sending plain text");
-                    with_retry(|| request(plain.clone(), false).send()).await
-                }
-                other => other,
-            }
-            .map_err(|e| e.to_string())?;
-            last = sent.id.0.to_string();
-        }
-        Ok(last)
-    }
-
-    /// Downloads an attachment into the session's workspace; returns the
-    /// note for the agent.
-    async fn fetch(&self, event: &InboundEvent, attachment: &Attachment) -> String {
-        use teloxide::net::Download;
-        let key = session_key(event, self.rules);
-        let result = async {
-            let file = self
-                .bot
-                .get_file(teloxide::types::FileId(attachment.file_id.clone()))
-                .await
-                .map_err(|e| e.to_string())?;
-            let dir =
-                crate::tools::workspace::session_dir(&self.gateway.config.agent.workspace, &key)
-                    .map_err(|e| e.to_string())?
-                    .join("attachments");
-            tokio::fs::create_dir_all(&dir)
-                .await
-                .map_err(|e| e.to_string())?;
-            let name: String = attachment
-                .unique_id
-                .chars()
-                .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
-                .collect();
-            let name = format!("{name}.{}", attachment.extension);
-            let mut out = tokio::fs::File::create(dir.join(&name))
-                .await
-                .map_err(|e| e.to_string())?;
-            self.bot
-                .download_file(&file.path, &mut out)
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok::<_, String>(format!("attachments/{name}"))
-        }
-        .await;
-        match result {
-            Ok(path) if attachment.kind == "photo" => format!(
-                "[The user sent a photo, saved as {path}; use vision_analyze with that path to look at it.]"
-            ),
-            Ok(path) => format!("[The user sent a document, saved as {path}.]"),
-            Err(err) => {
-                tracing::warn!(error = %err, "attachment could not be downloaded");
-                format!(
-                    "[The user sent a {}, but it could not be downloaded.]",
-                    attachment.kind
-                )
-            }
-        }
-    }
-
     /// Handles one update; an error means it was not stored and must be
     /// fetched again.
     async fn handle(&self, update: Update) -> Result<(), StoreError> {
         match update.kind {
-            UpdateKind::Message(msg) => {
-                let Some((mut event, attachment)) = message_event(update.id.0, &msg, &self.me)
-                else {
-                    return Ok(());
-                };
-                if self.answer_question(&event) {
-                    return Ok(());
-                }
-                if let Some(a) = &attachment {
-                    let note = self.fetch(&event, a).await;
-                    event.text = format!("{}\n{note}", event.text).trim().to_string();
-                }
-                self.gateway.sessions.submit(event).await.map(|_| ())
-            }
+            UpdateKind::Message(msg) => match message_event(update.id.0, &msg, &self.me) {
+                Some(event) => self.gateway.sessions.submit(event).await.map(|_| ()),
+                None => Ok(()),
+            },
             UpdateKind::CallbackQuery(query) => {
                 self.callback(query).await;
                 Ok(())
@@ -227,203 +196,173 @@ impl Telegram {
         }
     }
 
-    /// A free-text answer to a pending clarify question from this chat.
-    fn answer_question(&self, event: &InboundEvent) -> bool {
-        self.questions
-            .answer_text(&event.chat_id, &event.user_id, &event.text)
-    }
-
     async fn callback(&self, query: teloxide::types::CallbackQuery) {
-        let data = query.data.clone().unwrap_or_default();
-        let actor = Actor {
-            platform: "telegram".into(),
-            user_id: query.from.id.0.to_string(),
-            name: query.from.full_name(),
+        let (chat, thread_id) = match &query.message {
+            Some(MaybeInaccessibleMessage::Regular(msg)) => (
+                msg.chat.id.0.to_string(),
+                msg.thread_id.map(|t| t.0.0.to_string()),
+            ),
+            Some(MaybeInaccessibleMessage::Inaccessible(msg)) => (msg.chat.id.0.to_string(), None),
+            None => (String::new(), None),
         };
-        let notice = if let Some((id, choice)) = Choice::parse_button(&data) {
-            match self.gateway.broker.resolve(&id, choice, &actor, None).await {
-                Ok(decision) => format!("Done: {}.", decision.describe()),
-                Err(refusal) => refusal.to_string(),
-            }
-        } else if data.starts_with("cl:") {
-            self.questions
-                .answer_button(&data, &actor.user_id)
-                .unwrap_or_else(str::to_string)
-        } else {
-            "This button is not mine.".into()
+        let press = Press {
+            chat: ChatRef {
+                platform: ID.into(),
+                chat,
+                thread: thread_id,
+            },
+            actor: Actor {
+                platform: ID.into(),
+                user_id: query.from.id.0.to_string(),
+                name: query.from.full_name(),
+            },
+            data: query.data.clone().unwrap_or_default(),
+        };
+        let notice = match self.gateway.sessions.press(&press).await {
+            Ok(text) | Err(text) => text,
         };
         let answer = self
             .bot
             .answer_callback_query(query.id.clone())
-            .text(crate::tools::builtin::clip(&notice, 190));
-        if let Err(err) = with_retry(|| answer.clone().send()).await {
+            .text(crate::render::clip(&notice, 190));
+        if let Err(err) =
+            retrying(|| async { answer.clone().send().await.map_err(port_error) }).await
+        {
             tracing::warn!(error = %err, "answerCallbackQuery failed");
         }
-        // A pressed question shows the answer and loses its buttons.
-        if data.starts_with("cl:")
-            && let Some(MaybeInaccessibleMessage::Regular(msg)) = &query.message
-        {
-            let text = format!("{}\n→ {notice}", msg.text().unwrap_or_default());
-            let _ = self.bot.edit_message_text(msg.chat.id, msg.id, text).await;
-        }
-    }
-}
-
-/// Runs a request, waiting out Telegram's flood control (429 with
-/// `retry_after`) up to three times.
-async fn with_retry<T, F, Fut>(mut send: F) -> Result<T, RequestError>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, RequestError>>,
-{
-    let mut tries = 0;
-    loop {
-        match send().await {
-            Err(RequestError::RetryAfter(wait)) if tries < 3 => {
-                tries += 1;
-                tokio::time::sleep(wait.duration().min(Duration::from_secs(60))).await;
-            }
-            other => return other,
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl Replier for Telegram {
-    async fn reply(&self, event: &InboundEvent, text: &str) {
-        let reply_to = match event.kind {
-            crate::sessions::ChatKind::Group => event.message_id.as_deref(),
-            crate::sessions::ChatKind::Dm => None,
-        };
-        if let Err(err) = self
-            .send(&event.chat_id, event.thread_id.as_deref(), reply_to, text)
-            .await
-        {
-            tracing::warn!(chat = %event.chat_id, error = %err, "telegram reply failed");
-        }
     }
 
-    async fn working(&self, event: &InboundEvent) {
-        let Ok(chat) = chat_id(&event.chat_id) else {
-            return;
-        };
-        let mut req = self.bot.send_chat_action(chat, ChatAction::Typing);
-        if let Some(t) = thread(event.thread_id.as_deref()) {
-            req = req.message_thread_id(t);
-        }
-        let _ = req.await;
-    }
-
-    fn clarifier(&self, event: &InboundEvent) -> Option<Arc<dyn ClarifyBroker>> {
-        Some(Arc::new(TelegramQuestion {
-            adapter: self.this.upgrade()?,
-            chat: event.chat_id.clone(),
-            thread: event.thread_id.clone(),
-            user: Some(event.user_id.clone()),
-        }))
-    }
-}
-
-/// Asks a clarify question in one chat.
-struct TelegramQuestion {
-    adapter: Arc<Telegram>,
-    chat: String,
-    thread: Option<String>,
-    user: Option<String>,
-}
-
-#[async_trait::async_trait]
-impl ClarifyBroker for TelegramQuestion {
-    async fn ask(
+    /// Sends MarkdownV2 `text` to `to` in chunks, the first replying to
+    /// `reply_to`, the last carrying `markup`; returns the last id.
+    async fn post(
         &self,
-        question: &str,
-        choices: &[String],
-        cancel: &CancellationToken,
-    ) -> Result<String, String> {
-        let asked = self
-            .adapter
-            .questions
-            .ask(&self.chat, self.user.as_deref(), choices);
-        let chat = chat_id(&self.chat)?;
-        let mut req = self
-            .adapter
-            .bot
-            .send_message(chat, format!("❓ {question}"));
-        if let Some(t) = thread(self.thread.as_deref()) {
-            req = req.message_thread_id(t);
+        to: &ChatRef,
+        reply_to: Option<&str>,
+        text: &str,
+        markup: Option<InlineKeyboardMarkup>,
+    ) -> Result<String, PlatformError> {
+        let chat = chat_id(&to.chat)?;
+        let chunks = render_chunks(text);
+        let count = chunks.len();
+        let mut last = String::new();
+        for (i, (rendered, plain)) in chunks.into_iter().enumerate() {
+            let reply = (i == 0)
+                .then_some(reply_to)
+                .flatten()
+                .and_then(|m| m.parse::<i32>().ok());
+            let markup = (i + 1 == count).then(|| markup.clone()).flatten();
+            let sent = markdown_or_plain(&rendered, &plain, |body, markdown| {
+                let mut req = self.bot.send_message(chat, body);
+                if markdown {
+                    req = req.parse_mode(ParseMode::MarkdownV2);
+                }
+                if let Some(t) = thread(to.thread.as_deref()) {
+                    req = req.message_thread_id(t);
+                }
+                if let Some(m) = reply {
+                    req = req.reply_parameters(
+                        ReplyParameters::new(MessageId(m)).allow_sending_without_reply(),
+                    );
+                }
+                if let Some(markup) = &markup {
+                    req = req.reply_markup(markup.clone());
+                }
+                req.send()
+            })
+            .await?;
+            last = sent.id.0.to_string();
         }
-        if !choices.is_empty() {
-            let rows = choices.iter().enumerate().map(|(i, c)| {
-                vec![InlineKeyboardButton::callback(
-                    crate::tools::builtin::clip(c, 60),
-                    questions::button_data(&asked.id, i),
-                )]
-            });
-            req = req.reply_markup(InlineKeyboardMarkup::new(rows));
-        }
-        if let Err(err) = req.await {
-            self.adapter.questions.drop_question(&asked);
-            return Err(err.to_string());
-        }
-        self.adapter.questions.wait(asked, cancel).await
+        Ok(last)
     }
 }
 
 #[async_trait::async_trait]
-impl ApprovalPrompter for Telegram {
-    async fn show(&self, chat: &ChatRef, prompt: &Prompt) -> Result<String, String> {
-        let mut command = prompt.command.clone();
-        if utf16(&command) > PROMPT_COMMAND_UNITS {
-            let cut: String = command
-                .chars()
-                .scan(0, |n, c| {
-                    *n += c.len_utf16();
-                    (*n <= PROMPT_COMMAND_UNITS).then_some(c)
-                })
-                .collect();
-            command = format!("{cut}…");
+impl Platform for Telegram {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            text_limit: LIMIT,
+            buttons: true,
+            edits: true,
+            threads: true,
+            downloads: true,
         }
-        let text = format!(
-            "⚠️ Approval needed\n\n{command}\n\nReason: {}",
-            prompt.reasons.join("; ")
-        );
-        let buttons = Choice::ALL.map(|c| {
+    }
+
+    async fn send(
+        &self,
+        to: &ChatRef,
+        reply_to: Option<&str>,
+        text: &str,
+    ) -> Result<String, PlatformError> {
+        // A private chat's id is its user's (positive); quoting there is
+        // noise. Groups get the reply to the message that asked.
+        let group = to.chat.starts_with('-');
+        self.post(to, reply_to.filter(|_| group), text, None).await
+    }
+
+    async fn working(
+        &self,
+        at: &ChatRef,
+        _message: Option<&str>,
+        on: bool,
+    ) -> Result<(), PlatformError> {
+        if !on {
+            return Ok(());
+        }
+        let mut req = self
+            .bot
+            .send_chat_action(chat_id(&at.chat)?, ChatAction::Typing);
+        if let Some(t) = thread(at.thread.as_deref()) {
+            req = req.message_thread_id(t);
+        }
+        req.await.map(|_| ()).map_err(port_error)
+    }
+
+    async fn ask(&self, at: &ChatRef, prompt: &Prompt) -> Result<String, PlatformError> {
+        let rows = prompt.choices.iter().map(|c| {
             vec![InlineKeyboardButton::callback(
-                c.label(),
-                c.button_data(&prompt.approval_id),
+                c.label.clone(),
+                c.data.clone(),
             )]
         });
-        let mut req = self
-            .bot
-            .send_message(chat_id(&chat.chat)?, text)
-            .reply_markup(InlineKeyboardMarkup::new(buttons));
-        if let Some(t) = thread(chat.thread.as_deref()) {
-            req = req.message_thread_id(t);
-        }
-        let sent = with_retry(|| req.clone().send())
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(sent.id.0.to_string())
+        let markup = (!prompt.choices.is_empty()).then(|| InlineKeyboardMarkup::new(rows));
+        self.post(at, None, &prompt.text, markup).await
     }
 
-    async fn close(&self, chat: &ChatRef, message_id: &str, outcome: &str) -> Result<(), String> {
-        let id = message_id
-            .parse::<i32>()
-            .map_err(|_| format!("{message_id:?} is not a message id"))?;
-        let req = self
-            .bot
-            .edit_message_text(chat_id(&chat.chat)?, MessageId(id), outcome);
-        with_retry(|| req.clone().send())
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+    async fn close(&self, at: &ChatRef, message: &str, outcome: &str) -> Result<(), PlatformError> {
+        let chat = chat_id(&at.chat)?;
+        let id = message_id(message)?;
+        let (rendered, plain) = render_chunks(outcome)
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        markdown_or_plain(&rendered, &plain, |body, markdown| {
+            let mut req = self.bot.edit_message_text(chat, id, body);
+            if markdown {
+                req = req.parse_mode(ParseMode::MarkdownV2);
+            }
+            req.send()
+        })
+        .await
+        .map(|_| ())
     }
-}
 
-#[async_trait::async_trait]
-impl Outbound for Telegram {
-    async fn send_text(&self, chat: &str, text: &str) -> Result<String, String> {
-        self.send(chat, None, None, text).await
+    async fn fetch(&self, file: &Attachment, into: &Path) -> Result<PathBuf, PlatformError> {
+        use teloxide::net::Download;
+        let found = self
+            .bot
+            .get_file(teloxide::types::FileId(file.file.clone()))
+            .await
+            .map_err(port_error)?;
+        let path = into.join(&file.name);
+        let mut out = tokio::fs::File::create(&path)
+            .await
+            .map_err(|e| PlatformError::Unavailable(e.to_string()))?;
+        self.bot
+            .download_file(&found.path, &mut out)
+            .await
+            .map_err(|e| PlatformError::Unavailable(e.to_string()))?;
+        Ok(path)
     }
 }
 
@@ -504,11 +443,11 @@ async fn run(ctx: ComponentContext, slot: Slot) {
         Ok(url) => bot = bot.set_api_url(url),
         Err(err) => {
             ctx.health
-                .set("telegram", false, format!("telegram.api_url: {err}"));
+                .set(ID, false, format!("telegram.api_url: {err}"));
             return;
         }
     }
-    ctx.health.set("telegram", false, "connecting");
+    ctx.health.set(ID, false, "connecting");
     let mut backoff = Backoff::default();
     let me = loop {
         tokio::select! {
@@ -516,7 +455,7 @@ async fn run(ctx: ComponentContext, slot: Slot) {
             me = bot.get_me() => match me {
                 Ok(me) => break me,
                 Err(err) => {
-                    ctx.health.set("telegram", false, format!("getMe failed: {err}"));
+                    ctx.health.set(ID, false, format!("getMe failed: {err}"));
                     if !backoff.wait(&ctx.stop, &err).await {
                         return;
                     }
@@ -524,19 +463,16 @@ async fn run(ctx: ComponentContext, slot: Slot) {
             }
         }
     };
-    let adapter = Arc::new_cyclic(|this| Telegram {
+    let adapter = Arc::new(Telegram {
         bot: bot.clone(),
         me: BotIdentity {
             id: me.id,
             username: me.username.clone().unwrap_or_default(),
         },
         gateway: gw.clone(),
-        rules: crate::sessions::ManagerSettings::from_config(&gw.config).rules,
-        questions: Questions::default(),
-        this: this.clone(),
     });
     let _ = slot.set(adapter.clone());
-    gw.attach("telegram", adapter.clone()).await;
+    gw.attach(ID, adapter.clone()).await;
     if let Err(err) = bot.set_my_commands(commands()).await {
         tracing::warn!(error = %err, "setMyCommands failed");
     }
@@ -558,15 +494,15 @@ async fn run(ctx: ComponentContext, slot: Slot) {
                 Err(err) => Err(format!("server.public_url: {err}")),
             };
             match registered {
-                Ok(_) => ctx.health.set("telegram", true, "webhook registered"),
+                Ok(_) => ctx.health.set(ID, true, "webhook registered"),
                 Err(err) => ctx
                     .health
-                    .set("telegram", false, format!("setWebhook failed: {err}")),
+                    .set(ID, false, format!("setWebhook failed: {err}")),
             }
             ctx.stop.cancelled().await;
         }
     }
-    gw.outbound.disconnect("telegram");
+    gw.detach(ID);
 }
 
 /// Exponential backoff between failed calls, 1 s up to 30 s; Telegram's
@@ -612,7 +548,7 @@ async fn poll(adapter: &Arc<Telegram>, ctx: &ComponentContext) {
         match result {
             Ok(updates) => {
                 backoff = Backoff::default();
-                ctx.health.set("telegram", true, "polling");
+                ctx.health.set(ID, true, "polling");
                 for update in updates {
                     let next = i32::try_from(update.id.0)
                         .unwrap_or(i32::MAX)
@@ -628,8 +564,7 @@ async fn poll(adapter: &Arc<Telegram>, ctx: &ComponentContext) {
             }
             Err(err) => {
                 tracing::warn!(error = %err, "getUpdates failed");
-                ctx.health
-                    .set("telegram", false, format!("reconnecting: {err}"));
+                ctx.health.set(ID, false, format!("reconnecting: {err}"));
                 if !backoff.wait(&ctx.stop, &err).await {
                     return;
                 }

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::adapters::OutboundHub;
 use crate::config::{DeliverKind, Env, WebhookRoute};
+use crate::platform::{ChatRef, PlatformError, Platforms};
 use crate::store::Store;
 
 /// GitHub refuses comments longer than 65 536 characters.
@@ -115,7 +115,7 @@ impl GithubClient {
         }
         let message = format!(
             "GitHub answered {status}: {}",
-            crate::tools::builtin::clip(&text, 300)
+            crate::render::clip(&text, 300)
         );
         if status.as_u16() == 429 || status.is_server_error() {
             Err(Failure::transient(message))
@@ -170,7 +170,7 @@ pub struct Deliverer {
     route: WebhookRoute,
     store: Store,
     github: Option<GithubClient>,
-    outbound: Arc<OutboundHub>,
+    platforms: Arc<Platforms>,
     backoff: Duration,
 }
 
@@ -188,7 +188,7 @@ impl Deliverer {
         route: &WebhookRoute,
         env: &Env,
         store: Store,
-        outbound: Arc<OutboundHub>,
+        platforms: Arc<Platforms>,
         http: reqwest::Client,
     ) -> Self {
         let github = (route.deliver.kind == DeliverKind::GithubComment).then(|| {
@@ -199,7 +199,7 @@ impl Deliverer {
             route: route.clone(),
             store,
             github,
-            outbound,
+            platforms,
             backoff: Duration::from_secs(1),
         }
     }
@@ -275,16 +275,28 @@ impl Deliverer {
             DeliverKind::Chat => {
                 let platform = self.route.deliver.platform.as_deref().unwrap_or_default();
                 let chat = self.route.deliver.chat.as_deref().unwrap_or_default();
-                let sender = self
-                    .outbound
-                    .get(platform)
+                let port = self
+                    .platforms
+                    .port(platform)
                     .ok_or_else(|| Failure::transient(format!("{platform} is not connected")))?;
                 let text = format!("[{}] {entity}\n\n{text}", self.route.name);
-                sender
-                    .send_text(chat, &text)
+                let to = ChatRef {
+                    platform: platform.into(),
+                    chat: chat.to_string(),
+                    thread: None,
+                };
+                // Rate limits and outages are the retry loop's to wait out.
+                port.send(&to, None, &text)
                     .await
                     .map(|_| ())
-                    .map_err(Failure::transient)
+                    .map_err(|e| match e {
+                        PlatformError::RateLimited { .. } | PlatformError::Unavailable(_) => {
+                            Failure::transient(e.to_string())
+                        }
+                        PlatformError::NotFound(_) | PlatformError::Rejected(_) => {
+                            Failure::fatal(e.to_string())
+                        }
+                    })
             }
             DeliverKind::GithubComment => {
                 let github = self
@@ -294,7 +306,7 @@ impl Deliverer {
                 let issue = IssueRef::parse(entity).ok_or_else(|| {
                     Failure::fatal(format!("{entity} names no pull request to comment on"))
                 })?;
-                let body = crate::tools::builtin::clip(text, COMMENT_CHARS);
+                let body = crate::render::clip(text, COMMENT_CHARS);
                 let existing = self
                     .store
                     .bot_comment(entity)

@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 
 use super::template::{Renderer, lookup, lookup_str};
 use crate::config::{GroupBy, SignatureScheme, WebhookRoute};
+use crate::platform::ChatCommand;
 
 /// GitHub events a route takes when its `events` list is empty.
 const GITHUB_DEFAULT_EVENTS: &[&str] = &[
@@ -131,12 +132,13 @@ pub fn classify(route: &WebhookRoute, event: &str, delivery: &str, payload: &Val
     if github && event == "issue_comment" {
         let body = lookup_str(payload, "comment.body").unwrap_or_default();
         let login = lookup_str(payload, "comment.user.login").unwrap_or_default();
-        let trimmed = body.trim_start();
+        let first = body.trim_start().lines().next().unwrap_or_default();
         if action == Some("created")
-            && (trimmed.starts_with("/approve") || trimmed.starts_with("/deny"))
+            && first.starts_with('/')
+            && ChatCommand::parse(first).is_some_and(|c| c.is_decision())
         {
             return Classified::Approval {
-                text: trimmed.lines().next().unwrap_or_default().to_string(),
+                text: first.to_string(),
                 login: login.to_string(),
             };
         }

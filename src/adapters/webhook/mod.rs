@@ -23,15 +23,58 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
-use crate::approvals::{Actor, ApprovalPrompter, ChatRef, Prompt};
-use crate::config::WebhookRoute;
+use crate::config::{Config, DeliverKind, WebhookRoute};
 use crate::daemon::Gateway;
 use crate::http::AppState;
-use crate::sessions::{ChatKind, InboundEvent, Replier, Submitted};
+use crate::platform::{
+    AccessRules, Actor, Capabilities, ChatCommand, ChatKind, ChatRef, InboundEvent, KeyScheme,
+    Platform, PlatformError, Preset, Profile, Prompt, PromptKind,
+};
+use crate::sessions::Submitted;
 use deliver::{Deliverer, IssueRef};
 use events::{Classified, classify, delivery_id, event_name};
 use limit::RateLimiter;
 use verify::Verifier;
+
+/// The platform id.
+pub const ID: &str = "webhook";
+
+/// Webhook payloads are written by strangers (PR titles, CI logs): their
+/// sessions get read-only research tools and clarify, nothing that runs
+/// commands or writes files.
+pub const WEBHOOK_TOOLS: &[&str] = &["web_search", "web_extract", "vision_analyze", "clarify"];
+
+/// The webhook receiver as `[webhook]` describes it: signed deliveries
+/// from anyone, sessions per entity (a pull request, a pipeline) with no
+/// person behind them, the restricted preset unless a route names its own
+/// toolsets; routes that answer on pull requests ask for approval there.
+pub fn profile(config: &Config) -> Profile {
+    let routes = &config.webhook.routes;
+    Profile {
+        id: ID.into(),
+        access: AccessRules {
+            open_when_empty: true,
+            ..AccessRules::default()
+        },
+        toolsets: vec![crate::tools::toolsets::preset_name(ID)],
+        chat_toolsets: routes
+            .iter()
+            .filter_map(|r| Some((r.name.clone(), r.toolsets.clone()?)))
+            .collect(),
+        preset: Preset {
+            description: "Webhook runs: untrusted input, read-only tools",
+            tools: WEBHOOK_TOOLS,
+            includes: &[],
+        },
+        human: false,
+        keys: KeyScheme::Entity,
+        asks_in: routes
+            .iter()
+            .filter(|r| r.approval_comments && r.deliver.kind == DeliverKind::GithubComment)
+            .map(|r| r.name.clone())
+            .collect(),
+    }
+}
 
 /// Seconds a sender is asked to wait when the gateway is full.
 const BUSY_RETRY_SECS: u64 = 5;
@@ -54,8 +97,9 @@ impl Routes {
     }
 }
 
-/// Mounts the configured routes and registers the webhook platform's
-/// replier (delivery) and approval prompter (PR comments).
+/// Mounts the configured routes and attaches the webhook platform's port
+/// (answers delivered to the route's target, approval prompts as PR
+/// comments).
 pub fn router(gateway: &Gateway) -> axum::Router<AppState> {
     let config = &gateway.config;
     let mut app = axum::Router::new();
@@ -83,18 +127,17 @@ pub fn router(gateway: &Gateway) -> axum::Router<AppState> {
             route,
             &gateway.env,
             gateway.store.clone(),
-            gateway.outbound.clone(),
+            gateway.platforms.clone(),
             http.clone(),
         );
         deliverers.insert(route.name.clone(), (route.clone(), deliverer));
         tracing::info!(route = %route.name, path = %route.path, scheme = ?route.scheme, "webhook route mounted");
     }
     let routes = Arc::new(Routes { deliverers });
-    gateway.replies.register("webhook", routes.clone());
+    gateway.platforms.attach(ID, routes);
     let broker = gateway.broker.clone();
-    let prompter = routes.clone();
-    tokio::spawn(async move { broker.register_prompter("webhook", prompter).await });
-    gateway.health.set("webhook", true, "routes mounted");
+    tokio::spawn(async move { broker.platform_attached(ID).await });
+    gateway.health.set(ID, true, "routes mounted");
     app
 }
 
@@ -158,10 +201,10 @@ async fn receive(
             sender,
         } => {
             let inbound = InboundEvent {
-                platform: "webhook".into(),
+                platform: ID.into(),
                 kind: ChatKind::Group,
                 chat_id: route.name.clone(),
-                thread_id: Some(entity.clone()),
+                thread_id: Some(entity),
                 user_id: sender.clone(),
                 user_name: sender,
                 roles: Vec::new(),
@@ -170,7 +213,8 @@ async fn receive(
                 message_id: None,
                 mentioned: true,
                 from_bot: false,
-                entity: Some(entity),
+                in_thread: false,
+                attachments: Vec::new(),
             };
             submit(&state, inbound).await
         }
@@ -247,18 +291,20 @@ async fn approval_comment(
     }
     // On a route serving many pull requests "the oldest pending" is
     // ambiguous: the comment must name the approval.
-    let named = text
-        .split_whitespace()
-        .nth(1)
-        .is_some_and(|w| w.len() == 32 && w.chars().all(|c| c.is_ascii_hexdigit()));
-    if !named {
+    let command = ChatCommand::parse(text).filter(|c| {
+        matches!(
+            c,
+            ChatCommand::Approve { id: Some(_), .. } | ChatCommand::Deny { id: Some(_), .. }
+        )
+    });
+    let Some(command) = command else {
         return answer(
             StatusCode::OK,
             json!({ "status": "refused", "reason": "name the approval id: /approve <id>" }),
         );
-    }
+    };
     let chat = ChatRef {
-        platform: "webhook".into(),
+        platform: ID.into(),
         chat: route.name.clone(),
         thread: None,
     };
@@ -271,105 +317,117 @@ async fn approval_comment(
         .approvers
         .iter()
         .any(|a| a.trim_start_matches('@').eq_ignore_ascii_case(login));
-    let broker = &state.gateway.broker;
-    let result = if listed {
-        broker.resolve_text_vouched(&chat, &actor, text).await
-    } else {
-        broker.resolve_text(&chat, &actor, text).await
-    };
+    let result = state
+        .gateway
+        .broker
+        .decide_command(&chat, &actor, &command, listed)
+        .await;
     let number = template::lookup(payload, "issue.number").and_then(Value::as_u64);
     match result {
-        Some(Ok(decision)) => {
+        Ok(decision) => {
             tracing::info!(route = %route.name, login, pr = ?number, decision = %decision.describe(), "approval decided by comment");
             answer(
                 StatusCode::OK,
                 json!({ "status": "decided", "decision": decision.describe() }),
             )
         }
-        Some(Err(refusal)) => {
+        Err(refusal) => {
             tracing::warn!(route = %route.name, login, refusal = %refusal, "approval comment refused");
             answer(
                 StatusCode::OK,
                 json!({ "status": "refused", "reason": refusal.to_string() }),
             )
         }
-        None => answer(StatusCode::OK, json!({ "status": "ignored" })),
     }
 }
 
+impl Routes {
+    fn github(
+        &self,
+        route: &str,
+    ) -> Result<(&WebhookRoute, &deliver::GithubClient), PlatformError> {
+        let (route, deliverer) = self
+            .get(route)
+            .ok_or_else(|| PlatformError::NotFound(format!("webhook route {route}")))?;
+        let github = deliverer.github().ok_or_else(|| {
+            PlatformError::Rejected("this route does not answer on GitHub".into())
+        })?;
+        Ok((route, github))
+    }
+}
+
+/// A GitHub answer as the port's error.
+fn github_error(err: String) -> PlatformError {
+    PlatformError::Unavailable(err)
+}
+
 #[async_trait::async_trait]
-impl Replier for Routes {
-    async fn reply(&self, event: &InboundEvent, text: &str) {
-        let entity = event.entity.as_deref().unwrap_or(&event.event_id);
-        match self.get(&event.chat_id) {
-            Some((_, deliverer)) => deliverer.deliver(entity, text).await,
-            None => tracing::warn!(route = %event.chat_id, "answer for an unknown route dropped"),
+impl Platform for Routes {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            text_limit: 65_000,
+            buttons: false,
+            edits: true,
+            threads: true,
+            downloads: false,
         }
     }
 
-    async fn busy(&self, event: &InboundEvent, text: &str) {
-        tracing::warn!(route = %event.chat_id, notice = text, "webhook event refused: busy");
+    /// The answer goes to the route's delivery target; failures are
+    /// retried and recorded there.
+    async fn send(
+        &self,
+        to: &ChatRef,
+        _reply_to: Option<&str>,
+        text: &str,
+    ) -> Result<String, PlatformError> {
+        let (_, deliverer) = self
+            .get(&to.chat)
+            .ok_or_else(|| PlatformError::NotFound(format!("webhook route {}", to.chat)))?;
+        let entity = to.thread.as_deref().unwrap_or_default();
+        deliverer.deliver(entity, text).await;
+        Ok(String::new())
     }
 
-    async fn notice(&self, event: &InboundEvent, text: &str) {
-        tracing::info!(route = %event.chat_id, entity = ?event.entity, notice = text, "webhook session notice");
-    }
-}
-
-/// Fenced so that a command holding backticks cannot break out.
-fn code_block(text: &str) -> String {
-    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-    let fence = "`".repeat(longest.max(2) + 1);
-    format!("{fence}\n{text}\n{fence}")
-}
-
-#[async_trait::async_trait]
-impl ApprovalPrompter for Routes {
-    async fn show(&self, chat: &ChatRef, prompt: &Prompt) -> Result<String, String> {
-        let (route, deliverer) = self
-            .get(&chat.chat)
-            .ok_or_else(|| format!("unknown webhook route {}", chat.chat))?;
-        let github = deliverer
-            .github()
-            .ok_or("this route does not answer on GitHub")?;
-        let issue = chat
+    async fn ask(&self, at: &ChatRef, prompt: &Prompt) -> Result<String, PlatformError> {
+        if prompt.kind != PromptKind::Approval {
+            return Err(PlatformError::Rejected(
+                "webhook sessions ask no questions".into(),
+            ));
+        }
+        let (route, github) = self.github(&at.chat)?;
+        let issue = at
             .thread
             .as_deref()
             .and_then(IssueRef::parse)
-            .ok_or("this session names no pull request")?;
+            .ok_or_else(|| PlatformError::Rejected("this session names no pull request".into()))?;
         let approvers: Vec<String> = route
             .approvers
             .iter()
             .map(|a| format!("@{}", a.trim_start_matches('@')))
             .collect();
         let body = format!(
-            "⚠️ **Approval needed** — the agent wants to run:\n\n{}\n\nReason: {}\n\n\
-             {} can answer with a comment: `/approve {id}`, `/approve {id} session`, \
+            "{}\n\n{} can answer with a comment: `/approve {id}`, `/approve {id} session`, \
              `/approve {id} always` or `/deny {id} [reason]`.",
-            code_block(&prompt.command),
-            prompt.reasons.join("; "),
+            prompt.text,
             approvers.join(", "),
-            id = prompt.approval_id
+            id = prompt.id
         );
-        let id = github.create_comment(&issue, &body).await?;
+        let id = github
+            .create_comment(&issue, &body)
+            .await
+            .map_err(github_error)?;
         Ok(format!("{}#{id}", issue.repo))
     }
 
-    async fn close(&self, chat: &ChatRef, message_id: &str, outcome: &str) -> Result<(), String> {
-        let (_, deliverer) = self
-            .get(&chat.chat)
-            .ok_or_else(|| format!("unknown webhook route {}", chat.chat))?;
-        let github = deliverer
-            .github()
-            .ok_or("this route does not answer on GitHub")?;
-        let (repo, id) = message_id
+    async fn close(&self, at: &ChatRef, message: &str, outcome: &str) -> Result<(), PlatformError> {
+        let (_, github) = self.github(&at.chat)?;
+        let (repo, id) = message
             .split_once('#')
-            .ok_or("malformed prompt reference")?;
-        github.update_comment(repo, id, outcome).await
-    }
-
-    fn asks_for_humanless(&self, chat: &ChatRef) -> bool {
-        self.get(&chat.chat)
-            .is_some_and(|(route, d)| route.approval_comments && d.github().is_some())
+            .ok_or_else(|| PlatformError::Rejected("malformed prompt reference".into()))?;
+        github
+            .update_comment(repo, id, outcome)
+            .await
+            .map_err(github_error)
     }
 }

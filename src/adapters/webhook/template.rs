@@ -86,7 +86,7 @@ impl Renderer {
 
     fn fence(&mut self, label: &str, text: &str) -> String {
         self.fenced += 1;
-        let text = crate::tools::builtin::clip(text, FIELD_CHARS);
+        let text = crate::render::clip(text, FIELD_CHARS);
         // The closing tag carries the nonce; strip any look-alike anyway.
         let text = text.replace("</untrusted-data", "</untrusted_data");
         let label: String = label

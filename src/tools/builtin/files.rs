@@ -53,7 +53,7 @@ fn load_text(path: &Path, root: &Path) -> Result<String, ToolError> {
 }
 
 fn clip_line(line: &str) -> String {
-    crate::tools::sanitize::truncate_chars(line, MAX_LINE_CHARS)
+    crate::render::clip(line, MAX_LINE_CHARS)
 }
 
 /// `read_file`: a range of lines of a text file.

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use crate::adapters::OutboundHub;
 use crate::config::ChatTarget;
+use crate::platform::{ChatRef, Platforms, retrying};
 use crate::tools::{Tool, ToolContext, ToolError, ToolSpec, arg_str};
 
 /// Longest message the tool sends.
@@ -18,20 +18,20 @@ const MAX_TEXT_CHARS: usize = 8000;
 #[derive(Debug, Clone)]
 pub struct SendMessage {
     targets: BTreeMap<String, ChatTarget>,
-    hub: Arc<OutboundHub>,
+    platforms: Arc<Platforms>,
 }
 
 impl SendMessage {
     /// The tool over the configured targets and the connected platforms.
-    pub fn new(targets: BTreeMap<String, ChatTarget>, hub: Arc<OutboundHub>) -> Self {
-        Self { targets, hub }
+    pub fn new(targets: BTreeMap<String, ChatTarget>, platforms: Arc<Platforms>) -> Self {
+        Self { targets, platforms }
     }
 
     fn reachable(&self) -> Vec<&String> {
-        let connected = self.hub.connected();
+        let connected = self.platforms.connected();
         self.targets
             .iter()
-            .filter(|(_, t)| connected.contains(&t.platform))
+            .filter(|(_, t)| connected.iter().any(|c| *c == t.platform.as_str()))
             .map(|(name, _)| name)
             .collect()
     }
@@ -95,12 +95,16 @@ impl Tool for SendMessage {
                 self.targets.keys().cloned().collect::<Vec<_>>().join(", ")
             ))
         })?;
-        let sender = self
-            .hub
-            .get(&target.platform)
+        let port = self
+            .platforms
+            .port(&target.platform)
             .ok_or_else(|| ToolError::Failed(format!("{} is not connected", target.platform)))?;
-        let id = sender
-            .send_text(&target.chat, text)
+        let to = ChatRef {
+            platform: target.platform.as_str().into(),
+            chat: target.chat.clone(),
+            thread: None,
+        };
+        let id = retrying(|| port.send(&to, None, text))
             .await
             .map_err(|e| ToolError::Failed(format!("sending failed: {e}")))?;
         Ok(

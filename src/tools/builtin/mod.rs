@@ -16,15 +16,10 @@ pub use process::ProcessManager;
 pub use terminal::{Launcher, looks_secret, shell_quote};
 pub use web::is_forbidden;
 
-/// The first `max` characters of `text`, with a marker when cut.
-pub fn clip(text: &str, max: usize) -> String {
-    super::sanitize::truncate_chars(text, max)
-}
-
 use std::sync::Arc;
 
-use crate::adapters::OutboundHub;
 use crate::config::{Config, Env};
+use crate::platform::Platforms;
 
 use super::{RegisterMode, Registry, RegistryError, Tool};
 
@@ -37,8 +32,8 @@ pub struct BuiltinDeps {
     pub env: Env,
     /// The shared HTTP client.
     pub http: reqwest::Client,
-    /// Connected platforms, for `send_message`.
-    pub outbound: Arc<OutboundHub>,
+    /// The platforms, for `send_message`.
+    pub platforms: Arc<Platforms>,
 }
 
 /// The built-in tools and the process manager they share (stop it on
@@ -67,7 +62,7 @@ pub fn builtin_tools(deps: &BuiltinDeps) -> (Vec<Arc<dyn Tool>>, Arc<ProcessMana
         )),
         Arc::new(messaging::SendMessage::new(
             config.tools.send_message.targets.clone(),
-            deps.outbound.clone(),
+            deps.platforms.clone(),
         )),
     ];
     tools.extend(

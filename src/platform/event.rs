@@ -1,0 +1,135 @@
+//! Inbound events as adapters hand them over: who wrote what where, with
+//! the files attached and whether it was written in a thread. Adapters
+//! translate; deciding what an event means is the sessions' intake.
+
+use serde::{Deserialize, Serialize};
+
+use super::{ChatRef, PlatformId};
+
+/// Where a message was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatKind {
+    /// A one-to-one conversation with the bot.
+    Dm,
+    /// A group, channel or guild text channel.
+    Group,
+}
+
+/// What kind of file came with a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttachmentKind {
+    /// A picture (`vision_analyze` can look at it).
+    Image,
+    /// Anything else.
+    Document,
+}
+
+/// A file that came with a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attachment {
+    /// Picture or document.
+    pub kind: AttachmentKind,
+    /// The platform's reference to fetch it by (Telegram's file id).
+    pub file: String,
+    /// A name safe to save it under (letters, digits, `-`, `_`, one `.`).
+    pub name: String,
+    /// Its MIME type, when the platform says.
+    #[serde(default)]
+    pub mime: Option<String>,
+    /// Its size in bytes, when the platform says.
+    #[serde(default)]
+    pub size: Option<u64>,
+    /// A link the agent can open, where the platform gives one.
+    #[serde(default)]
+    pub url: Option<String>,
+}
+
+/// A message (or webhook event) from a platform, already translated by its
+/// adapter. Adapters know nothing about agents; this is all they hand on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InboundEvent {
+    /// Platform name.
+    pub platform: PlatformId,
+    /// DM or group.
+    pub kind: ChatKind,
+    /// Chat or channel id (for webhooks: the route name).
+    pub chat_id: String,
+    /// Thread, topic, Slack `thread_ts`, or the webhook entity.
+    pub thread_id: Option<String>,
+    /// Sender id on the platform.
+    pub user_id: String,
+    /// Sender display name.
+    pub user_name: String,
+    /// Roles of the sender (Discord).
+    #[serde(default)]
+    pub roles: Vec<String>,
+    /// Message text (or rendered webhook prompt).
+    pub text: String,
+    /// The platform's id for this event, for deduplication.
+    pub event_id: String,
+    /// The platform's id of the message, for replying to it.
+    #[serde(default)]
+    pub message_id: Option<String>,
+    /// Whether the bot was mentioned or replied to.
+    #[serde(default)]
+    pub mentioned: bool,
+    /// Whether the sender is a bot.
+    #[serde(default)]
+    pub from_bot: bool,
+    /// Written in an existing thread: a reply there continues the bot's
+    /// conversation without a mention.
+    #[serde(default)]
+    pub in_thread: bool,
+    /// Files that came with it (fetched or described before it is stored).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
+}
+
+impl InboundEvent {
+    /// Where the event was written: replies go there.
+    pub fn chat(&self) -> ChatRef {
+        ChatRef {
+            platform: self.platform.clone(),
+            chat: self.chat_id.clone(),
+            thread: self.thread_id.clone(),
+        }
+    }
+
+    /// Who wrote it.
+    pub fn actor(&self) -> Actor {
+        Actor {
+            platform: self.platform.clone(),
+            user_id: self.user_id.clone(),
+            name: self.user_name.clone(),
+        }
+    }
+}
+
+/// A person acting on a platform (writing, pressing a button).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor {
+    /// Platform name.
+    pub platform: PlatformId,
+    /// User id on it.
+    pub user_id: String,
+    /// Display name.
+    pub name: String,
+}
+
+impl Actor {
+    /// `<platform>:<user id>`, the form requesters are stored in.
+    pub fn key(&self) -> String {
+        format!("{}:{}", self.platform, self.user_id)
+    }
+
+    /// How they are named in messages: their name, else their key.
+    pub fn shown(&self) -> String {
+        if self.name.is_empty() {
+            self.key()
+        } else {
+            self.name.clone()
+        }
+    }
+}

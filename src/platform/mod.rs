@@ -1,0 +1,276 @@
+//! The platform port: everything the rest of the daemon knows about a chat
+//! platform or the webhook receiver. It imports no adapter; adapters
+//! implement [`Platform`] and describe themselves with a [`Profile`], and
+//! the sessions, approvals and tools talk to whichever is connected
+//! through one [`Platforms`] registry.
+//!
+//! - [`InboundEvent`]: what an adapter hands on (translated, not judged).
+//! - [`Profile`]: what a platform is — its access rules, toolsets, whether
+//!   its sessions have a human, how its session keys are made.
+//! - [`Platform`]: what a connected platform does — send, show that a turn
+//!   is running, ask a prompt with choices and close it, fetch a file.
+//! - [`ChatCommand`]: the one parser of `/new`, `/approve`, … in any chat.
+
+mod command;
+mod event;
+mod profile;
+mod registry;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use command::{ApproveScope, ChatCommand};
+pub use event::{Actor, Attachment, AttachmentKind, ChatKind, InboundEvent};
+pub use profile::{AccessRules, KeyScheme, Preset, Profile};
+pub use registry::Platforms;
+
+/// A platform's name: `telegram`, `discord`, `slack`, `webhook`, `cli`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[serde(transparent)]
+pub struct PlatformId(String);
+
+impl PlatformId {
+    /// The id named `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self(name.into())
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for PlatformId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for PlatformId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for PlatformId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for PlatformId {
+    fn from(name: &str) -> Self {
+        Self(name.to_string())
+    }
+}
+
+impl From<String> for PlatformId {
+    fn from(name: String) -> Self {
+        Self(name)
+    }
+}
+
+impl PartialEq<str> for PlatformId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for PlatformId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+/// A place messages go: a chat (channel, group, DM, webhook route) and,
+/// where the platform has them, a thread in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatRef {
+    /// The platform.
+    pub platform: PlatformId,
+    /// Chat or channel id (for the webhook receiver: the route name).
+    pub chat: String,
+    /// Thread, topic, Slack `thread_ts` or webhook entity.
+    pub thread: Option<String>,
+}
+
+/// What a platform can show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Longest message, in the platform's own unit.
+    pub text_limit: usize,
+    /// Prompts can carry buttons.
+    pub buttons: bool,
+    /// Sent messages can be edited.
+    pub edits: bool,
+    /// Chats have threads.
+    pub threads: bool,
+    /// Attached files are downloaded through [`Platform::fetch`] (else the
+    /// agent gets their links).
+    pub downloads: bool,
+}
+
+/// How a prompt's choice looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChoiceStyle {
+    /// The expected answer.
+    Primary,
+    /// The answer that stops something.
+    Danger,
+    /// Any other.
+    Plain,
+}
+
+/// One answer a prompt offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptChoice {
+    /// Button label.
+    pub label: String,
+    /// Data the press carries back (at most 48 bytes).
+    pub data: String,
+    /// Looks.
+    pub style: ChoiceStyle,
+}
+
+/// Approval or question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptKind {
+    /// A command waits for approval.
+    Approval,
+    /// The agent asks the user.
+    Question,
+}
+
+/// A message with choices: an approval request or a clarify question.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prompt {
+    /// Approval or question id (also inside each choice's data).
+    pub id: String,
+    /// Which of the two.
+    pub kind: PromptKind,
+    /// The message, Markdown.
+    pub text: String,
+    /// Its choices, in order; may be empty for a free-text question.
+    pub choices: Vec<PromptChoice>,
+    /// How to answer by text, for platforms without buttons.
+    pub fallback: String,
+}
+
+/// Tool activity a platform may show while a turn runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Activity {
+    /// A tool is about to run.
+    ToolStarted {
+        /// Tool name.
+        name: String,
+        /// Its arguments, shortened.
+        arguments: String,
+    },
+    /// A tool finished.
+    ToolFinished {
+        /// Tool name.
+        name: String,
+        /// Whether it succeeded.
+        ok: bool,
+        /// Size of its result.
+        chars: usize,
+    },
+}
+
+/// Why a platform call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlatformError {
+    /// Flood control: try again after the given wait.
+    #[error("rate limited; retry after {}s", retry_after.as_secs())]
+    RateLimited {
+        /// How long the platform asks to wait.
+        retry_after: Duration,
+    },
+    /// The chat, message or file does not exist (any more).
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The platform refused the request (bad id, no permission, too long).
+    #[error("rejected: {0}")]
+    Rejected(String),
+    /// The platform could not be reached or failed on its side.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Most waits [`retrying`] sits out.
+const RATE_LIMIT_TRIES: u32 = 3;
+/// Longest single wait [`retrying`] accepts.
+const LONGEST_WAIT: Duration = Duration::from_secs(60);
+
+/// Runs one platform request, waiting out [`PlatformError::RateLimited`]
+/// (at most three times, each wait capped at a minute).
+pub async fn retrying<T, F, Fut>(mut request: F) -> Result<T, PlatformError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, PlatformError>>,
+{
+    let mut tries = 0;
+    loop {
+        match request().await {
+            Err(PlatformError::RateLimited { retry_after }) if tries < RATE_LIMIT_TRIES => {
+                tries += 1;
+                tracing::debug!(
+                    retry_after_ms = retry_after.as_millis() as u64,
+                    "platform rate limit; waiting"
+                );
+                tokio::time::sleep(retry_after.min(LONGEST_WAIT)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// A connected platform, as the sessions, approvals and tools use it.
+/// Text is Markdown; each platform renders and splits it its own way.
+#[async_trait::async_trait]
+pub trait Platform: Send + Sync {
+    /// What this platform can show.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Sends `text` to `to`, replying to message `reply_to` where the
+    /// platform does that; returns the id of the last message sent.
+    async fn send(
+        &self,
+        to: &ChatRef,
+        reply_to: Option<&str>,
+        text: &str,
+    ) -> Result<String, PlatformError>;
+
+    /// A turn for `message` in `at` is running (`on`, repeated every few
+    /// seconds) or has ended.
+    async fn working(
+        &self,
+        _at: &ChatRef,
+        _message: Option<&str>,
+        _on: bool,
+    ) -> Result<(), PlatformError> {
+        Ok(())
+    }
+
+    /// Shows a prompt with its choices; returns its message id.
+    async fn ask(&self, at: &ChatRef, prompt: &Prompt) -> Result<String, PlatformError>;
+
+    /// Edits prompt `message` to `outcome` (Markdown) and removes its
+    /// choices.
+    async fn close(&self, at: &ChatRef, message: &str, outcome: &str) -> Result<(), PlatformError>;
+
+    /// Downloads `file` into directory `into`; returns the saved path.
+    /// Platforms whose files are links the agent can follow do not.
+    async fn fetch(&self, _file: &Attachment, _into: &Path) -> Result<PathBuf, PlatformError> {
+        Err(PlatformError::Rejected(
+            "this platform does not download files".into(),
+        ))
+    }
+
+    /// Tool activity during a turn in `at`, for platforms that show it.
+    fn activity(&self, _at: &ChatRef, _activity: &Activity) {}
+}

@@ -1,0 +1,315 @@
+//! The one intake stage every inbound event passes, in this order:
+//!
+//! 1. access — allowlists, bots, pairing for unknown DM senders;
+//! 2. a pending `clarify` question in that chat takes the message as its
+//!    answer;
+//! 3. a [`ChatCommand`] is answered at once, never queued behind the turn
+//!    that may be waiting for it (`/approve`, `/stop`);
+//! 4. the mention rule — in groups with `require_mention`, only messages
+//!    that mention the bot, or replies in a thread where the bot already
+//!    has an open session;
+//! 5. attachments are fetched through the platform's port (or described by
+//!    their link);
+//! 6. the inbox commit, after the session's mailbox slot is reserved so a
+//!    busy answer stores nothing.
+//!
+//! Button presses come in through [`SessionManager::press`]: approval
+//! choices go to the broker, question choices to the questions.
+
+use tokio::sync::oneshot;
+
+use super::access::{self, Access};
+use super::keys::session_key;
+use super::manager::{SessionManager, Submitted};
+use super::worker::Job;
+use crate::approvals::Choice;
+use crate::config::BusyInputMode;
+use crate::platform::{
+    Actor, Attachment, AttachmentKind, ChatCommand, ChatKind, ChatRef, InboundEvent, retrying,
+};
+use crate::store::{InboxInsert, NewInboxEvent, StoreError};
+
+const BUSY: &str = "I'm still working on earlier messages; please send this again in a moment.";
+const QUEUED: &str = "Got it — I'll get to this as soon as I finish the current request.";
+
+/// A button pressed on a prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Press {
+    /// Where the prompt is.
+    pub chat: ChatRef,
+    /// Who pressed.
+    pub actor: Actor,
+    /// The button's data.
+    pub data: String,
+}
+
+impl SessionManager {
+    /// Takes one inbound event through the intake.
+    pub async fn submit(&self, event: InboundEvent) -> Result<Submitted, StoreError> {
+        Ok(self.submit_tracked(event).await?.0)
+    }
+
+    /// Like [`submit`](Self::submit); for an accepted event also returns a
+    /// receiver that fires once it has been processed.
+    pub async fn submit_tracked(
+        &self,
+        mut event: InboundEvent,
+    ) -> Result<(Submitted, Option<oneshot::Receiver<()>>), StoreError> {
+        let inner = &self.inner;
+        let Some(profile) = inner.platforms().profile(&event.platform) else {
+            tracing::warn!(platform = %event.platform, "event from a platform without a profile ignored");
+            return Ok((Submitted::Ignored("unknown platform"), None));
+        };
+        match access::check(&profile.access, &event, &inner.store).await? {
+            Access::Allowed => {}
+            Access::Ignored(reason) => {
+                tracing::debug!(platform = %event.platform, user = %event.user_id, reason, "event ignored");
+                return Ok((Submitted::Ignored(reason), None));
+            }
+            Access::NeedsPairing => {
+                let outcome = access::request_code(&inner.store, &event).await?;
+                inner
+                    .replies
+                    .reply(&event, &access::pairing_message(&outcome))
+                    .await;
+                return Ok((Submitted::Pairing, None));
+            }
+        }
+        let command = ChatCommand::parse(&event.text);
+        if command.is_none()
+            && let Some(answered) =
+                inner
+                    .questions
+                    .answer_text(&event.chat(), &event.user_id, &event.text)
+        {
+            self.close_question(answered).await;
+            return Ok((Submitted::Command, None));
+        }
+        let key = session_key(&event, inner.settings.rules, profile.keys);
+        if let Some(command) = command {
+            let reply = self.command(&key, &event, &command).await?;
+            inner.replies.reply(&event, &reply).await;
+            return Ok((Submitted::Command, None));
+        }
+        if event.kind == ChatKind::Group && profile.access.require_mention && !event.mentioned {
+            let continues =
+                event.in_thread && inner.store.open_session_by_key(&key).await?.is_some();
+            if !continues {
+                tracing::debug!(platform = %event.platform, user = %event.user_id, "event ignored: no mention");
+                return Ok((Submitted::Ignored("the bot was not mentioned"), None));
+            }
+        }
+        metrics::counter!("switchboard_events_total", "platform" => event.platform.to_string())
+            .increment(1);
+
+        let (tx, state) = self.worker(&key);
+        let permit = if self.pending() >= inner.settings.max_pending {
+            None
+        } else {
+            tx.try_reserve_owned().ok()
+        };
+        let Some(permit) = permit else {
+            tracing::warn!(session.key = %key, pending = self.pending(), "busy: event refused");
+            metrics::counter!("switchboard_events_refused_total", "platform" => event.platform.to_string())
+                .increment(1);
+            inner.replies.busy(&event, BUSY).await;
+            return Ok((Submitted::Busy, None));
+        };
+        self.attachments(&mut event, &key).await;
+        let payload = serde_json::to_string(&event).unwrap_or_default();
+        let dedupe = format!("{}:{}", event.platform, event.event_id);
+        let inserted = inner
+            .store
+            .inbox_insert(&NewInboxEvent {
+                platform: &event.platform,
+                dedupe_key: &dedupe,
+                session_key: &key,
+                payload: &payload,
+            })
+            .await?;
+        let InboxInsert::Inserted(inbox_id) = inserted else {
+            return Ok((Submitted::Duplicate, None));
+        };
+        let was_busy = state.busy() || state.waiting() > 0;
+        if was_busy {
+            match inner.settings.busy {
+                BusyInputMode::Interrupt => {
+                    state.interrupt();
+                }
+                BusyInputMode::Queue => {
+                    if state.should_ack(inner.settings.ack_every) {
+                        inner.replies.notice(&event, QUEUED).await;
+                    }
+                }
+            }
+        }
+        let (done, rx) = oneshot::channel();
+        self.enqueued(&state);
+        permit.send(Job {
+            inbox_id,
+            event,
+            done: Some(done),
+        });
+        Ok((Submitted::Accepted, Some(rx)))
+    }
+
+    /// A button press: an approval choice (through the broker) or a
+    /// question's choice. `Ok` carries what the presser is told it did,
+    /// `Err` why the press does not count.
+    pub async fn press(&self, press: &Press) -> Result<String, String> {
+        if let Some((id, choice)) = Choice::parse_button(&press.data) {
+            let Some(broker) = self.inner.broker.get() else {
+                return Err(crate::approvals::Refusal::Unknown.to_string());
+            };
+            return broker
+                .resolve(&id, choice, &press.actor, None)
+                .await
+                .map(|decision| format!("Done: {}.", decision.describe()))
+                .map_err(|refusal| refusal.to_string());
+        }
+        if super::questions::is_button(&press.data) {
+            let answered = self
+                .inner
+                .questions
+                .answer_button(&press.data, &press.actor.user_id)
+                .map_err(str::to_string)?;
+            let answer = answered.answer.clone();
+            self.close_question(answered).await;
+            return Ok(answer);
+        }
+        Err("This button is no longer active.".into())
+    }
+
+    /// Closes an answered question's prompt to show the answer.
+    async fn close_question(&self, answered: super::questions::Answered) {
+        let Some(message) = answered.message else {
+            return;
+        };
+        let Some(port) = self.inner.platforms().port(&answered.chat.platform) else {
+            return;
+        };
+        if let Err(err) = retrying(|| port.close(&answered.chat, &message, &answered.outcome)).await
+        {
+            tracing::warn!(platform = %answered.chat.platform, error = %err, "question prompt not closed");
+        }
+    }
+
+    /// Turns the event's attachments into notes for the agent: fetched
+    /// into the session's workspace through the port, or described by the
+    /// link the platform gave.
+    async fn attachments(&self, event: &mut InboundEvent, key: &str) {
+        if event.attachments.is_empty() {
+            return;
+        }
+        let port = self
+            .inner
+            .platforms()
+            .port(&event.platform)
+            .filter(|p| p.capabilities().downloads);
+        let dir = crate::tools::workspace::session_dir(&self.inner.config.agent.workspace, key)
+            .map(|d| d.join("attachments"));
+        for attachment in std::mem::take(&mut event.attachments) {
+            let fetched = match (&port, &dir) {
+                (Some(port), Ok(dir)) => match tokio::fs::create_dir_all(dir).await {
+                    Ok(()) => port
+                        .fetch(&attachment, dir)
+                        .await
+                        .map_err(|e| e.to_string()),
+                    Err(err) => Err(err.to_string()),
+                },
+                (None, _) => Err("not downloaded".to_string()),
+                (_, Err(err)) => Err(err.to_string()),
+            };
+            let note = note(&attachment, fetched);
+            if !event.text.is_empty() {
+                event.text.push('\n');
+            }
+            event.text.push_str(&note);
+        }
+    }
+}
+
+/// What the agent is told about an attachment.
+fn note(a: &Attachment, fetched: Result<std::path::PathBuf, String>) -> String {
+    let what = match a.kind {
+        AttachmentKind::Image => "photo",
+        AttachmentKind::Document => "document",
+    };
+    match (fetched, &a.url) {
+        (Ok(path), _) => {
+            let path = format!(
+                "attachments/{}",
+                path.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| a.name.clone())
+            );
+            match a.kind {
+                AttachmentKind::Image => format!(
+                    "[The user sent a photo, saved as {path}; use vision_analyze with that path to look at it.]"
+                ),
+                AttachmentKind::Document => format!("[The user sent a document, saved as {path}.]"),
+            }
+        }
+        (Err(_), Some(url)) => match a.kind {
+            AttachmentKind::Image => format!(
+                "[The user sent an image, {}: {url}; use vision_analyze with that URL to look at it.]",
+                a.name
+            ),
+            AttachmentKind::Document => format!(
+                "[The user attached {} ({}, {} bytes): {url}]",
+                a.name,
+                a.mime.as_deref().unwrap_or("unknown type"),
+                a.size.unwrap_or(0)
+            ),
+        },
+        (Err(err), None) => {
+            tracing::warn!(error = %err, "attachment could not be downloaded");
+            format!("[The user sent a {what}, but it could not be downloaded.]")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attachment(kind: AttachmentKind, url: Option<&str>) -> Attachment {
+        Attachment {
+            kind,
+            file: "f1".into(),
+            name: "shot.png".into(),
+            mime: Some("image/png".into()),
+            size: Some(99),
+            url: url.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn the_agent_is_told_where_a_file_is() {
+        let image = attachment(AttachmentKind::Image, None);
+        assert_eq!(
+            note(&image, Ok("/ws/s/attachments/shot.png".into())),
+            "[The user sent a photo, saved as attachments/shot.png; use vision_analyze with that path to look at it.]"
+        );
+        assert_eq!(
+            note(&image, Err("gone".into())),
+            "[The user sent a photo, but it could not be downloaded.]"
+        );
+        let linked = attachment(AttachmentKind::Image, Some("https://cdn.example/shot.png"));
+        assert_eq!(
+            note(&linked, Err("links only".into())),
+            "[The user sent an image, shot.png: https://cdn.example/shot.png; use vision_analyze with that URL to look at it.]"
+        );
+        let mut doc = attachment(
+            AttachmentKind::Document,
+            Some("https://cdn.example/log.txt"),
+        );
+        doc.name = "log.txt".into();
+        doc.mime = Some("text/plain".into());
+        doc.size = Some(12);
+        assert_eq!(
+            note(&doc, Err("links only".into())),
+            "[The user attached log.txt (text/plain, 12 bytes): https://cdn.example/log.txt]"
+        );
+    }
+}

@@ -1,0 +1,571 @@
+//! The agent loop (SPEC §3) against scripted fake model servers speaking
+//! the real OpenAI and Anthropic wire formats.
+
+use crate::common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::agent_harness::{harness, harness_with, tool_messages};
+use common::fake_llm::{FakeLlm, Reply, calls, calls_finishing, text};
+use serde_json::json;
+use switchboard::agent::history::{STUB_RESULT, SUMMARY_PREFIX};
+use switchboard::agent::message::Role;
+use switchboard::agent::{ClarifyBroker, StopReason};
+use switchboard::store::NewMessage;
+use tokio_util::sync::CancellationToken;
+
+#[tokio::test]
+async fn misspelled_tool_names_are_repaired() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "Read-File", r#"{"path": "notes.txt"}"#)])),
+        Reply::Json(text("The note says hello.")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    std::fs::write(h.workspace.join("notes.txt"), "hello from disk").unwrap();
+    let out = h
+        .conversation
+        .run_turn("what does the note say?", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.stop, StopReason::Final);
+    assert_eq!(out.reply, "The note says hello.");
+    let second = &llm.requests()[1];
+    let results = tool_messages(second);
+    assert_eq!(results[0].0, "c1");
+    assert!(results[0].1.contains("hello from disk"), "{results:?}");
+    let assistant = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["tool_calls"].is_array())
+        .unwrap();
+    assert_eq!(
+        assistant["tool_calls"][0]["function"]["name"], "read_file",
+        "history keeps the repaired name"
+    );
+    let first = &llm.requests()[0];
+    assert_eq!(first["messages"][0]["role"], "system");
+    assert!(
+        first["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("direct message on cli; the user is Tess")
+    );
+    assert!(
+        llm.headers(0)
+            .get("authorization")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            == "Bearer sk-fake"
+    );
+}
+
+#[tokio::test]
+async fn invalid_json_is_retried_before_anything_runs() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[(
+            "c1",
+            "write_file",
+            r#"{path: "a.txt", content: 'x'}"#,
+        )])),
+        Reply::Json(calls(&[(
+            "c2",
+            "write_file",
+            r#"{"path": "a.txt", "content": "ok"}"#,
+        )])),
+        Reply::Json(text("written")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    let out = h
+        .conversation
+        .run_turn("write it", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.reply, "written");
+    assert_eq!(llm.requests().len(), 3);
+    assert_eq!(out.model_calls, 2, "the retried call was refunded");
+    assert_eq!(out.tool_calls, 1);
+    assert_eq!(
+        std::fs::read_to_string(h.workspace.join("a.txt")).unwrap(),
+        "ok"
+    );
+    let retried = &llm.requests()[1];
+    assert!(
+        tool_messages(retried).is_empty(),
+        "the bad call never entered the history"
+    );
+}
+
+#[tokio::test]
+async fn truncated_arguments_are_never_executed() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls_finishing(
+            &[(
+                "c1",
+                "write_file",
+                r#"{"path": "big.txt", "content": "aaaa"#,
+            )],
+            "length",
+        )),
+        Reply::Json(text("I'll write it in parts.")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    let out = h
+        .conversation
+        .run_turn("write a big file", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.stop, StopReason::Final);
+    assert!(!h.workspace.join("big.txt").exists());
+    let results = tool_messages(&llm.requests()[1]);
+    assert!(
+        results[0].1.contains("cut off") && results[0].1.contains("NOT executed"),
+        "{results:?}"
+    );
+    assert_eq!(out.tool_calls, 0);
+}
+
+#[tokio::test]
+async fn three_invalid_turns_stop_with_a_partial_answer() {
+    let bogus = |id: &str| {
+        let mut v = calls(&[(id, "delete_production", "{}")]);
+        v["choices"][0]["message"]["content"] = json!("Let me clean up first.");
+        Reply::Json(v)
+    };
+    let llm = FakeLlm::start(vec![
+        bogus("a"),
+        bogus("b"),
+        bogus("c"),
+        Reply::Json(text("never reached")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    let out = h
+        .conversation
+        .run_turn("tidy up", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.stop, StopReason::InvalidToolCalls);
+    assert!(
+        out.reply.starts_with("Let me clean up first."),
+        "{}",
+        out.reply
+    );
+    assert!(out.reply.contains("stopped"));
+    assert_eq!(llm.requests().len(), 3);
+    let results = tool_messages(&llm.requests()[1]);
+    assert!(
+        results[0].1.contains("Unknown tool: delete_production")
+            && results[0].1.contains("read_file")
+    );
+}
+
+#[tokio::test]
+async fn reads_overlap_in_time_and_results_keep_call_order() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[
+            ("c1", "read_file", r#"{"path": "first.pipe"}"#),
+            ("c2", "read_file", r#"{"path": "second.pipe"}"#),
+        ])),
+        Reply::Json(text("done")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    for pipe in ["first.pipe", "second.pipe"] {
+        let status = std::process::Command::new("mkfifo")
+            .arg(h.workspace.join(pipe))
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    // The writer feeds the SECOND pipe first: a sequential run would block
+    // on the first read forever.
+    let ws = h.workspace.clone();
+    let writer = std::thread::spawn(move || {
+        std::fs::write(ws.join("second.pipe"), "two\n").unwrap();
+        std::fs::write(ws.join("first.pipe"), "one\n").unwrap();
+    });
+    let cancel = CancellationToken::new();
+    let turn = h.conversation.run_turn("read both", &cancel);
+    let out = tokio::time::timeout(Duration::from_secs(20), turn)
+        .await
+        .expect("reads ran in parallel")
+        .unwrap();
+    writer.join().unwrap();
+    assert_eq!(out.reply, "done");
+    let results = tool_messages(&llm.requests()[1]);
+    assert_eq!(
+        results.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(),
+        ["c1", "c2"]
+    );
+    assert!(results[0].1.contains("one") && results[1].1.contains("two"));
+}
+
+#[tokio::test]
+async fn write_then_read_of_one_path_run_in_order() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[
+            (
+                "w",
+                "write_file",
+                r#"{"path": "state.txt", "content": "new"}"#,
+            ),
+            ("r", "read_file", r#"{"path": "./state.txt"}"#),
+        ])),
+        Reply::Json(text("ok")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    std::fs::write(h.workspace.join("state.txt"), "old").unwrap();
+    h.conversation
+        .run_turn("update and check", &CancellationToken::new())
+        .await
+        .unwrap();
+    let results = tool_messages(&llm.requests()[1]);
+    assert_eq!(results[0].0, "w");
+    assert!(
+        results[1].1.contains("new"),
+        "read saw the write: {results:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_iteration_budget_ends_a_runaway_turn() {
+    let script: Vec<Reply> = (0..10)
+        .map(|i| {
+            Reply::Json(calls(&[(
+                &format!("c{i}"),
+                "search_files",
+                r#"{"pattern": "x"}"#,
+            )]))
+        })
+        .collect();
+    let llm = FakeLlm::start(script).await;
+    let mut h = harness_with(&llm, |c| c.agent.max_iterations = 3, &[]).await;
+    let out = h
+        .conversation
+        .run_turn("loop forever", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.stop, StopReason::BudgetExhausted);
+    assert_eq!(llm.requests().len(), 3);
+    assert_eq!(out.model_calls, 3);
+    assert!(out.reply.contains("step budget"));
+}
+
+#[tokio::test]
+async fn a_corrupted_stored_history_is_repaired_before_the_call() {
+    let llm = FakeLlm::start(vec![Reply::Json(text("recovered"))]).await;
+    let dangling = r#"[{"id":"lost","name":"terminal","arguments":"{}"}]"#;
+    let seed = [
+        NewMessage {
+            role: "user",
+            content: "run it",
+            ..Default::default()
+        },
+        NewMessage {
+            role: "assistant",
+            content: "",
+            tool_calls: Some(dangling),
+            ..Default::default()
+        },
+        NewMessage {
+            role: "tool",
+            content: "orphan",
+            tool_call_id: Some("ghost"),
+            name: Some("terminal"),
+            ..Default::default()
+        },
+    ];
+    let mut h = harness_with(&llm, |_| {}, &seed).await;
+    h.conversation
+        .run_turn("are you there?", &CancellationToken::new())
+        .await
+        .unwrap();
+    let sent = &llm.requests()[0]["messages"];
+    let roles: Vec<&str> = sent
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "user"]);
+    assert_eq!(sent[3]["tool_call_id"], "lost");
+    assert_eq!(sent[3]["content"], STUB_RESULT);
+    assert!(!sent.to_string().contains("orphan"));
+}
+
+#[tokio::test]
+async fn long_histories_are_compressed_with_the_auxiliary_model() {
+    let llm = FakeLlm::start(vec![Reply::Json(text("fresh answer"))]).await;
+    let aux = FakeLlm::start(vec![Reply::Json(text(
+        "They discussed deploys and a flaky test.",
+    ))])
+    .await;
+    let filler = "word ".repeat(400);
+    let mut owned: Vec<(String, String)> = vec![
+        ("user".into(), "FIRST QUESTION".into()),
+        ("assistant".into(), "first answer".into()),
+    ];
+    for i in 0..30 {
+        owned.push(("user".into(), format!("question {i} {filler}")));
+        owned.push(("assistant".into(), format!("answer {i} {filler}")));
+    }
+    let seed: Vec<NewMessage> = owned
+        .iter()
+        .map(|(r, c)| NewMessage {
+            role: r,
+            content: c,
+            ..Default::default()
+        })
+        .collect();
+    let aux_url = aux.url.clone();
+    let mut h = harness_with(
+        &llm,
+        move |c| {
+            c.llm.context_window = 8000;
+            c.llm.max_tokens = 500;
+            c.llm.auxiliary.base_url = Some(aux_url);
+        },
+        &seed,
+    )
+    .await;
+    let out = h
+        .conversation
+        .run_turn("LATEST QUESTION", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.reply, "fresh answer");
+    assert_eq!(aux.requests().len(), 1, "the auxiliary model summarised");
+    let sent = llm.requests()[0]["messages"].as_array().unwrap().clone();
+    assert!(sent.len() < 20, "{} messages sent", sent.len());
+    assert_eq!(sent[1]["content"], "FIRST QUESTION", "first exchange kept");
+    assert!(sent.iter().any(|m| {
+        m["content"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with(SUMMARY_PREFIX)
+    }));
+    assert_eq!(
+        sent.last().unwrap()["content"],
+        "LATEST QUESTION",
+        "recent tail kept"
+    );
+    assert_eq!(
+        h.store
+            .messages(&h.conversation.session().id)
+            .await
+            .unwrap()
+            .len(),
+        64,
+        "storage keeps everything"
+    );
+}
+
+#[tokio::test]
+async fn old_large_tool_outputs_are_trimmed_first() {
+    let llm = FakeLlm::start(vec![Reply::Json(text("ok"))]).await;
+    let big = "x".repeat(30_000);
+    let calls_json = r#"[{"id":"t1","name":"read_file","arguments":"{}"}]"#;
+    let mut seed = vec![
+        NewMessage {
+            role: "user",
+            content: "read the log",
+            ..Default::default()
+        },
+        NewMessage {
+            role: "assistant",
+            content: "",
+            tool_calls: Some(calls_json),
+            ..Default::default()
+        },
+        NewMessage {
+            role: "tool",
+            content: &big,
+            tool_call_id: Some("t1"),
+            name: Some("read_file"),
+            ..Default::default()
+        },
+    ];
+    for _ in 0..5 {
+        seed.push(NewMessage {
+            role: "user",
+            content: "more",
+            ..Default::default()
+        });
+        seed.push(NewMessage {
+            role: "assistant",
+            content: "sure",
+            ..Default::default()
+        });
+    }
+    let mut h = harness_with(
+        &llm,
+        |c| {
+            c.llm.context_window = 8000;
+            c.llm.max_tokens = 500;
+        },
+        &seed,
+    )
+    .await;
+    h.conversation
+        .run_turn("and now?", &CancellationToken::new())
+        .await
+        .unwrap();
+    let tool = tool_messages(&llm.requests()[0]);
+    assert!(
+        tool[0].1.len() < 2000 && tool[0].1.contains("trimmed"),
+        "{}",
+        tool[0].1.len()
+    );
+}
+
+#[tokio::test]
+async fn cancellation_stops_at_the_tool_boundary() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "terminal", r#"{"command": "sleep 30"}"#)])),
+        Reply::Json(text("never")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        trigger.cancel();
+    });
+    let started = Instant::now();
+    let out = h.conversation.run_turn("sleep", &cancel).await.unwrap();
+    assert_eq!(out.stop, StopReason::Cancelled);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(llm.requests().len(), 1, "no model call after the cancel");
+    let last = h.conversation.history().last().unwrap();
+    assert_eq!(
+        last.role,
+        Role::Tool,
+        "the interrupted call still has a result"
+    );
+}
+
+#[tokio::test]
+async fn every_message_is_persisted_and_usage_recorded() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "search_files", r#"{"pattern": "zzz"}"#)])),
+        Reply::Json(text("nothing found")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    h.conversation
+        .run_turn("find zzz", &CancellationToken::new())
+        .await
+        .unwrap();
+    let id = h.conversation.session().id.clone();
+    let stored = h.store.messages(&id).await.unwrap();
+    let roles: Vec<&str> = stored.iter().map(|m| m.role.as_str()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
+    assert_eq!(stored[2].tool_call_id.as_deref(), Some("c1"));
+    let turns = h.store.turns(&id).await.unwrap();
+    assert_eq!(turns.len(), 1);
+    assert_eq!(
+        (turns[0].prompt_tokens, turns[0].completion_tokens),
+        (30, 12)
+    );
+    assert_eq!((turns[0].model_calls, turns[0].tool_calls), (2, 1));
+    assert_eq!(turns[0].outcome, "final");
+}
+
+struct ScriptedHuman(&'static str);
+
+#[async_trait::async_trait]
+impl ClarifyBroker for ScriptedHuman {
+    async fn ask(
+        &self,
+        question: &str,
+        choices: &[String],
+        _cancel: &CancellationToken,
+    ) -> Result<String, String> {
+        assert_eq!(question, "Which branch?");
+        assert_eq!(choices, ["main", "dev"]);
+        Ok(self.0.to_string())
+    }
+}
+
+#[tokio::test]
+async fn agent_layer_tools_keep_their_state() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[
+            (
+                "t",
+                "todo",
+                r#"{"todos": [{"id": "1", "content": "ship", "status": "in_progress"}]}"#,
+            ),
+            (
+                "m",
+                "memory",
+                r#"{"action": "add", "content": "prefers dark mode"}"#,
+            ),
+        ])),
+        Reply::Json(calls(&[(
+            "q",
+            "clarify",
+            r#"{"question": "Which branch?", "choices": ["main", "dev"]}"#,
+        )])),
+        Reply::Json(calls(&[("s", "session_search", r#"{"query": "deploy"}"#)])),
+        Reply::Json(text("noted")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    h.conversation = h.conversation.with_clarify(Arc::new(ScriptedHuman("dev")));
+    h.conversation
+        .run_turn("remember my theme; deploy plan?", &CancellationToken::new())
+        .await
+        .unwrap();
+    let requests = llm.requests();
+    let todo = tool_messages(&requests[1]);
+    assert!(todo[0].1.contains("\"in_progress\":1"), "{todo:?}");
+    assert!(todo[1].1.contains("prefers dark mode"));
+    assert_eq!(
+        h.store.notes("cli:tester").await.unwrap()[0].content,
+        "prefers dark mode"
+    );
+    let answer = tool_messages(&requests[2]);
+    assert_eq!(answer[2].1, r#"{"answer":"dev"}"#);
+    let search = tool_messages(&requests[3]);
+    assert!(
+        search[3].1.contains("deploy plan?"),
+        "the user's own message is searchable: {}",
+        search[3].1
+    );
+}
+
+#[tokio::test]
+async fn cancellation_interrupts_a_slow_model_call() {
+    let llm = FakeLlm::start(vec![Reply::Delayed(
+        Duration::from_secs(30),
+        Box::new(Reply::Json(text("too late"))),
+    )])
+    .await;
+    let mut h = harness(&llm).await;
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        trigger.cancel();
+    });
+    let started = Instant::now();
+    let out = h
+        .conversation
+        .run_turn("think hard", &cancel)
+        .await
+        .unwrap();
+    assert_eq!(out.stop, StopReason::Cancelled);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(out.model_calls, 0, "the interrupted call is refunded");
+    let roles: Vec<Role> = h.conversation.history().iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::User], "nothing half-made was appended");
+}

@@ -1,0 +1,236 @@
+//! `switchboard tools` and `switchboard toolsets` from the real binary.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
+
+fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// A gateway.toml in `dir` whose storage is a SQLite file there.
+fn storage_in(dir: &Path) -> switchboard::config::StorageConfig {
+    let url = format!("sqlite://{}/sb.db", dir.display());
+    std::fs::write(
+        dir.join("gateway.toml"),
+        format!("[storage]\nurl = \"{url}\"\n"),
+    )
+    .unwrap();
+    switchboard::config::StorageConfig {
+        url,
+        ..Default::default()
+    }
+}
+
+fn fixture() -> String {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples/mcp_fixture")
+        .display()
+        .to_string()
+}
+
+#[test]
+fn tools_lists_availability_with_reasons_and_mcp_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gateway.toml"),
+        format!(
+            "[[mcp.servers]]\nname = \"fixture\"\ncommand = \"{}\"\n",
+            fixture()
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = run(dir.path(), &["tools", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let json: Value = serde_json::from_str(&out).unwrap();
+    let tools = json["tools"].as_array().unwrap();
+    let find = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing"))
+    };
+    assert_eq!(find("read_file")["available"], true);
+    assert_eq!(find("echo")["toolset"], "mcp-fixture");
+    let search = find("web_search");
+    assert_eq!(search["available"], false);
+    assert!(
+        search["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no search backend")
+    );
+
+    let (_, text, _) = run(dir.path(), &["tools", "--platform", "webhook"]);
+    let names: Vec<&str> = text
+        .lines()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["clarify", "vision_analyze", "web_extract", "web_search"]
+    );
+}
+
+#[test]
+fn toolsets_lists_and_resolves() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, _) = run(dir.path(), &["toolsets"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("gateway-webhook") && l.contains(" 4 tools")),
+        "{out}"
+    );
+    let (code, out, _) = run(dir.path(), &["toolsets", "hermes-webhook", "--json"]);
+    assert_eq!(code, 0);
+    let json: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        json["tools"],
+        serde_json::json!(["clarify", "vision_analyze", "web_extract", "web_search"])
+    );
+    let (code, _, err) = run(dir.path(), &["toolsets", "nope"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("unknown toolset `nope`"), "{err}");
+}
+
+#[test]
+fn check_rejects_unknown_toolsets_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gateway.toml"),
+        "[slack]\ntoolsets = [\"gateway-slack\", \"shell\"]\n",
+    )
+    .unwrap();
+    let (code, _, err) = run(dir.path(), &["check"]);
+    assert_eq!(code, 78);
+    assert!(
+        err.contains("slack.toolsets: unknown toolset(s): shell"),
+        "{err}"
+    );
+}
+
+#[test]
+fn pairing_cli_lists_approves_and_revokes() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = storage_in(dir.path());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let code = runtime.block_on(async {
+        let store = switchboard::store::Store::open(&storage).await.unwrap();
+        let event = switchboard::sessions::InboundEvent {
+            platform: "telegram".into(),
+            kind: switchboard::sessions::ChatKind::Dm,
+            chat_id: "77".into(),
+            thread_id: None,
+            user_id: "77".into(),
+            user_name: "Zed".into(),
+            roles: vec![],
+            text: "hi".into(),
+            event_id: "1".into(),
+            message_id: None,
+            mentioned: false,
+            from_bot: false,
+            in_thread: false,
+            attachments: Vec::new(),
+        };
+        let outcome = switchboard::sessions::access::request_code(&store, &event)
+            .await
+            .unwrap();
+        store.close().await;
+        match outcome {
+            switchboard::sessions::PairingOutcome::Issued(code) => code,
+            other => panic!("{other:?}"),
+        }
+    });
+    let (status, out, _) = run(dir.path(), &["pairing", "list"]);
+    assert_eq!(status, 0);
+    assert!(out.contains(&code) && out.contains("Zed"), "{out}");
+    let (status, _, err) = run(dir.path(), &["pairing", "approve", "telegram", "AAAAAAAA"]);
+    assert_eq!(status, 1);
+    assert!(err.contains("1 failed attempt"), "{err}");
+    let (status, out, _) = run(dir.path(), &["pairing", "approve", "telegram", &code]);
+    assert_eq!(status, 0, "{out}");
+    assert!(out.contains("paired Zed (77)"));
+    assert_eq!(
+        run(dir.path(), &["pairing", "revoke", "telegram", "77"]).0,
+        0
+    );
+    assert_eq!(
+        run(dir.path(), &["pairing", "revoke", "telegram", "77"]).0,
+        1
+    );
+}
+
+#[test]
+fn sessions_cli_lists_shows_and_searches() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = storage_in(dir.path());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let id = runtime.block_on(async {
+        let store = switchboard::store::Store::open(&storage).await.unwrap();
+        let session = store
+            .open_session(&switchboard::store::NewSession {
+                key: "slack:dm:D1",
+                platform: "slack",
+                chat_id: "D1",
+                thread_id: None,
+                user_id: Some("U1"),
+            })
+            .await
+            .unwrap();
+        for (role, text) in [
+            ("user", "why is the deploy red"),
+            ("assistant", "the migration timed out"),
+        ] {
+            store
+                .append_message(
+                    &session.id,
+                    &switchboard::store::NewMessage {
+                        role,
+                        content: text,
+                        ..Default::default()
+                    },
+                )
+                .await
+                .unwrap();
+        }
+        store.close().await;
+        session.id
+    });
+    let (status, out, _) = run(dir.path(), &["sessions", "list"]);
+    assert_eq!(status, 0);
+    assert!(
+        out.contains(&id) && out.contains("slack:dm:D1") && out.contains("open"),
+        "{out}"
+    );
+    let (status, out, _) = run(dir.path(), &["sessions", "show", &id]);
+    assert_eq!(status, 0);
+    assert!(
+        out.contains("user: why is the deploy red")
+            && out.contains("assistant: the migration timed out"),
+        "{out}"
+    );
+    let (status, out, _) = run(dir.path(), &["sessions", "search", "migration", "--json"]);
+    assert_eq!(status, 0);
+    let hits: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(hits["hits"][0]["session_key"], "slack:dm:D1");
+    assert_eq!(run(dir.path(), &["sessions", "show", "nope"]).0, 1);
+}

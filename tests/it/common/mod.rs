@@ -1,0 +1,184 @@
+//! Helpers shared by the integration tests: throwaway SQLite files and
+//! PostgreSQL schemas.
+#![allow(dead_code)]
+
+pub mod agent_harness;
+pub mod discord_harness;
+pub mod fake_discord;
+pub mod fake_github;
+pub mod fake_llm;
+pub mod fake_port;
+pub mod fake_slack;
+pub mod fake_telegram;
+pub mod in_process;
+
+use switchboard::config::StorageConfig;
+use switchboard::store::Store;
+
+/// The PostgreSQL server the tests use (`TEST_DATABASE_URL` overrides).
+pub fn postgres_url() -> String {
+    std::env::var("TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// A migrated store on a fresh SQLite file; keep the dir alive.
+pub async fn sqlite_store() -> (Store, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = StorageConfig {
+        url: format!("sqlite://{}", dir.path().join("test.db").display()),
+        ..StorageConfig::default()
+    };
+    let store = Store::open(&config).await.unwrap();
+    (store, dir)
+}
+
+/// A PostgreSQL schema of its own for one test, dropped by [`PgTestDb::drop`].
+pub struct PgTestDb {
+    /// Storage config whose URL selects the schema.
+    pub config: StorageConfig,
+    schema: String,
+    admin: sqlx::PgPool,
+}
+
+impl PgTestDb {
+    /// Creates an empty schema, or returns `None` (with the reason printed)
+    /// when PostgreSQL is unreachable on a developer machine. Under
+    /// `CI=true` an unreachable server fails the test.
+    pub async fn create() -> Option<Self> {
+        let url = postgres_url();
+        let admin = match sqlx::postgres::PgPoolOptions::new()
+            .max_connections(2)
+            .acquire_timeout(std::time::Duration::from_secs(5))
+            .connect(&url)
+            .await
+        {
+            Ok(pool) => pool,
+            Err(err) if std::env::var("CI").as_deref() == Ok("true") => {
+                panic!("PostgreSQL at {url} is required under CI=true: {err}")
+            }
+            Err(err) => {
+                eprintln!("skipping: PostgreSQL at {url} unreachable ({err})");
+                return None;
+            }
+        };
+        let schema = format!("t_{}", switchboard::store::new_id());
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+            .execute(&admin)
+            .await
+            .unwrap();
+        let sep = if url.contains('?') { '&' } else { '?' };
+        let config = StorageConfig {
+            url: format!("{url}{sep}options=-c%20search_path%3D{schema}"),
+            max_connections: 4,
+            ..StorageConfig::default()
+        };
+        Some(Self {
+            config,
+            schema,
+            admin,
+        })
+    }
+
+    /// A migrated store on this schema.
+    pub async fn store(&self) -> Store {
+        Store::open(&self.config).await.unwrap()
+    }
+
+    /// Drops the schema and everything in it.
+    pub async fn drop(self) {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP SCHEMA {} CASCADE",
+            self.schema
+        )))
+        .execute(&self.admin)
+        .await
+        .unwrap();
+        self.admin.close().await;
+    }
+}
+
+/// Declares each listed `async fn name(store: Store)` as two tests, one per
+/// backend: `sqlite::name` and `postgres::name`.
+#[macro_export]
+macro_rules! backend_tests {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    let (store, _dir) = $crate::common::sqlite_store().await;
+                    super::$name(store.clone()).await;
+                    store.close().await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    let Some(db) = $crate::common::PgTestDb::create().await else { return };
+                    let store = db.store().await;
+                    super::$name(store.clone()).await;
+                    store.close().await;
+                    db.drop().await;
+                }
+            )*
+        }
+    };
+}
+
+/// Tool-test helpers.
+pub mod tools {
+    use std::sync::Arc;
+
+    use switchboard::tools::{AllowAll, ApprovalHook, ApprovalVerdict, ToolContext};
+
+    /// A context whose workspace is a fresh directory under `dir`.
+    pub fn ctx(dir: &std::path::Path) -> ToolContext {
+        ctx_with(dir, Arc::new(AllowAll))
+    }
+
+    /// The same with another approval hook.
+    pub fn ctx_with(dir: &std::path::Path, hook: Arc<dyn ApprovalHook>) -> ToolContext {
+        ToolContext::for_session(dir, "s1", "test:dm:1", hook).unwrap()
+    }
+
+    /// A test policy: deny commands containing any of the words.
+    pub struct DenyWords(pub Vec<&'static str>);
+
+    #[async_trait::async_trait]
+    impl ApprovalHook for DenyWords {
+        async fn review(&self, command: &str, _ctx: &ToolContext) -> ApprovalVerdict {
+            match self.0.iter().find(|w| command.contains(*w)) {
+                Some(word) => ApprovalVerdict::Deny {
+                    reason: format!("test policy forbids `{word}`"),
+                },
+                None => ApprovalVerdict::Allow,
+            }
+        }
+    }
+}
+
+/// Dispatches through a runtime's registry and parses the JSON answer.
+pub async fn call(
+    runtime: &switchboard::tools::ToolRuntime,
+    tool: &str,
+    args: serde_json::Value,
+    ctx: &switchboard::tools::ToolContext,
+) -> serde_json::Value {
+    let out = runtime.registry.dispatch(tool, args, ctx).await;
+    serde_json::from_str(&out).unwrap_or(serde_json::Value::String(out))
+}
+
+/// The lines of a corpus under tests/data, without blanks and comments.
+pub fn corpus(name: &str) -> Vec<String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name);
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect()
+}

@@ -1,0 +1,267 @@
+//! MCP servers: a real stdio server process (tests/fixtures/mcp_fixture.rs)
+//! and an in-process streamable HTTP server, both driven through the
+//! registry; a dying server makes its tools unavailable and comes back.
+
+use crate::common;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ServerHandler, schemars, tool, tool_handler, tool_router};
+use serde_json::json;
+use switchboard::config::{Config, Env, McpServerConfig};
+use switchboard::telemetry::Health;
+use switchboard::tools::{ToolRuntime, mcp};
+use tokio_util::sync::CancellationToken;
+
+/// The fixture server binary, built by cargo beside the test binaries.
+fn fixture() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let debug = exe.parent().unwrap().parent().unwrap();
+    let path = debug.join("examples").join("mcp_fixture");
+    assert!(
+        path.exists(),
+        "{} missing: build with cargo test (it builds examples)",
+        path.display()
+    );
+    path
+}
+
+fn stdio_server(timeout_secs: u64) -> McpServerConfig {
+    McpServerConfig {
+        name: "fixture".into(),
+        command: Some(fixture().display().to_string()),
+        args: vec![],
+        env: Default::default(),
+        url: None,
+        timeout_secs,
+    }
+}
+
+async fn until(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+#[tokio::test]
+async fn stdio_server_tools_dispatch_through_the_registry() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = common::tools::ctx(dir.path());
+    let rt = ToolRuntime::build(
+        &Config::default(),
+        &Env::default(),
+        switchboard::adapters::platforms(&Config::default()),
+    )
+    .unwrap();
+    let (client, _alive) = mcp::connect_and_register(&stdio_server(1), &rt.registry)
+        .await
+        .unwrap();
+
+    let tools = rt.toolsets.resolve("mcp-fixture").unwrap();
+    assert_eq!(
+        tools.iter().cloned().collect::<Vec<_>>(),
+        ["add", "crash", "echo", "fail", "slow"]
+    );
+    assert!(rt.toolsets.resolve("all").unwrap().contains("echo"));
+
+    let echo = rt
+        .registry
+        .dispatch("echo", json!({"text": "hi there"}), &ctx)
+        .await;
+    assert_eq!(echo, "hi there");
+    let add = rt
+        .registry
+        .dispatch("add", json!({"a": "40", "b": 2}), &ctx)
+        .await;
+    assert_eq!(add, "42", "arguments coerced by the MCP schema");
+    let fail = common::call(&rt, "fail", json!({}), &ctx).await;
+    assert!(
+        fail["error"]
+            .as_str()
+            .unwrap()
+            .contains("failed on purpose"),
+        "{fail}"
+    );
+    let slow = common::call(&rt, "slow", json!({"ms": 1500}), &ctx).await;
+    assert!(
+        slow["error"]
+            .as_str()
+            .unwrap()
+            .contains("did not answer within"),
+        "{slow}"
+    );
+    let _ = client.cancel().await;
+}
+
+#[tokio::test]
+async fn a_dead_server_goes_unavailable_and_is_reconnected() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = common::tools::ctx(dir.path());
+    let rt = ToolRuntime::build(
+        &Config::default(),
+        &Env::default(),
+        switchboard::adapters::platforms(&Config::default()),
+    )
+    .unwrap();
+    let health = Health::default();
+    let stop = CancellationToken::new();
+    let supervisor = tokio::spawn(mcp::supervise(
+        stdio_server(5),
+        rt.registry.clone(),
+        health.clone(),
+        stop.clone(),
+    ));
+
+    let registry = rt.registry.clone();
+    until("first connection", Duration::from_secs(20), || {
+        registry.get("echo").is_some()
+    })
+    .await;
+    assert!(health.snapshot()["mcp-fixture"].ready);
+    let generation = rt.registry.generation();
+
+    let crashed = common::call(&rt, "crash", json!({}), &ctx).await;
+    assert!(crashed.get("error").is_some(), "{crashed}");
+    let h = health.clone();
+    until("unhealthy", Duration::from_secs(10), || {
+        !h.snapshot()["mcp-fixture"].ready
+    })
+    .await;
+    until("re-registration", Duration::from_secs(20), || {
+        registry.generation() > generation + 1 && h.snapshot()["mcp-fixture"].ready
+    })
+    .await;
+    assert_eq!(
+        rt.registry
+            .dispatch("echo", json!({"text": "back"}), &ctx)
+            .await,
+        "back"
+    );
+
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(10), supervisor)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!health.snapshot().contains_key("mcp-fixture"));
+}
+
+#[tokio::test]
+async fn unavailable_while_disconnected() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = common::tools::ctx(dir.path());
+    let rt = ToolRuntime::build(
+        &Config::default(),
+        &Env::default(),
+        switchboard::adapters::platforms(&Config::default()),
+    )
+    .unwrap();
+    let (client, alive) = mcp::connect_and_register(&stdio_server(5), &rt.registry)
+        .await
+        .unwrap();
+    alive.store(false, std::sync::atomic::Ordering::SeqCst);
+    rt.registry.invalidate_checks();
+    let out = common::call(&rt, "echo", json!({"text": "x"}), &ctx).await;
+    assert_eq!(
+        out["error"],
+        "Tool echo is currently unavailable: MCP server fixture is not connected"
+    );
+    assert!(
+        !rt.toolsets
+            .session_tools(&["mcp-fixture".into()], &[])
+            .unwrap()
+            .iter()
+            .any(|t| t.spec.name == "echo")
+    );
+    let _ = client.cancel().await;
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_start_is_reported() {
+    let rt = ToolRuntime::build(
+        &Config::default(),
+        &Env::default(),
+        switchboard::adapters::platforms(&Config::default()),
+    )
+    .unwrap();
+    let mut config = stdio_server(5);
+    config.command = Some("/nonexistent/mcp-server".into());
+    let err = mcp::connect_and_register(&config, &rt.registry)
+        .await
+        .unwrap_err();
+    assert!(err.contains("cannot start"), "{err}");
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct MulArgs {
+    a: i64,
+    b: i64,
+}
+
+#[derive(Clone)]
+struct Remote;
+
+#[tool_router]
+impl Remote {
+    #[tool(description = "Multiply two integers")]
+    fn multiply(&self, Parameters(MulArgs { a, b }): Parameters<MulArgs>) -> String {
+        (a * b).to_string()
+    }
+}
+
+#[tool_handler]
+impl ServerHandler for Remote {}
+
+#[tokio::test]
+async fn streamable_http_server_tools_work_too() {
+    let config = StreamableHttpServerConfig::default();
+    let stop = config.cancellation_token.clone();
+    let service: StreamableHttpService<Remote, LocalSessionManager> =
+        StreamableHttpService::new(|| Ok(Remote), Arc::default(), config);
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router)
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await;
+    });
+
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = common::tools::ctx(dir.path());
+    let rt = ToolRuntime::build(
+        &Config::default(),
+        &Env::default(),
+        switchboard::adapters::platforms(&Config::default()),
+    )
+    .unwrap();
+    let server = McpServerConfig {
+        name: "remote".into(),
+        command: None,
+        args: vec![],
+        env: Default::default(),
+        url: Some(format!("http://{addr}/mcp")),
+        timeout_secs: 5,
+    };
+    let (client, _) = mcp::connect_and_register(&server, &rt.registry)
+        .await
+        .unwrap();
+    assert_eq!(
+        rt.registry.get("multiply").unwrap().spec.toolset,
+        "mcp-remote"
+    );
+    assert_eq!(
+        rt.registry
+            .dispatch("multiply", json!({"a": 6, "b": 7}), &ctx)
+            .await,
+        "42"
+    );
+    let _ = client.cancel().await;
+}

@@ -1,0 +1,545 @@
+//! The Slack adapter (Events API mode) end to end: signed Events API and
+//! interactivity requests into the real daemon, the real slack-morphism
+//! client against a fake Web API, a scripted model.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::fake_llm::{FakeLlm, Reply, calls, text};
+use common::fake_slack::{BOT_USER, FakeSlack};
+use common::in_process::{InProcess, daemon_config};
+use serde_json::{Value, json};
+use switchboard::adapters::slack::verify::sign;
+use switchboard::config::{Config, Env, SlackMode};
+
+const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+
+struct Setup {
+    slack: FakeSlack,
+    llm: FakeLlm,
+    daemon: InProcess,
+    http: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+async fn start(script: Vec<Reply>) -> Setup {
+    start_in(SlackMode::Events, script, |_| {}).await
+}
+
+async fn start_in(mode: SlackMode, script: Vec<Reply>, tweak: impl FnOnce(&mut Config)) -> Setup {
+    let slack = FakeSlack::start().await;
+    let llm = FakeLlm::start(script).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = daemon_config(dir.path(), &llm.url);
+    config.slack.enabled = true;
+    config.slack.mode = mode;
+    config.slack.api_url = slack.url.clone();
+    tweak(&mut config);
+    let env = Env::from_pairs([
+        ("SLACK_BOT_TOKEN", "xoxb-test"),
+        ("SLACK_SIGNING_SECRET", SECRET),
+        ("SLACK_APP_TOKEN", "xapp-test"),
+    ]);
+    let daemon = InProcess::start(config, env).await;
+    slack.wait("auth.test", 1).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    Setup {
+        slack,
+        llm,
+        daemon,
+        http: reqwest::Client::new(),
+        _dir: dir,
+    }
+}
+
+impl Setup {
+    async fn signed(
+        &self,
+        path: &str,
+        body: Vec<u8>,
+        ts: i64,
+        extra: &[(&str, &str)],
+    ) -> reqwest::Response {
+        let content_type = if path.ends_with("interactivity") {
+            "application/x-www-form-urlencoded"
+        } else {
+            "application/json"
+        };
+        let mut req = self
+            .http
+            .post(format!("{}{path}", self.daemon.base))
+            .header("content-type", content_type)
+            .header("x-slack-request-timestamp", ts.to_string())
+            .header("x-slack-signature", sign(SECRET, ts, &body));
+        for (k, v) in extra {
+            req = req.header(*k, *v);
+        }
+        req.body(body).send().await.unwrap()
+    }
+
+    async fn event(
+        &self,
+        event: Value,
+        event_id: &str,
+        extra: &[(&str, &str)],
+    ) -> reqwest::Response {
+        let body = json!({
+            "token": "legacy", "team_id": "T0001", "api_app_id": "A0001",
+            "type": "event_callback", "event_id": event_id, "event_time": 1_764_000_000,
+            "event": event,
+        });
+        self.signed(
+            "/slack/events",
+            serde_json::to_vec(&body).unwrap(),
+            now(),
+            extra,
+        )
+        .await
+    }
+
+    async fn press(
+        &self,
+        user: &str,
+        channel: &str,
+        message_ts: &str,
+        value: &str,
+    ) -> reqwest::Response {
+        let payload = json!({
+            "type": "block_actions",
+            "user": {"id": user, "username": user.to_lowercase(), "team_id": "T0001"},
+            "team": {"id": "T0001"},
+            "channel": {"id": channel, "name": "ops"},
+            "container": {"type": "message", "message_ts": message_ts, "channel_id": channel},
+            "message": {"type": "message", "ts": message_ts, "text": "Approval needed"},
+            "trigger_id": "1.2.3",
+            "response_url": "https://hooks.slack.com/actions/T/1/x",
+            "actions": [{"type": "button", "action_id": "switchboard_approval_0",
+                         "block_id": "switchboard_approval", "value": value,
+                         "action_ts": "1764000001.000"}],
+        });
+        let body: String = url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("payload", &payload.to_string())
+            .finish();
+        self.signed("/slack/interactivity", body.into_bytes(), now(), &[])
+            .await
+    }
+}
+
+fn now() -> i64 {
+    switchboard::store::now_ms() / 1000
+}
+
+fn mention(user: &str, channel: &str, ts: &str, text: &str) -> Value {
+    json!({"type": "app_mention", "user": user, "channel": channel, "ts": ts,
+           "text": format!("<@{BOT_USER}> {text}"), "event_ts": ts})
+}
+
+#[tokio::test]
+async fn url_verification_and_signature_checks() {
+    let s = start(vec![]).await;
+    let body = serde_json::to_vec(&json!({"type": "url_verification", "token": "t", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"})).unwrap();
+    let ok = s.signed("/slack/events", body.clone(), now(), &[]).await;
+    assert_eq!(ok.status(), 200);
+    assert_eq!(
+        ok.json::<Value>().await.unwrap()["challenge"],
+        "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"
+    );
+    let stale = s
+        .signed("/slack/events", body.clone(), now() - 310, &[])
+        .await;
+    assert_eq!(stale.status(), 401);
+    let wrong = s
+        .http
+        .post(format!("{}/slack/events", s.daemon.base))
+        .header("x-slack-request-timestamp", now().to_string())
+        .header("x-slack-signature", sign("not the secret", now(), &body))
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    let missing = s
+        .http
+        .post(format!("{}/slack/events", s.daemon.base))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 401);
+    s.daemon.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_mention_is_answered_in_its_thread_once_despite_retries() {
+    let long = format!("**Summary**\n\n{}", "word ".repeat(1400));
+    let s = start(vec![Reply::Json(text(&long))]).await;
+    let r = s
+        .event(
+            mention("U1", "C1", "1764000000.000100", "summarise"),
+            "Ev1",
+            &[],
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    // Slack sends the channel `message` for the same post, and retries.
+    let msg = json!({"type": "message", "channel_type": "channel", "user": "U1", "channel": "C1",
+                     "ts": "1764000000.000100", "text": format!("<@{BOT_USER}> summarise")});
+    assert_eq!(s.event(msg, "Ev2", &[]).await.status(), 200);
+    let retry = s
+        .event(
+            mention("U1", "C1", "1764000000.000100", "summarise"),
+            "Ev1",
+            &[
+                ("x-slack-retry-num", "1"),
+                ("x-slack-retry-reason", "http_timeout"),
+            ],
+        )
+        .await;
+    assert_eq!(retry.status(), 200);
+    let posts = s.slack.wait("chat.postMessage", 1).await;
+    assert_eq!(posts[0].auth, "Bearer xoxb-test");
+    assert_eq!(posts[0].body["channel"], "C1");
+    assert_eq!(posts[0].body["thread_ts"], "1764000000.000100");
+    let blocks = posts[0].body["blocks"].as_array().unwrap();
+    assert!(blocks.len() >= 3, "7000 characters need three sections");
+    for b in blocks {
+        assert_eq!(b["type"], "section");
+        assert!(b["text"]["text"].as_str().unwrap().chars().count() <= 3000);
+    }
+    assert!(
+        blocks[0]["text"]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("*Summary*")
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(s.llm.requests().len(), 1, "one turn for one message");
+    let prompt = s.llm.requests()[0]["messages"].to_string();
+    assert!(prompt.contains("summarise") && !prompt.contains(BOT_USER));
+    assert!(
+        prompt.contains("the user is annie"),
+        "named through users.info: {prompt}"
+    );
+    let added = s.slack.calls("reactions.add");
+    assert_eq!(added[0].body["name"], "hourglass_flowing_sand");
+    assert_eq!(added[0].body["timestamp"], "1764000000.000100");
+    s.slack.wait("reactions.remove", 1).await;
+    s.daemon.shutdown().await;
+}
+
+#[tokio::test]
+async fn unmentioned_channel_messages_and_bots_are_ignored() {
+    let s = start(vec![Reply::Json(text("hi"))]).await;
+    let chatter = json!({"type": "message", "channel_type": "channel", "user": "U1", "channel": "C1",
+                         "ts": "1764000000.000200", "text": "lunch?"});
+    assert_eq!(s.event(chatter, "Ev3", &[]).await.status(), 200);
+    let bot = json!({"type": "message", "channel_type": "im", "user": "U9", "bot_id": "B9",
+                     "channel": "D1", "ts": "1764000000.000300", "text": "beep"});
+    assert_eq!(s.event(bot, "Ev4", &[]).await.status(), 200);
+    let own = json!({"type": "message", "channel_type": "im", "user": BOT_USER,
+                     "channel": "D1", "ts": "1764000000.000400", "text": "my own reply"});
+    assert_eq!(s.event(own, "Ev5", &[]).await.status(), 200);
+    let dm = json!({"type": "message", "channel_type": "im", "user": "U1",
+                    "channel": "D1", "ts": "1764000000.000500", "text": "hello"});
+    assert_eq!(s.event(dm, "Ev6", &[]).await.status(), 200);
+    let posts = s.slack.wait("chat.postMessage", 1).await;
+    assert_eq!(posts[0].body["channel"], "D1");
+    assert!(
+        posts[0].body.get("thread_ts").is_none(),
+        "DMs are not threaded"
+    );
+    assert_eq!(s.llm.requests().len(), 1, "only the DM reached the agent");
+    s.daemon.shutdown().await;
+}
+
+#[tokio::test]
+async fn approval_buttons_resolve_through_the_broker() {
+    let s = start(vec![
+        Reply::Json(calls(&[(
+            "c1",
+            "terminal",
+            r#"{"command":"git reset --hard"}"#,
+        )])),
+        Reply::Json(text("Reset done.")),
+    ])
+    .await;
+    s.event(
+        mention("U1", "C1", "1764000000.000600", "reset it"),
+        "Ev7",
+        &[],
+    )
+    .await;
+    let posts = s.slack.wait("chat.postMessage", 1).await;
+    let prompt = &posts[0].body;
+    assert_eq!(prompt["thread_ts"], "1764000000.000600");
+    let actions = prompt["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["type"] == "actions")
+        .unwrap();
+    let buttons = actions["elements"].as_array().unwrap();
+    assert_eq!(buttons.len(), 4);
+    let once = buttons[0]["value"].as_str().unwrap().to_string();
+    assert!(once.starts_with("ap:") && once.ends_with(":once"));
+    let prompt_ts = posts[0].ts.as_str();
+    // Someone else presses: refused privately, nothing decided.
+    assert_eq!(s.press("U2", "C1", prompt_ts, &once).await.status(), 200);
+    let ephemeral = s.slack.wait("chat.postEphemeral", 1).await;
+    assert_eq!(ephemeral[0].body["user"], "U2");
+    assert!(
+        ephemeral[0].body["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Only the person who asked")
+    );
+    assert!(s.slack.calls("chat.update").is_empty());
+    // The requester presses.
+    assert_eq!(s.press("U1", "C1", prompt_ts, &once).await.status(), 200);
+    let updates = s.slack.wait("chat.update", 1).await;
+    assert_eq!(updates[0].body["ts"], prompt_ts);
+    let text = updates[0].body["text"].as_str().unwrap();
+    assert!(text.contains("Allowed once by u1"), "{text}");
+    assert!(
+        updates[0].body["blocks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|b| b["type"] != "actions"),
+        "buttons removed"
+    );
+    let posts = s.slack.wait("chat.postMessage", 2).await;
+    assert_eq!(posts[1].body["text"], "Reset done.");
+    s.daemon.shutdown().await;
+}
+
+#[tokio::test]
+async fn bang_approve_works_in_threads() {
+    let s = start(vec![
+        Reply::Json(calls(&[(
+            "c1",
+            "terminal",
+            r#"{"command":"git reset --hard"}"#,
+        )])),
+        Reply::Json(text("Done.")),
+    ])
+    .await;
+    s.event(
+        mention("U1", "C1", "1764000000.000700", "reset"),
+        "Ev8",
+        &[],
+    )
+    .await;
+    s.slack.wait("chat.postMessage", 1).await;
+    let reply = json!({"type": "message", "channel_type": "channel", "user": "U1", "channel": "C1",
+                       "ts": "1764000000.000800", "thread_ts": "1764000000.000700", "text": "!approve"});
+    assert_eq!(s.event(reply, "Ev9", &[]).await.status(), 200);
+    let posts = s.slack.wait("chat.postMessage", 3).await;
+    let texts: Vec<&str> = posts
+        .iter()
+        .map(|p| p.body["text"].as_str().unwrap())
+        .collect();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("Done: approved by annie")),
+        "{texts:?}"
+    );
+    assert!(texts.contains(&"Done."));
+    s.daemon.shutdown().await;
+}
+
+#[tokio::test]
+async fn thread_replies_continue_the_conversation_without_a_mention() {
+    let s = start(vec![
+        Reply::Json(text("First.")),
+        Reply::Json(text("Second.")),
+        Reply::Json(text("Third.")),
+    ])
+    .await;
+    s.event(
+        mention("U1", "C1", "1764000000.000900", "start"),
+        "Ev10",
+        &[],
+    )
+    .await;
+    s.slack.wait("chat.postMessage", 1).await;
+    let follow = json!({"type": "message", "channel_type": "channel", "user": "U1", "channel": "C1",
+                        "ts": "1764000000.001000", "thread_ts": "1764000000.000900", "text": "and then?"});
+    assert_eq!(s.event(follow, "Ev11", &[]).await.status(), 200);
+    let posts = s.slack.wait("chat.postMessage", 2).await;
+    assert_eq!(posts[1].body["text"], "Second.");
+    assert_eq!(posts[1].body["thread_ts"], "1764000000.000900");
+    let second = s.llm.requests()[1]["messages"].to_string();
+    assert!(second.contains("First."), "same session: {second}");
+    // Threads are one conversation (sessions.thread_sessions_per_user is
+    // off): a colleague's reply in it continues it too.
+    let other = json!({"type": "message", "channel_type": "channel", "user": "U2", "channel": "C1",
+                       "ts": "1764000000.001100", "thread_ts": "1764000000.000900", "text": "me too"});
+    s.event(other, "Ev12", &[]).await;
+    let posts = s.slack.wait("chat.postMessage", 3).await;
+    assert_eq!(posts[2].body["text"], "Third.");
+    assert!(
+        s.llm.requests()[2]["messages"]
+            .to_string()
+            .contains("Second.")
+    );
+    // A reply in a thread the bot is not part of needs a mention.
+    let stray = json!({"type": "message", "channel_type": "channel", "user": "U2", "channel": "C1",
+                       "ts": "1764000000.001300", "thread_ts": "1764000000.001200", "text": "unrelated"});
+    s.event(stray, "Ev13", &[]).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(s.llm.requests().len(), 3);
+    s.daemon.shutdown().await;
+}
+
+#[tokio::test]
+async fn socket_mode_acknowledges_envelopes_and_answers() {
+    let s = start_in(
+        SlackMode::Socket,
+        vec![
+            Reply::Json(calls(&[(
+                "c1",
+                "terminal",
+                r#"{"command":"git reset --hard"}"#,
+            )])),
+            Reply::Json(text("Over the socket.")),
+        ],
+        |_| {},
+    )
+    .await;
+    let open = s.slack.wait("apps.connections.open", 1).await;
+    assert_eq!(
+        open[0].auth, "Bearer xapp-test",
+        "opened with the app-level token"
+    );
+    s.slack
+        .envelope(json!({
+            "envelope_id": "env-1", "type": "events_api",
+            "accepts_response_payload": false, "retry_attempt": 0, "retry_reason": "",
+            "payload": {
+                "token": "legacy", "team_id": "T0001", "api_app_id": "A0001",
+                "type": "event_callback", "event_id": "Ev20", "event_time": 1_764_000_000,
+                "event": mention("U1", "C1", "1764000000.002000", "reset"),
+            },
+        }))
+        .await;
+    s.slack.acked("env-1").await;
+    let posts = s.slack.wait("chat.postMessage", 1).await;
+    let value = posts[0].body["blocks"][1]["elements"][0]["value"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let payload = json!({
+        "type": "block_actions",
+        "user": {"id": "U1", "username": "u1", "team_id": "T0001"},
+        "team": {"id": "T0001", "domain": "acme"},
+        "channel": {"id": "C1", "name": "ops"},
+        "container": {"type": "message", "message_ts": posts[0].ts, "channel_id": "C1"},
+        "message": {"type": "message", "ts": posts[0].ts, "text": "Approval needed"},
+        "trigger_id": "1.2.3",
+        "api_app_id": "A0001",
+        "response_url": "https://hooks.slack.com/actions/T/1/x",
+        "actions": [{"type": "button", "action_id": "switchboard_approval_0",
+                     "block_id": "switchboard_approval", "value": value,
+                     "text": {"type": "plain_text", "text": "Allow once"},
+                     "action_ts": "1764000001.000"}],
+    });
+    s.slack
+        .envelope(json!({
+            "envelope_id": "env-2", "type": "interactive",
+            "accepts_response_payload": true, "payload": payload,
+        }))
+        .await;
+    s.slack.acked("env-2").await;
+    s.slack.wait("chat.update", 1).await;
+    let posts = s.slack.wait("chat.postMessage", 2).await;
+    assert_eq!(posts[1].body["text"], "Over the socket.");
+    assert_eq!(posts[1].body["thread_ts"], "1764000000.002000");
+    s.daemon.shutdown().await;
+}
+
+#[tokio::test]
+async fn clarify_questions_are_answered_by_button_or_in_the_thread() {
+    let s = start(vec![
+        Reply::Json(calls(&[(
+            "q1",
+            "clarify",
+            r#"{"question":"Which region?","choices":["eu","us"]}"#,
+        )])),
+        Reply::Json(calls(&[(
+            "q2",
+            "clarify",
+            r#"{"question":"Any deadline?"}"#,
+        )])),
+        Reply::Json(text("Deploying to eu by Friday.")),
+    ])
+    .await;
+    s.event(
+        mention("U1", "C1", "1764000000.003000", "deploy"),
+        "Ev30",
+        &[],
+    )
+    .await;
+    let posts = s.slack.wait("chat.postMessage", 1).await;
+    assert_eq!(posts[0].body["thread_ts"], "1764000000.003000");
+    let buttons = posts[0].body["blocks"][1]["elements"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(buttons[1]["text"]["text"], "us");
+    let eu = buttons[0]["value"].as_str().unwrap().to_string();
+    // Someone else's press does not answer.
+    s.press("U2", "C1", &posts[0].ts, &eu).await;
+    let refused = s.slack.wait("chat.postEphemeral", 1).await;
+    assert_eq!(refused[0].body["text"], "Only the person asked can answer.");
+    s.press("U1", "C1", &posts[0].ts, &eu).await;
+    s.slack.wait("chat.update", 1).await;
+    // The second question has no buttons: the next message in the thread answers it.
+    let posts = s.slack.wait("chat.postMessage", 2).await;
+    assert!(
+        posts[1].body["text"]
+            .as_str()
+            .unwrap()
+            .contains("Any deadline?")
+    );
+    let answer = json!({"type": "message", "channel_type": "channel", "user": "U1", "channel": "C1",
+                        "ts": "1764000000.003100", "thread_ts": "1764000000.003000", "text": "Friday"});
+    s.event(answer, "Ev31", &[]).await;
+    let posts = s.slack.wait("chat.postMessage", 3).await;
+    assert_eq!(posts[2].body["text"], "Deploying to eu by Friday.");
+    let results = s.llm.requests()[2]["messages"].to_string();
+    assert!(
+        results.contains("eu") && results.contains("Friday"),
+        "{results}"
+    );
+    s.daemon.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_allowed_bot_is_taken_like_a_person() {
+    let s = start_in(
+        SlackMode::Events,
+        vec![Reply::Json(text("Hello, CI bot."))],
+        |c| {
+            c.slack.allowed_bots = vec!["BCI".into()];
+        },
+    )
+    .await;
+    let other = json!({"type": "message", "channel_type": "im", "user": "U8", "bot_id": "BOTHER",
+                       "channel": "D2", "ts": "1764000000.004000", "text": "ignored"});
+    s.event(other, "Ev40", &[]).await;
+    let ci = json!({"type": "message", "channel_type": "im", "user": "U9", "bot_id": "BCI",
+                    "channel": "D2", "ts": "1764000000.004100", "text": "build 42 failed"});
+    s.event(ci, "Ev41", &[]).await;
+    let posts = s.slack.wait("chat.postMessage", 1).await;
+    assert_eq!(posts[0].body["text"], "Hello, CI bot.");
+    assert_eq!(s.llm.requests().len(), 1);
+    assert!(
+        s.llm.requests()[0]["messages"]
+            .to_string()
+            .contains("build 42 failed")
+    );
+    s.daemon.shutdown().await;
+}

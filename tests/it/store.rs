@@ -1,0 +1,538 @@
+//! The storage suite: every test runs on SQLite and on PostgreSQL.
+
+use crate::backend_tests;
+
+use switchboard::store::{
+    ApprovalRecord, ApprovalStatus, InboxInsert, NewInboxEvent, NewMessage, NewSession,
+    PairingRequest, Store, new_id, now_ms,
+};
+
+backend_tests!(
+    migrations_run_twice_without_change,
+    open_session_is_idempotent_and_reset_makes_a_new_one,
+    concurrent_opens_share_one_session,
+    messages_keep_order_and_fields,
+    search_finds_words_and_scopes_to_user,
+    search_treats_syntax_as_text,
+    inbox_dedupes_and_replays_unprocessed_in_order,
+    concurrent_inbox_inserts_share_commits_and_still_dedupe,
+    approvals_are_decided_once,
+    allowlist_add_list_revoke,
+    pairing_approve_and_revoke,
+    pairing_codes_expire,
+    memory_notes_are_per_user,
+    list_sessions_newest_first,
+);
+
+async fn migrations_run_twice_without_change(store: Store) {
+    let version = store.schema_version().await.unwrap();
+    assert!(version >= 1, "schema version {version}");
+    assert_eq!(
+        store.migrate().await.unwrap(),
+        0,
+        "second run applies nothing"
+    );
+    assert_eq!(
+        store.migrate().await.unwrap(),
+        0,
+        "third run applies nothing"
+    );
+    assert_eq!(store.schema_version().await.unwrap(), version);
+    store.ping().await.unwrap();
+}
+
+fn dm(key: &str) -> NewSession<'_> {
+    NewSession {
+        key,
+        platform: "telegram",
+        chat_id: "42",
+        thread_id: None,
+        user_id: Some("42"),
+    }
+}
+
+async fn open_session_is_idempotent_and_reset_makes_a_new_one(store: Store) {
+    let first = store.open_session(&dm("telegram:dm:42")).await.unwrap();
+    let again = store.open_session(&dm("telegram:dm:42")).await.unwrap();
+    assert_eq!(first.id, again.id);
+    assert_eq!(first.user_id.as_deref(), Some("42"));
+    assert!(first.ended_at.is_none());
+
+    assert!(store.end_session(&first.id, "reset").await.unwrap());
+    assert!(
+        !store.end_session(&first.id, "reset").await.unwrap(),
+        "ends once"
+    );
+    let ended = store.session(&first.id).await.unwrap().unwrap();
+    assert_eq!(ended.end_reason.as_deref(), Some("reset"));
+    assert!(
+        store
+            .open_session_by_key("telegram:dm:42")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    let fresh = store.open_session(&dm("telegram:dm:42")).await.unwrap();
+    assert_ne!(fresh.id, first.id);
+}
+
+async fn concurrent_opens_share_one_session(store: Store) {
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move { store.open_session(&dm("slack:dm:D1")).await.unwrap().id })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for task in tasks {
+        ids.push(task.await.unwrap());
+    }
+    ids.dedup();
+    assert_eq!(ids.len(), 1, "one open session per key: {ids:?}");
+}
+
+async fn messages_keep_order_and_fields(store: Store) {
+    let s = store.open_session(&dm("telegram:dm:1")).await.unwrap();
+    let calls =
+        r#"[{"id":"c1","type":"function","function":{"name":"read_file","arguments":"{}"}}]"#;
+    store
+        .append_message(
+            &s.id,
+            &NewMessage {
+                role: "user",
+                content: "hi",
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    store
+        .append_message(
+            &s.id,
+            &NewMessage {
+                role: "assistant",
+                content: "",
+                tool_calls: Some(calls),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    store
+        .append_message(
+            &s.id,
+            &NewMessage {
+                role: "tool",
+                content: "file body ünïcödé",
+                tool_call_id: Some("c1"),
+                name: Some("read_file"),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let history = store.messages(&s.id).await.unwrap();
+    let roles: Vec<&str> = history.iter().map(|m| m.role.as_str()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool"]);
+    assert!(history.windows(2).all(|w| w[0].id < w[1].id));
+    assert_eq!(history[1].tool_calls.as_deref(), Some(calls));
+    assert_eq!(history[2].tool_call_id.as_deref(), Some("c1"));
+    assert_eq!(history[2].name.as_deref(), Some("read_file"));
+    assert_eq!(history[2].content, "file body ünïcödé");
+}
+
+async fn search_finds_words_and_scopes_to_user(store: Store) {
+    let alice = store.open_session(&dm("telegram:dm:alice")).await.unwrap();
+    let bob = store
+        .open_session(&NewSession {
+            user_id: Some("bob"),
+            ..dm("telegram:dm:bob")
+        })
+        .await
+        .unwrap();
+    for (session, text) in [
+        (&alice.id, "the deploy pipeline failed on staging"),
+        (&alice.id, "lunch plans"),
+        (&bob.id, "staging deploy is green again"),
+    ] {
+        store
+            .append_message(
+                session,
+                &NewMessage {
+                    role: "user",
+                    content: text,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+    }
+    let all = store
+        .search_messages("DEPLOY staging", None, 10)
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 2, "{all:?}");
+    let only_bob = store
+        .search_messages("deploy", Some(("telegram", "bob")), 10)
+        .await
+        .unwrap();
+    assert_eq!(only_bob.len(), 1);
+    assert_eq!(only_bob[0].session_key, "telegram:dm:bob");
+    assert!(
+        store
+            .search_messages("nonexistentword", None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .search_messages("staging", None, 1)
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "limit"
+    );
+}
+
+async fn search_treats_syntax_as_text(store: Store) {
+    let s = store.open_session(&dm("telegram:dm:7")).await.unwrap();
+    store
+        .append_message(
+            &s.id,
+            &NewMessage {
+                role: "user",
+                content: "error: NEAR(foo) OR \"bar\"",
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    for hostile in [
+        "\"",
+        "NEAR(",
+        "foo OR",
+        "*",
+        "a\"b",
+        "'; DROP TABLE messages; --",
+        "   ",
+        "!!!",
+    ] {
+        store.search_messages(hostile, None, 5).await.unwrap();
+    }
+    let hits = store.search_messages("near(foo)", None, 5).await.unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(
+        store.messages(&s.id).await.unwrap().len(),
+        1,
+        "table intact"
+    );
+}
+
+async fn inbox_dedupes_and_replays_unprocessed_in_order(store: Store) {
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        let key = format!("telegram:update:{n}");
+        let event = NewInboxEvent {
+            platform: "telegram",
+            dedupe_key: &key,
+            session_key: "telegram:dm:1",
+            payload: &format!(r#"{{"n":{n}}}"#),
+        };
+        match store.inbox_insert(&event).await.unwrap() {
+            InboxInsert::Inserted(id) => ids.push(id),
+            InboxInsert::Duplicate => panic!("first insert of {key} seen as duplicate"),
+        }
+        assert_eq!(
+            store.inbox_insert(&event).await.unwrap(),
+            InboxInsert::Duplicate
+        );
+    }
+    assert!(store.inbox_mark_processed(ids[1], "ok").await.unwrap());
+    assert!(
+        !store.inbox_mark_processed(ids[1], "ok").await.unwrap(),
+        "processed once"
+    );
+    store.inbox_record_attempt(ids[0]).await.unwrap();
+
+    let pending = store.inbox_pending(100).await.unwrap();
+    let pending_ids: Vec<i64> = pending.iter().map(|r| r.id).collect();
+    assert_eq!(pending_ids, [ids[0], ids[2], ids[3], ids[4]]);
+    assert_eq!(pending[0].attempts, 1);
+    assert_eq!(pending[0].payload, r#"{"n":0}"#);
+    let done = store.inbox_event(ids[1]).await.unwrap().unwrap();
+    assert_eq!(done.outcome.as_deref(), Some("ok"));
+    assert!(done.processed_at.is_some());
+    // A bounded look back at one platform's newest events.
+    for n in 0..3 {
+        let key = format!("discord:{n}");
+        store
+            .inbox_insert(&NewInboxEvent {
+                platform: "discord",
+                dedupe_key: &key,
+                session_key: "discord:dm:1",
+                payload: "{}",
+            })
+            .await
+            .unwrap();
+    }
+    let latest = store.inbox_latest("discord", 2).await.unwrap();
+    let keys: Vec<&str> = latest.iter().map(|r| r.dedupe_key.as_str()).collect();
+    assert_eq!(keys, ["discord:1", "discord:2"], "newest two, in order");
+    assert_eq!(store.inbox_latest("discord", 100).await.unwrap().len(), 3);
+    assert!(store.inbox_latest("slack", 100).await.unwrap().is_empty());
+}
+
+fn approval(session_id: &str) -> ApprovalRecord {
+    ApprovalRecord {
+        id: new_id(),
+        session_id: session_id.into(),
+        session_key: "telegram:dm:1".into(),
+        requester: "telegram:1".into(),
+        command: "rm -rf build".into(),
+        pattern_keys: switchboard::store::PatternKeys(vec!["recursive_delete".into()]),
+        status: ApprovalStatus::Pending,
+        approver: None,
+        reason: None,
+        created_at: now_ms(),
+        expires_at: now_ms() + 300_000,
+        decided_at: None,
+    }
+}
+
+async fn approvals_are_decided_once(store: Store) {
+    let record = approval("s1");
+    store.insert_approval(&record).await.unwrap();
+    assert_eq!(store.approval(&record.id).await.unwrap().unwrap(), record);
+    assert!(
+        store
+            .decide_approval(
+                &record.id,
+                ApprovalStatus::Denied,
+                Some("telegram:9"),
+                Some("no")
+            )
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .decide_approval(
+                &record.id,
+                ApprovalStatus::ApprovedOnce,
+                Some("telegram:1"),
+                None
+            )
+            .await
+            .unwrap(),
+        "a decided request cannot be decided again"
+    );
+    assert!(
+        !store
+            .decide_approval("forged", ApprovalStatus::ApprovedOnce, None, None)
+            .await
+            .unwrap()
+    );
+    let stored = store.approval(&record.id).await.unwrap().unwrap();
+    assert_eq!(stored.status, ApprovalStatus::Denied);
+    assert_eq!(stored.approver.as_deref(), Some("telegram:9"));
+    assert_eq!(stored.reason.as_deref(), Some("no"));
+    assert!(stored.decided_at.is_some());
+    assert_eq!(stored.pattern_keys.0, ["recursive_delete"]);
+    let second = approval("s2");
+    store.insert_approval(&second).await.unwrap();
+    assert_eq!(store.list_approvals(10).await.unwrap().len(), 2);
+}
+
+async fn allowlist_add_list_revoke(store: Store) {
+    assert!(
+        store
+            .allow_pattern("git_force_push", "telegram:1")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .allow_pattern("git_force_push", "telegram:2")
+            .await
+            .unwrap(),
+        "already there"
+    );
+    assert!(store.allow_pattern("docker_stop", "cli").await.unwrap());
+    let keys: Vec<String> = store
+        .allowlist()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.pattern_key)
+        .collect();
+    assert_eq!(keys, ["docker_stop", "git_force_push"]);
+    assert!(store.is_pattern_allowed("docker_stop").await.unwrap());
+    assert!(store.revoke_pattern("docker_stop").await.unwrap());
+    assert!(!store.revoke_pattern("docker_stop").await.unwrap());
+    assert!(!store.is_pattern_allowed("docker_stop").await.unwrap());
+}
+
+fn pairing(code: &str, user: &str, expires_in_ms: i64) -> PairingRequest {
+    PairingRequest {
+        platform: "telegram".into(),
+        code: code.into(),
+        user_id: user.into(),
+        user_name: format!("User {user}"),
+        chat_id: user.into(),
+        created_at: now_ms(),
+        expires_at: now_ms() + expires_in_ms,
+    }
+}
+
+async fn pairing_approve_and_revoke(store: Store) {
+    store
+        .insert_pairing_request(&pairing("ABCD2345", "77", 3_600_000))
+        .await
+        .unwrap();
+    store
+        .insert_pairing_request(&pairing("EFGH6789", "77", 3_600_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .pairing_requests(Some("telegram"))
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    assert!(
+        store
+            .pairing_requests(Some("slack"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .approve_pairing("telegram", "WRONG000", "owner")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(!store.is_paired("telegram", "77").await.unwrap());
+
+    let paired = store
+        .approve_pairing("telegram", "ABCD2345", "owner")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(paired.user_id, "77");
+    assert_eq!(paired.user_name, "User 77");
+    assert!(store.is_paired("telegram", "77").await.unwrap());
+    assert!(
+        store.pairing_requests(None).await.unwrap().is_empty(),
+        "user's other codes gone"
+    );
+    assert_eq!(store.paired_users().await.unwrap().len(), 1);
+
+    assert!(store.revoke_pairing("telegram", "77").await.unwrap());
+    assert!(!store.revoke_pairing("telegram", "77").await.unwrap());
+    assert!(!store.is_paired("telegram", "77").await.unwrap());
+}
+
+async fn pairing_codes_expire(store: Store) {
+    store
+        .insert_pairing_request(&pairing("OLD22222", "5", -1))
+        .await
+        .unwrap();
+    assert!(store.pairing_requests(None).await.unwrap().is_empty());
+    assert!(
+        store
+            .approve_pairing("telegram", "OLD22222", "owner")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(!store.is_paired("telegram", "5").await.unwrap());
+}
+
+async fn memory_notes_are_per_user(store: Store) {
+    let a = store.add_note("telegram:1", "prefers rust").await.unwrap();
+    store
+        .add_note("telegram:1", "timezone UTC+2")
+        .await
+        .unwrap();
+    store.add_note("slack:U2", "other user").await.unwrap();
+    assert_eq!(store.notes("telegram:1").await.unwrap().len(), 2);
+    assert!(
+        !store.update_note("slack:U2", a, "hijack").await.unwrap(),
+        "not theirs"
+    );
+    assert!(
+        !store.delete_note("slack:U2", a).await.unwrap(),
+        "not theirs"
+    );
+    assert!(
+        store
+            .update_note("telegram:1", a, "prefers Rust 2024")
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.notes("telegram:1").await.unwrap()[0].content,
+        "prefers Rust 2024"
+    );
+    assert!(store.delete_note("telegram:1", a).await.unwrap());
+    assert_eq!(store.notes("telegram:1").await.unwrap().len(), 1);
+}
+
+async fn list_sessions_newest_first(store: Store) {
+    let a = store.open_session(&dm("telegram:dm:a")).await.unwrap();
+    let b = store.open_session(&dm("telegram:dm:b")).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    store.touch_session(&a.id).await.unwrap();
+    let list = store.list_sessions(10).await.unwrap();
+    let keys: Vec<&str> = list.iter().map(|s| s.key.as_str()).collect();
+    assert_eq!(keys, ["telegram:dm:a", "telegram:dm:b"]);
+    assert_eq!(store.list_sessions(1).await.unwrap().len(), 1);
+    let _ = b;
+}
+
+async fn concurrent_inbox_inserts_share_commits_and_still_dedupe(store: Store) {
+    // 60 concurrent deliveries, every third one a redelivery of an earlier
+    // key: the group commit must answer each caller with its own outcome.
+    let tasks: Vec<_> = (0..60)
+        .map(|n| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let key = format!("github:d-{}", if n % 3 == 2 { n - 1 } else { n });
+                let payload = format!("event {n}");
+                let r = store
+                    .inbox_insert(&NewInboxEvent {
+                        platform: "webhook",
+                        dedupe_key: &key,
+                        session_key: "webhook:r:e",
+                        payload: &payload,
+                    })
+                    .await
+                    .unwrap();
+                (key, r)
+            })
+        })
+        .collect();
+    let mut inserted = std::collections::BTreeMap::new();
+    let mut duplicates = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            (key, InboxInsert::Inserted(id)) => {
+                assert!(inserted.insert(key, id).is_none(), "a key inserted twice");
+            }
+            (_, InboxInsert::Duplicate) => duplicates += 1,
+        }
+    }
+    assert_eq!((inserted.len(), duplicates), (40, 20));
+    let pending = store.inbox_pending(100).await.unwrap();
+    assert_eq!(pending.len(), 40);
+    for row in pending {
+        assert_eq!(inserted.get(&row.dedupe_key), Some(&row.id));
+    }
+}

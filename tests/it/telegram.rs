@@ -1,0 +1,378 @@
+//! The Telegram adapter end to end: the real teloxide client against a fake
+//! Bot API server, the real daemon in-process, a scripted model.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::fake_llm::{FakeLlm, Reply, calls, text};
+use common::fake_telegram::{BOT_USERNAME, FakeTelegram};
+use common::in_process::{InProcess, daemon_config};
+use serde_json::{Value, json};
+use switchboard::config::{Config, Env, TelegramMode};
+
+const ANN: i64 = 1001;
+const BOB: i64 = 1002;
+const GROUP: i64 = -100_555;
+
+struct Setup {
+    tg: FakeTelegram,
+    llm: FakeLlm,
+    daemon: InProcess,
+    dir: tempfile::TempDir,
+}
+
+async fn start(script: Vec<Reply>, tweak: impl FnOnce(&mut Config)) -> Setup {
+    let tg = FakeTelegram::start().await;
+    let llm = FakeLlm::start(script).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = daemon_config(dir.path(), &llm.url);
+    config.telegram.enabled = true;
+    config.telegram.api_url = tg.url.clone();
+    config.telegram.allowed_users = vec![ANN, BOB];
+    tweak(&mut config);
+    let env = Env::from_pairs([
+        ("TELEGRAM_BOT_TOKEN", "123:test-token"),
+        ("TELEGRAM_WEBHOOK_SECRET", "s3cret-token"),
+    ]);
+    let daemon = InProcess::start(config, env).await;
+    Setup {
+        tg,
+        llm,
+        daemon,
+        dir,
+    }
+}
+
+fn texts(calls: &[common::fake_telegram::Call]) -> Vec<String> {
+    calls
+        .iter()
+        .map(|c| c.body["text"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_private_message_gets_a_markdown_reply_with_typing_and_commands_set() {
+    let s = start(
+        vec![Reply::Json(text("**Done.** See `x_y` (v1.2)!"))],
+        |_| {},
+    )
+    .await;
+    s.tg.push(FakeTelegram::message(ANN, ANN, "Ann", 10, "hello"));
+    let sent = s.tg.wait("sendMessage", 1).await;
+    assert_eq!(sent[0].body["chat_id"], ANN);
+    assert_eq!(sent[0].body["parse_mode"], "MarkdownV2");
+    assert_eq!(sent[0].body["text"], "*Done\\.* See `x_y` \\(v1\\.2\\)\\!");
+    assert!(
+        sent[0].body.get("reply_parameters").is_none(),
+        "no reply quote in a private chat"
+    );
+    let commands = s.tg.calls("setMyCommands");
+    let names: Vec<&str> = commands[0].body["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["command"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["new", "stop", "status", "approve", "deny", "help"]);
+    let typing = s.tg.calls("sendChatAction");
+    assert!(!typing.is_empty() && typing[0].body["action"] == "typing");
+    let prompt = s.llm.requests()[0]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        prompt.contains("direct message on telegram; the user is Ann"),
+        "{prompt}"
+    );
+    s.daemon.shutdown().await;
+}
+
+#[tokio::test]
+async fn long_replies_are_chunked_and_fall_back_to_plain_text() {
+    let paragraph = "A sentence that goes on. ".repeat(40);
+    let long = [paragraph.trim_end(); 8].join("\n\n");
+    let s = start(vec![Reply::Json(text(&long))], |_| {}).await;
+    s.tg.reject_markdown(1);
+    s.tg.push(FakeTelegram::message(ANN, ANN, "Ann", 11, "write a lot"));
+    let sent = s.tg.wait("sendMessage", 4).await;
+    // The first chunk was refused as MarkdownV2 and resent as plain text.
+    assert_eq!(sent[0].body["parse_mode"], "MarkdownV2");
+    assert!(sent[1].body.get("parse_mode").is_none());
+    assert!(
+        texts(&sent[1..2])[0].ends_with("(1/3)"),
+        "{:?}",
+        texts(&sent)
+    );
+    let delivered = &sent[1..];
+    assert_eq!(delivered.len(), 3);
+    for (i, t) in texts(delivered).iter().enumerate() {
+        assert!(t.encode_utf16().count() <= 4096);
+        assert!(
+            t.ends_with(&format!("({}/3)", i + 1)) || t.ends_with(&format!("\\({}/3\\)", i + 1)),
+            "{t}"
+        );
+    }
+    s.daemon.shutdown().await;
+}
+
+#[tokio::test]
+async fn groups_need_a_mention_and_topics_are_threads() {
+    let s = start(vec![Reply::Json(text("In the topic."))], |_| {}).await;
+    s.tg.push(FakeTelegram::message(
+        GROUP,
+        ANN,
+        "Ann",
+        20,
+        "just chatting",
+    ));
+    let mut topic = FakeTelegram::message(
+        GROUP,
+        ANN,
+        "Ann",
+        21,
+        &format!("@{BOT_USERNAME} summarise please"),
+    );
+    topic["message"]["message_thread_id"] = json!(7);
+    topic["message"]["is_topic_message"] = json!(true);
+    topic["message"]["entities"] = json!([{"type": "mention", "offset": 0, "length": 16}]);
+    s.tg.push(topic);
+    let sent = s.tg.wait("sendMessage", 1).await;
+    assert_eq!(sent[0].body["chat_id"], GROUP);
+    assert_eq!(sent[0].body["message_thread_id"], 7);
+    assert_eq!(sent[0].body["reply_parameters"]["message_id"], 21);
+    let requests = s.llm.requests();
+    assert_eq!(
+        requests.len(),
+        1,
+        "the unmentioned message reached no agent"
+    );
+    let user = requests[0]["messages"].to_string();
+    assert!(user.contains("summarise please") && !user.contains("@switchboard_bot"));
+    let sessions = s.daemon.gateway.store.list_sessions(10).await.unwrap();
+    assert_eq!(sessions[0].key, format!("telegram:group:{GROUP}:7"));
+    s.daemon.shutdown().await;
+}
+
+#[tokio::test]
+async fn approval_buttons_resolve_through_the_broker() {
+    let s = start(
+        vec![
+            Reply::Json(calls(&[(
+                "c1",
+                "terminal",
+                r#"{"command":"git reset --hard"}"#,
+            )])),
+            Reply::Json(text("Reset done.")),
+        ],
+        |_| {},
+    )
+    .await;
+    let mut ask =
+        FakeTelegram::message(GROUP, ANN, "Ann", 30, &format!("@{BOT_USERNAME} reset it"));
+    ask["message"]["entities"] = json!([{"type": "mention", "offset": 0, "length": 16}]);
+    s.tg.push(ask);
+    let sent = s.tg.wait("sendMessage", 1).await;
+    let prompt = &sent[0].body;
+    assert!(
+        prompt["text"]
+            .as_str()
+            .unwrap()
+            .contains("git reset --hard")
+    );
+    let buttons = prompt["reply_markup"]["inline_keyboard"]
+        .as_array()
+        .unwrap();
+    assert_eq!(buttons.len(), 4);
+    let once = buttons[0][0]["callback_data"].as_str().unwrap().to_string();
+    assert!(once.starts_with("ap:") && once.ends_with(":once"));
+    let prompt_msg = json!({
+        "message_id": 501, "date": 1_764_000_000,
+        "chat": {"id": GROUP, "type": "supergroup", "title": "Team"},
+        "from": {"id": 999, "is_bot": true, "first_name": "Switchboard"},
+        "text": prompt["text"],
+    });
+    // Bob may talk to the bot but did not ask and is no approver.
+    s.tg.push(FakeTelegram::press(BOB, "Bob", &prompt_msg, &once));
+    let answers = s.tg.wait("answerCallbackQuery", 1).await;
+    assert!(
+        answers[0].body["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Only the person who asked"),
+        "{:?}",
+        answers[0].body
+    );
+    // A forged id is refused too, and still answered.
+    s.tg.push(FakeTelegram::press(
+        ANN,
+        "Ann",
+        &prompt_msg,
+        "ap:00000000000000000000000000000000:once",
+    ));
+    let answers = s.tg.wait("answerCallbackQuery", 2).await;
+    assert_eq!(answers[1].body["text"], "This approval does not exist.");
+    s.tg.push(FakeTelegram::press(ANN, "Ann", &prompt_msg, &once));
+    let answers = s.tg.wait("answerCallbackQuery", 3).await;
+    assert!(
+        answers[2].body["text"]
+            .as_str()
+            .unwrap()
+            .contains("approved by Ann")
+    );
+    let edits = s.tg.wait("editMessageText", 1).await;
+    assert_eq!(edits[0].body["message_id"], 501);
+    assert!(
+        edits[0].body["text"]
+            .as_str()
+            .unwrap()
+            .contains("Allowed once by Ann")
+    );
+    assert!(
+        edits[0].body.get("reply_markup").is_none(),
+        "buttons removed"
+    );
+    let sent = s.tg.wait("sendMessage", 2).await;
+    assert_eq!(sent[1].body["text"], "Reset done\\.");
+    // Pressing again after the decision: refused as already decided.
+    s.tg.push(FakeTelegram::press(ANN, "Ann", &prompt_msg, &once));
+    let answers = s.tg.wait("answerCallbackQuery", 4).await;
+    assert!(
+        answers[3].body["text"]
+            .as_str()
+            .unwrap()
+            .contains("already decided")
+    );
+    s.daemon.shutdown().await;
+}
+
+#[tokio::test]
+async fn polling_survives_5xx_and_honours_retry_after() {
+    let s = start(vec![Reply::Json(text("still here"))], |_| {}).await;
+    s.tg.fail_polls(vec![
+        (502, json!({"ok": false, "error_code": 502, "description": "Bad Gateway"})),
+        (
+            429,
+            json!({"ok": false, "error_code": 429,
+                "description": "Too Many Requests: retry after 2", "parameters": {"retry_after": 2}}),
+        ),
+    ]);
+    s.tg.push(FakeTelegram::message(ANN, ANN, "Ann", 40, "are you there?"));
+    let sent = s.tg.wait("sendMessage", 1).await;
+    assert_eq!(sent[0].body["text"], "still here");
+    let polls = s.tg.calls("getUpdates");
+    // (teloxide itself pauses 10 s after a 5xx before returning the error.)
+    // The third poll came at least retry_after (2 s) after the second.
+    assert!(polls.len() >= 3);
+    let gap = polls[2].at.duration_since(polls[1].at);
+    assert!(gap >= Duration::from_secs(2), "waited {gap:?}");
+    s.daemon.shutdown().await;
+}
+
+#[tokio::test]
+async fn webhook_mode_checks_the_secret_token() {
+    let s = start(vec![Reply::Json(text("via webhook"))], |c| {
+        c.telegram.mode = TelegramMode::Webhook;
+        c.server.public_url = "https://bot.example.com/".into();
+    })
+    .await;
+    let set = s.tg.wait("setWebhook", 1).await;
+    assert_eq!(
+        set[0].body["url"],
+        "https://bot.example.com/telegram/webhook"
+    );
+    assert_eq!(set[0].body["secret_token"], "s3cret-token");
+    let mut update = FakeTelegram::message(ANN, ANN, "Ann", 50, "hi over webhook");
+    update["update_id"] = json!(77);
+    let http = reqwest::Client::new();
+    let url = format!("{}/telegram/webhook", s.daemon.base);
+    let post = |secret: Option<&'static str>| {
+        let mut req = http.post(&url).json(&update);
+        if let Some(secret) = secret {
+            req = req.header("X-Telegram-Bot-Api-Secret-Token", secret);
+        }
+        req.send()
+    };
+    assert_eq!(post(None).await.unwrap().status(), 401);
+    assert_eq!(post(Some("wrong")).await.unwrap().status(), 401);
+    assert_eq!(post(Some("s3cret-token")).await.unwrap().status(), 200);
+    let sent = s.tg.wait("sendMessage", 1).await;
+    assert_eq!(sent[0].body["text"], "via webhook");
+    // Telegram redelivers an update it thinks failed: same update_id, no
+    // second answer.
+    assert_eq!(post(Some("s3cret-token")).await.unwrap().status(), 200);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(s.tg.calls("sendMessage").len(), 1);
+    assert_eq!(s.llm.requests().len(), 1);
+    assert!(
+        s.tg.calls("getUpdates").is_empty(),
+        "no polling in webhook mode"
+    );
+    s.daemon.shutdown().await;
+}
+
+#[tokio::test]
+async fn photos_are_downloaded_into_the_session_workspace() {
+    let s = start(vec![Reply::Json(text("Nice photo."))], |_| {}).await;
+    let mut msg = FakeTelegram::message(ANN, ANN, "Ann", 60, "");
+    msg["message"].as_object_mut().unwrap().remove("text");
+    msg["message"]["caption"] = json!("what is this?");
+    msg["message"]["photo"] = json!([
+        {"file_id": "small", "file_unique_id": "AgADsmall", "width": 90, "height": 90, "file_size": 1},
+        {"file_id": "big", "file_unique_id": "AgADbig", "width": 1280, "height": 960, "file_size": 4},
+    ]);
+    s.tg.push(msg);
+    s.tg.wait("sendMessage", 1).await;
+    let get_file = s.tg.calls("getFile");
+    assert_eq!(get_file[0].body["file_id"], "big", "the largest size");
+    let user: Value = s.llm.requests()[0]["messages"].clone();
+    let text = user.to_string();
+    assert!(
+        text.contains("what is this?") && text.contains("attachments/AgADbig.jpg"),
+        "{text}"
+    );
+    let ws = s.dir.path().join("ws");
+    let session_dir = ws.read_dir().unwrap().next().unwrap().unwrap().path();
+    let saved = std::fs::read(session_dir.join("attachments/AgADbig.jpg")).unwrap();
+    assert_eq!(saved, [0xff, 0xd8, 0xff, 0xd9]);
+    s.daemon.shutdown().await;
+}
+
+#[tokio::test]
+async fn clarify_questions_are_answered_with_buttons() {
+    let s = start(
+        vec![
+            Reply::Json(calls(&[(
+                "q1",
+                "clarify",
+                r#"{"question":"Which environment?","choices":["staging","production"]}"#,
+            )])),
+            Reply::Json(text("Deploying to staging.")),
+        ],
+        |_| {},
+    )
+    .await;
+    s.tg.push(FakeTelegram::message(ANN, ANN, "Ann", 70, "deploy it"));
+    let sent = s.tg.wait("sendMessage", 1).await;
+    assert_eq!(sent[0].body["text"], "❓ Which environment?");
+    let rows = sent[0].body["reply_markup"]["inline_keyboard"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(rows[0][0]["text"], "staging");
+    let data = rows[0][0]["callback_data"].as_str().unwrap().to_string();
+    let question = json!({
+        "message_id": 501, "date": 1_764_000_000,
+        "chat": {"id": ANN, "type": "private", "first_name": "Ann"},
+        "from": {"id": 999, "is_bot": true, "first_name": "Switchboard"},
+        "text": "❓ Which environment?",
+    });
+    s.tg.push(FakeTelegram::press(ANN, "Ann", &question, &data));
+    let sent = s.tg.wait("sendMessage", 2).await;
+    assert_eq!(sent[1].body["text"], "Deploying to staging\\.");
+    let answered = s.tg.calls("answerCallbackQuery");
+    assert_eq!(answered[0].body["text"], "staging");
+    let tool_result = s.llm.requests()[1]["messages"].to_string();
+    assert!(tool_result.contains("staging"), "{tool_result}");
+    s.daemon.shutdown().await;
+}

@@ -1,0 +1,479 @@
+//! terminal (local, docker and ssh backends, approvals, time limits,
+//! cancellation, scrubbed environment) and process (background jobs).
+
+use crate::common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::call;
+use serde_json::{Value, json};
+use switchboard::config::{Config, Env, TerminalBackend};
+use switchboard::tools::ToolRuntime;
+
+fn runtime_with(edit: impl FnOnce(&mut Config)) -> ToolRuntime {
+    let mut config = Config::default();
+    edit(&mut config);
+    ToolRuntime::build(
+        &config,
+        &Env::default(),
+        switchboard::adapters::platforms(&config),
+    )
+    .unwrap()
+}
+
+fn runtime() -> ToolRuntime {
+    runtime_with(|_| {})
+}
+
+fn pid_alive(pid: i32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.contains(") Z "))
+            .unwrap_or(true)
+}
+
+#[tokio::test]
+async fn runs_in_the_workspace_and_reports_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = common::tools::ctx(dir.path());
+    let rt = runtime();
+    let out = call(
+        &rt,
+        "terminal",
+        json!({"command": "pwd; echo out; echo err >&2; exit 3"}),
+        &ctx,
+    )
+    .await;
+    assert_eq!(out["exit_code"], 3, "{out}");
+    assert_eq!(out["timed_out"], false);
+    let text = out["output"].as_str().unwrap();
+    assert!(text.contains(ctx.workspace.to_str().unwrap()), "{text}");
+    assert!(text.contains("out") && text.contains("err"));
+
+    std::fs::create_dir(ctx.workspace.join("sub")).unwrap();
+    let sub = call(
+        &rt,
+        "terminal",
+        json!({"command": "pwd", "workdir": "sub"}),
+        &ctx,
+    )
+    .await;
+    assert!(sub["output"].as_str().unwrap().trim().ends_with("/sub"));
+    let escape = call(
+        &rt,
+        "terminal",
+        json!({"command": "pwd", "workdir": "../.."}),
+        &ctx,
+    )
+    .await;
+    assert!(escape["error"].as_str().unwrap().contains("outside"));
+}
+
+#[tokio::test]
+async fn time_limit_kills_the_whole_process_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = common::tools::ctx(dir.path());
+    let rt = runtime();
+    let started = Instant::now();
+    let out = call(
+        &rt,
+        "terminal",
+        json!({"command": "sleep 60 & echo $! > child.pid; sleep 60", "timeout": 1}),
+        &ctx,
+    )
+    .await;
+    assert_eq!(out["timed_out"], true, "{out}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let pid: i32 = std::fs::read_to_string(ctx.workspace.join("child.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pid_alive(pid) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!pid_alive(pid), "background child {pid} survived");
+}
+
+#[tokio::test]
+async fn output_is_capped_head_and_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = common::tools::ctx(dir.path());
+    let rt = runtime_with(|c| c.tools.terminal.output_limit_bytes = 1000);
+    let out = call(
+        &rt,
+        "terminal",
+        json!({"command": "echo FIRST; seq 1 100000; echo LAST"}),
+        &ctx,
+    )
+    .await;
+    let text = out["output"].as_str().unwrap();
+    assert!(
+        text.starts_with("FIRST") && text.trim_end().ends_with("LAST"),
+        "{text}"
+    );
+    assert!(text.contains("bytes of output omitted"));
+    assert!(text.len() < 1200);
+}
+
+#[tokio::test]
+async fn secrets_are_scrubbed_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = common::tools::ctx(dir.path());
+    let rt = runtime_with(|c| c.tools.terminal.scrub_env = vec!["HOME".into()]);
+    let out = call(
+        &rt,
+        "terminal",
+        json!({"command": "echo home=${HOME:-scrubbed} path=${PATH:+set}"}),
+        &ctx,
+    )
+    .await;
+    assert_eq!(
+        out["output"].as_str().unwrap().trim(),
+        "home=scrubbed path=set"
+    );
+}
+
+#[tokio::test]
+async fn denied_commands_never_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let hook = Arc::new(common::tools::DenyWords(vec!["rm "]));
+    let ctx = common::tools::ctx_with(dir.path(), hook);
+    let rt = runtime();
+    std::fs::write(ctx.workspace.join("keep.txt"), "x").unwrap();
+    let out = call(
+        &rt,
+        "terminal",
+        json!({"command": "touch ran.txt; rm -f keep.txt"}),
+        &ctx,
+    )
+    .await;
+    let err = out["error"].as_str().unwrap();
+    assert!(err.starts_with("BLOCKED: test policy forbids"), "{err}");
+    assert!(err.contains("Do not retry"));
+    assert!(!ctx.workspace.join("ran.txt").exists());
+    assert!(ctx.workspace.join("keep.txt").exists());
+    let started = call(
+        &rt,
+        "process",
+        json!({"action": "start", "command": "rm -rf ."}),
+        &ctx,
+    )
+    .await;
+    assert!(started["error"].as_str().unwrap().starts_with("BLOCKED"));
+}
+
+#[tokio::test]
+async fn cancellation_stops_a_running_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = common::tools::ctx(dir.path());
+    let rt = runtime();
+    let cancel = ctx.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        cancel.cancel();
+    });
+    let started = Instant::now();
+    let out = call(
+        &rt,
+        "terminal",
+        json!({"command": "echo $$ > shell.pid; sleep 60"}),
+        &ctx,
+    )
+    .await;
+    assert_eq!(out["error"], "Tool execution failed: cancelled");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let pid: i32 = std::fs::read_to_string(ctx.workspace.join("shell.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!pid_alive(pid));
+}
+
+/// A stand-in for the docker or ssh binary: records its arguments, then
+/// runs its last argument with bash, as the real tool would remotely.
+fn fake_cli(dir: &Path, name: &str) -> String {
+    let path = dir.join(name);
+    let log = dir.join(format!("{name}.args"));
+    std::fs::write(
+        &path,
+        format!(
+            "#!/usr/bin/env bash\nprintf '%s\\n' \"$@\" > {}\nexec bash -c \"${{@: -1}}\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}
+
+fn args_of(dir: &Path, name: &str) -> Vec<String> {
+    std::fs::read_to_string(dir.join(format!("{name}.args")))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test]
+async fn docker_backend_runs_through_the_docker_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fake_cli(dir.path(), "docker");
+    let ctx = common::tools::ctx(dir.path());
+    let rt = runtime_with(|c| {
+        c.tools.terminal.backend = TerminalBackend::Docker;
+        c.tools.terminal.docker_bin = bin.clone();
+        c.tools.terminal.docker_image = "alpine:3".into();
+    });
+    let out = call(
+        &rt,
+        "terminal",
+        json!({"command": "echo from-docker"}),
+        &ctx,
+    )
+    .await;
+    assert_eq!(
+        out["output"].as_str().unwrap().trim(),
+        "from-docker",
+        "{out}"
+    );
+    let args = args_of(dir.path(), "docker");
+    let ws = format!("{}:/workspace", ctx.workspace.display());
+    assert_eq!(
+        args,
+        [
+            "run",
+            "--rm",
+            "-i",
+            "--network=none",
+            "-v",
+            ws.as_str(),
+            "-w",
+            "/workspace",
+            "alpine:3",
+            "bash",
+            "-c",
+            "echo from-docker"
+        ]
+    );
+
+    let rt = runtime_with(|c| {
+        c.tools.terminal.backend = TerminalBackend::Docker;
+        c.tools.terminal.docker_bin = bin.clone();
+        c.tools.terminal.docker_container = "devbox".into();
+    });
+    std::fs::create_dir(ctx.workspace.join("app")).unwrap();
+    call(
+        &rt,
+        "terminal",
+        json!({"command": "true", "workdir": "app"}),
+        &ctx,
+    )
+    .await;
+    assert_eq!(
+        args_of(dir.path(), "docker"),
+        [
+            "exec",
+            "-i",
+            "-w",
+            "/workspace/app",
+            "devbox",
+            "bash",
+            "-c",
+            "true"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn ssh_backend_runs_through_the_ssh_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fake_cli(dir.path(), "ssh");
+    let ctx = common::tools::ctx(dir.path());
+    let rt = runtime_with(|c| {
+        c.tools.terminal.backend = TerminalBackend::Ssh;
+        c.tools.terminal.ssh_bin = bin.clone();
+        c.tools.terminal.ssh_host = "build.example".into();
+        c.tools.terminal.ssh_user = "ci".into();
+        c.tools.terminal.ssh_port = 2222;
+        c.tools.terminal.ssh_remote_dir = "/tmp".into();
+    });
+    let out = call(
+        &rt,
+        "terminal",
+        json!({"command": "echo \"it's $((6*7))\"; pwd"}),
+        &ctx,
+    )
+    .await;
+    assert_eq!(out["output"].as_str().unwrap(), "it's 42\n/tmp\n", "{out}");
+    let args = args_of(dir.path(), "ssh");
+    assert_eq!(
+        &args[..6],
+        [
+            "-o",
+            "BatchMode=yes",
+            "-p",
+            "2222",
+            "ci@build.example",
+            "--"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn unconfigured_backends_are_unavailable() {
+    let rt = runtime_with(|c| c.tools.terminal.backend = TerminalBackend::Ssh);
+    assert!(!rt.registry.availability("terminal").is_available());
+    assert!(!rt.registry.availability("process").is_available());
+}
+
+async fn wait_exit(rt: &ToolRuntime, id: &str, ctx: &switchboard::tools::ToolContext) -> Value {
+    call(
+        rt,
+        "process",
+        json!({"action": "wait", "process_id": id, "timeout": 20}),
+        ctx,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn background_processes_poll_log_wait_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = common::tools::ctx(dir.path());
+    let rt = runtime();
+    let started = call(
+        &rt,
+        "process",
+        json!({"action": "start", "command": "for i in 1 2 3; do echo line$i; sleep 0.2; done"}),
+        &ctx,
+    )
+    .await;
+    let id = started["process_id"].as_str().unwrap().to_string();
+    assert_eq!(started["running"], true);
+
+    let done = wait_exit(&rt, &id, &ctx).await;
+    assert_eq!(done["running"], false, "{done}");
+    assert_eq!(done["exit_code"], 0);
+    assert_eq!(done["log"], "line1\nline2\nline3");
+    let first = call(
+        &rt,
+        "process",
+        json!({"action": "poll", "process_id": id}),
+        &ctx,
+    )
+    .await;
+    assert_eq!(first["output"], "line1\nline2\nline3\n");
+    let second = call(
+        &rt,
+        "process",
+        json!({"action": "poll", "process_id": id}),
+        &ctx,
+    )
+    .await;
+    assert_eq!(second["output"], "", "poll returns only new output");
+    let log = call(
+        &rt,
+        "process",
+        json!({"action": "log", "process_id": id, "lines": 1}),
+        &ctx,
+    )
+    .await;
+    assert_eq!(log["log"], "line3");
+
+    let server = call(
+        &rt,
+        "process",
+        json!({"action": "start", "command": "sleep 120"}),
+        &ctx,
+    )
+    .await;
+    let sid = server["process_id"].as_str().unwrap().to_string();
+    let listed = call(&rt, "process", json!({"action": "list"}), &ctx).await;
+    assert_eq!(listed["processes"].as_array().unwrap().len(), 2);
+    let killed = call(
+        &rt,
+        "process",
+        json!({"action": "kill", "process_id": sid}),
+        &ctx,
+    )
+    .await;
+    assert_eq!(killed["running"], false, "{killed}");
+
+    let other = switchboard::tools::ToolContext::for_session(
+        dir.path(),
+        "s2",
+        "test:dm:2",
+        Arc::new(switchboard::tools::AllowAll),
+    )
+    .unwrap();
+    let foreign = call(
+        &rt,
+        "process",
+        json!({"action": "poll", "process_id": id}),
+        &other,
+    )
+    .await;
+    assert!(
+        foreign["error"].as_str().unwrap().contains("no process"),
+        "sessions are isolated"
+    );
+    assert_eq!(
+        call(&rt, "process", json!({"action": "list"}), &other).await["processes"],
+        json!([])
+    );
+}
+
+#[tokio::test]
+async fn shutdown_kills_every_background_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = common::tools::ctx(dir.path());
+    let rt = runtime();
+    let mut pids = Vec::new();
+    for _ in 0..3 {
+        let p = call(
+            &rt,
+            "process",
+            json!({"action": "start", "command": "sleep 300"}),
+            &ctx,
+        )
+        .await;
+        pids.push(p["pid"].as_i64().unwrap() as i32);
+    }
+    assert!(pids.iter().all(|p| pid_alive(*p)));
+    rt.processes.shutdown().await;
+    assert!(
+        pids.iter().all(|p| !pid_alive(*p)),
+        "children survived shutdown"
+    );
+}
+
+#[tokio::test]
+async fn process_count_is_bounded_per_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = common::tools::ctx(dir.path());
+    let rt = runtime_with(|c| c.tools.terminal.max_processes = 2);
+    for _ in 0..2 {
+        call(
+            &rt,
+            "process",
+            json!({"action": "start", "command": "sleep 30"}),
+            &ctx,
+        )
+        .await;
+    }
+    let third = call(
+        &rt,
+        "process",
+        json!({"action": "start", "command": "sleep 30"}),
+        &ctx,
+    )
+    .await;
+    assert!(third["error"].as_str().unwrap().contains("already running"));
+    rt.processes.shutdown().await;
+}
