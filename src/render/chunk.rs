@@ -1,27 +1,36 @@
-//! Splitting long replies for platforms with a message limit: on paragraph
-//! boundaries first, then lines, then words; a code fence cut in two is
-//! closed at the end of one chunk and reopened (with its language) at the
-//! start of the next; with more than one chunk each ends in `(i/n)`.
+//! Splitting long replies for platforms with a message limit. The
+//! Markdown is read once; chunks are made of whole blocks, packed while
+//! they fit. Only a block too long for one message is split inside: a
+//! code block between lines (each piece fenced again), a list between
+//! items, a quote between its blocks, a paragraph between words with
+//! every style it is in closed at the end of one piece and opened again at
+//! the start of the next, so no chunk holds half a span. With more than
+//! one chunk each ends in `(i/n)`.
 
-/// Room kept for the `\n(i/n)` marker.
-const MARKER_ROOM: usize = 12;
+use super::markdown::{self, Block, Inline, Sink, Style};
 
-/// Splits `text` into chunks of at most `limit` units as counted by
-/// `measure` (UTF-16 units for Telegram, characters elsewhere).
-pub fn split(text: &str, limit: usize, measure: fn(&str) -> usize) -> Vec<String> {
-    let text = text.trim_end();
-    if measure(text) <= limit {
-        return vec![text.to_string()];
+/// Room kept for the `(i/n)` marker paragraph.
+const MARKER_ROOM: usize = 14;
+/// The separator between blocks, in units.
+const BLOCK_SEP: usize = 2;
+
+/// A platform's way of rendering: its sink, and how long a message is in
+/// the unit its limit counts.
+pub trait Dialect {
+    /// Where blocks are rendered.
+    type Sink: Sink;
+    /// The length of a rendered message in the limit's unit.
+    fn size(out: &<Self::Sink as Sink>::Out) -> usize;
+}
+
+/// A dialect whose messages are markup text counted in characters.
+pub struct CharCount<S>(std::marker::PhantomData<S>);
+
+impl<S: Sink<Out = String>> Dialect for CharCount<S> {
+    type Sink = S;
+    fn size(out: &String) -> usize {
+        chars(out)
     }
-    let budget = limit.saturating_sub(MARKER_ROOM).max(16);
-    let mut chunks = pack(text, budget, measure);
-    let n = chunks.len();
-    if n > 1 {
-        for (i, chunk) in chunks.iter_mut().enumerate() {
-            chunk.push_str(&format!("\n({}/{n})", i + 1));
-        }
-    }
-    chunks
 }
 
 /// Counts characters.
@@ -34,192 +43,540 @@ pub fn utf16(s: &str) -> usize {
     s.encode_utf16().count()
 }
 
-fn fence_opener(line: &str) -> Option<&str> {
-    line.trim_start().starts_with("```").then_some(line.trim())
+fn size<D: Dialect>(doc: &[Block]) -> usize {
+    D::size(&markdown::render::<D::Sink>(doc))
 }
 
-struct Packer<'a> {
-    budget: usize,
-    measure: fn(&str) -> usize,
-    chunks: Vec<String>,
-    current: String,
-    /// Index in `current` just after the last blank line outside a fence,
-    /// with the fence state there (always "outside").
-    last_paragraph: Option<usize>,
-    fence: Option<&'a str>,
+/// Renders `src` in chunks of at most `limit` units each (as far as a
+/// single character allows), each marked `(i/n)` when there are several.
+pub fn chunks<D: Dialect>(src: &str, limit: usize) -> Vec<<D::Sink as Sink>::Out> {
+    split::<D>(src, limit, true)
 }
 
-impl<'a> Packer<'a> {
-    fn len(&self, s: &str) -> usize {
-        (self.measure)(s)
-    }
+/// Like [`chunks`] without the markers: for pieces that make up one
+/// message (Slack's section blocks).
+pub fn pieces<D: Dialect>(src: &str, limit: usize) -> Vec<<D::Sink as Sink>::Out> {
+    split::<D>(src, limit, false)
+}
 
-    fn room_for(&self, line: &str) -> bool {
-        let closer = if self.fence.is_some() { 4 } else { 0 };
-        let sep = usize::from(!self.current.is_empty());
-        self.len(&self.current) + sep + self.len(line) + closer <= self.budget
+fn split<D: Dialect>(src: &str, limit: usize, markers: bool) -> Vec<<D::Sink as Sink>::Out> {
+    let doc = markdown::parse(src);
+    if size::<D>(&doc) <= limit {
+        return vec![markdown::render::<D::Sink>(&doc)];
     }
-
-    fn push_line(&mut self, line: &str) {
-        if !self.current.is_empty() {
-            self.current.push('\n');
-        }
-        self.current.push_str(line);
-    }
-
-    /// Ends the current chunk, preferring the last paragraph break.
-    fn cut(&mut self) {
-        if self.current.is_empty() {
-            return;
-        }
-        let half = self.len(&self.current) / 2;
-        if let Some(at) = self.last_paragraph.take()
-            && self.fence.is_none()
-            && self.len(&self.current[..at]) >= half
-        {
-            let rest = self.current[at..].trim_start_matches('\n').to_string();
-            let head = self.current[..at].trim_end().to_string();
-            self.chunks.push(head);
-            self.current = rest;
-            return;
-        }
-        let mut done = std::mem::take(&mut self.current);
-        if let Some(opener) = self.fence {
-            done.push_str("\n```");
-            self.current = opener.to_string();
-        }
-        self.chunks.push(done.trim_end().to_string());
-    }
-
-    fn add(&mut self, line: &'a str) {
-        let opener = fence_opener(line);
-        if !self.room_for(line) {
-            self.cut();
-        }
-        if !self.room_for(line) {
-            // Still too long on its own: split by words, then characters.
-            for piece in split_long(line, self.budget.saturating_sub(8).max(8), self.measure) {
-                if !self.room_for(&piece) {
-                    self.cut();
-                }
-                self.push_line(&piece);
-            }
+    let room = if markers { MARKER_ROOM } else { 0 };
+    let budget = limit.saturating_sub(room).max(16);
+    let pieces: Vec<Block> = doc.into_iter().flat_map(|b| fit::<D>(b, budget)).collect();
+    let mut groups: Vec<Vec<Block>> = Vec::new();
+    let mut current: Vec<Block> = Vec::new();
+    let mut used = 0;
+    for piece in pieces {
+        let n = size::<D>(std::slice::from_ref(&piece));
+        let extra = if current.is_empty() { n } else { n + BLOCK_SEP };
+        if !current.is_empty() && used + extra > budget {
+            groups.push(std::mem::take(&mut current));
+            used = 0;
+            current.push(piece);
+            used += n;
         } else {
-            self.push_line(line);
+            current.push(piece);
+            used += extra;
         }
-        match (opener, self.fence) {
-            (Some(_), Some(_)) => self.fence = None,
-            (Some(o), None) => self.fence = Some(o),
-            _ => {}
+    }
+    if !current.is_empty() {
+        groups.push(current);
+    }
+    let n = groups.len();
+    groups
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut group)| {
+            if markers && n > 1 {
+                group.push(Block::Para(vec![Inline::Text(format!("({}/{n})", i + 1))]));
+            }
+            markdown::render::<D::Sink>(&group)
+        })
+        .collect()
+}
+
+/// `block` as one or more blocks that each fit `budget`.
+fn fit<D: Dialect>(block: Block, budget: usize) -> Vec<Block> {
+    if size::<D>(std::slice::from_ref(&block)) <= budget {
+        return vec![block];
+    }
+    match block {
+        Block::Code { lang, code } => split_code::<D>(&lang, &code, budget),
+        Block::List { start, items } => {
+            let mut out = Vec::new();
+            for (i, item) in items.into_iter().enumerate() {
+                let one = Block::List {
+                    start: start.map(|s| s + i as u64),
+                    items: vec![item],
+                };
+                if size::<D>(std::slice::from_ref(&one)) <= budget {
+                    out.push(one);
+                } else if let Block::List { mut items, .. } = one {
+                    // An item too long for a message loses its bullet.
+                    let blocks = items.pop().unwrap_or_default();
+                    out.extend(blocks.into_iter().flat_map(|b| fit::<D>(b, budget)));
+                }
+            }
+            out
         }
-        if line.trim().is_empty() && self.fence.is_none() {
-            self.last_paragraph = Some(self.current.len());
+        Block::Quote(inner) => inner
+            .into_iter()
+            .flat_map(|b| fit::<D>(b, budget.saturating_sub(4).max(16)))
+            .map(|b| Block::Quote(vec![b]))
+            .collect(),
+        Block::Para(spans) => split_spans::<D>(spans, budget, Block::Para),
+        Block::Heading(level, spans) => {
+            split_spans::<D>(spans, budget, |s| Block::Heading(level, s))
         }
+        Block::Rule => vec![Block::Rule],
     }
 }
 
-fn split_long(line: &str, budget: usize, measure: fn(&str) -> usize) -> Vec<String> {
+fn split_code<D: Dialect>(lang: &str, code: &str, budget: usize) -> Vec<Block> {
+    let block = |code: String| Block::Code {
+        lang: lang.to_string(),
+        code,
+    };
+    let fits = |code: &str| size::<D>(&[block(code.to_string())]) <= budget;
     let mut out = Vec::new();
-    let mut cur = String::new();
-    for word in line.split_inclusive(' ') {
-        if measure(&cur) + measure(word) > budget && !cur.is_empty() {
-            out.push(std::mem::take(&mut cur));
-        }
-        if measure(word) > budget {
-            for c in word.chars() {
-                if measure(&cur) + measure(c.encode_utf8(&mut [0; 4])) > budget {
-                    out.push(std::mem::take(&mut cur));
-                }
-                cur.push(c);
-            }
+    let mut current = String::new();
+    for line in code.split('\n') {
+        let candidate = if current.is_empty() {
+            line.to_string()
         } else {
-            cur.push_str(word);
+            format!("{current}\n{line}")
+        };
+        if fits(&candidate) {
+            current = candidate;
+            continue;
+        }
+        if !current.is_empty() {
+            out.push(block(std::mem::take(&mut current)));
+        }
+        if fits(line) {
+            current = line.to_string();
+        } else {
+            for piece in split_text(line, |p| fits(p)) {
+                out.push(block(piece));
+            }
         }
     }
-    if !cur.is_empty() {
-        out.push(cur);
+    if !current.is_empty() || out.is_empty() {
+        out.push(block(current));
     }
     out
 }
 
-fn pack(text: &str, budget: usize, measure: fn(&str) -> usize) -> Vec<String> {
-    let mut p = Packer {
-        budget,
-        measure,
-        chunks: Vec::new(),
-        current: String::new(),
-        last_paragraph: None,
-        fence: None,
-    };
-    for line in text.split('\n') {
-        p.add(line);
+/// The longest prefixes of `text` that `fits`, one after another, cut
+/// between characters.
+fn split_text(text: &str, fits: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let bounds: Vec<usize> = rest
+            .char_indices()
+            .map(|(i, _)| i)
+            .skip(1)
+            .chain([rest.len()])
+            .collect();
+        // At least one character per piece, however narrow the budget.
+        let mut take = bounds[0];
+        let (mut lo, mut hi) = (0, bounds.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if fits(&rest[..bounds[mid]]) {
+                take = bounds[mid];
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        out.push(rest[..take].to_string());
+        rest = &rest[take..];
     }
-    if !p.current.trim().is_empty() {
-        let last = std::mem::take(&mut p.current);
-        p.chunks.push(last.trim_end().to_string());
+    out
+}
+
+/// A word (or break) with the styles it is in.
+#[derive(Clone)]
+struct Token {
+    styles: Vec<Style>,
+    kind: TokenKind,
+}
+
+#[derive(Clone)]
+enum TokenKind {
+    Text(String),
+    Code(String),
+    Break,
+}
+
+fn tokens(spans: &[Inline], styles: &mut Vec<Style>, out: &mut Vec<Token>) {
+    for span in spans {
+        match span {
+            Inline::Text(t) => {
+                // Words keep the space after them, so pieces join back
+                // into the same text.
+                let mut start = 0;
+                for (i, c) in t.char_indices() {
+                    if c.is_whitespace() {
+                        let end = i + c.len_utf8();
+                        out.push(Token {
+                            styles: styles.clone(),
+                            kind: TokenKind::Text(t[start..end].to_string()),
+                        });
+                        start = end;
+                    }
+                }
+                if start < t.len() {
+                    out.push(Token {
+                        styles: styles.clone(),
+                        kind: TokenKind::Text(t[start..].to_string()),
+                    });
+                }
+            }
+            Inline::Code(c) => out.push(Token {
+                styles: styles.clone(),
+                kind: TokenKind::Code(c.clone()),
+            }),
+            Inline::Break => out.push(Token {
+                styles: styles.clone(),
+                kind: TokenKind::Break,
+            }),
+            Inline::Styled(style, inner) => {
+                styles.push(style.clone());
+                tokens(inner, styles, out);
+                styles.pop();
+            }
+        }
     }
-    p.chunks.retain(|c| !c.trim().is_empty());
-    p.chunks
+}
+
+/// Spans again from tokens: each token wrapped in its styles, neighbours
+/// in the same styles sharing them.
+fn spans(tokens: &[Token]) -> Vec<Inline> {
+    fn build(tokens: &[Token], depth: usize) -> Vec<Inline> {
+        let mut out: Vec<Inline> = Vec::new();
+        let mut i = 0;
+        while i < tokens.len() {
+            let t = &tokens[i];
+            if t.styles.len() > depth {
+                let style = &t.styles[depth];
+                let mut j = i;
+                while j < tokens.len()
+                    && tokens[j].styles.len() > depth
+                    && tokens[j].styles[..=depth] == t.styles[..=depth]
+                {
+                    j += 1;
+                }
+                out.push(Inline::Styled(
+                    style.clone(),
+                    build(&tokens[i..j], depth + 1),
+                ));
+                i = j;
+                continue;
+            }
+            match &t.kind {
+                TokenKind::Text(s) => match out.last_mut() {
+                    Some(Inline::Text(prev)) => prev.push_str(s),
+                    _ => out.push(Inline::Text(s.clone())),
+                },
+                TokenKind::Code(c) => out.push(Inline::Code(c.clone())),
+                TokenKind::Break => out.push(Inline::Break),
+            }
+            i += 1;
+        }
+        out
+    }
+    build(tokens, 0)
+}
+
+fn split_spans<D: Dialect>(
+    spans_in: Vec<Inline>,
+    budget: usize,
+    wrap: impl Fn(Vec<Inline>) -> Block,
+) -> Vec<Block> {
+    let mut all = Vec::new();
+    tokens(&spans_in, &mut Vec::new(), &mut all);
+    let fits = |tokens: &[Token]| size::<D>(&[wrap(spans(tokens))]) <= budget;
+    let mut out = Vec::new();
+    let mut current: Vec<Token> = Vec::new();
+    for token in all {
+        current.push(token);
+        if fits(&current) {
+            continue;
+        }
+        let token = current.pop().expect("just pushed");
+        if !current.is_empty() {
+            out.push(wrap(spans(&std::mem::take(&mut current))));
+        }
+        if fits(std::slice::from_ref(&token)) {
+            current.push(token);
+            continue;
+        }
+        // One word longer than a message: cut it between characters.
+        let (text, code) = match &token.kind {
+            TokenKind::Text(t) => (t.clone(), false),
+            TokenKind::Code(c) => (c.clone(), true),
+            TokenKind::Break => continue,
+        };
+        let piece = |p: &str| Token {
+            styles: token.styles.clone(),
+            kind: if code {
+                TokenKind::Code(p.to_string())
+            } else {
+                TokenKind::Text(p.to_string())
+            },
+        };
+        for p in split_text(&text, |p| fits(&[piece(p)])) {
+            out.push(wrap(spans(&[piece(&p)])));
+        }
+    }
+    if !current.is_empty() {
+        out.push(wrap(spans(&current)));
+    }
+    out
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The document written back as CommonMark, for tests: text escaped,
+    /// spans as `**`, `*`, `~~`, `[..](..)`, so reading a chunk again
+    /// shows exactly which spans it holds.
+    #[derive(Default)]
+    pub(crate) struct Plain(String);
+
+    fn fence_for(s: &str, min: usize) -> String {
+        let longest = s.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+        "`".repeat(min.max(longest + 1))
+    }
+
+    impl Sink for Plain {
+        type Out = String;
+        fn text(&mut self, s: &str) {
+            for c in s.chars() {
+                if c.is_ascii_punctuation() {
+                    self.0.push('\\');
+                }
+                self.0.push(c);
+            }
+        }
+        fn code(&mut self, s: &str) {
+            let fence = fence_for(s, 1);
+            self.0.push_str(&format!("{fence} {s} {fence}"));
+        }
+        fn open(&mut self, style: &Style) {
+            self.0.push_str(match style {
+                Style::Bold => "**",
+                Style::Italic => "*",
+                Style::Strike => "~~",
+                Style::Link(_) => "[",
+            });
+        }
+        fn close(&mut self, style: &Style) {
+            match style {
+                Style::Bold => self.0.push_str("**"),
+                Style::Italic => self.0.push('*'),
+                Style::Strike => self.0.push_str("~~"),
+                Style::Link(url) => {
+                    self.0.push_str("](<");
+                    self.0.push_str(url);
+                    self.0.push_str(">)");
+                }
+            }
+        }
+        fn code_block(&mut self, lang: &str, code: &str) {
+            let fence = fence_for(code, 3);
+            self.0.push_str(&format!("{fence}{lang}\n{code}\n{fence}"));
+        }
+        fn quote(&mut self, open: bool) {
+            if open {
+                self.0.push_str("> ");
+            }
+        }
+        fn newline(&mut self) {
+            self.0.push('\n');
+        }
+        fn finish(self) -> String {
+            self.0
+        }
+    }
+
+    /// Every word of a document with the styles it is in (headings count
+    /// as bold, as the sinks render them).
+    pub(crate) fn styled_words(blocks: &[Block]) -> Vec<(String, Vec<String>)> {
+        fn spans(s: &[Inline], styles: &mut Vec<String>, out: &mut Vec<(String, Vec<String>)>) {
+            for i in s {
+                match i {
+                    Inline::Text(t) => {
+                        for w in t.split_whitespace() {
+                            out.push((w.to_string(), styles.clone()));
+                        }
+                    }
+                    Inline::Code(c) => {
+                        for w in c.split_whitespace() {
+                            out.push((
+                                w.to_string(),
+                                [styles.clone(), vec!["code".into()]].concat(),
+                            ));
+                        }
+                    }
+                    Inline::Break => {}
+                    Inline::Styled(style, inner) => {
+                        let name = match style {
+                            Style::Bold => "bold".to_string(),
+                            Style::Italic => "italic".into(),
+                            Style::Strike => "strike".into(),
+                            Style::Link(url) => format!("link {url}"),
+                        };
+                        styles.push(name);
+                        spans(inner, styles, out);
+                        styles.pop();
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for b in blocks {
+            match b {
+                Block::Para(s) => spans(s, &mut Vec::new(), &mut out),
+                Block::Heading(_, s) => spans(s, &mut vec!["bold".into()], &mut out),
+                Block::Quote(inner) => out.extend(styled_words(inner)),
+                Block::List { items, .. } => {
+                    for item in items {
+                        out.extend(styled_words(item));
+                    }
+                }
+                Block::Code { code, .. } => {
+                    for w in code.split_whitespace() {
+                        out.push((w.to_string(), vec!["block".into()]));
+                    }
+                }
+                Block::Rule => {}
+            }
+        }
+        out
+    }
+
+    fn split(text: &str, limit: usize) -> Vec<String> {
+        chunks::<CharCount<Plain>>(text, limit)
+    }
 
     #[test]
     fn short_text_is_one_chunk_without_marker() {
-        assert_eq!(split("hello", 100, chars), ["hello"]);
+        assert_eq!(split("hello **there**!", 100), ["hello **there**\\!"]);
     }
 
     #[test]
-    fn paragraphs_are_kept_whole_when_they_fit() {
-        let para = "word ".repeat(30).trim_end().to_string();
-        let text = format!("{para}\n\n{para}\n\n{para}");
-        let chunks = split(&text, 400, chars);
-        assert_eq!(chunks.len(), 2, "{chunks:?}");
-        for c in &chunks {
-            assert!(chars(c) <= 400);
-        }
-        assert!(chunks[0].ends_with("(1/2)"));
-        assert!(chunks[1].starts_with("word"));
+    fn whole_blocks_are_packed_while_they_fit() {
+        let text = format!(
+            "{}\n\n{}\n\n{}",
+            "a".repeat(40),
+            "b".repeat(40),
+            "c".repeat(40)
+        );
+        let parts = split(&text, 100);
+        assert_eq!(parts.len(), 2, "{parts:?}");
+        assert_eq!(
+            parts[0],
+            format!("{}\n\n{}\n\n\\(1\\/2\\)", "a".repeat(40), "b".repeat(40))
+        );
+        assert_eq!(parts[1], format!("{}\n\n\\(2\\/2\\)", "c".repeat(40)));
     }
 
     #[test]
-    fn code_fences_are_closed_and_reopened() {
-        let code: Vec<String> = (0..80).map(|i| format!("let x{i} = {i};")).collect();
-        let text = format!("Here:\n```rust\n{}\n```\nDone.", code.join("\n"));
-        let chunks = split(&text, 500, chars);
-        assert!(chunks.len() > 2);
-        for (i, c) in chunks.iter().enumerate() {
-            assert!(chars(c) <= 500, "chunk {i} too long");
-            let fences = c
-                .lines()
-                .filter(|l| l.trim_start().starts_with("```"))
-                .count();
-            assert_eq!(fences % 2, 0, "chunk {i} leaves a fence open: {c}");
-            if i > 0 && i + 1 < chunks.len() {
-                assert!(
-                    c.starts_with("```rust"),
-                    "chunk {i} reopens with the language"
-                );
-            }
+    fn code_blocks_split_between_lines_and_are_fenced_again() {
+        let code: Vec<String> = (0..30).map(|i| format!("line {i:02}")).collect();
+        let text = format!("```rust\n{}\n```", code.join("\n"));
+        let parts = split(&text, 120);
+        assert!(parts.len() > 1);
+        for p in &parts {
+            assert!(p.starts_with("```rust\n"), "{p}");
+            assert!(chars(p) <= 120, "{p}");
+            assert_eq!(p.matches("```").count(), 2, "{p}");
         }
-        let joined: String = chunks.concat();
-        assert!(joined.contains("let x79 = 79;") && joined.contains("Done."));
-    }
-
-    #[test]
-    fn utf16_limits_count_astral_characters_twice() {
-        let text = "😀".repeat(3000);
-        let chunks = split(&text, 4096, utf16);
-        assert!(chunks.len() >= 2);
-        for c in &chunks {
-            assert!(utf16(c) <= 4096);
-        }
-        let emoji: usize = chunks
+        let joined: Vec<&str> = parts
             .iter()
-            .map(|c| c.chars().filter(|ch| *ch == '😀').count())
-            .sum();
-        assert_eq!(emoji, 3000, "nothing lost");
+            .flat_map(|p| p.lines().filter(|l| l.starts_with("line")))
+            .collect();
+        assert_eq!(joined, code);
+    }
+
+    #[test]
+    fn a_long_paragraph_splits_between_words_reopening_its_styles() {
+        let text = format!("**{}**", "word ".repeat(60).trim());
+        let parts = split(&text, 80);
+        assert!(parts.len() > 2);
+        for p in &parts {
+            let body = p.rsplit_once("\n\n").map_or(p.as_str(), |(b, _)| b);
+            assert!(body.starts_with("**word") && body.ends_with("**"), "{p}");
+            assert!(chars(p) <= 80);
+        }
+    }
+
+    #[test]
+    fn utf16_counts_astral_characters_twice() {
+        assert_eq!(utf16("a😀"), 3);
+        assert_eq!(chars("a😀"), 2);
+    }
+
+    /// Markdown of the kinds models write, for the renderers' properties.
+    pub(crate) fn markdownish() -> impl Strategy<Value = String> {
+        let word = prop_oneof![
+            4 => "[a-z]{1,12}",
+            1 => "[a-z]{1,6}".prop_map(|w| format!("**{w}**")),
+            1 => "[a-z]{1,6}".prop_map(|w| format!("__{w}__")),
+            1 => "[a-z]{1,6}".prop_map(|w| format!("*{w}*")),
+            1 => "[a-z]{1,6}".prop_map(|w| format!("***{w}***")),
+            1 => "[a-z]{1,6}".prop_map(|w| format!("~~{w}~~")),
+            1 => "[a-z]{1,6}".prop_map(|w| format!("`{w}`")),
+            1 => "[a-z]{1,6}".prop_map(|w| format!("``{w}`{w}``")),
+            1 => "[a-z]{1,6}".prop_map(|w| format!("[{w}](https://x.io/{w})")),
+            1 => "[a-z]{1,6}".prop_map(|w| format!("![{w}](https://x.io/{w}.png)")),
+            1 => "[a-z]{1,6}".prop_map(|w| format!("<https://x.io/{w}>")),
+            1 => "[a-z]{1,6}".prop_map(|w| format!("\\*{w}\\*")),
+            1 => "[a-z]{1,4}_[a-z]{1,4}",
+            1 => Just("a<b&c>d".to_string()),
+            1 => Just("😀".to_string()),
+        ];
+        let para = proptest::collection::vec(word, 1..40).prop_map(|w| w.join(" "));
+        let code = proptest::collection::vec("[a-z `~]{0,30}", 1..20)
+            .prop_map(|l| format!("```\n{}\n```", l.join("\n")));
+        let tilde = proptest::collection::vec("[a-z ]{0,30}", 1..6)
+            .prop_map(|l| format!("~~~sh\n{}\n~~~", l.join("\n")));
+        let indented = proptest::collection::vec("[a-z]{1,20}", 1..5)
+            .prop_map(|l| format!("    {}", l.join("\n    ")));
+        let item = proptest::collection::vec("[a-z]{1,8}", 1..6)
+            .prop_map(|w| format!("- {}", w.join(" ")));
+        let heading = "[a-z]{1,10}( [a-z]{1,10}){0,3}".prop_map(|h| format!("## {h}"));
+        let setext = "[a-z]{1,10}".prop_map(|h| format!("{h}\n====="));
+        let quote = "[a-z]{1,10}( [a-z]{1,10}){0,6}".prop_map(|q| format!("> {q}"));
+        let block = prop_oneof![4 => para, 1 => code, 1 => tilde, 1 => indented, 1 => item, 1 => heading, 1 => setext, 1 => quote];
+        proptest::collection::vec(block, 1..12).prop_map(|b| b.join("\n\n"))
+    }
+
+    proptest! {
+        #[test]
+        fn every_chunk_fits_and_no_span_is_cut(text in markdownish(), limit in 80usize..400) {
+            let parts = split(&text, limit);
+            let mut words = Vec::new();
+            for p in &parts {
+                prop_assert!(chars(p) <= limit, "{} > {limit}: {p:?}", chars(p));
+                // Each chunk is Markdown on its own: read again, every word
+                // is in the same styles as in the whole.
+                words.extend(styled_words(&markdown::parse(p)));
+            }
+            words.retain(|(w, s)| {
+                !(s.is_empty() && (w == "•" || (w.starts_with('(') && w.ends_with(')') && w.contains('/'))))
+            });
+            prop_assert_eq!(words, styled_words(&markdown::parse(&text)));
+        }
     }
 }

@@ -1,307 +1,536 @@
-//! The Markdown models write, read once into lines and inline spans that
-//! each platform renders in its own dialect (Telegram MarkdownV2, Slack
-//! mrkdwn). Only matched markup becomes a span: `**bold**`, `*italic*` /
-//! `_italic_` (not inside words), `~~strike~~`, `` `code` ``,
-//! `[text](url)`; everything else is text for the renderer to escape.
+//! The Markdown models write, read once with pulldown-cmark (CommonMark,
+//! plus `~~strike~~` and tables) into a small tree of blocks and inline
+//! spans, and walked into a platform's [`Sink`]. Whatever CommonMark
+//! reads as text (an unmatched `*`, `snake_case`, a backslash escape)
+//! reaches the sink as text for it to escape; only matched markup becomes
+//! a span, so a sink can never be handed half a span.
 
-/// One line of the source.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Line<'a> {
-    /// A fence opening, with its language (possibly empty).
-    FenceOpen(&'a str),
-    /// A fence closing.
-    FenceClose,
-    /// A line inside a fence, verbatim.
-    Code(&'a str),
-    /// `# …` to `###### …`.
-    Heading(Vec<Inline<'a>>),
-    /// `- …`, `* …` or `+ …`, with its indentation.
-    Item(&'a str, Vec<Inline<'a>>),
-    /// Anything else.
-    Text(Vec<Inline<'a>>),
-}
+use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 
-/// An inline span.
+/// An inline style around some spans.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Inline<'a> {
-    /// Plain text, unescaped.
-    Text(&'a str),
-    /// `` `code` ``.
-    Code(&'a str),
-    /// `**bold**`.
-    Bold(Vec<Inline<'a>>),
-    /// `*italic*` or `_italic_`.
-    Italic(Vec<Inline<'a>>),
+pub enum Style {
+    /// `**bold**`, `__bold__`.
+    Bold,
+    /// `*italic*`, `_italic_`.
+    Italic,
     /// `~~strike~~`.
-    Strike(Vec<Inline<'a>>),
-    /// `[text](url)` with a scheme and no spaces in the URL.
-    Link(Vec<Inline<'a>>, &'a str),
+    Strike,
+    /// `[label](url)`, `<url>`, `![alt](url)`.
+    Link(String),
 }
 
-/// The lines of `src`; a fence left open is closed at the end.
-pub fn lines(src: &str) -> Vec<Line<'_>> {
-    let mut out = Vec::new();
-    let mut in_fence = false;
-    for line in src.split('\n') {
-        let trimmed = line.trim_start();
-        if let Some(rest) = trimmed.strip_prefix("```") {
-            if in_fence {
-                out.push(Line::FenceClose);
-            } else {
-                let lang_len = rest
-                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '+' || c == '-'))
-                    .unwrap_or(rest.len());
-                out.push(Line::FenceOpen(&rest[..lang_len]));
-            }
-            in_fence = !in_fence;
-            continue;
-        }
-        if in_fence {
-            out.push(Line::Code(line));
-            continue;
-        }
-        let hashes = trimmed.chars().take_while(|c| *c == '#').count();
-        if (1..=6).contains(&hashes) && trimmed[hashes..].starts_with(' ') {
-            out.push(Line::Heading(inline(trimmed[hashes..].trim())));
-            continue;
-        }
-        let indent = &line[..line.len() - trimmed.len()];
-        if let Some(item) = ["- ", "* ", "+ "]
-            .iter()
-            .find_map(|p| trimmed.strip_prefix(p))
-        {
-            out.push(Line::Item(indent, inline(item)));
-            continue;
-        }
-        out.push(Line::Text(inline(line)));
-    }
-    if in_fence {
-        out.push(Line::FenceClose);
-    }
-    out
+/// Inline content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inline {
+    /// Text, unescaped.
+    Text(String),
+    /// `` `code` ``, verbatim.
+    Code(String),
+    /// Styled spans.
+    Styled(Style, Vec<Inline>),
+    /// A line break inside a block.
+    Break,
 }
 
-fn wordish(c: Option<char>) -> bool {
-    c.is_some_and(char::is_alphanumeric)
+/// A block of the document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Block {
+    /// A paragraph (also a table, a row a line, cells apart by ` | `).
+    Para(Vec<Inline>),
+    /// `#` to `######`, setext headings too.
+    Heading(u8, Vec<Inline>),
+    /// Fenced or indented code, verbatim.
+    Code {
+        /// The fence's language, possibly empty.
+        lang: String,
+        /// The code, without the final newline.
+        code: String,
+    },
+    /// `> …`.
+    Quote(Vec<Block>),
+    /// A list: numbered from `start`, or bullets.
+    List {
+        /// The first number of an ordered list.
+        start: Option<u64>,
+        /// Each item's blocks.
+        items: Vec<Vec<Block>>,
+    },
+    /// `---`.
+    Rule,
 }
 
-/// Where `delim` closes a span in `s` that neither starts nor ends with a
-/// space (and, for word-bound markers, is not followed by a letter).
-fn closing(s: &str, delim: &str, word_bound: bool) -> Option<usize> {
-    let mut from = 0;
-    while let Some(pos) = s[from..].find(delim) {
-        let at = from + pos;
-        let inner = &s[..at];
-        let padded = inner.starts_with(' ') || inner.ends_with(' ');
-        let glued = word_bound && wordish(s[at + delim.len()..].chars().next());
-        if !(inner.is_empty() || padded || glued) {
-            return Some(at);
-        }
-        from = at + delim.len();
-    }
-    None
-}
-
-/// The `)` closing a link target, allowing balanced parentheses inside it.
-fn url_end(s: &str) -> Option<usize> {
-    let mut depth = 0usize;
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' if depth == 0 => return Some(i),
-            ')' => depth -= 1,
-            _ => {}
+/// Where a platform's rendering goes: text and spans in, a message out.
+pub trait Sink: Default {
+    /// The rendered message.
+    type Out;
+    /// Text, to be escaped as the platform needs.
+    fn text(&mut self, s: &str);
+    /// An inline code span.
+    fn code(&mut self, s: &str);
+    /// A style starts.
+    fn open(&mut self, style: &Style);
+    /// A style ends (the innermost open one).
+    fn close(&mut self, style: &Style);
+    /// A code block.
+    fn code_block(&mut self, lang: &str, code: &str);
+    /// A heading starts (`open`) or ends; bold by default.
+    fn heading(&mut self, _level: u8, open: bool) {
+        if open {
+            self.open(&Style::Bold);
+        } else {
+            self.close(&Style::Bold);
         }
     }
-    None
+    /// A quote starts or ends.
+    fn quote(&mut self, open: bool);
+    /// A new line.
+    fn newline(&mut self);
+    /// The message.
+    fn finish(self) -> Self::Out;
 }
 
-/// The spans of one line.
-pub fn inline(s: &str) -> Vec<Inline<'_>> {
-    spans(s, false)
+/// Text with `> ` quote prefixes kept across lines, for sinks that write
+/// markup: their `quote` and `newline` in one place.
+#[derive(Debug, Default)]
+pub struct Quoted {
+    /// What was written.
+    pub text: String,
+    depth: usize,
 }
 
-fn spans<'a>(s: &'a str, in_link: bool) -> Vec<Inline<'a>> {
-    let mut out = Vec::new();
-    let mut text_start = 0;
-    let mut i = 0;
-    let mut prev: Option<char> = None;
-    let flush = |out: &mut Vec<Inline<'a>>, from: usize, to: usize| {
-        if from < to {
-            out.push(Inline::Text(&s[from..to]));
-        }
-    };
-    while i < s.len() {
-        let rest = &s[i..];
-        let c = rest.chars().next().unwrap_or_default();
-        if c == '`'
-            && let Some(end) = rest[1..].find('`')
-        {
-            flush(&mut out, text_start, i);
-            out.push(Inline::Code(&rest[1..1 + end]));
-            i += end + 2;
-            text_start = i;
-            prev = Some('`');
-            continue;
-        }
-        let mut matched = false;
-        for (delim, word_bound) in [("**", false), ("~~", false), ("*", true), ("_", true)] {
-            if !rest.starts_with(delim) || (word_bound && wordish(prev)) {
-                continue;
-            }
-            let body = &rest[delim.len()..];
-            if let Some(end) = closing(body, delim, word_bound) {
-                flush(&mut out, text_start, i);
-                let inner = spans(&body[..end], in_link);
-                out.push(match delim {
-                    "**" => Inline::Bold(inner),
-                    "~~" => Inline::Strike(inner),
-                    _ => Inline::Italic(inner),
-                });
-                i += 2 * delim.len() + end;
-                text_start = i;
-                prev = Some('*');
-                matched = true;
-                break;
-            }
-        }
-        if matched {
-            continue;
-        }
-        if c == '['
-            && !in_link
-            && let Some(close) = rest.find("](")
-            && let Some(end) = url_end(&rest[close + 2..])
-        {
-            let text = &rest[1..close];
-            let url = &rest[close + 2..close + 2 + end];
-            if !text.is_empty() && url.contains(':') && !url.contains(char::is_whitespace) {
-                flush(&mut out, text_start, i);
-                out.push(Inline::Link(spans(text, true), url));
-                i += close + 3 + end;
-                text_start = i;
-                prev = Some(')');
-                continue;
-            }
-        }
-        i += c.len_utf8();
-        prev = Some(c);
-    }
-    flush(&mut out, text_start, s.len());
-    out
-}
-
-/// A platform's way of writing the spans.
-pub trait Dialect {
-    /// Marks around bold, italic and struck-through text.
-    const MARKS: (char, char, char);
-    /// Appends plain text, escaped.
-    fn text(s: &str, out: &mut String);
-    /// Appends the inside of a code span or block, escaped.
-    fn code(s: &str, out: &mut String);
-    /// Appends a fence opening for `lang`.
-    fn fence(lang: &str, out: &mut String);
-    /// Appends a link whose text is already rendered.
-    fn link(label: &str, url: &str, out: &mut String);
-}
-
-/// Renders `src` in dialect `D`: headings as bold lines, list items as
-/// bullets, fences closed if left open.
-pub fn render<D: Dialect>(src: &str) -> String {
-    let mut out = String::with_capacity(src.len() + src.len() / 8);
-    for (i, line) in lines(src).into_iter().enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        match line {
-            Line::FenceOpen(lang) => D::fence(lang, &mut out),
-            Line::FenceClose => out.push_str("```"),
-            Line::Code(code) => D::code(code, &mut out),
-            Line::Heading(spans) => {
-                out.push(D::MARKS.0);
-                render_spans::<D>(&spans, &mut out);
-                out.push(D::MARKS.0);
-            }
-            Line::Item(indent, spans) => {
-                out.push_str(indent);
-                out.push_str("• ");
-                render_spans::<D>(&spans, &mut out);
-            }
-            Line::Text(spans) => render_spans::<D>(&spans, &mut out),
+impl Quoted {
+    /// A quote starts or ends.
+    pub fn quote(&mut self, open: bool) {
+        if open {
+            self.depth += 1;
+            self.text.push_str("> ");
+        } else {
+            self.depth = self.depth.saturating_sub(1);
         }
     }
-    out
+
+    /// A new line, prefixed while in a quote.
+    pub fn newline(&mut self) {
+        self.text.push('\n');
+        if self.depth > 0 {
+            self.text.push_str("> ");
+        }
+    }
 }
 
-fn render_spans<D: Dialect>(spans: &[Inline<'_>], out: &mut String) {
-    for span in spans {
-        let wrap = |mark: char, inner: &[Inline<'_>], out: &mut String| {
-            out.push(mark);
-            render_spans::<D>(inner, out);
-            out.push(mark);
+/// Reads `src` into blocks.
+pub fn parse(src: &str) -> Vec<Block> {
+    let options = Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES;
+    let mut reader = Reader::default();
+    for event in Parser::new_ext(src, options) {
+        reader.event(event);
+    }
+    reader.finish()
+}
+
+/// Something being built while reading.
+enum Open {
+    Para,
+    Heading(u8),
+    Quote,
+    List(Option<u64>, Vec<Vec<Block>>),
+    Item,
+    Code(String),
+    Styled(Style),
+    Table,
+    Cell,
+}
+
+/// One frame of the reader: what is being built, its blocks and spans.
+struct Frame {
+    open: Open,
+    blocks: Vec<Block>,
+    inlines: Vec<Inline>,
+    code: String,
+}
+
+impl Frame {
+    fn new(open: Open) -> Self {
+        Self {
+            open,
+            blocks: Vec::new(),
+            inlines: Vec::new(),
+            code: String::new(),
+        }
+    }
+}
+
+/// Appends `inline`, joining adjacent text.
+fn append(inlines: &mut Vec<Inline>, inline: Inline) {
+    if let (Some(Inline::Text(prev)), Inline::Text(next)) = (inlines.last_mut(), &inline) {
+        prev.push_str(next);
+        return;
+    }
+    inlines.push(inline);
+}
+
+struct Reader {
+    stack: Vec<Frame>,
+}
+
+impl Default for Reader {
+    fn default() -> Self {
+        Self {
+            stack: vec![Frame::new(Open::Quote)],
+        }
+    }
+}
+
+fn level(l: HeadingLevel) -> u8 {
+    match l {
+        HeadingLevel::H1 => 1,
+        HeadingLevel::H2 => 2,
+        HeadingLevel::H3 => 3,
+        HeadingLevel::H4 => 4,
+        HeadingLevel::H5 => 5,
+        HeadingLevel::H6 => 6,
+    }
+}
+
+impl Reader {
+    fn top(&mut self) -> &mut Frame {
+        self.stack.last_mut().expect("the root frame stays")
+    }
+
+    fn push_inline(&mut self, inline: Inline) {
+        append(&mut self.top().inlines, inline);
+    }
+
+    /// Turns loose inlines of a container into a paragraph.
+    fn settle(frame: &mut Frame) {
+        if !frame.inlines.is_empty() {
+            let inlines = std::mem::take(&mut frame.inlines);
+            frame.blocks.push(Block::Para(inlines));
+        }
+    }
+
+    fn push_block(&mut self, block: Block) {
+        let top = self.top();
+        Self::settle(top);
+        top.blocks.push(block);
+    }
+
+    fn event(&mut self, event: Event<'_>) {
+        match event {
+            Event::Start(tag) => self.start(tag),
+            Event::End(tag) => self.end(tag),
+            Event::Text(t) => {
+                if let Open::Code(_) = self.top().open {
+                    self.top().code.push_str(&t);
+                } else {
+                    self.push_inline(Inline::Text(t.into_string()));
+                }
+            }
+            Event::Code(c) => self.push_inline(Inline::Code(c.into_string())),
+            Event::Html(h) | Event::InlineHtml(h) => {
+                self.push_inline(Inline::Text(h.into_string()));
+            }
+            Event::SoftBreak | Event::HardBreak => self.push_inline(Inline::Break),
+            Event::Rule => self.push_block(Block::Rule),
+            Event::FootnoteReference(r) => self.push_inline(Inline::Text(format!("[^{r}]"))),
+            Event::TaskListMarker(done) => {
+                self.push_inline(Inline::Text(if done { "[x] " } else { "[ ] " }.into()));
+            }
+            Event::InlineMath(m) | Event::DisplayMath(m) => {
+                self.push_inline(Inline::Code(m.into_string()));
+            }
+        }
+    }
+
+    fn start(&mut self, tag: Tag<'_>) {
+        let open = match tag {
+            Tag::Paragraph => Open::Para,
+            Tag::Heading { level: l, .. } => Open::Heading(level(l)),
+            Tag::BlockQuote(_) => Open::Quote,
+            Tag::CodeBlock(kind) => Open::Code(match kind {
+                CodeBlockKind::Fenced(info) => info
+                    .split(|c: char| c.is_whitespace() || c == ',' || c == '{')
+                    .next()
+                    .unwrap_or_default()
+                    .to_string(),
+                CodeBlockKind::Indented => String::new(),
+            }),
+            Tag::List(start) => Open::List(start, Vec::new()),
+            Tag::Item => Open::Item,
+            Tag::Emphasis => Open::Styled(Style::Italic),
+            Tag::Strong => Open::Styled(Style::Bold),
+            Tag::Strikethrough => Open::Styled(Style::Strike),
+            Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. } => {
+                Open::Styled(Style::Link(dest_url.into_string()))
+            }
+            Tag::Table(_) => Open::Table,
+            Tag::TableHead | Tag::TableRow => {
+                if !self.top().inlines.is_empty() {
+                    self.push_inline(Inline::Break);
+                }
+                return;
+            }
+            Tag::TableCell => Open::Cell,
+            // Footnote definitions, HTML blocks, metadata: their content
+            // is read as if in a paragraph.
+            _ => Open::Para,
         };
-        match span {
-            Inline::Text(t) => D::text(t, out),
-            Inline::Code(c) => {
-                out.push('`');
-                D::code(c, out);
-                out.push('`');
+        self.stack.push(Frame::new(open));
+    }
+
+    fn end(&mut self, tag: TagEnd) {
+        if matches!(tag, TagEnd::TableHead | TagEnd::TableRow) {
+            return;
+        }
+        let Some(mut frame) = self.stack.pop() else {
+            return;
+        };
+        if self.stack.is_empty() {
+            // An end without its start; keep the root.
+            self.stack.push(frame);
+            return;
+        }
+        match frame.open {
+            Open::Para => {
+                let inlines = frame.inlines;
+                self.push_block(Block::Para(inlines));
             }
-            Inline::Bold(inner) => wrap(D::MARKS.0, inner, out),
-            Inline::Italic(inner) => wrap(D::MARKS.1, inner, out),
-            Inline::Strike(inner) => wrap(D::MARKS.2, inner, out),
-            Inline::Link(text, url) => {
-                let mut label = String::new();
-                render_spans::<D>(text, &mut label);
-                D::link(&label, url, out);
+            Open::Heading(l) => self.push_block(Block::Heading(l, frame.inlines)),
+            Open::Code(lang) => {
+                let code = frame.code.strip_suffix('\n').unwrap_or(&frame.code);
+                self.push_block(Block::Code {
+                    lang,
+                    code: code.to_string(),
+                });
+            }
+            Open::Quote => {
+                Self::settle(&mut frame);
+                self.push_block(Block::Quote(frame.blocks));
+            }
+            Open::Item => {
+                Self::settle(&mut frame);
+                if let Open::List(_, items) = &mut self.top().open {
+                    items.push(frame.blocks);
+                }
+            }
+            Open::List(start, items) => self.push_block(Block::List { start, items }),
+            Open::Styled(style) => {
+                let mut inner = frame.inlines;
+                if let Style::Link(url) = &style
+                    && inner.is_empty()
+                {
+                    inner.push(Inline::Text(url.clone()));
+                }
+                self.push_inline(Inline::Styled(style, inner));
+            }
+            Open::Table => {
+                Self::settle(&mut frame);
+                let inlines = frame.blocks.into_iter().flat_map(|b| match b {
+                    Block::Para(i) => i,
+                    _ => Vec::new(),
+                });
+                let row: Vec<Inline> = inlines.collect();
+                self.push_block(Block::Para(row));
+            }
+            Open::Cell => {
+                let top = self.top();
+                if top
+                    .inlines
+                    .last()
+                    .is_some_and(|i| !matches!(i, Inline::Break))
+                {
+                    append(&mut top.inlines, Inline::Text(" | ".into()));
+                }
+                for inline in frame.inlines {
+                    append(&mut top.inlines, inline);
+                }
             }
         }
     }
+
+    fn finish(mut self) -> Vec<Block> {
+        while self.stack.len() > 1 {
+            let tag = match self.top().open {
+                Open::Para => TagEnd::Paragraph,
+                _ => TagEnd::BlockQuote(None),
+            };
+            self.end(tag);
+        }
+        let mut root = self.stack.pop().expect("the root frame stays");
+        Self::settle(&mut root);
+        root.blocks
+    }
+}
+
+/// Renders inline spans into `sink`.
+pub fn inlines<S: Sink>(spans: &[Inline], sink: &mut S) {
+    for span in spans {
+        match span {
+            Inline::Text(t) => sink.text(t),
+            Inline::Code(c) => sink.code(c),
+            Inline::Break => sink.newline(),
+            Inline::Styled(style, inner) => {
+                sink.open(style);
+                inlines(inner, sink);
+                sink.close(style);
+            }
+        }
+    }
+}
+
+/// Renders blocks into `sink`, a blank line apart; list items as `• ` or
+/// `n. ` lines, nested lists indented.
+pub fn blocks<S: Sink>(blocks: &[Block], sink: &mut S) {
+    walk(blocks, sink, 0, true);
+}
+
+fn walk<S: Sink>(blocks: &[Block], sink: &mut S, depth: usize, loose: bool) {
+    for (i, block) in blocks.iter().enumerate() {
+        if i > 0 {
+            sink.newline();
+            if loose {
+                sink.newline();
+            }
+        }
+        match block {
+            Block::Para(spans) => inlines(spans, sink),
+            Block::Heading(level, spans) => {
+                sink.heading(*level, true);
+                inlines(spans, sink);
+                sink.heading(*level, false);
+            }
+            Block::Code { lang, code } => sink.code_block(lang, code),
+            Block::Quote(inner) => {
+                sink.quote(true);
+                walk(inner, sink, depth, loose);
+                sink.quote(false);
+            }
+            Block::List { start, items } => {
+                for (n, item) in items.iter().enumerate() {
+                    if n > 0 {
+                        sink.newline();
+                    }
+                    sink.text(&"  ".repeat(depth));
+                    match start {
+                        Some(first) => sink.text(&format!("{}. ", first + n as u64)),
+                        None => sink.text("• "),
+                    }
+                    walk(item, sink, depth + 1, false);
+                }
+            }
+            Block::Rule => sink.text("──────────"),
+        }
+    }
+}
+
+/// Renders Markdown `src` into a fresh sink.
+pub fn to_out<S: Sink>(src: &str) -> S::Out {
+    render::<S>(&parse(src))
+}
+
+/// Renders a whole document into a fresh sink.
+pub fn render<S: Sink>(doc: &[Block]) -> S::Out {
+    let mut sink = S::default();
+    blocks(doc, &mut sink);
+    sink.finish()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn text(s: &str) -> Inline {
+        Inline::Text(s.into())
+    }
+
     #[test]
-    fn spans_nest_and_unmatched_markers_stay_text() {
+    fn ordinary_model_output_reads_as_commonmark() {
         assert_eq!(
-            inline("**a _b_** and `c*d`"),
-            vec![
-                Inline::Bold(vec![
-                    Inline::Text("a "),
-                    Inline::Italic(vec![Inline::Text("b")])
-                ]),
-                Inline::Text(" and "),
-                Inline::Code("c*d"),
+            parse("__bold__ and ***both*** and \\*not\\*"),
+            [Block::Para(vec![
+                Inline::Styled(Style::Bold, vec![text("bold")]),
+                text(" and "),
+                Inline::Styled(
+                    Style::Italic,
+                    vec![Inline::Styled(Style::Bold, vec![text("both")])]
+                ),
+                text(" and *not*"),
+            ])]
+        );
+        assert_eq!(
+            parse("~~~py\nx = 1\n~~~\n\n    indented\n"),
+            [
+                Block::Code {
+                    lang: "py".into(),
+                    code: "x = 1".into()
+                },
+                Block::Code {
+                    lang: String::new(),
+                    code: "indented".into()
+                }
             ]
         );
         assert_eq!(
-            inline("snake_case_name"),
-            vec![Inline::Text("snake_case_name")]
+            parse("``a`b`` and <https://x.io> and ![cat](https://c.io/cat.png)"),
+            [Block::Para(vec![
+                Inline::Code("a`b".into()),
+                text(" and "),
+                Inline::Styled(
+                    Style::Link("https://x.io".into()),
+                    vec![text("https://x.io")]
+                ),
+                text(" and "),
+                Inline::Styled(
+                    Style::Link("https://c.io/cat.png".into()),
+                    vec![text("cat")]
+                ),
+            ])]
         );
-        assert_eq!(inline("2 * 3"), vec![Inline::Text("2 * 3")]);
         assert_eq!(
-            inline("[w](https://en.wikipedia.org/wiki/Rust_(language))"),
-            vec![Inline::Link(
-                vec![Inline::Text("w")],
-                "https://en.wikipedia.org/wiki/Rust_(language)"
-            )]
+            parse("Title\n=====\n\nsnake_case_name 2 * 3"),
+            [
+                Block::Heading(1, vec![text("Title")]),
+                Block::Para(vec![text("snake_case_name 2 * 3")])
+            ]
         );
     }
 
     #[test]
-    fn lines_know_fences_headings_and_items() {
+    fn lists_quotes_and_tables_keep_their_shape() {
         assert_eq!(
-            lines("# T\n- x\n```rs\ncode\n"),
-            vec![
-                Line::Heading(vec![Inline::Text("T")]),
-                Line::Item("", vec![Inline::Text("x")]),
-                Line::FenceOpen("rs"),
-                Line::Code("code"),
-                Line::Code(""),
-                Line::FenceClose,
+            parse("- one\n  - two\n3. x"),
+            [
+                Block::List {
+                    start: None,
+                    items: vec![vec![
+                        Block::Para(vec![text("one")]),
+                        Block::List {
+                            start: None,
+                            items: vec![vec![Block::Para(vec![text("two")])]]
+                        }
+                    ]]
+                },
+                Block::List {
+                    start: Some(3),
+                    items: vec![vec![Block::Para(vec![text("x")])]]
+                }
             ]
+        );
+        assert_eq!(
+            parse("> quoted\n\nafter"),
+            [
+                Block::Quote(vec![Block::Para(vec![text("quoted")])]),
+                Block::Para(vec![text("after")])
+            ]
+        );
+        assert_eq!(
+            parse("| a | b |\n|---|---|\n| 1 | 2 |"),
+            [Block::Para(vec![
+                text("a | b"),
+                Inline::Break,
+                text("1 | 2")
+            ])]
         );
     }
 }

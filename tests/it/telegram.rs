@@ -61,8 +61,15 @@ async fn a_private_message_gets_a_markdown_reply_with_typing_and_commands_set() 
     s.tg.push(FakeTelegram::message(ANN, ANN, "Ann", 10, "hello"));
     let sent = s.tg.wait("sendMessage", 1).await;
     assert_eq!(sent[0].body["chat_id"], ANN);
-    assert_eq!(sent[0].body["parse_mode"], "MarkdownV2");
-    assert_eq!(sent[0].body["text"], "*Done\\.* See `x_y` \\(v1\\.2\\)\\!");
+    assert!(sent[0].body.get("parse_mode").is_none());
+    assert_eq!(sent[0].body["text"], "Done. See x_y (v1.2)!");
+    assert_eq!(
+        sent[0].body["entities"],
+        json!([
+            {"type": "bold", "offset": 0, "length": 5},
+            {"type": "code", "offset": 10, "length": 3}
+        ])
+    );
     assert!(
         sent[0].body.get("reply_parameters").is_none(),
         "no reply quote in a private chat"
@@ -90,15 +97,17 @@ async fn a_private_message_gets_a_markdown_reply_with_typing_and_commands_set() 
 
 #[tokio::test]
 async fn long_replies_are_chunked_and_fall_back_to_plain_text() {
-    let paragraph = "A sentence that goes on. ".repeat(40);
-    let long = [paragraph.trim_end(); 8].join("\n\n");
+    let paragraph = "A sentence that goes **on**. ".repeat(40);
+    let long = [paragraph.trim_end(); 12].join("\n\n");
     let s = start(vec![Reply::Json(text(&long))], |_| {}).await;
-    s.tg.reject_markdown(1);
+    s.tg.reject_entities(1);
     s.tg.push(FakeTelegram::message(ANN, ANN, "Ann", 11, "write a lot"));
     let sent = s.tg.wait("sendMessage", 4).await;
-    // The first chunk was refused as MarkdownV2 and resent as plain text.
-    assert_eq!(sent[0].body["parse_mode"], "MarkdownV2");
-    assert!(sent[1].body.get("parse_mode").is_none());
+    // The first chunk's entities were refused; it went again without them.
+    assert!(sent[0].body["entities"].is_array());
+    assert!(sent[1].body.get("entities").is_none());
+    assert_eq!(sent[0].body["text"], sent[1].body["text"]);
+    assert!(sent[2].body["entities"].is_array(), "only that one message");
     assert!(
         texts(&sent[1..2])[0].ends_with("(1/3)"),
         "{:?}",
@@ -108,10 +117,8 @@ async fn long_replies_are_chunked_and_fall_back_to_plain_text() {
     assert_eq!(delivered.len(), 3);
     for (i, t) in texts(delivered).iter().enumerate() {
         assert!(t.encode_utf16().count() <= 4096);
-        assert!(
-            t.ends_with(&format!("({}/3)", i + 1)) || t.ends_with(&format!("\\({}/3\\)", i + 1)),
-            "{t}"
-        );
+        assert!(t.ends_with(&format!("({}/3)", i + 1)), "{t}");
+        assert!(!t.contains("**"), "markup became entities: {t}");
     }
     s.daemon.shutdown().await;
 }
@@ -233,7 +240,7 @@ async fn approval_buttons_resolve_through_the_broker() {
         "buttons removed"
     );
     let sent = s.tg.wait("sendMessage", 2).await;
-    assert_eq!(sent[1].body["text"], "Reset done\\.");
+    assert_eq!(sent[1].body["text"], "Reset done.");
     // Pressing again after the decision: refused as already decided.
     s.tg.push(FakeTelegram::press(ANN, "Ann", &prompt_msg, &once));
     let answers = s.tg.wait("answerCallbackQuery", 4).await;
@@ -369,7 +376,7 @@ async fn clarify_questions_are_answered_with_buttons() {
     });
     s.tg.push(FakeTelegram::press(ANN, "Ann", &question, &data));
     let sent = s.tg.wait("sendMessage", 2).await;
-    assert_eq!(sent[1].body["text"], "Deploying to staging\\.");
+    assert_eq!(sent[1].body["text"], "Deploying to staging.");
     let answered = s.tg.calls("answerCallbackQuery");
     assert_eq!(answered[0].body["text"], "staging");
     let tool_result = s.llm.requests()[1]["messages"].to_string();

@@ -29,7 +29,6 @@ use crate::platform::{
     AccessRules, Actor, Capabilities, ChatKind, ChatRef, ChoiceStyle, InboundEvent, Platform,
     PlatformError, Preset, Profile, Prompt, retrying,
 };
-use crate::render::chunk::{self, chars};
 use crate::render::clip;
 use crate::sessions::{Press, Submitted};
 use gateway::{Incoming, Senders, rest, spawn_gateway};
@@ -132,7 +131,7 @@ fn port_error(err: serenity::Error) -> PlatformError {
 }
 
 fn chunks(text: &str) -> Vec<String> {
-    chunk::split(&format::render(text), LIMIT, chars)
+    format::chunks(text, LIMIT)
 }
 
 /// An auto-thread is the thread of the message that opened it, so it has
@@ -503,7 +502,7 @@ impl Platform for Discord {
             })
             .collect();
         let mut msg = CreateMessage::new()
-            .content(clip(&format::render(&prompt.text), LIMIT))
+            .content(chunks(&prompt.text).swap_remove(0))
             .allowed_mentions(CreateAllowedMentions::new());
         if !buttons.is_empty() {
             msg = msg.components(vec![CreateActionRow::Buttons(buttons)]);
@@ -524,7 +523,7 @@ impl Platform for Discord {
             .parse()
             .map_err(|_| PlatformError::Rejected(format!("{message:?} is not a message id")))?;
         let edit = EditMessage::new()
-            .content(clip(&format::render(outcome), LIMIT))
+            .content(chunks(outcome).swap_remove(0))
             .components(Vec::new());
         channel
             .edit_message(&*self.http, message, edit)

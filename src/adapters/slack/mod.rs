@@ -31,7 +31,6 @@ use crate::platform::{
     AccessRules, Actor, Capabilities, ChatKind, ChatRef, ChoiceStyle, InboundEvent, Platform,
     PlatformError, Preset, Profile, Prompt, PromptKind, retrying,
 };
-use crate::render::chunk::{self, chars};
 use crate::render::clip;
 use crate::sessions::Press;
 
@@ -100,19 +99,40 @@ impl std::fmt::Debug for Slack {
     }
 }
 
-/// Section blocks of at most [`BLOCK_CHARS`] each, for one message.
-fn section_blocks(text: &str) -> Vec<Value> {
-    chunk::split(text, BLOCK_CHARS, chars)
-        .into_iter()
-        .map(|part| {
-            // Inner markers would read oddly; the split is invisible in Slack.
-            let part = part
-                .rsplit_once("\n(")
-                .filter(|(_, m)| m.ends_with(')') && m.contains('/'))
-                .map_or(part.clone(), |(head, _)| head.to_string());
-            json!({"type": "section", "text": {"type": "mrkdwn", "text": part}})
-        })
-        .collect()
+/// Blocks a message holds at most.
+const MESSAGE_BLOCKS: usize = 50;
+
+fn section(text: &str) -> Value {
+    json!({"type": "section", "text": {"type": "mrkdwn", "text": text}})
+}
+
+/// Markdown `text` as messages of mrkdwn section blocks: sections of at
+/// most [`BLOCK_CHARS`], split between Markdown blocks (the split is
+/// invisible in Slack), gathered into messages of at most
+/// [`MESSAGE_CHARS`] and [`MESSAGE_BLOCKS`]. Each message comes with its
+/// whole text.
+fn messages(text: &str) -> Vec<(String, Vec<Value>)> {
+    let mut out: Vec<(String, Vec<Value>)> = Vec::new();
+    let mut size = 0;
+    for piece in format::pieces(text, BLOCK_CHARS) {
+        let n = piece.chars().count();
+        let full = out
+            .last()
+            .is_none_or(|(_, blocks)| blocks.len() >= MESSAGE_BLOCKS || size + n > MESSAGE_CHARS);
+        if full {
+            out.push((String::new(), Vec::new()));
+            size = 0;
+        }
+        if let Some((whole, blocks)) = out.last_mut() {
+            if !whole.is_empty() {
+                whole.push_str("\n\n");
+            }
+            whole.push_str(&piece);
+            blocks.push(section(&piece));
+        }
+        size += n;
+    }
+    out
 }
 
 fn blocks(values: Vec<Value>) -> Vec<SlackBlock> {
@@ -157,13 +177,10 @@ impl Slack {
         text: &str,
     ) -> Result<String, PlatformError> {
         let session = self.client.open_session(&self.token);
-        let rendered = format::mrkdwn(text);
         let mut last = String::new();
-        for message in chunk::split(&rendered, MESSAGE_CHARS, chars) {
-            let mut req = SlackApiChatPostMessageRequest::new(
-                channel.into(),
-                content(&message, section_blocks(&message)),
-            );
+        for (whole, sections) in messages(text) {
+            let mut req =
+                SlackApiChatPostMessageRequest::new(channel.into(), content(&whole, sections));
             if let Some(ts) = thread {
                 req = req.with_thread_ts(ts.into());
             }
@@ -398,7 +415,10 @@ impl Platform for Slack {
     }
 
     async fn ask(&self, at: &ChatRef, prompt: &Prompt) -> Result<String, PlatformError> {
-        let text = format::mrkdwn(&prompt.text);
+        let (text, mut values) = messages(&prompt.text)
+            .into_iter()
+            .next()
+            .unwrap_or_default();
         let prefix = match prompt.kind {
             PromptKind::Approval => "switchboard_approval",
             PromptKind::Question => "switchboard_choice",
@@ -422,7 +442,6 @@ impl Platform for Slack {
                 b
             })
             .collect();
-        let mut values = section_blocks(&text);
         if !buttons.is_empty() {
             values.push(json!({"type": "actions", "block_id": prefix, "elements": buttons}));
         }
@@ -439,10 +458,10 @@ impl Platform for Slack {
 
     async fn close(&self, at: &ChatRef, message: &str, outcome: &str) -> Result<(), PlatformError> {
         let session = self.client.open_session(&self.token);
-        let text = format::mrkdwn(outcome);
+        let (text, sections) = messages(outcome).into_iter().next().unwrap_or_default();
         let req = SlackApiChatUpdateRequest::new(
             at.chat.clone().into(),
-            content(&text, section_blocks(&text)),
+            content(&text, sections),
             message.to_string().into(),
         );
         session

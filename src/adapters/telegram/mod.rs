@@ -1,7 +1,7 @@
 //! The Telegram adapter (teloxide): long polling (default) or a webhook
-//! checked by its secret token; replies rendered as MarkdownV2 in chunks of
-//! at most 4096 UTF-16 units with a plain-text resend when Telegram cannot
-//! parse them; typing while a turn runs; approvals and clarify questions as
+//! checked by its secret token; replies as text with entities in chunks of
+//! at most 4096 UTF-16 units (resent without entities should Telegram
+//! refuse them); typing while a turn runs; approvals and clarify questions as
 //! inline keyboards answered through callback queries.
 
 pub mod format;
@@ -19,7 +19,7 @@ use subtle::ConstantTimeEq;
 use teloxide::prelude::*;
 use teloxide::types::{
     AllowedUpdate, BotCommand, ChatAction, InlineKeyboardButton, InlineKeyboardMarkup,
-    MaybeInaccessibleMessage, MessageId, ParseMode, ReplyParameters, ThreadId, UpdateKind,
+    MaybeInaccessibleMessage, MessageId, ReplyParameters, ThreadId, UpdateKind,
 };
 use teloxide::{ApiError, RequestError};
 use tokio_util::sync::CancellationToken;
@@ -31,7 +31,6 @@ use crate::platform::{
     AccessRules, Actor, Attachment, Capabilities, ChatRef, Platform, PlatformError, Preset,
     Profile, Prompt, retrying,
 };
-use crate::render::chunk::{self, utf16};
 use crate::sessions::Press;
 use crate::store::StoreError;
 use inbound::{BotIdentity, message_event};
@@ -132,38 +131,17 @@ fn is_parse_error(err: &RequestError) -> bool {
     matches!(err, RequestError::Api(ApiError::CantParseEntities(_)))
 }
 
-/// Renders `text` into MarkdownV2 chunks (with their plain originals) that
-/// each fit the limit once escaped.
-fn render_chunks(text: &str) -> Vec<(String, String)> {
-    let mut limit = LIMIT;
-    loop {
-        let plain = chunk::split(text, limit, utf16);
-        let rendered: Vec<(String, String)> = plain
-            .into_iter()
-            .map(|p| (format::markdown_v2(&p), p))
-            .collect();
-        if limit <= 1024 || rendered.iter().all(|(r, _)| utf16(r) <= LIMIT) {
-            return rendered;
-        }
-        limit = limit * 3 / 4;
-    }
-}
-
-/// Sends one MarkdownV2 request, and its plain-text twin when Telegram
-/// cannot parse the entities.
-async fn markdown_or_plain<T, F, Fut>(
-    rendered: &str,
-    plain: &str,
-    send: F,
-) -> Result<T, PlatformError>
+/// Sends one request with its entities, and again without them should
+/// Telegram refuse them (the text is the same either way).
+async fn with_entities<T, F, Fut>(send: F) -> Result<T, PlatformError>
 where
-    F: Fn(String, bool) -> Fut,
+    F: Fn(bool) -> Fut,
     Fut: Future<Output = Result<T, RequestError>>,
 {
     let first = retrying(|| async {
-        match send(rendered.to_string(), true).await {
+        match send(true).await {
             Err(err) if is_parse_error(&err) => {
-                tracing::debug!(error = %err, "MarkdownV2 refused; sending plain text");
+                tracing::warn!(error = %err, "entities refused; sending plain text");
                 Ok(None)
             }
             Err(err) => Err(port_error(err)),
@@ -173,9 +151,7 @@ where
     .await?;
     match first {
         Some(v) => Ok(v),
-        None => {
-            retrying(|| async { send(plain.to_string(), false).await.map_err(port_error) }).await
-        }
+        None => retrying(|| async { send(false).await.map_err(port_error) }).await,
     }
 }
 
@@ -242,19 +218,19 @@ impl Telegram {
         markup: Option<InlineKeyboardMarkup>,
     ) -> Result<String, PlatformError> {
         let chat = chat_id(&to.chat)?;
-        let chunks = render_chunks(text);
+        let chunks = format::chunks(text, LIMIT);
         let count = chunks.len();
         let mut last = String::new();
-        for (i, (rendered, plain)) in chunks.into_iter().enumerate() {
+        for (i, (body, entities)) in chunks.into_iter().enumerate() {
             let reply = (i == 0)
                 .then_some(reply_to)
                 .flatten()
                 .and_then(|m| m.parse::<i32>().ok());
             let markup = (i + 1 == count).then(|| markup.clone()).flatten();
-            let sent = markdown_or_plain(&rendered, &plain, |body, markdown| {
-                let mut req = self.bot.send_message(chat, body);
-                if markdown {
-                    req = req.parse_mode(ParseMode::MarkdownV2);
+            let sent = with_entities(|rich| {
+                let mut req = self.bot.send_message(chat, body.clone());
+                if rich && !entities.is_empty() {
+                    req = req.entities(entities.clone());
                 }
                 if let Some(t) = thread(to.thread.as_deref()) {
                     req = req.message_thread_id(t);
@@ -332,14 +308,11 @@ impl Platform for Telegram {
     async fn close(&self, at: &ChatRef, message: &str, outcome: &str) -> Result<(), PlatformError> {
         let chat = chat_id(&at.chat)?;
         let id = message_id(message)?;
-        let (rendered, plain) = render_chunks(outcome)
-            .into_iter()
-            .next()
-            .unwrap_or_default();
-        markdown_or_plain(&rendered, &plain, |body, markdown| {
-            let mut req = self.bot.edit_message_text(chat, id, body);
-            if markdown {
-                req = req.parse_mode(ParseMode::MarkdownV2);
+        let (body, entities) = format::chunks(outcome, LIMIT).swap_remove(0);
+        with_entities(|rich| {
+            let mut req = self.bot.edit_message_text(chat, id, body.clone());
+            if rich && !entities.is_empty() {
+                req = req.entities(entities.clone());
             }
             req.send()
         })

@@ -31,7 +31,7 @@ struct Inner {
     updates: Vec<Value>,
     calls: Vec<Call>,
     poll_failures: VecDeque<(u16, Value)>,
-    reject_markdown: usize,
+    reject_entities: usize,
     next_message: i64,
 }
 
@@ -105,10 +105,10 @@ impl FakeTelegram {
         self.shared.0.lock().unwrap().poll_failures.extend(failures);
     }
 
-    /// Refuses the next `n` MarkdownV2 messages as Telegram does when it
-    /// cannot parse them.
-    pub fn reject_markdown(&self, n: usize) {
-        self.shared.0.lock().unwrap().reject_markdown = n;
+    /// Refuses the next `n` messages that carry entities, as Telegram does
+    /// when it cannot parse them.
+    pub fn reject_entities(&self, n: usize) {
+        self.shared.0.lock().unwrap().reject_entities = n;
     }
 
     pub fn calls(&self, method: &str) -> Vec<Call> {
@@ -138,6 +138,59 @@ impl FakeTelegram {
 
 fn ok(result: Value) -> Response {
     Json(json!({"ok": true, "result": result})).into_response()
+}
+
+/// Telegram's answer to entities it cannot use.
+fn cant_parse(why: &str) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        Json(json!({"ok": false, "error_code": 400,
+            "description": format!("Bad Request: can't parse entities: {why}")})),
+    )
+        .into_response()
+}
+
+/// What Telegram would refuse in a message's entities: an unknown type, an
+/// empty one, one that runs past the text (in UTF-16 units), a text link
+/// without a URL, or `parse_mode` and entities together.
+fn entity_problem(body: &Value) -> Option<String> {
+    let entities = body.get("entities")?.as_array()?;
+    if body.get("parse_mode").is_some() {
+        return Some("parse_mode and entities together".into());
+    }
+    let units = body["text"]
+        .as_str()
+        .unwrap_or_default()
+        .encode_utf16()
+        .count();
+    const KINDS: &[&str] = &[
+        "bold",
+        "italic",
+        "underline",
+        "strikethrough",
+        "spoiler",
+        "code",
+        "pre",
+        "text_link",
+        "blockquote",
+        "expandable_blockquote",
+    ];
+    for e in entities {
+        let kind = e["type"].as_str().unwrap_or_default();
+        let (offset, length) = (e["offset"].as_u64()?, e["length"].as_u64()?);
+        if !KINDS.contains(&kind) {
+            return Some(format!("unsupported entity type {kind}"));
+        }
+        if length == 0 || (offset + length) as usize > units {
+            return Some(format!(
+                "entity {kind} at {offset}+{length} outside {units} units"
+            ));
+        }
+        if kind == "text_link" && e["url"].as_str().is_none_or(str::is_empty) {
+            return Some("text_link without url".into());
+        }
+    }
+    None
 }
 
 fn sent_message(inner: &mut Inner, body: &Value) -> Value {
@@ -224,19 +277,20 @@ async fn method(
             "has_main_web_app": false,
         })),
         "sendMessage" => {
-            if body["parse_mode"] == "MarkdownV2" && inner.reject_markdown > 0 {
-                inner.reject_markdown -= 1;
-                return (
-                    StatusCode::BAD_REQUEST,
-                    Json(json!({"ok": false, "error_code": 400,
-                        "description": "Bad Request: can't parse entities: Character '.' is reserved and must be escaped with the preceding '\\'"})),
-                )
-                    .into_response();
+            let scripted = body.get("entities").is_some() && inner.reject_entities > 0;
+            if scripted {
+                inner.reject_entities -= 1;
+            }
+            if let Some(why) = entity_problem(&body).or(scripted.then(|| "scripted".into())) {
+                return cant_parse(&why);
             }
             let msg = sent_message(&mut inner, &body);
             ok(msg)
         }
         "editMessageText" => {
+            if let Some(why) = entity_problem(&body) {
+                return cant_parse(&why);
+            }
             let mut msg = sent_message(&mut inner, &body);
             msg["message_id"] = body["message_id"].clone();
             ok(msg)
