@@ -1,5 +1,6 @@
 //! One session's agent and its turn loop.
 
+use crate::telemetry::events;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -333,11 +334,11 @@ impl Conversation {
             Ok(o) => (o.model_calls, o.tool_calls, o.usage),
             Err(_) => (0, 0, Usage::default()),
         };
-        metrics::counter!("switchboard_turns_total", "outcome" => outcome_label.split(':').next().unwrap_or("error").to_string()).increment(1);
-        metrics::counter!("switchboard_llm_tokens_total", "kind" => "prompt")
-            .increment(usage.prompt_tokens);
-        metrics::counter!("switchboard_llm_tokens_total", "kind" => "completion")
-            .increment(usage.completion_tokens);
+        events::emit(events::TurnFinished {
+            outcome: outcome_label.split(':').next().unwrap_or("error"),
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+        });
         let record = TurnRecord {
             session_id: self.session.id.clone(),
             started_at,
@@ -416,11 +417,9 @@ impl Conversation {
             {
                 json_retries += 1;
                 turn.budget.refund();
-                tracing::warn!(
-                    attempt = json_retries,
-                    "model sent invalid JSON arguments; asking again"
-                );
-                metrics::counter!("switchboard_invalid_tool_json_total").increment(1);
+                events::emit(events::InvalidToolJson {
+                    attempt: json_retries,
+                });
                 continue;
             }
             let calls: Vec<ToolCall> = checked.iter().map(|c| c.call().clone()).collect();
@@ -473,7 +472,14 @@ impl Conversation {
             return error_json("Tool execution failed: cancelled before it started");
         }
         self.events.tool_started(call);
-        let result = if AGENT_TOOLS.contains(&call.name.as_str()) {
+        let span = tracing::info_span!("tool", tool.name = %call.name, tool.call_id = %call.id);
+        let result = tracing::Instrument::instrument(self.run_handler(call, args, ctx), span).await;
+        self.events.tool_finished(call, &result);
+        result
+    }
+
+    async fn run_handler(&self, call: &ToolCall, args: &Value, ctx: &ToolContext) -> String {
+        if AGENT_TOOLS.contains(&call.name.as_str()) {
             let outcome = layer::run(
                 &call.name,
                 args,
@@ -494,9 +500,7 @@ impl Conversation {
                 .registry
                 .dispatch(&call.name, args.clone(), ctx)
                 .await
-        };
-        self.events.tool_finished(call, &result);
-        result
+        }
     }
 
     async fn run_batch(

@@ -21,6 +21,7 @@ use crate::store::{
     ApprovalRecord, ApprovalStatus, AuditEvent, AuditKind, PatternKeys, Store, StoreError, new_id,
     now_ms,
 };
+use crate::telemetry::events;
 
 /// Longest command shown in a prompt.
 const PROMPT_COMMAND_CHARS: usize = 600;
@@ -238,7 +239,9 @@ impl Broker {
             "pending",
         )
         .await;
-        metrics::counter!("switchboard_approvals_total", "outcome" => "requested").increment(1);
+        events::emit(events::ApprovalStep {
+            outcome: "requested",
+        });
         let (tx, rx) = oneshot::channel();
         self.pending
             .lock()
@@ -422,7 +425,7 @@ impl Broker {
             outcome,
         )
         .await;
-        metrics::counter!("switchboard_approvals_total", "outcome" => outcome).increment(1);
+        events::emit(events::ApprovalStep { outcome });
         Ok(true)
     }
 

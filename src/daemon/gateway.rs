@@ -10,6 +10,7 @@ use crate::platform::{Platform, Platforms};
 use crate::sessions::SessionManager;
 use crate::store::Store;
 use crate::telemetry::Health;
+use tokio_util::task::TaskTracker;
 
 /// The running gateway's shared parts; cheap to clone.
 #[derive(Clone, Debug)]
@@ -28,6 +29,10 @@ pub struct Gateway {
     pub platforms: Arc<Platforms>,
     /// Component readiness.
     pub health: Health,
+    /// The daemon's task tracker: work an adapter starts beside a request
+    /// (a button press answered after its acknowledgement) runs here, so
+    /// shutdown waits for it.
+    pub tasks: TaskTracker,
 }
 
 impl Gateway {

@@ -213,6 +213,7 @@ impl Daemon {
             broker,
             platforms,
             health: health.clone(),
+            tasks: tracker.clone(),
         };
         // The snapshot is taken before intake opens: what this run accepts
         // is never replayed as well.

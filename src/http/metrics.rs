@@ -25,19 +25,11 @@ pub(super) async fn track(request: Request, next: Next) -> Response {
     let method = request.method().as_str().to_string();
     let started = Instant::now();
     let response = next.run(request).await;
-    let status = response.status().as_u16().to_string();
-    metrics::counter!(
-        "switchboard_http_requests_total",
-        "method" => method.clone(),
-        "route" => route.clone(),
-        "status" => status,
-    )
-    .increment(1);
-    metrics::histogram!(
-        "switchboard_http_request_duration_seconds",
-        "method" => method,
-        "route" => route,
-    )
-    .record(started.elapsed().as_secs_f64());
+    crate::telemetry::events::emit(crate::telemetry::events::HttpAnswered {
+        method: &method,
+        route: &route,
+        status: response.status().as_u16(),
+        took: started.elapsed(),
+    });
     response
 }

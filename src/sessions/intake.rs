@@ -28,6 +28,7 @@ use crate::platform::{
     Actor, Attachment, AttachmentKind, ChatCommand, ChatKind, ChatRef, InboundEvent, retrying,
 };
 use crate::store::{InboxInsert, NewInboxEvent, StoreError};
+use crate::telemetry::events;
 
 const BUSY: &str = "I'm still working on earlier messages; please send this again in a moment.";
 const QUEUED: &str = "Got it — I'll get to this as soon as I finish the current request.";
@@ -99,8 +100,9 @@ impl SessionManager {
                 return Ok((Submitted::Ignored("the bot was not mentioned"), None));
             }
         }
-        metrics::counter!("switchboard_events_total", "platform" => event.platform.to_string())
-            .increment(1);
+        events::emit(events::EventAccepted {
+            platform: &event.platform,
+        });
 
         let (tx, state) = self.worker(&key);
         let permit = if self.pending() >= inner.settings.max_pending {
@@ -109,9 +111,11 @@ impl SessionManager {
             tx.try_reserve_owned().ok()
         };
         let Some(permit) = permit else {
-            tracing::warn!(session.key = %key, pending = self.pending(), "busy: event refused");
-            metrics::counter!("switchboard_events_refused_total", "platform" => event.platform.to_string())
-                .increment(1);
+            events::emit(events::EventRefused {
+                platform: &event.platform,
+                session_key: &key,
+                pending: self.pending(),
+            });
             inner.replies.busy(&event, BUSY).await;
             return Ok((Submitted::Busy, None));
         };

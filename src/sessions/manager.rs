@@ -21,6 +21,7 @@ use crate::approvals::Broker;
 use crate::config::{BusyInputMode, Config};
 use crate::platform::{InboundEvent, Platforms};
 use crate::store::{Store, StoreError};
+use crate::telemetry::events;
 use crate::tools::ApprovalHook;
 
 /// Tunables of the manager.
@@ -136,7 +137,7 @@ impl Inner {
             .pending
             .fetch_sub(1, Ordering::SeqCst)
             .saturating_sub(1);
-        metrics::gauge!("switchboard_queue_depth").set(left as f64);
+        events::emit(events::QueueDepth(left));
     }
 }
 
@@ -262,7 +263,7 @@ impl SessionManager {
     pub(super) fn enqueued(&self, state: &WorkerState) {
         state.queued();
         let now = self.inner.pending.fetch_add(1, Ordering::SeqCst) + 1;
-        metrics::gauge!("switchboard_queue_depth").set(now as f64);
+        events::emit(events::QueueDepth(now));
     }
 
     /// The worker of `key`, started if there is none.
@@ -275,11 +276,10 @@ impl SessionManager {
         }
         let (tx, rx) = mpsc::channel(self.inner.settings.queue_cap);
         let state = Arc::new(WorkerState::default());
-        self.inner.tracker.spawn(run_worker(
-            self.inner.clone(),
-            key.to_string(),
-            rx,
-            state.clone(),
+        let span = tracing::info_span!("session", session.key = %key);
+        self.inner.tracker.spawn(tracing::Instrument::instrument(
+            run_worker(self.inner.clone(), key.to_string(), rx, state.clone()),
+            span,
         ));
         workers.insert(
             key.to_string(),
@@ -288,7 +288,7 @@ impl SessionManager {
                 state: state.clone(),
             },
         );
-        metrics::gauge!("switchboard_active_sessions").set(workers.len() as f64);
+        events::emit(events::ActiveSessions(workers.len()));
         (tx, state)
     }
 

@@ -17,6 +17,7 @@ use crate::agent::{AgentEvents, Conversation, SessionContext};
 use crate::platform::{Activity, ChatKind, ChatRef, InboundEvent, Platforms};
 use crate::render::clip;
 use crate::store::{NewSession, now_ms};
+use crate::telemetry::events;
 
 /// One accepted event on its way through a session.
 pub(super) struct Job {
@@ -249,7 +250,7 @@ fn leave(inner: &Inner, key: &str, state: &Arc<WorkerState>) {
     {
         workers.remove(key);
     }
-    metrics::gauge!("switchboard_active_sessions").set(workers.len() as f64);
+    events::emit(events::ActiveSessions(workers.len()));
 }
 
 async fn run_job(
@@ -292,7 +293,8 @@ async fn run_job(
         return;
     };
     let token = state.start_turn();
-    let turn = conv.run_turn(&event.text, &token);
+    let span = tracing::info_span!("turn", inbox.id = inbox_id, session.id = %conv.session().id);
+    let turn = tracing::Instrument::instrument(conv.run_turn(&event.text, &token), span);
     tokio::pin!(turn);
     let mut refresh = tokio::time::interval(inner.settings.working_every);
     let outcome = loop {

@@ -1,6 +1,8 @@
 //! Logs (tracing, human or JSON, to stderr), the process-wide Prometheus
-//! recorder, and the components' readiness ([`Health`]).
+//! recorder, the named events that own its metric names ([`events`]), and
+//! the components' readiness ([`Health`]).
 
+pub mod events;
 mod health;
 
 pub use health::{ComponentHealth, Health};

@@ -1,6 +1,7 @@
 //! The registry: every tool registered once, availability probes cached,
 //! and a dispatch that never fails upward.
 
+use crate::telemetry::events;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::panic::AssertUnwindSafe;
@@ -261,26 +262,32 @@ impl Registry {
         let outcome = AssertUnwindSafe(entry.tool.call(args, ctx))
             .catch_unwind()
             .await;
-        metrics::histogram!("switchboard_tool_duration_seconds", "tool" => name.to_string())
-            .record(started.elapsed().as_secs_f64());
+        let took = Some(started.elapsed());
+        let record = |outcome| {
+            events::emit(events::ToolCalled {
+                tool: name,
+                outcome,
+                took,
+            })
+        };
         match outcome {
             Ok(Ok(output)) => {
-                record(name, "ok");
+                record("ok");
                 fit_result(&entry.spec, output, ctx).await
             }
             Ok(Err(ToolError::Refused(reason))) => {
-                record(name, "refused");
+                record("refused");
                 error_json(&clean(&reason, MAX_ERROR_CHARS))
             }
             Ok(Err(err)) => {
-                record(name, "error");
+                record("error");
                 error_json(&format!(
                     "Tool execution failed: {}",
                     clean(&err.to_string(), MAX_ERROR_CHARS)
                 ))
             }
             Err(_) => {
-                record(name, "panic");
+                record("panic");
                 tracing::error!(tool = name, "tool handler panicked");
                 error_json("Tool execution failed: the tool crashed")
             }
@@ -288,9 +295,13 @@ impl Registry {
     }
 }
 
+/// A call that never reached its handler.
 fn record(tool: &str, outcome: &'static str) {
-    metrics::counter!("switchboard_tool_calls_total", "tool" => tool.to_string(), "outcome" => outcome)
-        .increment(1);
+    events::emit(events::ToolCalled {
+        tool,
+        outcome,
+        took: None,
+    });
 }
 
 /// `{"error": message}` as a string.

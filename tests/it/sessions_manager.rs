@@ -707,3 +707,51 @@ async fn a_button_that_is_no_prompt_of_ours_is_refused() {
         Err("This approval does not exist.".into())
     );
 }
+
+/// Log output kept in memory.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn log_lines_say_which_session_turn_and_tool_they_come_from() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_span_list(true)
+        .with_max_level(tracing::Level::DEBUG)
+        .with_writer(move || writer.clone())
+        .finish();
+    // This test's runtime has one thread: the workers log through it too.
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("r1", "read_file", r#"{"path":"missing.txt"}"#)])),
+        Reply::Json(text("no such file")),
+    ])
+    .await;
+    let s = setup(&llm).await;
+    s.manager.submit(dm("1", "l1", "read it")).await.unwrap();
+    assert_eq!(s.adapter.wait(1).await[0].1, "no such file");
+    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let line = logs
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|l| l["fields"]["message"] == "tool call finished")
+        .expect("the tool call was logged");
+    let spans = line["spans"].as_array().unwrap();
+    let names: Vec<&str> = spans.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["session", "turn", "tool"], "{line}");
+    assert_eq!(spans[0]["session.key"], "telegram:dm:1");
+    assert_eq!(spans[2]["tool.name"], "read_file");
+    assert_eq!(line["fields"]["tool.outcome"], "error");
+}

@@ -713,5 +713,19 @@ async fn form_encoded_github_deliveries_are_read_from_their_payload_field() {
         .await
         .unwrap();
     assert_eq!(bad.status(), 400);
+    let metrics = d
+        .http
+        .get(format!("{}/metrics", d.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .contains(r#"switchboard_webhook_requests_total{route="github",outcome="malformed"}"#),
+        "the refused body is counted: {metrics}"
+    );
     d.shutdown().await;
 }

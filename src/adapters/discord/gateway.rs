@@ -43,32 +43,41 @@ pub enum Incoming {
     Message(Box<Message>),
 }
 
+/// Events waiting for the adapter before the gateway stops reading.
+pub const EVENTS_WAITING: usize = 1024;
+/// Interactions waiting for the adapter.
+pub const INTERACTIONS_WAITING: usize = 256;
+
 /// Where the gateway hands events: messages and connection changes in
 /// order; interactions apart, since each owes an answer within 3 seconds
-/// and must not wait behind message handling or a catch-up.
+/// and must not wait behind message handling or a catch-up. Both are
+/// bounded: when the adapter falls behind, the gateway waits (and Discord
+/// keeps the events) instead of memory growing.
 #[derive(Clone)]
 pub struct Senders {
     /// Messages and connection changes.
-    pub events: mpsc::UnboundedSender<Incoming>,
+    pub events: mpsc::Sender<Incoming>,
     /// Button presses and slash commands.
-    pub interactions: mpsc::UnboundedSender<Box<Interaction>>,
+    pub interactions: mpsc::Sender<Box<Interaction>>,
 }
 
-/// Forwards events without waiting, so they keep their order.
+/// Forwards events in their order: serenity starts a task per event on
+/// this single-threaded runtime in arrival order, and a full channel
+/// queues the senders first come, first served.
 struct Forward(Senders);
 
 #[serenity::async_trait]
 impl EventHandler for Forward {
     async fn ready(&self, _: Context, ready: Ready) {
-        let _ = self.0.events.send(Incoming::Ready(Box::new(ready)));
+        let _ = self.0.events.send(Incoming::Ready(Box::new(ready))).await;
     }
 
     async fn message(&self, _: Context, msg: Message) {
-        let _ = self.0.events.send(Incoming::Message(Box::new(msg)));
+        let _ = self.0.events.send(Incoming::Message(Box::new(msg))).await;
     }
 
     async fn interaction_create(&self, _: Context, interaction: Interaction) {
-        let _ = self.0.interactions.send(Box::new(interaction));
+        let _ = self.0.interactions.send(Box::new(interaction)).await;
     }
 
     async fn shard_stage_update(&self, _: Context, event: ShardStageUpdateEvent) {
@@ -79,7 +88,8 @@ impl EventHandler for Forward {
                 Incoming::Up
             } else {
                 Incoming::Down(format!("gateway {}", event.new))
-            });
+            })
+            .await;
     }
 }
 
@@ -103,7 +113,7 @@ pub fn spawn_gateway(
                 Err(err) => {
                     let _ = tx
                         .events
-                        .send(Incoming::Down(format!("gateway runtime: {err}")));
+                        .blocking_send(Incoming::Down(format!("gateway runtime: {err}")));
                     return;
                 }
             };
@@ -141,7 +151,7 @@ async fn gateway(token: String, api_url: String, tx: Senders, stop: Cancellation
             Err(err) => format!("gateway: {err}"),
         };
         tracing::warn!(reason, retry_in = ?wait, "discord gateway down");
-        let _ = tx.events.send(Incoming::Down(reason));
+        let _ = tx.events.send(Incoming::Down(reason)).await;
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(wait) => wait = (wait * 2).min(Duration::from_secs(60)),

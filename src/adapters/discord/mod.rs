@@ -22,6 +22,7 @@ use serenity::all::{
     Http, HttpError, Interaction, Message, MessageId, MessageReference, UserId,
 };
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::daemon::{ComponentContext, Daemon, Gateway};
@@ -350,7 +351,9 @@ impl Discord {
     /// A button: a clarify choice or an approval decision.
     async fn on_press(&self, press: ComponentInteraction) {
         let pending = Pending::new(press.id, &press.token, true);
-        tokio::spawn(pending.clone().defer_when_late(self.http.clone()));
+        self.gateway
+            .tasks
+            .spawn(pending.clone().defer_when_late(self.http.clone()));
         let pressed = Press {
             chat: ChatRef {
                 platform: ID.into(),
@@ -377,7 +380,9 @@ impl Discord {
     /// reply answers the interaction.
     async fn on_command(&self, cmd: CommandInteraction) {
         let pending = Pending::new(cmd.id, &cmd.token, false);
-        tokio::spawn(pending.clone().defer_when_late(self.http.clone()));
+        self.gateway
+            .tasks
+            .spawn(pending.clone().defer_when_late(self.http.clone()));
         let Some(text) = interactions::command_text(&cmd) else {
             pending
                 .answer(&self.http, &["I don't know that command.".into()], true)
@@ -533,23 +538,34 @@ impl Platform for Discord {
     }
 }
 
-/// Takes interactions once the adapter exists, each in its own task.
+/// Takes interactions once the adapter exists, each in its own task on
+/// the daemon's tracker, until `stop`.
 async fn interactions_loop(
-    mut rx: mpsc::UnboundedReceiver<Box<Interaction>>,
+    mut rx: mpsc::Receiver<Box<Interaction>>,
     mut adapter: tokio::sync::watch::Receiver<Option<Arc<Discord>>>,
+    stop: CancellationToken,
 ) {
+    let ready = tokio::select! {
+        a = adapter.wait_for(Option::is_some) => a.ok().and_then(|a| a.clone()),
+        _ = stop.cancelled() => None,
+    };
     // None when the daemon stops before the first READY.
-    let Some(adapter) = adapter
-        .wait_for(Option::is_some)
-        .await
-        .ok()
-        .and_then(|a| a.clone())
-    else {
+    let Some(adapter) = ready else {
         return;
     };
-    while let Some(interaction) = rx.recv().await {
+    loop {
+        let interaction = tokio::select! {
+            i = rx.recv() => i,
+            _ = stop.cancelled() => None,
+        };
+        let Some(interaction) = interaction else {
+            return;
+        };
         let a = adapter.clone();
-        tokio::spawn(async move { a.on_interaction(*interaction).await });
+        adapter
+            .gateway
+            .tasks
+            .spawn(async move { a.on_interaction(*interaction).await });
     }
 }
 
@@ -567,14 +583,15 @@ async fn run(ctx: ComponentContext) {
         .unwrap_or_default()
         .to_string();
     ctx.health.set(ID, false, "connecting");
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let (itx, irx) = mpsc::unbounded_channel();
+    let (tx, mut rx) = mpsc::channel(gateway::EVENTS_WAITING);
+    let (itx, irx) = mpsc::channel(gateway::INTERACTIONS_WAITING);
     let senders = Senders {
         events: tx,
         interactions: itx,
     };
     let (ready_tx, ready_rx) = tokio::sync::watch::channel(None);
-    tokio::spawn(interactions_loop(irx, ready_rx));
+    gw.tasks
+        .spawn(interactions_loop(irx, ready_rx, ctx.stop.child_token()));
     let thread = match spawn_gateway(
         token.clone(),
         config.api_url.clone(),
@@ -618,7 +635,7 @@ async fn run(ctx: ComponentContext) {
                     });
                     gw.attach(ID, a.clone()).await;
                     let http = http.clone();
-                    tokio::spawn(async move {
+                    gw.tasks.spawn(async move {
                         match Command::set_global_commands(&*http, interactions::commands()).await {
                             Ok(cmds) => tracing::info!(
                                 count = cmds.len(),

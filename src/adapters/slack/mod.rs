@@ -563,7 +563,8 @@ async fn interactivity(
     };
     if payload["type"] == "block_actions" {
         // Acknowledged at once; the decision and the message update follow.
-        tokio::spawn(async move { adapter.block_action(payload).await });
+        let tasks = adapter.gateway.tasks.clone();
+        tasks.spawn(async move { adapter.block_action(payload).await });
     }
     StatusCode::OK.into_response()
 }
@@ -677,7 +678,8 @@ async fn socket_mode(adapter: &Arc<Slack>, ctx: &ComponentContext, app_token: &S
             async move {
                 let payload = serde_json::to_value(&ev)?;
                 if payload["type"] == "block_actions" {
-                    tokio::spawn(async move { adapter.block_action(payload).await });
+                    let tasks = adapter.gateway.tasks.clone();
+                    tasks.spawn(async move { adapter.block_action(payload).await });
                 }
                 Ok(SlackInteractionResponse::Empty)
             }

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use crate::config::{DeliverKind, Env, WebhookRoute};
 use crate::platform::{ChatRef, PlatformError, Platforms};
 use crate::store::Store;
+use crate::telemetry::events;
 
 /// GitHub refuses comments longer than 65 536 characters.
 const COMMENT_CHARS: usize = 65_000;
@@ -247,14 +248,12 @@ impl Deliverer {
             }
             match result {
                 Ok(()) => {
-                    metrics::counter!("switchboard_deliveries_total", "outcome" => "delivered")
-                        .increment(1);
+                    events::emit(events::Delivered { ok: true });
                     return;
                 }
                 Err(f) if last => {
                     tracing::error!(route = %self.route.name, entity, error = %f.message, attempts = attempt, "delivery failed");
-                    metrics::counter!("switchboard_deliveries_total", "outcome" => "failed")
-                        .increment(1);
+                    events::emit(events::Delivered { ok: false });
                     return;
                 }
                 Err(f) => {

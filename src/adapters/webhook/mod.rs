@@ -31,6 +31,7 @@ use crate::platform::{
     Platform, PlatformError, Preset, Profile, Prompt, PromptKind,
 };
 use crate::sessions::Submitted;
+use crate::telemetry::events as internal;
 use deliver::{Deliverer, IssueRef};
 use events::{Classified, classify, delivery_id, event_name};
 use limit::RateLimiter;
@@ -136,7 +137,9 @@ pub fn router(gateway: &Gateway) -> axum::Router<AppState> {
     let routes = Arc::new(Routes { deliverers });
     gateway.platforms.attach(ID, routes);
     let broker = gateway.broker.clone();
-    tokio::spawn(async move { broker.platform_attached(ID).await });
+    gateway
+        .tasks
+        .spawn(async move { broker.platform_attached(ID).await });
     gateway.health.set(ID, true, "routes mounted");
     app
 }
@@ -162,14 +165,20 @@ async fn receive(
     let now = crate::store::now_ms() / 1000;
     if let Err(err) = state.verifier.verify(&headers, &body, now) {
         tracing::warn!(route = %route.name, error = %err, "webhook refused");
-        metrics::counter!("switchboard_webhook_requests_total", "route" => route.name.clone(), "outcome" => "unauthorized").increment(1);
+        internal::emit(internal::WebhookAnswered {
+            route: &route.name,
+            outcome: "unauthorized",
+        });
         return answer(
             StatusCode::UNAUTHORIZED,
             json!({ "error": err.to_string() }),
         );
     }
     if let Err(wait) = state.limiter.take() {
-        metrics::counter!("switchboard_webhook_requests_total", "route" => route.name.clone(), "outcome" => "rate_limited").increment(1);
+        internal::emit(internal::WebhookAnswered {
+            route: &route.name,
+            outcome: "rate_limited",
+        });
         return retry_after(
             StatusCode::TOO_MANY_REQUESTS,
             wait,
@@ -179,6 +188,11 @@ async fn receive(
     let payload = match parse_payload(&headers, &body) {
         Ok(v) => v,
         Err(err) => {
+            tracing::warn!(route = %route.name, error = %err, "webhook body unreadable");
+            internal::emit(internal::WebhookAnswered {
+                route: &route.name,
+                outcome: "malformed",
+            });
             return answer(StatusCode::BAD_REQUEST, json!({ "error": err }));
         }
     };
@@ -225,7 +239,10 @@ async fn receive(
         503 => "busy",
         _ => "error",
     };
-    metrics::counter!("switchboard_webhook_requests_total", "route" => route.name.clone(), "outcome" => label).increment(1);
+    internal::emit(internal::WebhookAnswered {
+        route: &route.name,
+        outcome: label,
+    });
     outcome
 }
 

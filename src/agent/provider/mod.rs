@@ -155,8 +155,9 @@ pub async fn chat_with_retries(
             r = model.chat(request) => r,
             _ = cancel.cancelled() => return Err(ProviderError::Cancelled),
         };
-        metrics::histogram!("switchboard_model_latency_seconds")
-            .record(started.elapsed().as_secs_f64());
+        crate::telemetry::events::emit(crate::telemetry::events::ModelCalled {
+            took: started.elapsed(),
+        });
         match result {
             Err(err) if err.retryable() && attempt < max_retries => {
                 let backoff = Duration::from_secs(1 << attempt.min(6));
