@@ -9,6 +9,7 @@ mod approvals_flow;
 mod chat;
 mod cli_tools;
 mod common;
+mod compliance;
 mod config;
 mod crash;
 mod daemon;

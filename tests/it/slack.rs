@@ -461,63 +461,6 @@ async fn socket_mode_acknowledges_envelopes_and_answers() {
 }
 
 #[tokio::test]
-async fn clarify_questions_are_answered_by_button_or_in_the_thread() {
-    let s = start(vec![
-        Reply::Json(calls(&[(
-            "q1",
-            "clarify",
-            r#"{"question":"Which region?","choices":["eu","us"]}"#,
-        )])),
-        Reply::Json(calls(&[(
-            "q2",
-            "clarify",
-            r#"{"question":"Any deadline?"}"#,
-        )])),
-        Reply::Json(text("Deploying to eu by Friday.")),
-    ])
-    .await;
-    s.event(
-        mention("U1", "C1", "1764000000.003000", "deploy"),
-        "Ev30",
-        &[],
-    )
-    .await;
-    let posts = s.slack.wait("chat.postMessage", 1).await;
-    assert_eq!(posts[0].body["thread_ts"], "1764000000.003000");
-    let buttons = posts[0].body["blocks"][1]["elements"]
-        .as_array()
-        .unwrap()
-        .clone();
-    assert_eq!(buttons[1]["text"]["text"], "us");
-    let eu = buttons[0]["value"].as_str().unwrap().to_string();
-    // Someone else's press does not answer.
-    s.press("U2", "C1", &posts[0].ts, &eu).await;
-    let refused = s.slack.wait("chat.postEphemeral", 1).await;
-    assert_eq!(refused[0].body["text"], "Only the person asked can answer.");
-    s.press("U1", "C1", &posts[0].ts, &eu).await;
-    s.slack.wait("chat.update", 1).await;
-    // The second question has no buttons: the next message in the thread answers it.
-    let posts = s.slack.wait("chat.postMessage", 2).await;
-    assert!(
-        posts[1].body["text"]
-            .as_str()
-            .unwrap()
-            .contains("Any deadline?")
-    );
-    let answer = json!({"type": "message", "channel_type": "channel", "user": "U1", "channel": "C1",
-                        "ts": "1764000000.003100", "thread_ts": "1764000000.003000", "text": "Friday"});
-    s.event(answer, "Ev31", &[]).await;
-    let posts = s.slack.wait("chat.postMessage", 3).await;
-    assert_eq!(posts[2].body["text"], "Deploying to eu by Friday.");
-    let results = s.llm.requests()[2]["messages"].to_string();
-    assert!(
-        results.contains("eu") && results.contains("Friday"),
-        "{results}"
-    );
-    s.daemon.shutdown().await;
-}
-
-#[tokio::test]
 async fn an_allowed_bot_is_taken_like_a_person() {
     let s = start_in(
         SlackMode::Events,

@@ -99,6 +99,8 @@ impl std::fmt::Debug for Slack {
     }
 }
 
+/// What joins two sections in a message's whole text.
+const SECTION_SEP: usize = 2;
 /// Blocks a message holds at most.
 const MESSAGE_BLOCKS: usize = 50;
 
@@ -116,9 +118,9 @@ fn messages(text: &str) -> Vec<(String, Vec<Value>)> {
     let mut size = 0;
     for piece in format::pieces(text, BLOCK_CHARS) {
         let n = piece.chars().count();
-        let full = out
-            .last()
-            .is_none_or(|(_, blocks)| blocks.len() >= MESSAGE_BLOCKS || size + n > MESSAGE_CHARS);
+        let full = out.last().is_none_or(|(_, blocks)| {
+            blocks.len() >= MESSAGE_BLOCKS || size + SECTION_SEP + n > MESSAGE_CHARS
+        });
         if full {
             out.push((String::new(), Vec::new()));
             size = 0;
@@ -130,7 +132,7 @@ fn messages(text: &str) -> Vec<(String, Vec<Value>)> {
             whole.push_str(&piece);
             blocks.push(section(&piece));
         }
-        size += n;
+        size += n + SECTION_SEP;
     }
     out
 }

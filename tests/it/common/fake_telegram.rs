@@ -24,6 +24,8 @@ pub struct Call {
     pub method: String,
     pub body: Value,
     pub at: Instant,
+    /// The id the fake gave a message it sent (0 for other calls).
+    pub id: i64,
 }
 
 #[derive(Default)]
@@ -268,6 +270,7 @@ async fn method(
         method: method.clone(),
         body: body.clone(),
         at: Instant::now(),
+        id: 0,
     });
     match method.as_str() {
         "getMe" => ok(json!({
@@ -285,6 +288,9 @@ async fn method(
                 return cant_parse(&why);
             }
             let msg = sent_message(&mut inner, &body);
+            if let Some(call) = inner.calls.last_mut() {
+                call.id = msg["message_id"].as_i64().unwrap_or_default();
+            }
             ok(msg)
         }
         "editMessageText" => {
@@ -311,6 +317,7 @@ async fn get_updates(shared: Shared, body: Value) -> Response {
             method: "getUpdates".into(),
             body: body.clone(),
             at: Instant::now(),
+            id: 0,
         });
         if let Some((status, answer)) = inner.poll_failures.pop_front() {
             return (StatusCode::from_u16(status).unwrap(), Json(answer)).into_response();
