@@ -688,3 +688,50 @@ async fn smart_mode_asks_the_auxiliary_model_and_escalates_when_unsure() {
             .contains("<command>\nrm -rf node_modules\n</command>")
     );
 }
+
+#[tokio::test]
+async fn a_grant_that_cannot_be_stored_fails_instead_of_saying_done() {
+    let s = setup().await;
+    let sid = session(&s.store, "1").await;
+    let waiting = spawn_request(&s, request(&sid, Some("1"), "rm -rf build"));
+    let prompt = s.adapter.prompt(1).await;
+    // The allowlist breaks; everything else still works.
+    let db = s._dir.path().join("test.db");
+    let raw = sqlx::sqlite::SqlitePoolOptions::new()
+        .connect(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    sqlx::query("DROP TABLE allowlist")
+        .execute(&raw)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.broker
+            .resolve(&prompt.approval_id, Choice::Always, &actor("1"), None)
+            .await,
+        Err(Refusal::Storage)
+    );
+    assert_eq!(
+        s.broker.pending_count(),
+        1,
+        "still waiting: the person can press again"
+    );
+    assert!(s.adapter.closed().is_empty(), "the prompt stays open");
+    let stored = s
+        .store
+        .approval(&prompt.approval_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored.status,
+        ApprovalStatus::Pending,
+        "not recorded as allowed"
+    );
+    // A choice that needs no grant still goes through.
+    s.broker
+        .resolve(&prompt.approval_id, Choice::Once, &actor("1"), None)
+        .await
+        .unwrap();
+    assert!(matches!(waiting.await.unwrap(), Decision::Once { .. }));
+}

@@ -110,7 +110,12 @@ async fn strangers_pair_in_dms_and_are_ignored_in_channels() {
         content(pairing).contains("switchboard pairing approve"),
         "{posted:?}"
     );
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // Messages are taken in order: by the pairing reply to the last one,
+    // every earlier one was stored or refused.
+    assert_eq!(
+        common::inbox_count(&s.daemon.gateway.store, "discord").await,
+        1
+    );
     let requests = s.llm.requests();
     assert_eq!(requests.len(), 1, "one turn: the replayed message, once");
     assert!(requests[0]["messages"].to_string().contains("once please"));
@@ -163,8 +168,14 @@ async fn long_replies_are_chunked_with_fences_kept() {
         message("1200", DM, ann(), "write a lot", false),
     )
     .await;
-    s.dc.wait_posted(3).await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    common::eventually("the last chunk", || async {
+        s.dc.posted().last().is_some_and(|c| {
+            let text = content(c);
+            let n = s.dc.posted().len();
+            text.ends_with(&format!("({n}/{n})"))
+        })
+    })
+    .await;
     let posted: Vec<String> = s.dc.posted().iter().map(content).collect();
     let n = posted.len();
     assert!(n >= 3, "{posted:?}");
@@ -372,7 +383,12 @@ async fn messages_written_while_the_daemon_was_down_are_answered_after_a_restart
     let posted = dc.wait_posted(2).await;
     assert_eq!(posted[1].body["message_reference"]["message_id"], "1951");
     assert_eq!(content(&posted[1]), "back");
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // "hello" came back with the catch-up before "are you back?" and was
+    // dropped then.
+    assert_eq!(
+        common::inbox_count(&daemon.gateway.store, "discord").await,
+        2
+    );
     assert_eq!(llm.requests().len(), 1, "hello was not answered again");
     daemon.shutdown().await;
     drop(dir);

@@ -142,7 +142,10 @@ async fn presses_do_not_wait_behind_message_handling() {
     s.dc.slow_lookups(std::time::Duration::from_secs(4));
     s.dc.dispatch("MESSAGE_CREATE", mention("1361", "201", ann(), "and this"))
         .await;
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    common::eventually("the slow lookup has begun", || async {
+        !s.dc.calls("GET", "/channels/201").is_empty()
+    })
+    .await;
     // …and a press meanwhile is answered at once all the same.
     let pressed = std::time::Instant::now();
     s.dc.dispatch(

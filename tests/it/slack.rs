@@ -4,8 +4,6 @@
 
 use crate::common;
 
-use std::time::Duration;
-
 use common::fake_llm::{FakeLlm, Reply, calls, text};
 use common::fake_slack::{BOT_USER, FakeSlack};
 use common::in_process::{InProcess, daemon_config};
@@ -42,8 +40,15 @@ async fn start_in(mode: SlackMode, script: Vec<Reply>, tweak: impl FnOnce(&mut C
         ("SLACK_APP_TOKEN", "xapp-test"),
     ]);
     let daemon = InProcess::start(config, env).await;
-    slack.wait("auth.test", 1).await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    common::eventually("the Slack adapter is ready", || async {
+        daemon
+            .gateway
+            .health
+            .snapshot()
+            .get("slack")
+            .is_some_and(|h| h.ready)
+    })
+    .await;
     Setup {
         slack,
         llm,
@@ -213,7 +218,11 @@ async fn a_mention_is_answered_in_its_thread_once_despite_retries() {
             .unwrap()
             .starts_with("*Summary*")
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Each delivery was stored or dropped before its 200.
+    assert_eq!(
+        common::inbox_count(&s.daemon.gateway.store, "slack").await,
+        1
+    );
     assert_eq!(s.llm.requests().len(), 1, "one turn for one message");
     let prompt = s.llm.requests()[0]["messages"].to_string();
     assert!(prompt.contains("summarise") && !prompt.contains(BOT_USER));
@@ -388,8 +397,12 @@ async fn thread_replies_continue_the_conversation_without_a_mention() {
     // A reply in a thread the bot is not part of needs a mention.
     let stray = json!({"type": "message", "channel_type": "channel", "user": "U2", "channel": "C1",
                        "ts": "1764000000.001300", "thread_ts": "1764000000.001200", "text": "unrelated"});
-    s.event(stray, "Ev13", &[]).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(s.event(stray, "Ev13", &[]).await.status(), 200);
+    // Refused before its 200: stored nowhere, no turn to come.
+    assert_eq!(
+        common::inbox_count(&s.daemon.gateway.store, "slack").await,
+        3
+    );
     assert_eq!(s.llm.requests().len(), 3);
     s.daemon.shutdown().await;
 }

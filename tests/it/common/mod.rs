@@ -182,3 +182,21 @@ pub fn corpus(name: &str) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// Polls `check` every 20 ms until it holds; fails the test after 20 s.
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// How many events of `platform` the inbox holds (of its newest 100).
+pub async fn inbox_count(store: &Store, platform: &str) -> usize {
+    store.inbox_latest(platform, 100).await.unwrap().len()
+}
