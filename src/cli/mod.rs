@@ -83,6 +83,13 @@ pub enum Command {
         #[command(subcommand)]
         command: webhook::WebhookCommand,
     },
+    /// Ask the running daemon whether it is alive (`GET /healthz`); exit 0
+    /// when it answers, 1 otherwise. The container image's health check.
+    Healthcheck {
+        /// Base URL of the daemon [default: from `server.listen`].
+        #[arg(long)]
+        url: Option<String>,
+    },
     /// List the tools with their toolset and availability.
     Tools {
         /// Only the tools a platform's sessions get (telegram, discord,
@@ -193,6 +200,10 @@ async fn dispatch(
         Command::Sessions { command } => sessions::run(&config, command).await,
         #[cfg(feature = "webhook")]
         Command::Webhook { command } => webhook::run(&config, &env, command).await,
+        Command::Healthcheck { url } => {
+            let base = url.unwrap_or_else(|| local_base(&config));
+            Ok(healthcheck(&base).await)
+        }
         Command::Tools { platform, json } => {
             print!(
                 "{}",
@@ -275,6 +286,46 @@ pub fn redact_url(raw: &str) -> String {
             url.to_string()
         }
         _ => raw.to_string(),
+    }
+}
+
+/// Where a daemon configured by `config` answers on this machine: its
+/// `server.listen`, loopback when that is every address.
+pub(crate) fn local_base(config: &Config) -> String {
+    let mut addr = config.server.listen;
+    if addr.ip().is_unspecified() {
+        let loopback: std::net::IpAddr = if addr.is_ipv6() {
+            std::net::Ipv6Addr::LOCALHOST.into()
+        } else {
+            std::net::Ipv4Addr::LOCALHOST.into()
+        };
+        addr.set_ip(loopback);
+    }
+    format!("http://{addr}")
+}
+
+/// `GET <base>/healthz` within 3 s: 0 when it answers 200, 1 otherwise
+/// (with the reason on stderr).
+async fn healthcheck(base: &str) -> u8 {
+    let url = format!("{}/healthz", base.trim_end_matches('/'));
+    let answer = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(3))
+        .build()
+        .map_err(|e| e.to_string());
+    let answer = match answer {
+        Ok(client) => client.get(&url).send().await.map_err(|e| e.to_string()),
+        Err(err) => Err(err),
+    };
+    match answer {
+        Ok(resp) if resp.status().is_success() => 0,
+        Ok(resp) => {
+            eprintln!("unhealthy: {url} answered {}", resp.status());
+            1
+        }
+        Err(err) => {
+            eprintln!("unhealthy: {url}: {err}");
+            1
+        }
     }
 }
 

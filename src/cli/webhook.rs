@@ -97,13 +97,7 @@ pub async fn run(config: &Config, env: &Env, command: WebhookCommand) -> anyhow:
             }
         }
     }
-    let base = url.unwrap_or_else(|| {
-        let mut addr = config.server.listen;
-        if addr.ip().is_unspecified() {
-            addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
-        }
-        format!("http://{addr}")
-    });
+    let base = url.unwrap_or_else(|| super::local_base(config));
     let target = format!("{}{}", base.trim_end_matches('/'), r.path);
     let mut req = reqwest::Client::new()
         .post(&target)

@@ -4,6 +4,7 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
+use switchboard::config::Env;
 
 const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
 
@@ -233,4 +234,31 @@ fn sessions_cli_lists_shows_and_searches() {
     let hits: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(hits["hits"][0]["session_key"], "slack:dm:D1");
     assert_eq!(run(dir.path(), &["sessions", "show", "nope"]).0, 1);
+}
+
+#[tokio::test]
+async fn healthcheck_says_whether_the_daemon_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::common::in_process::daemon_config(dir.path(), "http://127.0.0.1:9/v1");
+    let daemon = crate::common::in_process::InProcess::start(config, Env::default()).await;
+    let run = |url: String| {
+        tokio::task::spawn_blocking(move || {
+            Command::new(BIN)
+                .args(["healthcheck", "--url", &url])
+                .output()
+                .unwrap()
+        })
+    };
+    let up = run(daemon.base.clone()).await.unwrap();
+    assert_eq!(
+        up.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let base = daemon.base.clone();
+    daemon.shutdown().await;
+    let down = run(base).await.unwrap();
+    assert_eq!(down.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&down.stderr).starts_with("unhealthy:"));
 }

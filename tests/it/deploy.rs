@@ -57,6 +57,18 @@ fn systemd_unit_is_notify_watchdog_and_hardened() {
         assert_eq!(one(key), "yes", "{key}");
     }
     assert_eq!(one("ProtectSystem"), "strict");
+    assert_eq!(one("ProtectProc"), "invisible");
+    assert_eq!(one("ProcSubset"), "pid");
+    let filter = one("SystemCallFilter");
+    assert!(
+        filter.starts_with('~'),
+        "a deny-list child processes survive"
+    );
+    for set in ["@mount", "@reboot", "@module", "@debug"] {
+        assert!(filter.contains(set), "{set} denied");
+    }
+    assert!(one("TasksMax").parse::<u32>().is_ok());
+    assert!(one("MemoryMax").ends_with('G'));
     assert!(one("ExecStart").ends_with(" run"));
     assert!(one("ExecStartPre").ends_with(" check"));
     assert!(unit["Install"]["WantedBy"].contains(&"multi-user.target".to_string()));
@@ -115,7 +127,8 @@ fn dockerfile_is_multi_stage_non_root_with_healthcheck() {
         .position(|l| l.starts_with("HEALTHCHECK"))
         .expect("HEALTHCHECK");
     let check: String = text.lines().skip(health).take(2).collect();
-    assert!(check.contains("/healthz"), "{check}");
+    assert!(check.contains("\"healthcheck\""), "{check}");
+    assert!(!text.contains("curl"), "the image needs no curl");
     assert!(
         text.contains("--locked"),
         "reproducible build from Cargo.lock"
@@ -136,6 +149,17 @@ fn compose_wires_the_gateway_to_postgres() {
         "{url}"
     );
     assert!(text.contains("dockerfile: deploy/Dockerfile"));
+    for hardening in [
+        "read_only: true",
+        "- /tmp",
+        "cap_drop:",
+        "- ALL",
+        "no-new-privileges:true",
+        "pids_limit:",
+        "mem_limit:",
+    ] {
+        assert!(text.contains(hardening), "compose lacks {hardening}");
+    }
 }
 
 #[test]
@@ -156,4 +180,69 @@ fn slack_manifest_asks_for_what_the_adapter_uses() {
     ] {
         assert!(manifest.contains(needed), "manifest lacks {needed:?}");
     }
+}
+
+/// The build stage's `COPY <src…> <dest>` sources, relative to the context.
+fn build_stage_copies(dockerfile: &str) -> Vec<String> {
+    let mut froms = 0;
+    let mut sources = Vec::new();
+    for line in dockerfile.lines() {
+        if line.starts_with("FROM ") {
+            froms += 1;
+        }
+        if froms != 1 {
+            continue;
+        }
+        if let Some(args) = line.strip_prefix("COPY ") {
+            let words: Vec<&str> = args
+                .split_whitespace()
+                .filter(|w| !w.starts_with("--"))
+                .collect();
+            if let Some((_, srcs)) = words.split_last() {
+                sources.extend(srcs.iter().map(|s| s.to_string()));
+            }
+        }
+    }
+    sources
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    if from.is_dir() {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            copy_tree(&entry.path(), &to.join(entry.file_name()));
+        }
+    } else {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, to).unwrap();
+    }
+}
+
+/// The files the Dockerfile's build stage copies are enough for cargo to
+/// load every target of the manifest: with only them in a directory,
+/// `cargo build` gets as far as looking for a binary (a missing bench or
+/// example file fails before that).
+#[test]
+fn the_docker_build_context_holds_every_target_the_manifest_names() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let sources = build_stage_copies(&read("deploy/Dockerfile"));
+    assert!(sources.contains(&"src".to_string()), "{sources:?}");
+    let context = tempfile::tempdir().unwrap();
+    for source in &sources {
+        copy_tree(&repo.join(source), &context.path().join(source));
+    }
+    let target = tempfile::tempdir().unwrap();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["build", "--offline", "--locked", "--bin", "no-such-bin"])
+        .current_dir(context.path())
+        .env("CARGO_TARGET_DIR", target.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no bin target named"),
+        "cargo could not load the manifest from the Dockerfile's files: {stderr}"
+    );
 }
