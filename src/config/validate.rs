@@ -22,6 +22,12 @@ impl std::fmt::Debug for Env {
 }
 
 impl Env {
+    /// The value of `name` as a secret: kept out of every Debug output.
+    pub fn secret(&self, name: &str) -> Option<secrecy::SecretString> {
+        self.get(name)
+            .map(|v| secrecy::SecretString::new(v.to_string()))
+    }
+
     /// The current process environment.
     pub fn from_process() -> Self {
         Self(std::env::vars().collect())

@@ -21,6 +21,7 @@ mod file_tools;
 mod http;
 mod lifecycle;
 mod mcp;
+mod secrets;
 mod sessions_manager;
 mod slack;
 mod store;

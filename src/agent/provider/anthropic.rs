@@ -144,7 +144,7 @@ impl ChatModel for Anthropic {
             .header("anthropic-version", API_VERSION)
             .json(&body);
         if let Some(key) = &self.endpoint.api_key {
-            http = http.header("x-api-key", key);
+            http = http.header("x-api-key", secrecy::ExposeSecret::expose_secret(key));
         }
         let response = http.send().await.map_err(transport)?;
         if !response.status().is_success() {

@@ -222,8 +222,8 @@ pub struct ModelEndpoint {
     pub base_url: String,
     /// Model name.
     pub model: String,
-    /// API key, if any.
-    pub api_key: Option<String>,
+    /// API key, if any (its Debug output is redacted).
+    pub api_key: Option<secrecy::SecretString>,
     /// Per-request timeout.
     pub timeout: Duration,
     /// Stream answers.
@@ -237,7 +237,7 @@ impl ModelEndpoint {
             provider: config.llm.provider,
             base_url: config.llm.base_url.clone(),
             model: config.llm.model.clone(),
-            api_key: env.get(&config.llm.api_key_env).map(str::to_string),
+            api_key: env.secret(&config.llm.api_key_env),
             timeout: Duration::from_secs(config.llm.request_timeout_secs),
             stream: config.llm.stream,
         }
@@ -261,7 +261,7 @@ impl ModelEndpoint {
                 .model
                 .clone()
                 .unwrap_or_else(|| config.llm.model.clone()),
-            api_key: env.get(key_var).map(str::to_string),
+            api_key: env.secret(key_var),
             timeout: Duration::from_secs(config.llm.request_timeout_secs),
             stream: false,
         }

@@ -228,7 +228,7 @@ impl ChatModel for OpenAi {
             .timeout(self.endpoint.timeout)
             .json(&self.body(request));
         if let Some(key) = &self.endpoint.api_key {
-            http = http.bearer_auth(key);
+            http = http.bearer_auth(secrecy::ExposeSecret::expose_secret(key));
         }
         let response = http.send().await.map_err(transport)?;
         if !response.status().is_success() {

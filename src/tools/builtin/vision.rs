@@ -19,7 +19,7 @@ const MAX_IMAGE_BYTES: u64 = 20 * 1024 * 1024;
 pub struct VisionAnalyze {
     model: String,
     base_url: String,
-    api_key: Option<String>,
+    api_key: Option<secrecy::SecretString>,
     key_var: String,
     http: reqwest::Client,
 }
@@ -38,7 +38,7 @@ impl VisionAnalyze {
                 .base_url
                 .clone()
                 .unwrap_or_else(|| config.llm.base_url.clone()),
-            api_key: env.get(&key_var).map(str::to_string),
+            api_key: env.secret(&key_var),
             key_var,
             http,
         }
@@ -136,7 +136,7 @@ impl Tool for VisionAnalyze {
             .timeout(Duration::from_secs(120))
             .json(&body);
         if let Some(key) = &self.api_key {
-            request = request.bearer_auth(key);
+            request = request.bearer_auth(secrecy::ExposeSecret::expose_secret(key));
         }
         let response = request.send().await.map_err(|e| {
             ToolError::Failed(format!("vision model unreachable: {}", e.without_url()))
@@ -154,5 +154,20 @@ impl Tool for VisionAnalyze {
             .and_then(Value::as_str)
             .ok_or_else(|| ToolError::Failed("vision model sent no answer".into()))?;
         Ok(json!({"analysis": answer}).to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_vision_key_stays_out_of_debug_output() {
+        let mut config = Config::default();
+        config.tools.vision.api_key_env = Some("VISION_KEY".into());
+        let env = Env::from_pairs([("VISION_KEY", "sk-vision-live-secret")]);
+        let tool = VisionAnalyze::new(&config, &env, reqwest::Client::new());
+        assert!(tool.api_key.is_some());
+        assert!(!format!("{tool:?}").contains("sk-vision-live-secret"));
     }
 }

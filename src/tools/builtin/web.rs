@@ -228,14 +228,14 @@ impl Tool for WebExtract {
 #[derive(Debug, Clone)]
 pub struct WebSearch {
     config: WebSearchConfig,
-    api_key: Option<String>,
+    api_key: Option<secrecy::SecretString>,
     http: reqwest::Client,
 }
 
 impl WebSearch {
     /// The tool for a configured backend; the key is read from `env`.
     pub fn new(config: WebSearchConfig, env: &Env, http: reqwest::Client) -> Self {
-        let api_key = env.get(&config.api_key_env).map(str::to_string);
+        let api_key = env.secret(&config.api_key_env);
         Self {
             config,
             api_key,
@@ -316,7 +316,11 @@ impl Tool for WebSearch {
         let max = arg_opt_u64(&args, "max_results")?
             .map_or(self.config.max_results, |n| n as usize)
             .clamp(1, 20);
-        let key = self.api_key.clone().unwrap_or_default();
+        let key = self
+            .api_key
+            .as_ref()
+            .map(|k| secrecy::ExposeSecret::expose_secret(k).clone())
+            .unwrap_or_default();
         let request = match self.config.provider {
             SearchProvider::Searxng => self
                 .http
@@ -363,6 +367,19 @@ impl Tool for WebSearch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_search_key_stays_out_of_debug_output() {
+        let config = WebSearchConfig {
+            provider: SearchProvider::Brave,
+            api_key_env: "BRAVE_KEY".into(),
+            ..WebSearchConfig::default()
+        };
+        let env = Env::from_pairs([("BRAVE_KEY", "brave-live-secret")]);
+        let tool = WebSearch::new(config, &env, reqwest::Client::new());
+        assert!(tool.api_key.is_some());
+        assert!(!format!("{tool:?}").contains("brave-live-secret"));
+    }
 
     #[test]
     fn forbidden_addresses() {
