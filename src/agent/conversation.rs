@@ -55,10 +55,7 @@ pub struct AgentDeps {
 impl AgentDeps {
     /// Everything from the configuration.
     pub fn from_config(config: &Config, env: &Env, tools: ToolRuntime, store: Store) -> Self {
-        let http = reqwest::Client::builder()
-            .user_agent(concat!("switchboard/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .unwrap_or_default();
+        let http = crate::http::client::client();
         Self {
             model: ModelEndpoint::main(config, env).client(http.clone()),
             auxiliary: ModelEndpoint::auxiliary(config, env).client(http),

@@ -308,7 +308,7 @@ pub(crate) fn local_base(config: &Config) -> String {
 /// (with the reason on stderr).
 async fn healthcheck(base: &str) -> u8 {
     let url = format!("{}/healthz", base.trim_end_matches('/'));
-    let answer = reqwest::Client::builder()
+    let answer = crate::http::client::builder()
         .timeout(std::time::Duration::from_secs(3))
         .build()
         .map_err(|e| e.to_string());

@@ -99,7 +99,7 @@ pub async fn run(config: &Config, env: &Env, command: WebhookCommand) -> anyhow:
     }
     let base = url.unwrap_or_else(|| super::local_base(config));
     let target = format!("{}{}", base.trim_end_matches('/'), r.path);
-    let mut req = reqwest::Client::new()
+    let mut req = crate::http::client::client()
         .post(&target)
         .header("content-type", "application/json")
         .body(body);

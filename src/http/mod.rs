@@ -2,6 +2,7 @@
 //! adapters) webhook and platform callback routes. [`router`] builds the
 //! whole `Router` so tests can drive it with `oneshot`, no socket needed.
 
+pub mod client;
 mod health;
 mod metrics;
 

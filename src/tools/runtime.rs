@@ -34,10 +34,7 @@ impl ToolRuntime {
         let deps = BuiltinDeps {
             config: config.clone(),
             env: env.clone(),
-            http: reqwest::Client::builder()
-                .user_agent(concat!("switchboard/", env!("CARGO_PKG_VERSION")))
-                .build()
-                .unwrap_or_default(),
+            http: crate::http::client::client(),
             platforms: platforms.clone(),
         };
         let processes = register_builtins(&registry, &deps)?;

@@ -107,10 +107,7 @@ pub fn router(gateway: &Gateway) -> axum::Router<AppState> {
     if !config.webhook.enabled {
         return app;
     }
-    let http = reqwest::Client::builder()
-        .user_agent(concat!("switchboard/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .unwrap_or_default();
+    let http = crate::http::client::client();
     let mut deliverers = HashMap::new();
     for route in &config.webhook.routes {
         let secret = route

@@ -109,10 +109,9 @@ impl WebExtract {
             .map_err(|e| ToolError::InvalidArgs(format!("bad URL {start:?}: {e}")))?;
         for _ in 0..=self.config.max_redirects {
             let addr = self.checked_addr(&url).await?;
-            let mut builder = reqwest::Client::builder()
+            let mut builder = crate::http::client::builder()
                 .redirect(reqwest::redirect::Policy::none())
-                .timeout(Duration::from_secs(self.config.timeout_secs))
-                .user_agent(concat!("switchboard/", env!("CARGO_PKG_VERSION")));
+                .timeout(Duration::from_secs(self.config.timeout_secs));
             if let Some(host) = url.host_str().filter(|h| h.parse::<IpAddr>().is_err()) {
                 builder = builder.resolve(host, addr);
             }
