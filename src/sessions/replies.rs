@@ -62,12 +62,11 @@ impl Replies {
 
     /// The event could not be taken (the session's queue or the inbox is
     /// full); nothing was stored. People are told; senders without one are
-    /// answered 503 by their adapter.
+    /// answered 503 by their adapter. (The refusal itself is logged and
+    /// counted by the intake.)
     pub async fn busy(&self, event: &InboundEvent, text: &str) {
         if self.human(event) {
             self.reply(event, text).await;
-        } else {
-            tracing::warn!(platform = %event.platform, chat = %event.chat_id, "event refused: busy");
         }
     }
 

@@ -84,30 +84,28 @@ struct PortActivity {
     chat: ChatRef,
 }
 
+impl PortActivity {
+    fn show(&self, activity: Activity) {
+        if let Some(port) = self.platforms.port(&self.chat.platform) {
+            port.activity(&self.chat, &activity);
+        }
+    }
+}
+
 impl AgentEvents for PortActivity {
     fn tool_started(&self, call: &ToolCall) {
-        if let Some(port) = self.platforms.port(&self.chat.platform) {
-            port.activity(
-                &self.chat,
-                &Activity::ToolStarted {
-                    name: call.name.clone(),
-                    arguments: clip(&call.arguments, 120),
-                },
-            );
-        }
+        self.show(Activity::ToolStarted {
+            name: call.name.clone(),
+            arguments: clip(&call.arguments, 120),
+        });
     }
 
     fn tool_finished(&self, call: &ToolCall, result: &str) {
-        if let Some(port) = self.platforms.port(&self.chat.platform) {
-            port.activity(
-                &self.chat,
-                &Activity::ToolFinished {
-                    name: call.name.clone(),
-                    ok: !result.starts_with("{\"error\""),
-                    chars: result.len(),
-                },
-            );
-        }
+        self.show(Activity::ToolFinished {
+            name: call.name.clone(),
+            ok: !result.starts_with("{\"error\""),
+            chars: result.len(),
+        });
     }
 }
 

@@ -727,6 +727,28 @@ impl std::io::Write for Captured {
 
 #[tokio::test]
 async fn log_lines_say_which_session_turn_and_tool_they_come_from() {
+    const PROBE: &str = "SWITCHBOARD_LOG_PROBE";
+    if std::env::var_os(PROBE).is_none() {
+        // Run alone in a process of its own: tracing's callsite caches are
+        // process-wide, and other tests' threads race this one's subscriber.
+        let name = "sessions_manager::log_lines_say_which_session_turn_and_tool_they_come_from";
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(std::env::current_exe().unwrap())
+                .args([name, "--exact", "--test-threads=1"])
+                .env(PROBE, "1")
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
     let captured = Captured::default();
     let writer = captured.clone();
     let subscriber = tracing_subscriber::fmt()

@@ -40,15 +40,7 @@ async fn start_in(mode: SlackMode, script: Vec<Reply>, tweak: impl FnOnce(&mut C
         ("SLACK_APP_TOKEN", "xapp-test"),
     ]);
     let daemon = InProcess::start(config, env).await;
-    common::eventually("the Slack adapter is ready", || async {
-        daemon
-            .gateway
-            .health
-            .snapshot()
-            .get("slack")
-            .is_some_and(|h| h.ready)
-    })
-    .await;
+    common::ready(&daemon.gateway, "slack").await;
     Setup {
         slack,
         llm,

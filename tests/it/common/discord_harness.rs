@@ -36,18 +36,7 @@ pub async fn start(script: Vec<Reply>, tweak: impl FnOnce(&mut Config)) -> Setup
     let daemon = InProcess::start(config, env).await;
     dc.ready().await;
     // READY reaches the adapter just after the fake sent it.
-    for _ in 0..200 {
-        if daemon
-            .gateway
-            .health
-            .snapshot()
-            .get("discord")
-            .is_some_and(|h| h.ready)
-        {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    super::ready(&daemon.gateway, "discord").await;
     Setup {
         dc,
         llm,

@@ -183,17 +183,42 @@ pub fn corpus(name: &str) -> Vec<String> {
         .collect()
 }
 
+/// Polls `check` every 20 ms until it finds something; fails the test
+/// after 20 s.
+pub async fn until<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// Polls `check` every 20 ms until it holds; fails the test after 20 s.
 pub async fn eventually<F, Fut>(what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !check().await {
-        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    until(what, || {
+        let holds = check();
+        async move { holds.await.then_some(()) }
+    })
+    .await;
+}
+
+/// Waits until the daemon's component `name` reports ready.
+pub async fn ready(gateway: &switchboard::daemon::Gateway, name: &str) {
+    eventually(&format!("{name} ready"), || async {
+        gateway.health.snapshot().get(name).is_some_and(|h| h.ready)
+    })
+    .await;
 }
 
 /// How many events of `platform` the inbox holds (of its newest 100).

@@ -43,7 +43,7 @@ impl Discord {
     }
 
     async fn ready(&self) {
-        super::ready(&self.daemon.gateway, "discord").await;
+        crate::common::ready(&self.daemon.gateway, "discord").await;
     }
 }
 

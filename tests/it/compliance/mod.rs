@@ -67,27 +67,7 @@ pub trait Rig: Sized {
 
 /// Polls `check` until it finds something (20 s at most).
 pub async fn until<T>(what: &str, check: impl Fn() -> Option<T>) -> T {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(found) = check() {
-            return found;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "never saw {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Waits until the daemon's component `name` reports ready.
-pub async fn ready(gateway: &switchboard::daemon::Gateway, name: &str) {
-    until(&format!("{name} ready"), || {
-        gateway
-            .health
-            .snapshot()
-            .get(name)
-            .is_some_and(|h| h.ready)
-            .then_some(())
-    })
-    .await;
+    crate::common::until(what, || std::future::ready(check())).await
 }
 
 /// Waits until the bot posted a message containing `needle`.
@@ -190,18 +170,11 @@ pub async fn a_prompt_left_open_is_closed_after_a_restart<R: Rig>() {
     .await;
     // The prompt's message is stored just after it is shown; the restart
     // has to find it.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
+    crate::common::eventually("the prompt's message stored", || async {
         let stored = rig.gateway().store.pending_prompts().await.unwrap();
-        if stored.iter().any(|p| p.prompt_message.is_some()) {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "prompt never stored"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        stored.iter().any(|p| p.prompt_message.is_some())
+    })
+    .await;
     let rig = rig.restart().await;
     edited_to(&rig, &prompt.id, "restarted").await;
     rig.press(Person::Owner, &prompt, &prompt.buttons[0]).await;

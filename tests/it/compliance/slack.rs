@@ -233,7 +233,7 @@ impl Slack {
     /// Waits until the adapter has connected (auth.test answered and the
     /// port attached).
     async fn ready(&self) {
-        super::ready(&self.daemon.gateway, "slack").await;
+        crate::common::ready(&self.daemon.gateway, "slack").await;
     }
 }
 
