@@ -61,7 +61,7 @@ struct Run {
 }
 
 async fn load(url: String, offset: usize, requests: usize, connections: usize) -> Run {
-    let client = reqwest::Client::builder()
+    let client = switchboard::http::client::builder()
         .pool_max_idle_per_host(connections)
         .build()
         .unwrap();

@@ -23,6 +23,15 @@ use crate::platform::{Platforms, Profile};
 
 /// The profiles of the compiled-in platforms, the terminal's included.
 pub fn profiles(config: &Config) -> Vec<Profile> {
+    #[cfg_attr(
+        not(any(
+            feature = "telegram",
+            feature = "discord",
+            feature = "slack",
+            feature = "webhook"
+        )),
+        allow(unused_mut)
+    )]
     let mut all = vec![console::profile(config)];
     #[cfg(feature = "telegram")]
     all.push(telegram::profile(config));

@@ -1,7 +1,7 @@
 //! Shared pieces of request signing: HMAC-SHA256 and the errors and time
 //! window the webhook receiver and the Slack adapter both use.
 
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
 /// Accepted distance between a Standard Webhooks timestamp and now.

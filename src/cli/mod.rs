@@ -112,6 +112,7 @@ pub enum Command {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
+    crate::http::client::install_crypto();
     let cli = Cli::parse();
     let env = Env::from_process();
     let config = match config::load(cli.config.as_deref(), &env).and_then(check_toolsets) {

@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{Peer, RoleClient, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -142,7 +143,10 @@ async fn connect(config: &McpServerConfig) -> Result<Client, String> {
                 ().serve(transport).await.map_err(|e| e.to_string())
             }
             (None, Some(url)) => {
-                let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+                let transport = StreamableHttpClientTransport::with_client(
+                    crate::http::client::client(),
+                    StreamableHttpClientTransportConfig::with_uri(url.as_str()),
+                );
                 ().serve(transport).await.map_err(|e| e.to_string())
             }
             (None, None) => Err("neither command nor url is set".to_string()),

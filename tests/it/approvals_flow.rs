@@ -525,7 +525,8 @@ async fn policy_harness(mode: ApprovalMode, auxiliary: Option<&FakeLlm>) -> Poli
         let mut config = Config::default();
         config.llm.base_url = llm.url.clone();
         config.llm.api_key_env = String::new();
-        ModelEndpoint::auxiliary(&config, &Env::default()).client(reqwest::Client::new())
+        ModelEndpoint::auxiliary(&config, &Env::default())
+            .client(switchboard::http::client::client())
     });
     let policy = ApprovalPolicy::new(s.store.clone(), s.broker.clone(), mode, aux);
     let dir = s._dir.path().join("ws");

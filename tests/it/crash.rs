@@ -183,7 +183,7 @@ async fn crash_and_recover(storage: StorageConfig) {
     script.extend((0..EVENTS).map(|i| Reply::Json(text(&format!("after restart {i}")))));
     let llm = FakeLlm::start(script).await;
     write_config(dir.path(), &storage.url, &llm.url);
-    let client = reqwest::Client::new();
+    let client = switchboard::http::client::client();
 
     let first = Daemon::start(dir.path());
     for i in 0..EVENTS {

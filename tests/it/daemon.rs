@@ -122,7 +122,7 @@ async fn serves_then_exits_zero_on_sigterm_within_grace() {
     cmd.arg("--config").arg(&config);
     let mut daemon = Running::start(cmd);
 
-    let client = reqwest::Client::new();
+    let client = switchboard::http::client::client();
     let health = client.get(daemon.url("/healthz")).send().await.unwrap();
     assert_eq!(health.status(), 200);
     let ready = client.get(daemon.url("/readyz")).send().await.unwrap();
@@ -351,7 +351,7 @@ async fn the_discord_gateway_shows_on_readyz_and_stops_with_the_daemon() {
         .arg(&config);
     let mut daemon = Running::start(cmd);
     discord.ready().await;
-    let client = reqwest::Client::new();
+    let client = switchboard::http::client::client();
     let mut body = serde_json::Value::Null;
     for _ in 0..100 {
         let ready = client.get(daemon.url("/readyz")).send().await.unwrap();

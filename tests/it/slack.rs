@@ -45,7 +45,7 @@ async fn start_in(mode: SlackMode, script: Vec<Reply>, tweak: impl FnOnce(&mut C
         slack,
         llm,
         daemon,
-        http: reqwest::Client::new(),
+        http: switchboard::http::client::client(),
         _dir: dir,
     }
 }

@@ -291,7 +291,7 @@ async fn webhook_mode_checks_the_secret_token() {
     assert_eq!(set[0].body["secret_token"], "s3cret-token");
     let mut update = FakeTelegram::message(ANN, ANN, "Ann", 50, "hi over webhook");
     update["update_id"] = json!(77);
-    let http = reqwest::Client::new();
+    let http = switchboard::http::client::client();
     let url = format!("{}/telegram/webhook", s.daemon.base);
     let post = |secret: Option<&'static str>| {
         let mut req = http.post(&url).json(&update);

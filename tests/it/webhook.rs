@@ -114,7 +114,7 @@ async fn start(llm: &FakeLlm, gh: &FakeGithub, tweak: impl FnOnce(&mut Config)) 
     Running {
         base: daemon.base.clone(),
         gateway: daemon.gateway.clone(),
-        http: reqwest::Client::new(),
+        http: switchboard::http::client::client(),
         daemon,
         dir,
     }

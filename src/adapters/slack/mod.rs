@@ -571,18 +571,16 @@ async fn interactivity(
     StatusCode::OK.into_response()
 }
 
-fn client(api_url: &str) -> std::io::Result<SlackHyperClient> {
-    // Named explicitly: with several rustls backends in the build there is
-    // no process-wide default to fall back on.
+fn client(api_url: &str) -> SlackHyperClient {
     let https = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_provider_and_native_roots(rustls::crypto::ring::default_provider())?
+        .with_tls_config(crate::http::client::tls_config())
         .https_or_http()
         .enable_http1()
         .enable_http2()
         .build();
     let connector = SlackClientHyperConnector::with_connector(https)
         .with_slack_api_url(api_url.trim_end_matches('/'));
-    Ok(SlackClient::new(connector))
+    SlackClient::new(connector)
 }
 
 /// Connects (auth.test, retried with backoff), registers the adapter, and
@@ -593,13 +591,7 @@ async fn run(ctx: ComponentContext, slot: Slot) {
     if !config.enabled {
         return;
     }
-    let client = match client(&config.api_url) {
-        Ok(c) => Arc::new(c),
-        Err(err) => {
-            ctx.health.set(ID, false, format!("TLS roots: {err}"));
-            return;
-        }
-    };
+    let client = Arc::new(client(&config.api_url));
     let token = SlackApiToken::new(
         gw.env
             .get(&config.bot_token_env)

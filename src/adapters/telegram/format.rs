@@ -4,7 +4,7 @@
 //! blocks of [`crate::render::markdown`]. Nothing is escaped, so nothing
 //! can fail to parse: what CommonMark reads as text arrives as typed.
 
-use teloxide::types::{MessageEntity, MessageEntityKind};
+use teloxide_core::types::{MessageEntity, MessageEntityKind};
 
 use crate::render::chunk::{self, Dialect, utf16};
 use crate::render::markdown::{Sink, Style};

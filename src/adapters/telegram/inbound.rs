@@ -2,8 +2,7 @@
 //! @username, a text mention, or a reply to the bot), forum topics as
 //! threads, and photos or documents as attachments the intake fetches.
 
-use teloxide::prelude::*;
-use teloxide::types::{MessageEntityKind, MessageKind};
+use teloxide_core::types::{Message, MessageEntityKind, MessageKind, UserId};
 
 use crate::platform::{Attachment, AttachmentKind, ChatKind, InboundEvent};
 

@@ -16,12 +16,12 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use subtle::ConstantTimeEq;
-use teloxide::prelude::*;
-use teloxide::types::{
-    AllowedUpdate, BotCommand, ChatAction, InlineKeyboardButton, InlineKeyboardMarkup,
-    MaybeInaccessibleMessage, MessageId, ReplyParameters, ThreadId, UpdateKind,
+use teloxide_core::prelude::*;
+use teloxide_core::types::{
+    AllowedUpdate, BotCommand, ChatAction, ChatId, InlineKeyboardButton, InlineKeyboardMarkup,
+    MaybeInaccessibleMessage, MessageId, ReplyParameters, ThreadId, Update, UpdateKind,
 };
-use teloxide::{ApiError, RequestError};
+use teloxide_core::{ApiError, RequestError};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, TelegramMode};
@@ -172,7 +172,7 @@ impl Telegram {
         }
     }
 
-    async fn callback(&self, query: teloxide::types::CallbackQuery) {
+    async fn callback(&self, query: teloxide_core::types::CallbackQuery) {
         let (chat, thread_id) = match &query.message {
             Some(MaybeInaccessibleMessage::Regular(msg)) => (
                 msg.chat.id.0.to_string(),
@@ -321,10 +321,10 @@ impl Platform for Telegram {
     }
 
     async fn fetch(&self, file: &Attachment, into: &Path) -> Result<PathBuf, PlatformError> {
-        use teloxide::net::Download;
+        use teloxide_core::net::Download;
         let found = self
             .bot
-            .get_file(teloxide::types::FileId(file.file.clone()))
+            .get_file(teloxide_core::types::FileId(file.file.clone()))
             .await
             .map_err(port_error)?;
         let path = into.join(&file.name);

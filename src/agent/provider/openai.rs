@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::{Value, json};
+use sse_stream::SseStream;
 
 use super::{
     ChatModel, ChatRequest, ChatResponse, FinishReason, ModelEndpoint, ProviderError, Usage,
@@ -146,14 +146,14 @@ struct PartialCall {
 }
 
 async fn read_stream(response: reqwest::Response) -> Result<ChatResponse, ProviderError> {
-    let mut events = response.bytes_stream().eventsource();
+    let mut events = std::pin::pin!(SseStream::from_bytes_stream(response.bytes_stream()));
     let mut content = String::new();
     let mut calls: BTreeMap<usize, PartialCall> = BTreeMap::new();
     let mut finish_reason = None;
     let mut total = Usage::default();
     while let Some(event) = events.next().await {
         let event = event.map_err(|e| ProviderError::Transport(format!("stream broke: {e}")))?;
-        let data = event.data.trim();
+        let data = event.data.as_deref().unwrap_or_default().trim();
         if data == "[DONE]" {
             break;
         }

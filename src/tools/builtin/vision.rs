@@ -166,7 +166,7 @@ mod tests {
         let mut config = Config::default();
         config.tools.vision.api_key_env = Some("VISION_KEY".into());
         let env = Env::from_pairs([("VISION_KEY", "sk-vision-live-secret")]);
-        let tool = VisionAnalyze::new(&config, &env, reqwest::Client::new());
+        let tool = VisionAnalyze::new(&config, &env, crate::http::client::client());
         assert!(tool.api_key.is_some());
         assert!(!format!("{tool:?}").contains("sk-vision-live-secret"));
     }

@@ -375,7 +375,7 @@ mod tests {
             ..WebSearchConfig::default()
         };
         let env = Env::from_pairs([("BRAVE_KEY", "brave-live-secret")]);
-        let tool = WebSearch::new(config, &env, reqwest::Client::new());
+        let tool = WebSearch::new(config, &env, crate::http::client::client());
         assert!(tool.api_key.is_some());
         assert!(!format!("{tool:?}").contains("brave-live-secret"));
     }

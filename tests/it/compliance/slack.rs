@@ -108,7 +108,7 @@ impl Rig for Slack {
             llm,
             daemon,
             config,
-            http: reqwest::Client::new(),
+            http: switchboard::http::client::client(),
             next: AtomicU64::new(1),
             _dir: dir,
         };
