@@ -27,6 +27,7 @@ mod slack;
 mod store;
 mod telegram;
 mod terminal_tools;
+mod tls;
 mod tool_registry;
 mod toolsets;
 mod vision_messaging;
