@@ -16,42 +16,17 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use axum::routing::post;
-use serde_json::json;
 use switchboard::adapters::webhook::verify::github_signature;
 use switchboard::config::{Config, Env, load_from_str};
 use switchboard::daemon::{Daemon, Gateway};
+
+mod support;
+use support::{SECRET, body, env_usize, gateway_toml};
 
 /// The allocator the `switchboard` binary uses, so the in-process daemon
 /// (and the bare baseline beside it) run as in production.
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-const SECRET: &str = "bench-secret";
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn body(i: usize) -> Vec<u8> {
-    let pr = i % 50 + 1;
-    serde_json::to_vec(&json!({
-        "action": "synchronize",
-        "number": pr,
-        "pull_request": {
-            "number": pr, "title": format!("Change {i}"), "body": "A change worth reviewing.",
-            "draft": false, "user": {"login": "octocat"},
-            "html_url": format!("https://github.com/octo-org/hello-world/pull/{pr}"),
-            "head": {"ref": "topic", "sha": "6dcb09b5b57875f334f61aebed695e2e4193db5e"},
-            "base": {"ref": "main"},
-        },
-        "repository": {"full_name": "octo-org/hello-world"},
-        "sender": {"login": "octocat", "type": "User"},
-    }))
-    .unwrap()
-}
 
 struct Run {
     rate: f64,
@@ -79,7 +54,7 @@ async fn load(url: String, offset: usize, requests: usize, connections: usize) -
                 if i >= requests {
                     return latencies;
                 }
-                let body = body(offset + i);
+                let body = body(offset + i, (offset + i) % 50 + 1);
                 let sig = github_signature(SECRET, &body);
                 let start = Instant::now();
                 let resp = client
@@ -139,35 +114,7 @@ async fn silent_model() -> String {
 
 async fn daemon(dir: &std::path::Path) -> (String, Gateway, tokio::sync::oneshot::Sender<()>) {
     let model = silent_model().await;
-    let toml = format!(
-        r#"
-        [server]
-        listen = "127.0.0.1:0"
-        [storage]
-        url = "sqlite://{db}"
-        [log]
-        level = "error"
-        [llm]
-        base_url = "{model}"
-        api_key_env = ""
-        max_retries = 0
-        [agent]
-        workspace = "{ws}"
-        [sessions]
-        queue_cap = 1000000
-        max_pending = 1000000
-        [webhook]
-        enabled = true
-        [[webhook.routes]]
-        name = "github"
-        path = "/webhooks/github"
-        scheme = "github"
-        secret_env = "GITHUB_WEBHOOK_SECRET"
-        rate_limit_per_minute = 100000000
-        "#,
-        db = dir.join("bench.db").display(),
-        ws = dir.join("ws").display(),
-    );
+    let toml = gateway_toml(dir, "127.0.0.1:0", &model);
     let env = Env::from_pairs([("GITHUB_WEBHOOK_SECRET", SECRET)]);
     let config: Config = load_from_str(&toml, &env).unwrap();
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();

@@ -217,6 +217,9 @@ pub struct Conversation {
     events: Arc<dyn AgentEvents>,
     workspace: PathBuf,
     history: Vec<ChatMessage>,
+    /// The history was shortened in memory to fit the context (storage
+    /// keeps it whole), so reading it again would not give it back.
+    shortened: bool,
     todos: Todos,
 }
 
@@ -257,6 +260,7 @@ impl Conversation {
             events: Arc::new(NoEvents),
             workspace,
             history,
+            shortened: false,
         })
     }
 
@@ -282,6 +286,13 @@ impl Conversation {
         &self.session
     }
 
+    /// Whether dropping this conversation and opening it again from
+    /// storage gives the same conversation (its history was not shortened
+    /// to fit the context).
+    pub fn reloadable(&self) -> bool {
+        !self.shortened
+    }
+
     fn system_prompt(&self) -> String {
         format!("{}\n\n{}", self.deps.system_prompt, self.context.describe())
     }
@@ -301,12 +312,14 @@ impl Conversation {
             return;
         }
         let trimmed = trim_old_tool_outputs(&mut self.history);
+        self.shortened |= trimmed > 0;
         if estimate_tokens(system, &self.history, tools) <= limit {
             tracing::info!(trimmed, "old tool outputs trimmed to fit the context");
             return;
         }
         match summarize_middle(&mut self.history, self.deps.auxiliary.as_ref()).await {
             Ok(true) => {
+                self.shortened = true;
                 tracing::info!(trimmed, "conversation middle summarised to fit the context")
             }
             Ok(false) => {}

@@ -37,6 +37,10 @@ pub struct ManagerSettings {
     pub max_pending: usize,
     /// A worker with nothing to do for this long exits.
     pub idle_after: Duration,
+    /// How long an idle worker keeps its conversation loaded; after that
+    /// it is read again from storage on the next message, so the memory of
+    /// sessions nobody is talking to goes back.
+    pub unload_after: Duration,
     /// Shortest time between two "queued" acknowledgements of a session.
     pub ack_every: Duration,
     /// How often the typing indicator is refreshed during a turn.
@@ -62,6 +66,7 @@ impl ManagerSettings {
             queue_cap: s.queue_cap.max(1),
             max_pending: s.max_pending.max(1),
             idle_after: Duration::from_secs(s.worker_idle_secs.max(1)),
+            unload_after: Duration::from_secs(30),
             ack_every: Duration::from_secs(30),
             working_every: Duration::from_secs(4),
         }
@@ -197,6 +202,16 @@ impl SessionManager {
     /// Sessions with a live worker.
     pub fn active_sessions(&self) -> usize {
         self.inner.workers().len()
+    }
+
+    /// Sessions whose conversation is held in memory; an idle one is
+    /// dropped after `unload_after` and read again from storage.
+    pub fn loaded_conversations(&self) -> usize {
+        self.inner
+            .workers()
+            .values()
+            .filter(|w| w.state.loaded())
+            .count()
     }
 
     /// Events accepted and not yet processed.

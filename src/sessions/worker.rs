@@ -31,6 +31,8 @@ pub(super) struct Job {
 pub(super) struct WorkerState {
     /// A job was taken off the mailbox and is not finished.
     active: std::sync::atomic::AtomicBool,
+    /// The conversation is in memory (not only in storage).
+    loaded: std::sync::atomic::AtomicBool,
     running: Mutex<Option<CancellationToken>>,
     waiting: AtomicUsize,
     last_ack: Mutex<Option<Instant>>,
@@ -40,6 +42,10 @@ impl WorkerState {
     /// Working on a message (from taking it off the mailbox to its end).
     pub(super) fn busy(&self) -> bool {
         self.active.load(Ordering::SeqCst)
+    }
+
+    pub(super) fn loaded(&self) -> bool {
+        self.loaded.load(Ordering::SeqCst)
     }
 
     pub(super) fn waiting(&self) -> usize {
@@ -217,12 +223,20 @@ pub(super) async fn run_worker(
     // The conversation and when it last saw a message.
     let mut conversation: Option<(Conversation, i64)> = None;
     let mut closing = false;
+    let mut last_job = tokio::time::Instant::now();
     loop {
+        let unloadable = conversation.as_ref().is_some_and(|(c, _)| c.reloadable());
         let job = tokio::select! {
             biased;
             _ = inner.stop.cancelled() => None,
             job = rx.recv() => job,
-            _ = tokio::time::sleep(inner.settings.idle_after), if !closing => {
+            _ = tokio::time::sleep_until(last_job + inner.settings.unload_after), if unloadable => {
+                // Storage holds all of it; read it again when needed.
+                conversation = None;
+                state.loaded.store(false, Ordering::SeqCst);
+                continue;
+            }
+            _ = tokio::time::sleep_until(last_job + inner.settings.idle_after), if !closing => {
                 // Idle: leave the map first, then finish whatever raced in.
                 leave(&inner, &key, &state);
                 rx.close();
@@ -234,8 +248,10 @@ pub(super) async fn run_worker(
         state.active.store(true, Ordering::SeqCst);
         state.waiting.fetch_sub(1, Ordering::SeqCst);
         run_job(&inner, &key, &state, &mut conversation, job).await;
+        state.loaded.store(conversation.is_some(), Ordering::SeqCst);
         state.active.store(false, Ordering::SeqCst);
         inner.processed();
+        last_job = tokio::time::Instant::now();
     }
     leave(&inner, &key, &state);
 }
