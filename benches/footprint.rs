@@ -8,7 +8,7 @@
 //! loopback fake that answers at once, so every delivery is a whole turn.
 //!
 //! Run: `cargo bench --bench footprint` (SESSIONS=10000 DELIVERIES=100000
-//! PRS=2000 CONNECTIONS=16 QUIET_SECS=30; set any of them lower for a
+//! PRS=2000 CONNECTIONS=16 QUIET_SECS=45; set any of them lower for a
 //! quick look).
 
 use std::path::{Path, PathBuf};
@@ -214,7 +214,7 @@ fn main() {
     let deliveries = env_usize("DELIVERIES", 100_000);
     let prs = env_usize("PRS", 2_000).max(1);
     let connections = env_usize("CONNECTIONS", 16).max(1);
-    let quiet = Duration::from_secs(env_usize("QUIET_SECS", 30) as u64);
+    let quiet = Duration::from_secs(env_usize("QUIET_SECS", 45) as u64);
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_switchboard"));
     let dir = tempfile::tempdir().unwrap();
     sizes(&bin, dir.path());

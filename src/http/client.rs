@@ -23,7 +23,7 @@ pub fn install_crypto() {
 }
 
 /// The gateway's TLS client configuration: bundled roots, ring, TLS 1.2
-/// and 1.3, no ALPN (callers that speak HTTP/2 add it).
+/// and 1.3, no ALPN: the gateway speaks HTTP/1.1.
 pub fn tls_config() -> rustls::ClientConfig {
     static CONFIG: LazyLock<rustls::ClientConfig> = LazyLock::new(|| {
         install_crypto();

@@ -151,7 +151,7 @@ impl SessionManager {
         self.enqueued(&state);
         permit.send(Job {
             inbox_id,
-            event,
+            event: Box::new(event),
             done: Some(done),
         });
         Ok((Submitted::Accepted, Some(rx)))

@@ -261,7 +261,7 @@ impl SessionManager {
             self.enqueued(&state);
             let job = Job {
                 inbox_id: row.id,
-                event,
+                event: Box::new(event),
                 done: None,
             };
             tokio::select! {

@@ -19,10 +19,12 @@ use crate::render::clip;
 use crate::store::{NewSession, now_ms};
 use crate::telemetry::events;
 
-/// One accepted event on its way through a session.
+/// One accepted event on its way through a session. The event is boxed:
+/// a mailbox allocates room for 32 jobs at a time, and every idle session
+/// keeps its mailbox.
 pub(super) struct Job {
     pub(super) inbox_id: i64,
-    pub(super) event: InboundEvent,
+    pub(super) event: Box<InboundEvent>,
     pub(super) done: Option<oneshot::Sender<()>>,
 }
 
@@ -247,7 +249,9 @@ pub(super) async fn run_worker(
         let Some(job) = job else { break };
         state.active.store(true, Ordering::SeqCst);
         state.waiting.fetch_sub(1, Ordering::SeqCst);
-        run_job(&inner, &key, &state, &mut conversation, job).await;
+        // Boxed: the turn's state exists only while it runs, so an idle
+        // worker's task stays small.
+        Box::pin(run_job(&inner, &key, &state, &mut conversation, job)).await;
         state.loaded.store(conversation.is_some(), Ordering::SeqCst);
         state.active.store(false, Ordering::SeqCst);
         inner.processed();
@@ -279,6 +283,7 @@ async fn run_job(
         event,
         done,
     } = job;
+    let event = *event;
     let _ = inner.store.inbox_record_attempt(inbox_id).await;
     let open = conversation
         .as_ref()

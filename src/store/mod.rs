@@ -140,7 +140,11 @@ impl Store {
                 // The daemon checkpoints in the background (see
                 // `checkpoint`); this is only the safety net, so writers
                 // rarely pay for a checkpoint inside a commit.
-                .pragma("wal_autocheckpoint", "10000");
+                .pragma("wal_autocheckpoint", "10000")
+                // 1 MiB of page cache per connection, not SQLite's 2 MiB:
+                // the kernel caches the file too, and a pool of busy
+                // connections otherwise keeps 16 MiB after a burst.
+                .pragma("cache_size", "-1024");
             if let Some(dir) = Path::new(options.get_filename()).parent()
                 && !dir.as_os_str().is_empty()
             {

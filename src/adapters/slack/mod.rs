@@ -576,7 +576,6 @@ fn client(api_url: &str) -> SlackHyperClient {
         .with_tls_config(crate::http::client::tls_config())
         .https_or_http()
         .enable_http1()
-        .enable_http2()
         .build();
     let connector = SlackClientHyperConnector::with_connector(https)
         .with_slack_api_url(api_url.trim_end_matches('/'));
