@@ -23,6 +23,7 @@ mod lifecycle;
 mod mcp;
 mod secrets;
 mod sessions_manager;
+mod sessions_memory;
 mod slack;
 mod store;
 mod telegram;

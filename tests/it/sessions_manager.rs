@@ -18,18 +18,18 @@ use switchboard::store::{NewInboxEvent, Store};
 use switchboard::tools::ToolRuntime;
 use tokio_util::sync::CancellationToken;
 
-struct Setup {
-    manager: SessionManager,
-    adapter: Arc<FakePort>,
-    store: Store,
-    dir: tempfile::TempDir,
+pub(crate) struct Setup {
+    pub(crate) manager: SessionManager,
+    pub(crate) adapter: Arc<FakePort>,
+    pub(crate) store: Store,
+    pub(crate) dir: tempfile::TempDir,
 }
 
 async fn setup(llm: &FakeLlm) -> Setup {
     setup_with(llm, |_| {}, |_| {}).await
 }
 
-async fn setup_with(
+pub(crate) async fn setup_with(
     llm: &FakeLlm,
     configure: impl FnOnce(&mut Config),
     tune: impl FnOnce(&mut ManagerSettings),
@@ -78,7 +78,7 @@ async fn setup_with(
     }
 }
 
-fn dm(user: &str, id: &str, text: &str) -> InboundEvent {
+pub(crate) fn dm(user: &str, id: &str, text: &str) -> InboundEvent {
     InboundEvent {
         platform: "telegram".into(),
         kind: ChatKind::Dm,
@@ -508,74 +508,6 @@ async fn approve_and_deny_reach_the_waiting_turn_past_the_queue() {
         s.adapter.wait(4).await[3].1,
         "Nothing is waiting for approval here."
     );
-}
-
-/// "remember 42", then `between` (which lets the conversation leave
-/// memory), then "what was it?": the model sees the first exchange again,
-/// read from storage.
-async fn remembers_across(
-    settings: impl FnOnce(&mut ManagerSettings),
-    between: impl AsyncFnOnce(&Setup),
-) -> Setup {
-    let llm = FakeLlm::start(vec![
-        Reply::Json(text("noted 42")),
-        Reply::Json(text("it was 42")),
-    ])
-    .await;
-    let s = setup_with(&llm, |c| c.sessions.reset.mode = ResetMode::None, settings).await;
-    s.manager
-        .submit(dm("1", "w1", "remember 42"))
-        .await
-        .unwrap();
-    s.adapter.wait(1).await;
-    between(&s).await;
-    s.manager
-        .submit(dm("1", "w2", "what was it?"))
-        .await
-        .unwrap();
-    assert_eq!(s.adapter.wait(2).await[1].1, "it was 42");
-    let second = llm.requests()[1]["messages"].to_string();
-    assert!(
-        second.contains("remember 42") && second.contains("noted 42"),
-        "{second}"
-    );
-    s
-}
-
-#[tokio::test]
-async fn a_session_woken_after_its_worker_left_restores_its_history() {
-    remembers_across(
-        |t| t.idle_after = Duration::from_millis(50),
-        async |s| {
-            while s.manager.active_sessions() > 0 {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        },
-    )
-    .await;
-}
-
-#[tokio::test]
-async fn an_idle_conversation_leaves_memory_and_comes_back_from_storage() {
-    let s = remembers_across(
-        |t| t.unload_after = Duration::from_secs(1),
-        async |s| {
-            common::eventually("the conversation is loaded", || async {
-                s.manager.loaded_conversations() == 1
-            })
-            .await;
-            common::eventually("the idle conversation is unloaded", || async {
-                s.manager.loaded_conversations() == 0
-            })
-            .await;
-            assert_eq!(s.manager.active_sessions(), 1, "the worker itself stays");
-        },
-    )
-    .await;
-    common::eventually("the conversation is loaded again", || async {
-        s.manager.loaded_conversations() == 1
-    })
-    .await;
 }
 
 fn group(user: &str, id: &str, text: &str, thread: Option<&str>) -> InboundEvent {

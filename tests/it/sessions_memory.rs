@@ -1,0 +1,79 @@
+//! A session's conversation in and out of memory: a worker that left, or
+//! an idle conversation unloaded, comes back from storage whole.
+
+use crate::common;
+use crate::sessions_manager::{Setup, dm, setup_with};
+
+use std::time::Duration;
+
+use common::fake_llm::{FakeLlm, Reply, text};
+use switchboard::config::ResetMode;
+use switchboard::sessions::ManagerSettings;
+
+/// "remember 42", then `between` (which lets the conversation leave
+/// memory), then "what was it?": the model sees the first exchange again,
+/// read from storage.
+async fn remembers_across(
+    settings: impl FnOnce(&mut ManagerSettings),
+    between: impl AsyncFnOnce(&Setup),
+) -> Setup {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(text("noted 42")),
+        Reply::Json(text("it was 42")),
+    ])
+    .await;
+    let s = setup_with(&llm, |c| c.sessions.reset.mode = ResetMode::None, settings).await;
+    s.manager
+        .submit(dm("1", "w1", "remember 42"))
+        .await
+        .unwrap();
+    s.adapter.wait(1).await;
+    between(&s).await;
+    s.manager
+        .submit(dm("1", "w2", "what was it?"))
+        .await
+        .unwrap();
+    assert_eq!(s.adapter.wait(2).await[1].1, "it was 42");
+    let second = llm.requests()[1]["messages"].to_string();
+    assert!(
+        second.contains("remember 42") && second.contains("noted 42"),
+        "{second}"
+    );
+    s
+}
+
+#[tokio::test]
+async fn a_session_woken_after_its_worker_left_restores_its_history() {
+    remembers_across(
+        |t| t.idle_after = Duration::from_millis(50),
+        async |s| {
+            while s.manager.active_sessions() > 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_idle_conversation_leaves_memory_and_comes_back_from_storage() {
+    let s = remembers_across(
+        |t| t.unload_after = Duration::from_secs(1),
+        async |s| {
+            common::eventually("the conversation is loaded", || async {
+                s.manager.loaded_conversations() == 1
+            })
+            .await;
+            common::eventually("the idle conversation is unloaded", || async {
+                s.manager.loaded_conversations() == 0
+            })
+            .await;
+            assert_eq!(s.manager.active_sessions(), 1, "the worker itself stays");
+        },
+    )
+    .await;
+    common::eventually("the conversation is loaded again", || async {
+        s.manager.loaded_conversations() == 1
+    })
+    .await;
+}
