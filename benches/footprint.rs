@@ -204,7 +204,9 @@ struct Daemon(Child);
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        let _ = self.0.kill();
+        // A clean stop, as systemd would ask for it.
+        let pid = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
         let _ = self.0.wait();
     }
 }
@@ -235,7 +237,12 @@ fn main() {
             .arg("run")
             .env("GITHUB_WEBHOOK_SECRET", SECRET)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            // MIMALLOC_SHOW_STATS=1 shows the allocator's figures at exit.
+            .stderr(if std::env::var_os("MIMALLOC_SHOW_STATS").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
             .spawn()
             .unwrap();
         let daemon = Daemon(child);

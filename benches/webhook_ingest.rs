@@ -23,11 +23,6 @@ use switchboard::daemon::{Daemon, Gateway};
 mod support;
 use support::{SECRET, body, env_usize, gateway_toml};
 
-/// The allocator the `switchboard` binary uses, so the in-process daemon
-/// (and the bare baseline beside it) run as in production.
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 struct Run {
     rate: f64,
     p50: Duration,
@@ -141,10 +136,9 @@ async fn daemon(dir: &std::path::Path) -> (String, Gateway, tokio::sync::oneshot
 fn main() {
     let requests = env_usize("REQUESTS", 4000);
     let connections = env_usize("CONNECTIONS", 32);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    // The daemon's own runtime, so the in-process daemon (and the bare
+    // baseline beside it) run as in production.
+    let rt = switchboard::runtime::build().unwrap();
     rt.block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let bare_url = bare_handler().await;

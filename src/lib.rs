@@ -18,6 +18,7 @@ pub mod daemon;
 pub mod http;
 pub mod platform;
 pub mod render;
+pub mod runtime;
 pub mod sessions;
 pub mod store;
 pub mod telemetry;

@@ -293,6 +293,11 @@ impl Conversation {
         !self.shortened
     }
 
+    /// Roughly how much memory the history holds, in bytes.
+    pub fn heap_bytes(&self) -> usize {
+        self.history.iter().map(ChatMessage::heap_bytes).sum()
+    }
+
     fn system_prompt(&self) -> String {
         format!("{}\n\n{}", self.deps.system_prompt, self.context.describe())
     }

@@ -105,6 +105,22 @@ impl ChatMessage {
         (self.content.len() + calls) / 4 + 4
     }
 
+    /// Roughly how much memory the message holds, in bytes: its text and
+    /// calls with what each allocation costs beside them.
+    pub fn heap_bytes(&self) -> usize {
+        let text = |s: &str| s.len() + 16;
+        let calls: usize = self
+            .tool_calls
+            .iter()
+            .map(|c| text(&c.id) + text(&c.name) + text(&c.arguments))
+            .sum();
+        std::mem::size_of::<Self>()
+            + text(&self.content)
+            + calls
+            + self.tool_call_id.as_deref().map_or(0, text)
+            + self.name.as_deref().map_or(0, text)
+    }
+
     /// A stored row back into a message; unknown roles (system rows from
     /// older versions) are skipped.
     pub fn from_stored(row: &StoredMessage) -> Option<Self> {

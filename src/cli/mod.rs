@@ -119,10 +119,7 @@ pub fn main() -> ExitCode {
         Ok(loaded) => loaded,
         Err(err) => return config_failure(&err),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::runtime::build() {
         Ok(rt) => rt,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");

@@ -20,6 +20,11 @@ pub struct SessionsConfig {
     pub max_pending: usize,
     /// Seconds a session worker with nothing to do stays in memory.
     pub worker_idle_secs: u64,
+    /// MiB of conversation history held in memory across all sessions.
+    /// Past it, a session that has nothing more waiting drops its history
+    /// after its turn and reads it again from storage on its next message
+    /// (an idle session drops it after 30 s anyway).
+    pub history_cache_mb: u64,
     /// Reset policy of every platform without its own.
     pub reset: ResetPolicy,
     /// Reset policies by platform (`telegram`, `discord`, `slack`,
@@ -35,6 +40,7 @@ impl Default for SessionsConfig {
             queue_cap: 32,
             max_pending: 10_000,
             worker_idle_secs: 600,
+            history_cache_mb: 64,
             reset: ResetPolicy::default(),
             reset_by_platform: BTreeMap::new(),
         }

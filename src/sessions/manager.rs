@@ -41,6 +41,9 @@ pub struct ManagerSettings {
     /// it is read again from storage on the next message, so the memory of
     /// sessions nobody is talking to goes back.
     pub unload_after: Duration,
+    /// Bytes of conversation history held across sessions; past it, a
+    /// worker with nothing waiting drops its conversation after its turn.
+    pub history_cache: usize,
     /// Shortest time between two "queued" acknowledgements of a session.
     pub ack_every: Duration,
     /// How often the typing indicator is refreshed during a turn.
@@ -67,6 +70,8 @@ impl ManagerSettings {
             max_pending: s.max_pending.max(1),
             idle_after: Duration::from_secs(s.worker_idle_secs.max(1)),
             unload_after: Duration::from_secs(30),
+            history_cache: usize::try_from(s.history_cache_mb.saturating_mul(1 << 20))
+                .unwrap_or(usize::MAX),
             ack_every: Duration::from_secs(30),
             working_every: Duration::from_secs(4),
         }
@@ -123,6 +128,9 @@ pub(super) struct Inner {
     pub(super) settings: ManagerSettings,
     pub(super) workers: Mutex<HashMap<String, Worker>>,
     pub(super) pending: AtomicUsize,
+    /// Bytes of conversation history the workers hold (see
+    /// `ManagerSettings::history_cache`).
+    pub(super) history_bytes: AtomicUsize,
     pub(super) tracker: TaskTracker,
     pub(super) stop: CancellationToken,
 }
@@ -186,6 +194,7 @@ impl SessionManager {
                 settings,
                 workers: Mutex::new(HashMap::new()),
                 pending: AtomicUsize::new(0),
+                history_bytes: AtomicUsize::new(0),
                 tracker: TaskTracker::new(),
                 stop,
             }),
@@ -212,6 +221,12 @@ impl SessionManager {
             .values()
             .filter(|w| w.state.loaded())
             .count()
+    }
+
+    /// Bytes of conversation history held in memory across sessions
+    /// (bounded by `ManagerSettings::history_cache`).
+    pub fn cached_history_bytes(&self) -> usize {
+        self.inner.history_bytes.load(Ordering::SeqCst)
     }
 
     /// Events accepted and not yet processed.

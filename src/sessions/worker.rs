@@ -216,26 +216,72 @@ async fn apply_reset(
     }
 }
 
+/// The conversation a worker holds, counted against the history cache
+/// shared by every session.
+#[derive(Default)]
+struct Held {
+    /// The conversation and when it last saw a message.
+    conversation: Option<(Conversation, i64)>,
+    /// What it was counted as in `Inner::history_bytes`.
+    bytes: usize,
+}
+
+impl Held {
+    /// Counts the conversation's size again; returns the cache's total.
+    fn recount(&mut self, inner: &Inner) -> usize {
+        let now = self
+            .conversation
+            .as_ref()
+            .map_or(0, |(c, _)| c.heap_bytes());
+        let total = if now >= self.bytes {
+            inner
+                .history_bytes
+                .fetch_add(now - self.bytes, Ordering::SeqCst)
+                + now
+                - self.bytes
+        } else {
+            inner
+                .history_bytes
+                .fetch_sub(self.bytes - now, Ordering::SeqCst)
+                - (self.bytes - now)
+        };
+        self.bytes = now;
+        total
+    }
+
+    /// Whether dropping the conversation loses nothing storage lacks.
+    fn reloadable(&self) -> bool {
+        self.conversation
+            .as_ref()
+            .is_some_and(|(c, _)| c.reloadable())
+    }
+
+    /// Drops the conversation (storage holds all of it).
+    fn unload(&mut self, inner: &Inner, state: &WorkerState) {
+        self.conversation = None;
+        self.recount(inner);
+        state.loaded.store(false, Ordering::SeqCst);
+    }
+}
+
 pub(super) async fn run_worker(
     inner: Arc<Inner>,
     key: String,
     mut rx: mpsc::Receiver<Job>,
     state: Arc<WorkerState>,
 ) {
-    // The conversation and when it last saw a message.
-    let mut conversation: Option<(Conversation, i64)> = None;
+    let mut held = Held::default();
     let mut closing = false;
     let mut last_job = tokio::time::Instant::now();
     loop {
-        let unloadable = conversation.as_ref().is_some_and(|(c, _)| c.reloadable());
+        let unloadable = held.reloadable();
         let job = tokio::select! {
             biased;
             _ = inner.stop.cancelled() => None,
             job = rx.recv() => job,
             _ = tokio::time::sleep_until(last_job + inner.settings.unload_after), if unloadable => {
-                // Storage holds all of it; read it again when needed.
-                conversation = None;
-                state.loaded.store(false, Ordering::SeqCst);
+                // Nobody is talking here: read it again when needed.
+                held.unload(&inner, &state);
                 continue;
             }
             _ = tokio::time::sleep_until(last_job + inner.settings.idle_after), if !closing => {
@@ -251,12 +297,21 @@ pub(super) async fn run_worker(
         state.waiting.fetch_sub(1, Ordering::SeqCst);
         // Boxed: the turn's state exists only while it runs, so an idle
         // worker's task stays small.
-        Box::pin(run_job(&inner, &key, &state, &mut conversation, job)).await;
-        state.loaded.store(conversation.is_some(), Ordering::SeqCst);
+        Box::pin(run_job(&inner, &key, &state, &mut held.conversation, job)).await;
+        state
+            .loaded
+            .store(held.conversation.is_some(), Ordering::SeqCst);
+        let cached = held.recount(&inner);
+        if cached > inner.settings.history_cache && state.waiting() == 0 && held.reloadable() {
+            // Over the shared budget: this session has nothing waiting,
+            // so it is the one least likely to need its history soon.
+            held.unload(&inner, &state);
+        }
         state.active.store(false, Ordering::SeqCst);
         inner.processed();
         last_job = tokio::time::Instant::now();
     }
+    held.unload(&inner, &state);
     leave(&inner, &key, &state);
 }
 

@@ -21,6 +21,7 @@ mod file_tools;
 mod http;
 mod lifecycle;
 mod mcp;
+mod runtime;
 mod secrets;
 mod sessions_manager;
 mod sessions_memory;

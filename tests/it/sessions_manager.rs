@@ -700,21 +700,9 @@ async fn log_lines_say_which_session_turn_and_tool_they_come_from() {
         // Run alone in a process of its own: tracing's callsite caches are
         // process-wide, and other tests' threads race this one's subscriber.
         let name = "sessions_manager::log_lines_say_which_session_turn_and_tool_they_come_from";
-        let out = tokio::task::spawn_blocking(move || {
-            std::process::Command::new(std::env::current_exe().unwrap())
-                .args([name, "--exact", "--test-threads=1"])
-                .env(PROBE, "1")
-                .output()
-                .unwrap()
-        })
-        .await
-        .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains("1 passed"),
-            "{stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        tokio::task::spawn_blocking(move || common::run_alone(name, PROBE))
+            .await
+            .unwrap();
         return;
     }
     let captured = Captured::default();

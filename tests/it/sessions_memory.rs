@@ -77,3 +77,49 @@ async fn an_idle_conversation_leaves_memory_and_comes_back_from_storage() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn over_the_history_cache_a_conversation_leaves_memory_after_its_turn() {
+    let s = remembers_across(
+        |t| t.history_cache = 0,
+        async |s| {
+            common::eventually("the worker finished the turn", || async {
+                s.manager.pending() == 0
+            })
+            .await;
+            assert_eq!(s.manager.loaded_conversations(), 0);
+            assert_eq!(s.manager.cached_history_bytes(), 0);
+            assert_eq!(s.manager.active_sessions(), 1, "the worker itself stays");
+        },
+    )
+    .await;
+    common::eventually("the second turn finished", || async {
+        s.manager.pending() == 0
+    })
+    .await;
+    assert_eq!(s.manager.loaded_conversations(), 0);
+}
+
+#[tokio::test]
+async fn the_history_cache_counts_what_conversations_hold() {
+    let s = remembers_across(
+        |t| t.unload_after = Duration::from_millis(300),
+        async |s| {
+            common::eventually("the first exchange is counted", || async {
+                s.manager.cached_history_bytes() > "remember 42noted 42".len()
+            })
+            .await;
+            assert_eq!(s.manager.loaded_conversations(), 1);
+            common::eventually("the idle conversation is unloaded", || async {
+                s.manager.loaded_conversations() == 0
+            })
+            .await;
+            assert_eq!(s.manager.cached_history_bytes(), 0);
+        },
+    )
+    .await;
+    common::eventually("the second exchange is counted", || async {
+        s.manager.cached_history_bytes() > 0
+    })
+    .await;
+}

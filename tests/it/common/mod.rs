@@ -225,3 +225,20 @@ pub async fn ready(gateway: &switchboard::daemon::Gateway, name: &str) {
 pub async fn inbox_count(store: &Store, platform: &str) -> usize {
     store.inbox_latest(platform, 100).await.unwrap().len()
 }
+
+/// Runs the test `name` of this binary alone in a child process, with the
+/// environment variable `probe` set (the child sees it and does the work):
+/// for tests that read process-wide state. Fails unless it passed there.
+pub fn run_alone(name: &str, probe: &str) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--test-threads=1", "--nocapture"])
+        .env(probe, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
