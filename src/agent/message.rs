@@ -40,8 +40,9 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
-/// One message of a conversation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One message of a conversation (serialised whole in context
+/// checkpoints).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChatMessage {
     /// Who.
     pub role: Role,

@@ -19,7 +19,8 @@ pub mod repair;
 
 pub use budget::{IterationBudget, MAIN_AGENT_BUDGET, SUB_AGENT_BUDGET};
 pub use conversation::{
-    AgentDeps, AgentEvents, Conversation, NoEvents, SessionContext, StopReason, TurnOutcome,
+    AgentDeps, AgentEvents, Conversation, NoEvents, SPLIT_NOTICE, SessionContext, StopReason,
+    TOO_LONG, TurnOutcome,
 };
 pub use layer::ClarifyBroker;
 

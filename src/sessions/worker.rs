@@ -388,6 +388,9 @@ async fn run_job(
     inner.replies.working(&event, false).await;
     let label = match outcome {
         Ok(out) => {
+            if let Some(notice) = &out.notice {
+                inner.replies.notice(&event, notice).await;
+            }
             if !out.reply.is_empty() {
                 inner.replies.reply(&event, &out.reply).await;
             }

@@ -40,6 +40,8 @@ pub struct Session {
     pub ended_at: Option<i64>,
     /// Why it ended.
     pub end_reason: Option<String>,
+    /// The session this one continues (it outgrew the context window).
+    pub parent_id: Option<String>,
 }
 
 /// A message to append to a session's history.
@@ -97,7 +99,7 @@ pub struct MessageHit {
 
 macro_rules! session_columns {
     () => {
-        "id, key, platform, chat_id, thread_id, user_id, created_at, last_active_at, ended_at, end_reason"
+        "id, key, platform, chat_id, thread_id, user_id, created_at, last_active_at, ended_at, end_reason, parent_id"
     };
 }
 
@@ -159,6 +161,78 @@ impl Store {
         Ok(done == 1)
     }
 
+    /// Ends `old` (reason `split`) and opens the session that continues
+    /// it under the same key, linked to it by `parent_id`, in one
+    /// transaction. Fails if `old` was no longer open.
+    pub async fn split_session(&self, old: &Session) -> Result<Session> {
+        let now = now_ms();
+        let id = new_id();
+        let sql = concat!(
+            "SELECT ",
+            session_columns!(),
+            " FROM sessions WHERE id = $1"
+        );
+        with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let ended = sqlx::query(
+                "UPDATE sessions SET ended_at = $1, end_reason = 'split' WHERE id = $2 AND ended_at IS NULL")
+                .bind(now).bind(&old.id).execute(&mut *tx).await?.rows_affected();
+            if ended != 1 {
+                return Err(super::StoreError::Corrupt {
+                    what: "sessions",
+                    reason: format!("session {} was no longer open to split", old.id),
+                });
+            }
+            sqlx::query(
+                "INSERT INTO sessions (id, key, platform, chat_id, thread_id, user_id, created_at, last_active_at, parent_id) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8)")
+                .bind(&id).bind(&old.key).bind(&old.platform).bind(&old.chat_id)
+                .bind(&old.thread_id).bind(&old.user_id).bind(now).bind(&old.id)
+                .execute(&mut *tx).await?;
+            let session: Session = sqlx::query_as(sql).bind(&id).fetch_one(&mut *tx).await?;
+            tx.commit().await?;
+            Ok(session)
+        })
+    }
+
+    /// Saves the history the model sees for `session_id`, shortened to fit
+    /// the context, covering its messages up to `through_id`; replaces the
+    /// previous checkpoint.
+    pub async fn save_context(
+        &self,
+        session_id: &str,
+        through_id: i64,
+        history: &str,
+    ) -> Result<()> {
+        with_pool!(self, pool => sqlx::query(
+            "INSERT INTO context_checkpoints (session_id, through_id, history, created_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (session_id) DO UPDATE SET through_id = excluded.through_id, \
+             history = excluded.history, created_at = excluded.created_at")
+            .bind(session_id).bind(through_id).bind(history).bind(now_ms())
+            .execute(pool).await?.rows_affected());
+        Ok(())
+    }
+
+    /// The latest checkpoint of `session_id`: through which message it
+    /// goes, and the shortened history as saved.
+    pub async fn context(&self, session_id: &str) -> Result<Option<(i64, String)>> {
+        Ok(with_pool!(self, pool => sqlx::query_as(
+            "SELECT through_id, history FROM context_checkpoints WHERE session_id = $1")
+            .bind(session_id).fetch_optional(pool).await?))
+    }
+
+    /// A session's messages after `after_id`, oldest first.
+    pub async fn messages_after(
+        &self,
+        session_id: &str,
+        after_id: i64,
+    ) -> Result<Vec<StoredMessage>> {
+        Ok(with_pool!(self, pool => sqlx::query_as(
+            "SELECT id, session_id, role, content, tool_calls, tool_call_id, name, created_at \
+             FROM messages WHERE session_id = $1 AND id > $2 ORDER BY id")
+            .bind(session_id).bind(after_id).fetch_all(pool).await?))
+    }
+
     /// The most recently active sessions, newest first.
     pub async fn list_sessions(&self, limit: i64) -> Result<Vec<Session>> {
         let sql = concat!(
@@ -182,10 +256,7 @@ impl Store {
 
     /// A session's whole history, oldest first.
     pub async fn messages(&self, session_id: &str) -> Result<Vec<StoredMessage>> {
-        Ok(with_pool!(self, pool => sqlx::query_as(
-            "SELECT id, session_id, role, content, tool_calls, tool_call_id, name, created_at \
-             FROM messages WHERE session_id = $1 ORDER BY id")
-            .bind(session_id).fetch_all(pool).await?))
+        self.messages_after(session_id, 0).await
     }
 
     /// Full-text search over stored messages, best matches first. Every

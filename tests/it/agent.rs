@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use common::agent_harness::{harness, harness_with, tool_messages};
 use common::fake_llm::{FakeLlm, Reply, calls, calls_finishing, text};
 use serde_json::json;
-use switchboard::agent::history::{STUB_RESULT, SUMMARY_PREFIX};
+use switchboard::agent::history::STUB_RESULT;
 use switchboard::agent::message::Role;
 use switchboard::agent::{ClarifyBroker, StopReason};
 use switchboard::store::NewMessage;
@@ -298,131 +298,6 @@ async fn a_corrupted_stored_history_is_repaired_before_the_call() {
     assert_eq!(sent[3]["tool_call_id"], "lost");
     assert_eq!(sent[3]["content"], STUB_RESULT);
     assert!(!sent.to_string().contains("orphan"));
-}
-
-#[tokio::test]
-async fn long_histories_are_compressed_with_the_auxiliary_model() {
-    let llm = FakeLlm::start(vec![Reply::Json(text("fresh answer"))]).await;
-    let aux = FakeLlm::start(vec![Reply::Json(text(
-        "They discussed deploys and a flaky test.",
-    ))])
-    .await;
-    let filler = "word ".repeat(400);
-    let mut owned: Vec<(String, String)> = vec![
-        ("user".into(), "FIRST QUESTION".into()),
-        ("assistant".into(), "first answer".into()),
-    ];
-    for i in 0..30 {
-        owned.push(("user".into(), format!("question {i} {filler}")));
-        owned.push(("assistant".into(), format!("answer {i} {filler}")));
-    }
-    let seed: Vec<NewMessage> = owned
-        .iter()
-        .map(|(r, c)| NewMessage {
-            role: r,
-            content: c,
-            ..Default::default()
-        })
-        .collect();
-    let aux_url = aux.url.clone();
-    let mut h = harness_with(
-        &llm,
-        move |c| {
-            c.llm.context_window = 8000;
-            c.llm.max_tokens = 500;
-            c.llm.auxiliary.base_url = Some(aux_url);
-        },
-        &seed,
-    )
-    .await;
-    let out = h
-        .conversation
-        .run_turn("LATEST QUESTION", &CancellationToken::new())
-        .await
-        .unwrap();
-    assert_eq!(out.reply, "fresh answer");
-    assert_eq!(aux.requests().len(), 1, "the auxiliary model summarised");
-    let sent = llm.requests()[0]["messages"].as_array().unwrap().clone();
-    assert!(sent.len() < 20, "{} messages sent", sent.len());
-    assert_eq!(sent[1]["content"], "FIRST QUESTION", "first exchange kept");
-    assert!(sent.iter().any(|m| {
-        m["content"]
-            .as_str()
-            .unwrap_or("")
-            .starts_with(SUMMARY_PREFIX)
-    }));
-    assert_eq!(
-        sent.last().unwrap()["content"],
-        "LATEST QUESTION",
-        "recent tail kept"
-    );
-    assert_eq!(
-        h.store
-            .messages(&h.conversation.session().id)
-            .await
-            .unwrap()
-            .len(),
-        64,
-        "storage keeps everything"
-    );
-}
-
-#[tokio::test]
-async fn old_large_tool_outputs_are_trimmed_first() {
-    let llm = FakeLlm::start(vec![Reply::Json(text("ok"))]).await;
-    let big = "x".repeat(30_000);
-    let calls_json = r#"[{"id":"t1","name":"read_file","arguments":"{}"}]"#;
-    let mut seed = vec![
-        NewMessage {
-            role: "user",
-            content: "read the log",
-            ..Default::default()
-        },
-        NewMessage {
-            role: "assistant",
-            content: "",
-            tool_calls: Some(calls_json),
-            ..Default::default()
-        },
-        NewMessage {
-            role: "tool",
-            content: &big,
-            tool_call_id: Some("t1"),
-            name: Some("read_file"),
-            ..Default::default()
-        },
-    ];
-    for _ in 0..5 {
-        seed.push(NewMessage {
-            role: "user",
-            content: "more",
-            ..Default::default()
-        });
-        seed.push(NewMessage {
-            role: "assistant",
-            content: "sure",
-            ..Default::default()
-        });
-    }
-    let mut h = harness_with(
-        &llm,
-        |c| {
-            c.llm.context_window = 8000;
-            c.llm.max_tokens = 500;
-        },
-        &seed,
-    )
-    .await;
-    h.conversation
-        .run_turn("and now?", &CancellationToken::new())
-        .await
-        .unwrap();
-    let tool = tool_messages(&llm.requests()[0]);
-    assert!(
-        tool[0].1.len() < 2000 && tool[0].1.contains("trimmed"),
-        "{}",
-        tool[0].1.len()
-    );
 }
 
 #[tokio::test]

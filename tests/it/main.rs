@@ -3,6 +3,7 @@
 
 mod access;
 mod agent;
+mod agent_context;
 mod agent_providers;
 mod approvals_corpus;
 mod approvals_flow;

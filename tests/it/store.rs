@@ -22,6 +22,7 @@ backend_tests!(
     pairing_codes_expire,
     memory_notes_are_per_user,
     list_sessions_newest_first,
+    a_split_session_is_linked_and_its_checkpoint_replaced,
 );
 
 async fn migrations_run_twice_without_change(store: Store) {
@@ -535,4 +536,61 @@ async fn concurrent_inbox_inserts_share_commits_and_still_dedupe(store: Store) {
     for row in pending {
         assert_eq!(inserted.get(&row.dedupe_key), Some(&row.id));
     }
+}
+
+async fn a_split_session_is_linked_and_its_checkpoint_replaced(store: Store) {
+    let old = store.open_session(&dm("telegram:dm:7")).await.unwrap();
+    let id = store
+        .append_message(
+            &old.id,
+            &NewMessage {
+                role: "user",
+                content: "hello",
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.context(&old.id).await.unwrap(), None);
+    store.save_context(&old.id, id, "[1]").await.unwrap();
+    store.save_context(&old.id, id, "[2]").await.unwrap();
+    assert_eq!(
+        store.context(&old.id).await.unwrap(),
+        Some((id, "[2]".to_string()))
+    );
+    let later = store
+        .append_message(
+            &old.id,
+            &NewMessage {
+                role: "assistant",
+                content: "hi",
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let after = store.messages_after(&old.id, id).await.unwrap();
+    assert_eq!(after.iter().map(|m| m.id).collect::<Vec<_>>(), [later]);
+
+    let new = store.split_session(&old).await.unwrap();
+    assert_ne!(new.id, old.id);
+    assert_eq!(
+        (new.key.as_str(), new.parent_id.as_deref()),
+        ("telegram:dm:7", Some(old.id.as_str()))
+    );
+    assert_eq!(new.user_id, old.user_id);
+    let ended = store.session(&old.id).await.unwrap().unwrap();
+    assert_eq!(ended.end_reason.as_deref(), Some("split"));
+    assert_eq!(
+        store
+            .open_session_by_key("telegram:dm:7")
+            .await
+            .unwrap()
+            .map(|s| s.id),
+        Some(new.id.clone())
+    );
+    assert!(
+        store.split_session(&old).await.is_err(),
+        "an ended session splits no more"
+    );
 }

@@ -94,6 +94,15 @@ pub enum ProviderError {
     /// Connection or timeout (retryable).
     #[error("cannot reach the model provider: {0}")]
     Transport(String),
+    /// The request does not fit the model's context window (OpenAI's
+    /// `context_length_exceeded`, Anthropic's "prompt is too long", vLLM,
+    /// llama.cpp's `exceed_context_size_error`, Ollama): it must shrink
+    /// before it is sent again.
+    #[error("the request is longer than the model's context window: {body}")]
+    ContextOverflow {
+        /// Start of the body.
+        body: String,
+    },
     /// Another 4xx: the request is wrong; retrying will not help.
     #[error("model provider refused the request ({status}): {body}")]
     Rejected {
@@ -198,6 +207,9 @@ async fn status_error(response: reqwest::Response) -> ProviderError {
         .chars()
         .take(500)
         .collect();
+    if is_context_overflow(&body) {
+        return ProviderError::ContextOverflow { body };
+    }
     match status {
         429 => ProviderError::RateLimited { retry_after: after },
         500..=599 => ProviderError::Server {
@@ -207,6 +219,30 @@ async fn status_error(response: reqwest::Response) -> ProviderError {
         },
         _ => ProviderError::Rejected { status, body },
     }
+}
+
+/// Whether an error body says the request exceeds the context window, in
+/// any of the wordings providers use: OpenAI and OpenRouter ("maximum
+/// context length", code `context_length_exceeded`), vLLM (the same
+/// sentence in its own error object), Anthropic ("prompt is too long",
+/// `request_too_large`), llama.cpp (`exceed_context_size_error`, "exceeds
+/// the available context size", "Context size has been exceeded") and
+/// Ollama or LM Studio ("input length exceeds the context length"). Some
+/// of them answer 500 rather than 400, so the body decides, not the status.
+pub fn is_context_overflow(body: &str) -> bool {
+    const MARKERS: [&str; 9] = [
+        "context_length_exceeded",
+        "maximum context length",
+        "exceed_context_size_error",
+        "exceeds the available context size",
+        "context size has been exceeded",
+        "exceeds the context length",
+        "prompt is too long",
+        "request_too_large",
+        "context window",
+    ];
+    let body = body.to_lowercase();
+    MARKERS.iter().any(|m| body.contains(m))
 }
 
 fn transport(err: reqwest::Error) -> ProviderError {
@@ -272,6 +308,34 @@ impl ModelEndpoint {
         match self.provider {
             LlmProvider::Openai => Arc::new(OpenAi::new(self.clone(), http)),
             LlmProvider::Anthropic => Arc::new(Anthropic::new(self.clone(), http)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_context_overflow;
+
+    #[test]
+    fn too_long_is_recognised_in_every_providers_words_and_nothing_else() {
+        for body in [
+            r#"{"error":{"message":"This model's maximum context length is 8192 tokens.","code":"context_length_exceeded"}}"#,
+            r#"{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens"}"#,
+            r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}"#,
+            r#"{"error":{"code":500,"message":"Context size has been exceeded.","type":"server_error"}}"#,
+            r#"{"error":{"message":"the input length exceeds the context length"}}"#,
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210412 tokens > 200000 maximum"}}"#,
+            r#"{"type":"error","error":{"type":"request_too_large","message":"Request exceeds the maximum size"}}"#,
+        ] {
+            assert!(is_context_overflow(body), "{body}");
+        }
+        for body in [
+            r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}"#,
+            r#"{"error":{"message":"Rate limit reached for gpt-4o on tokens per min (TPM)","code":"rate_limit_exceeded"}}"#,
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            r#"{"error":{"message":"max_tokens is too large: 200000. This model supports at most 16384 completion tokens"}}"#,
+        ] {
+            assert!(!is_context_overflow(body), "{body}");
         }
     }
 }

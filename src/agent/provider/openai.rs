@@ -163,9 +163,13 @@ async fn read_stream(response: reqwest::Response) -> Result<ChatResponse, Provid
         let chunk: Value = serde_json::from_str(data)
             .map_err(|e| ProviderError::Malformed(format!("bad stream chunk: {e}")))?;
         if let Some(error) = chunk.get("error") {
+            let body = error.to_string();
+            if super::is_context_overflow(&body) {
+                return Err(ProviderError::ContextOverflow { body });
+            }
             return Err(ProviderError::Server {
                 status: 500,
-                body: error.to_string(),
+                body,
                 retry_after: None,
             });
         }

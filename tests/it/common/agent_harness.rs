@@ -15,7 +15,39 @@ pub struct Harness {
     pub conversation: Conversation,
     pub store: Store,
     pub workspace: std::path::PathBuf,
+    deps: Arc<AgentDeps>,
     _dir: tempfile::TempDir,
+}
+
+fn context() -> SessionContext {
+    SessionContext {
+        platform: "cli".into(),
+        chat_type: "direct message".into(),
+        user_name: Some("Tess".into()),
+        thread: None,
+    }
+}
+
+impl Harness {
+    /// The session's agent opened again from storage, as a worker that
+    /// unloaded it would.
+    pub async fn reopen(&self) -> Conversation {
+        let session = self
+            .store
+            .open_session_by_key("cli:dm:tester")
+            .await
+            .unwrap()
+            .unwrap();
+        Conversation::open(
+            self.deps.clone(),
+            session,
+            context(),
+            (vec!["coding".into()], vec![]),
+            Arc::new(AllowAll),
+        )
+        .await
+        .unwrap()
+    }
 }
 
 pub async fn harness_with(
@@ -48,16 +80,10 @@ pub async fn harness_with(
     for m in seed {
         store.append_message(&session.id, m).await.unwrap();
     }
-    let context = SessionContext {
-        platform: "cli".into(),
-        chat_type: "direct message".into(),
-        user_name: Some("Tess".into()),
-        thread: None,
-    };
     let conversation = Conversation::open(
-        deps,
+        deps.clone(),
         session,
-        context,
+        context(),
         (vec!["coding".into()], vec![]),
         Arc::new(AllowAll),
     )
@@ -70,6 +96,7 @@ pub async fn harness_with(
         conversation,
         store,
         workspace,
+        deps,
         _dir: dir,
     }
 }

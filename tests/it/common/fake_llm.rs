@@ -24,10 +24,14 @@ pub enum Reply {
     Delayed(std::time::Duration, Box<Reply>),
 }
 
+/// Answers a request from what it asks (used once the script is empty).
+pub type Responder = Arc<dyn Fn(&Value) -> Reply + Send + Sync>;
+
 #[derive(Clone, Default)]
 struct Shared {
     script: Arc<Mutex<VecDeque<Reply>>>,
     requests: Arc<Mutex<Vec<(HeaderMap, Value)>>>,
+    responder: Arc<Mutex<Option<Responder>>>,
 }
 
 /// A running fake model.
@@ -53,6 +57,13 @@ impl FakeLlm {
             url: format!("http://{addr}/v1"),
             shared,
         }
+    }
+
+    /// A server answering every request with `responder`.
+    pub async fn responding(responder: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> Self {
+        let llm = Self::start(Vec::new()).await;
+        *llm.shared.responder.lock().unwrap() = Some(Arc::new(responder));
+        llm
     }
 
     /// Request bodies received so far.
@@ -82,9 +93,13 @@ async fn answer(
     headers: HeaderMap,
     body: axum::Json<Value>,
 ) -> Response<Body> {
-    shared.requests.lock().unwrap().push((headers, body.0));
     let next = shared.script.lock().unwrap().pop_front();
-    render(next.unwrap_or_else(|| Reply::Json(text("(script exhausted)")))).await
+    let responder = shared.responder.lock().unwrap().clone();
+    let reply = next
+        .or_else(|| responder.map(|r| r(&body.0)))
+        .unwrap_or_else(|| Reply::Json(text("(script exhausted)")));
+    shared.requests.lock().unwrap().push((headers, body.0));
+    render(reply).await
 }
 
 fn render(reply: Reply) -> std::pin::Pin<Box<dyn Future<Output = Response<Body>> + Send>> {

@@ -1,4 +1,9 @@
-//! One session's agent and its turn loop.
+//! One session's agent and its turn loop; keeping it inside the context
+//! window is in `context.rs`.
+
+mod context;
+
+pub use context::SPLIT_NOTICE;
 
 use crate::telemetry::events;
 use std::path::PathBuf;
@@ -8,7 +13,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::execute::{Checked, check, parallel_safe, run_parallel};
-use super::history::{estimate_tokens, sanitize, summarize_middle, trim_old_tool_outputs};
+use super::history::sanitize;
 use super::layer::{self, AGENT_TOOLS, ClarifyBroker, Owner, Todos};
 use super::message::{ChatMessage, Role, ToolCall};
 use super::provider::{
@@ -131,6 +136,9 @@ pub enum StopReason {
     InvalidToolCalls,
     /// The turn was cancelled.
     Cancelled,
+    /// The current message does not fit the context window even in a
+    /// fresh session.
+    TooLong,
 }
 
 impl StopReason {
@@ -140,6 +148,7 @@ impl StopReason {
             StopReason::BudgetExhausted => "budget_exhausted",
             StopReason::InvalidToolCalls => "invalid_tool_calls",
             StopReason::Cancelled => "cancelled",
+            StopReason::TooLong => "too_long",
         }
     }
 }
@@ -157,7 +166,16 @@ pub struct TurnOutcome {
     pub tool_calls: u32,
     /// Tokens used.
     pub usage: Usage,
+    /// Something the chat should be told besides the answer (the
+    /// conversation continues in a new session, say).
+    pub notice: Option<String>,
 }
+
+/// What the user is told when their message alone overflows the window.
+pub const TOO_LONG: &str = "Your message is too long for the model's context window, even in a fresh conversation. Please send it in smaller parts.";
+
+/// Output of one call this turn could no longer afford keeps this much.
+const TOOL_OUTPUT_FLOOR: usize = 1000;
 
 /// The running counts of one turn.
 struct Tally {
@@ -165,16 +183,39 @@ struct Tally {
     usage: Usage,
     tool_calls: u32,
     last_text: String,
+    /// Characters of tool output the rest of the turn may add.
+    tool_output_left: usize,
+    notice: Option<String>,
 }
 
 impl Tally {
-    fn new(limit: u32) -> Self {
+    fn new(limit: u32, tool_output: usize) -> Self {
         Self {
             budget: IterationBudget::new(limit),
             usage: Usage::default(),
             tool_calls: 0,
             last_text: String::new(),
+            tool_output_left: tool_output,
+            notice: None,
         }
+    }
+
+    /// `result` as far as this turn's tool-output budget allows: whole
+    /// while it lasts, then cut with a note (never below
+    /// [`TOOL_OUTPUT_FLOOR`]), so a batch of large reads cannot flood the
+    /// context.
+    fn afford(&mut self, result: String) -> String {
+        let chars = result.chars().count();
+        if chars <= self.tool_output_left {
+            self.tool_output_left -= chars;
+            return result;
+        }
+        let keep = self.tool_output_left.max(TOOL_OUTPUT_FLOOR);
+        self.tool_output_left = self.tool_output_left.saturating_sub(keep);
+        format!(
+            "{}\n[This turn's tool output budget is used up: the rest of this result was cut. Ask for smaller parts.]",
+            crate::render::clip(&result, keep)
+        )
     }
 
     /// The outcome; early stops keep the last text as a partial answer.
@@ -186,10 +227,11 @@ impl Tally {
             StopReason::InvalidToolCalls => {
                 "\n\n(I stopped here: my tool calls kept failing validation.)"
             }
-            StopReason::Final | StopReason::Cancelled => "",
+            StopReason::Final | StopReason::Cancelled | StopReason::TooLong => "",
         };
         let reply = match reason {
             StopReason::Final => self.last_text.clone(),
+            StopReason::TooLong => TOO_LONG.to_string(),
             _ => format!("{}{note}", self.last_text.trim())
                 .trim()
                 .to_string(),
@@ -200,6 +242,7 @@ impl Tally {
             model_calls: self.budget.used(),
             tool_calls: self.tool_calls,
             usage: self.usage,
+            notice: self.notice.clone(),
         }
     }
 }
@@ -217,9 +260,11 @@ pub struct Conversation {
     events: Arc<dyn AgentEvents>,
     workspace: PathBuf,
     history: Vec<ChatMessage>,
-    /// The history was shortened in memory to fit the context (storage
-    /// keeps it whole), so reading it again would not give it back.
-    shortened: bool,
+    /// Id of the last stored message of the history.
+    last_id: i64,
+    /// The history was shortened to fit the context and saving its
+    /// checkpoint failed, so reading it again would not give it back.
+    unsaved: bool,
     todos: Todos,
 }
 
@@ -232,13 +277,7 @@ impl Conversation {
         toolsets: (Vec<String>, Vec<String>),
         approvals: Arc<dyn ApprovalHook>,
     ) -> Result<Self, AgentError> {
-        let history: Vec<ChatMessage> = deps
-            .store
-            .messages(&session.id)
-            .await?
-            .iter()
-            .filter_map(ChatMessage::from_stored)
-            .collect();
+        let (history, last_id) = context::restore(&deps.store, &session.id).await?;
         let workspace =
             workspace::session_dir(&deps.workspace_root, &session.key).map_err(|e| {
                 AgentError::Store(crate::store::StoreError::Url(format!("workspace: {e}")))
@@ -260,7 +299,8 @@ impl Conversation {
             events: Arc::new(NoEvents),
             workspace,
             history,
-            shortened: false,
+            last_id,
+            unsaved: false,
         })
     }
 
@@ -287,10 +327,10 @@ impl Conversation {
     }
 
     /// Whether dropping this conversation and opening it again from
-    /// storage gives the same conversation (its history was not shortened
-    /// to fit the context).
+    /// storage gives the same conversation (a shortened history is saved
+    /// as a checkpoint; only a failed save keeps it in memory alone).
     pub fn reloadable(&self) -> bool {
-        !self.shortened
+        !self.unsaved
     }
 
     /// Roughly how much memory the history holds, in bytes.
@@ -303,33 +343,9 @@ impl Conversation {
     }
 
     async fn push(&mut self, message: ChatMessage) -> Result<(), AgentError> {
-        message.persist(&self.deps.store, &self.session.id).await?;
+        self.last_id = message.persist(&self.deps.store, &self.session.id).await?;
         self.history.push(message);
         Ok(())
-    }
-
-    /// Keeps the request inside the context window: trim old tool outputs,
-    /// then summarise the middle with the auxiliary model.
-    async fn fit_context(&mut self, system: &str, tools: &[Value]) {
-        let window = self.deps.context_window as usize;
-        let limit = window.saturating_sub(self.deps.max_tokens as usize) * 85 / 100;
-        if estimate_tokens(system, &self.history, tools) <= limit {
-            return;
-        }
-        let trimmed = trim_old_tool_outputs(&mut self.history);
-        self.shortened |= trimmed > 0;
-        if estimate_tokens(system, &self.history, tools) <= limit {
-            tracing::info!(trimmed, "old tool outputs trimmed to fit the context");
-            return;
-        }
-        match summarize_middle(&mut self.history, self.deps.auxiliary.as_ref()).await {
-            Ok(true) => {
-                self.shortened = true;
-                tracing::info!(trimmed, "conversation middle summarised to fit the context")
-            }
-            Ok(false) => {}
-            Err(err) => tracing::warn!(error = %err, "context compression failed; sending as is"),
-        }
     }
 
     /// Runs one turn for the user's `text`.
@@ -374,9 +390,10 @@ impl Conversation {
     }
 
     async fn turn_loop(&mut self, cancel: &CancellationToken) -> Result<TurnOutcome, AgentError> {
-        let mut turn = Tally::new(self.deps.max_iterations);
+        let mut turn = Tally::new(self.deps.max_iterations, self.tool_output_budget());
         let mut json_retries = 0u32;
         let mut invalid_turns = 0u32;
+        let mut room = context::Room::default();
         let system = self.system_prompt();
         loop {
             if cancel.is_cancelled() {
@@ -394,7 +411,12 @@ impl Conversation {
             if repairs != Default::default() {
                 tracing::warn!(?repairs, "history repaired before the model call");
             }
-            self.fit_context(&system, &view.schemas).await;
+            if !self
+                .make_room(&system, &view.schemas, &mut room, &mut turn.notice)
+                .await?
+            {
+                return Ok(turn.stop(StopReason::TooLong));
+            }
             let request = ChatRequest {
                 system: system.clone(),
                 messages: self.history.clone(),
@@ -402,15 +424,23 @@ impl Conversation {
                 max_tokens: self.deps.max_tokens,
             };
             let model = self.deps.model.as_ref();
-            let response =
-                match chat_with_retries(model, &request, self.deps.max_retries, cancel).await {
-                    Ok(r) => r,
-                    Err(ProviderError::Cancelled) => {
-                        turn.budget.refund();
-                        return Ok(turn.stop(StopReason::Cancelled));
-                    }
-                    Err(err) => return Err(err.into()),
-                };
+            let response = match chat_with_retries(model, &request, self.deps.max_retries, cancel)
+                .await
+            {
+                Ok(r) => r,
+                Err(ProviderError::Cancelled) => {
+                    turn.budget.refund();
+                    return Ok(turn.stop(StopReason::Cancelled));
+                }
+                Err(ProviderError::ContextOverflow { body }) => {
+                    // Our estimate said it fit; the provider disagrees.
+                    tracing::warn!(body = %crate::render::clip(&body, 200), "the model's context window overflowed");
+                    turn.budget.refund();
+                    room.overflowed();
+                    continue;
+                }
+                Err(err) => return Err(err.into()),
+            };
             turn.usage += response.usage;
             if !response.content.trim().is_empty() {
                 turn.last_text = response.content.clone();
@@ -458,7 +488,7 @@ impl Conversation {
             for call in &checked {
                 let result = call
                     .refusal()
-                    .unwrap_or_else(|| outputs.next().unwrap_or_default());
+                    .unwrap_or_else(|| turn.afford(outputs.next().unwrap_or_default()));
                 self.push(ChatMessage::tool_result(call.call(), result))
                     .await?;
             }
