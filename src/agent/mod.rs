@@ -15,12 +15,13 @@ pub mod history;
 pub mod layer;
 pub mod message;
 pub mod provider;
+pub mod reasoning;
 pub mod repair;
 
 pub use budget::{IterationBudget, MAIN_AGENT_BUDGET, SUB_AGENT_BUDGET};
 pub use conversation::{
-    AgentDeps, AgentEvents, Conversation, NoEvents, SPLIT_NOTICE, SessionContext, StopReason,
-    TOO_LONG, TurnOutcome,
+    AgentDeps, AgentEvents, Conversation, EMPTY_ANSWER, NoEvents, SPLIT_NOTICE, SessionContext,
+    StopReason, TOO_LONG, TurnOutcome,
 };
 pub use layer::ClarifyBroker;
 

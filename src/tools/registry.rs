@@ -241,6 +241,15 @@ impl Registry {
         result
     }
 
+    /// `args` coerced to the schema of tool `name` (unchanged for a tool
+    /// it does not know).
+    pub fn coerce(&self, name: &str, args: Value) -> Value {
+        match self.get(name) {
+            Some(entry) => coerce::coerce(args, &entry.parameters()),
+            None => args,
+        }
+    }
+
     /// Runs a tool call and always returns a string for the model: the
     /// result, or `{"error": …}` for an unknown tool, an unavailable one, a
     /// failure or a panic. Arguments are coerced to the schema first;

@@ -253,7 +253,11 @@ async fn the_iteration_budget_ends_a_runaway_turn() {
         .await
         .unwrap();
     assert_eq!(out.stop, StopReason::BudgetExhausted);
-    assert_eq!(llm.requests().len(), 3);
+    assert_eq!(llm.requests().len(), 4, "three steps and a wrap-up call");
+    assert!(
+        llm.requests()[3].get("tools").is_none(),
+        "the wrap-up call offers no tools"
+    );
     assert_eq!(out.model_calls, 3);
     assert!(out.reply.contains("step budget"));
 }

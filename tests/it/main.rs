@@ -3,6 +3,7 @@
 
 mod access;
 mod agent;
+mod agent_answers;
 mod agent_context;
 mod agent_providers;
 mod approvals_corpus;

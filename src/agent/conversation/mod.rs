@@ -17,7 +17,7 @@ use super::history::sanitize;
 use super::layer::{self, AGENT_TOOLS, ClarifyBroker, Owner, Todos};
 use super::message::{ChatMessage, Role, ToolCall};
 use super::provider::{
-    ChatModel, ChatRequest, ModelEndpoint, ProviderError, Usage, chat_with_retries,
+    ChatModel, ChatRequest, ChatResponse, ModelEndpoint, ProviderError, Usage, chat_with_retries,
 };
 use super::{AgentError, IterationBudget};
 use crate::config::{Config, Env};
@@ -173,6 +173,49 @@ pub struct TurnOutcome {
 
 /// What the user is told when their message alone overflows the window.
 pub const TOO_LONG: &str = "Your message is too long for the model's context window, even in a fresh conversation. Please send it in smaller parts.";
+
+/// Said to the model, unstored, after an empty answer.
+const EMPTY_NUDGE: &str =
+    "Your last reply was empty. Please answer my previous message now, in plain words.";
+
+/// What the user gets when the model answered nothing twice.
+pub const EMPTY_ANSWER: &str =
+    "I could not come up with an answer this time. Please try again, or put it another way.";
+
+/// Said to the model, unstored, for its last call when the step budget
+/// ran out.
+const GRACE_NUDGE: &str = "You have used all the steps for this request and cannot call tools any more. In a few sentences, tell me what you did, what you found, and what is left to do.";
+
+/// Where a runnable call's result comes from after identical calls of a
+/// batch were merged: its own run, or the run of the first identical one.
+enum Slot {
+    First(usize),
+    Repeat(usize),
+}
+
+/// The distinct runnable calls of a batch (same tool, same arguments run
+/// once: one command, one approval prompt) and, for each runnable call in
+/// order, which of them answers it.
+fn distinct_calls(checked: &[Checked]) -> (Vec<(ToolCall, Value)>, Vec<Slot>) {
+    let mut unique: Vec<(ToolCall, Value)> = Vec::new();
+    let mut slots = Vec::new();
+    for c in checked {
+        let Checked::Ready(call, args) = c else {
+            continue;
+        };
+        match unique
+            .iter()
+            .position(|(u, a)| u.name == call.name && a == args)
+        {
+            Some(u) => slots.push(Slot::Repeat(u)),
+            None => {
+                unique.push((call.clone(), args.clone()));
+                slots.push(Slot::First(unique.len() - 1));
+            }
+        }
+    }
+    (unique, slots)
+}
 
 /// Output of one call this turn could no longer afford keeps this much.
 const TOOL_OUTPUT_FLOOR: usize = 1000;
@@ -394,6 +437,8 @@ impl Conversation {
         let mut json_retries = 0u32;
         let mut invalid_turns = 0u32;
         let mut room = context::Room::default();
+        let mut nudged = false;
+        let mut nudge = None;
         let system = self.system_prompt();
         loop {
             if cancel.is_cancelled() {
@@ -405,7 +450,7 @@ impl Conversation {
                 .toolsets
                 .session_view(&self.enabled, &self.disabled)?;
             if !turn.budget.consume() {
-                return Ok(turn.stop(StopReason::BudgetExhausted));
+                return self.grace(&system, &mut turn, cancel).await;
             }
             let repairs = sanitize(&mut self.history);
             if repairs != Default::default() {
@@ -417,16 +462,7 @@ impl Conversation {
             {
                 return Ok(turn.stop(StopReason::TooLong));
             }
-            let request = ChatRequest {
-                system: system.clone(),
-                messages: self.history.clone(),
-                tools: view.schemas.clone(),
-                max_tokens: self.deps.max_tokens,
-            };
-            let model = self.deps.model.as_ref();
-            let response = match chat_with_retries(model, &request, self.deps.max_retries, cancel)
-                .await
-            {
+            let response = match self.ask(&system, &view.schemas, nudge.take(), cancel).await {
                 Ok(r) => r,
                 Err(ProviderError::Cancelled) => {
                     turn.budget.refund();
@@ -446,9 +482,20 @@ impl Conversation {
                 turn.last_text = response.content.clone();
             }
             if response.tool_calls.is_empty() {
-                self.push(ChatMessage::assistant(response.content.clone()))
+                if response.content.trim().is_empty() && !nudged {
+                    // Empty, or it only thought: ask once more, plainly.
+                    tracing::warn!("the model's answer was empty; asking again");
+                    nudged = true;
+                    nudge = Some(EMPTY_NUDGE);
+                    continue;
+                }
+                if !response.content.trim().is_empty() {
+                    turn.last_text = response.content;
+                } else if turn.last_text.trim().is_empty() {
+                    turn.last_text = EMPTY_ANSWER.to_string();
+                }
+                self.push(ChatMessage::assistant(turn.last_text.clone()))
                     .await?;
-                turn.last_text = response.content;
                 return Ok(turn.stop(StopReason::Final));
             }
 
@@ -476,19 +523,20 @@ impl Conversation {
 
             let all_invalid = checked.iter().all(|c| !matches!(c, Checked::Ready(..)));
             invalid_turns = if all_invalid { invalid_turns + 1 } else { 0 };
-            let ready: Vec<(ToolCall, Value)> = checked
-                .iter()
-                .filter_map(|c| match c {
-                    Checked::Ready(call, args) => Some((call.clone(), args.clone())),
-                    _ => None,
-                })
-                .collect();
-            let mut outputs = self.run_batch(&ready, cancel).await.into_iter();
-            turn.tool_calls += ready.len() as u32;
+            let (unique, slots) = distinct_calls(&checked);
+            let mut outputs = self.run_batch(&unique, cancel).await;
+            turn.tool_calls += unique.len() as u32;
+            let mut slots = slots.into_iter();
             for call in &checked {
-                let result = call
-                    .refusal()
-                    .unwrap_or_else(|| turn.afford(outputs.next().unwrap_or_default()));
+                let result = match (call.refusal(), slots.next()) {
+                    (Some(refusal), _) => refusal,
+                    (None, Some(Slot::First(u))) => turn.afford(std::mem::take(&mut outputs[u])),
+                    (None, Some(Slot::Repeat(u))) => format!(
+                        "Same call as {}: it ran once; its result is above.",
+                        unique[u].0.id
+                    ),
+                    (None, None) => String::new(),
+                };
                 self.push(ChatMessage::tool_result(call.call(), result))
                     .await?;
             }
@@ -496,6 +544,55 @@ impl Conversation {
                 return Ok(turn.stop(StopReason::InvalidToolCalls));
             }
         }
+    }
+
+    /// One model call (with retries) on the history as it is, plus
+    /// `nudge` as a last user message that is not stored.
+    async fn ask(
+        &self,
+        system: &str,
+        tools: &[Value],
+        nudge: Option<&str>,
+        cancel: &CancellationToken,
+    ) -> Result<ChatResponse, ProviderError> {
+        let mut messages = self.history.clone();
+        messages.extend(nudge.map(ChatMessage::user));
+        let request = ChatRequest {
+            system: system.to_string(),
+            messages,
+            tools: tools.to_vec(),
+            max_tokens: self.deps.max_tokens,
+        };
+        chat_with_retries(
+            self.deps.model.as_ref(),
+            &request,
+            self.deps.max_retries,
+            cancel,
+        )
+        .await
+    }
+
+    /// The step budget is spent: one last call without tools lets the
+    /// model say where it got to, instead of the user getting whatever it
+    /// said last in passing.
+    async fn grace(
+        &mut self,
+        system: &str,
+        turn: &mut Tally,
+        cancel: &CancellationToken,
+    ) -> Result<TurnOutcome, AgentError> {
+        sanitize(&mut self.history);
+        match self.ask(system, &[], Some(GRACE_NUDGE), cancel).await {
+            Ok(response) if !response.content.trim().is_empty() => {
+                turn.usage += response.usage;
+                turn.last_text = response.content;
+                self.push(ChatMessage::assistant(turn.last_text.clone()))
+                    .await?;
+            }
+            Ok(_) => {}
+            Err(err) => tracing::warn!(error = %err, "the wrap-up call failed"),
+        }
+        Ok(turn.stop(StopReason::BudgetExhausted))
     }
 
     fn tool_context(&self, cancel: &CancellationToken) -> ToolContext {
@@ -525,9 +622,10 @@ impl Conversation {
 
     async fn run_handler(&self, call: &ToolCall, args: &Value, ctx: &ToolContext) -> String {
         if AGENT_TOOLS.contains(&call.name.as_str()) {
+            let args = self.deps.tools.registry.coerce(&call.name, args.clone());
             let outcome = layer::run(
                 &call.name,
-                args,
+                &args,
                 &self.todos,
                 &self.deps.store,
                 self.owner.as_ref(),

@@ -107,7 +107,7 @@ fn parse(body: &Value) -> Result<ChatResponse, ProviderError> {
         Some(_) => FinishReason::Other,
     };
     Ok(ChatResponse {
-        content,
+        content: crate::agent::reasoning::strip_reasoning(&content).into_owned(),
         tool_calls,
         finish,
         usage: Usage {

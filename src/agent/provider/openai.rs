@@ -1,6 +1,7 @@
 //! OpenAI-compatible chat completions (OpenAI, OpenRouter, Ollama, vLLM,
 //! llama.cpp, LM Studio…), plain or streamed; streamed tool-call deltas
-//! are assembled by index.
+//! are assembled by index. Reasoning is dropped: `reasoning_content` is
+//! never read, `<think>` blocks are cut from the assembled text.
 
 use std::collections::BTreeMap;
 
@@ -13,6 +14,7 @@ use super::{
     status_error, transport,
 };
 use crate::agent::message::{ChatMessage, Role, ToolCall};
+use crate::agent::reasoning::strip_reasoning;
 
 /// Client of one OpenAI-compatible endpoint.
 #[derive(Debug, Clone)]
@@ -131,7 +133,7 @@ fn parse_complete(body: &Value) -> Result<ChatResponse, ProviderError> {
         })
         .unwrap_or_default();
     Ok(ChatResponse {
-        content: message["content"].as_str().unwrap_or("").to_string(),
+        content: strip_reasoning(message["content"].as_str().unwrap_or("")).into_owned(),
         tool_calls,
         finish: finish(choice["finish_reason"].as_str()),
         usage: usage(&body["usage"]),
@@ -205,7 +207,7 @@ async fn read_stream(response: reqwest::Response) -> Result<ChatResponse, Provid
         }
     }
     Ok(ChatResponse {
-        content,
+        content: strip_reasoning(&content).into_owned(),
         tool_calls: calls
             .into_iter()
             .map(|(index, c)| ToolCall {
