@@ -31,6 +31,7 @@ pub async fn chat(
     for server in &config.mcp.servers {
         tokio::spawn(mcp::supervise(
             server.clone(),
+            env.clone(),
             tools.registry.clone(),
             crate::telemetry::Health::default(),
             stop.child_token(),

@@ -25,7 +25,7 @@ pub async fn tools(
     for server in &config.mcp.servers {
         match tokio::time::timeout(
             MCP_PROBE,
-            mcp::connect_and_register(server, &runtime.registry),
+            mcp::connect_and_register(server, env, &runtime.registry),
         )
         .await
         {

@@ -322,6 +322,12 @@ pub struct McpServerConfig {
     /// Streamable HTTP endpoint of a remote server.
     #[serde(default)]
     pub url: Option<String>,
+    /// HTTP headers sent to a `url` server, each value the name of the
+    /// environment variable that holds the header's value (a bearer
+    /// token: `Authorization = "MY_MCP_AUTH"` with
+    /// `MY_MCP_AUTH="Bearer …"`).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
     /// Time limit of one tool call on this server, in seconds.
     #[serde(default = "default_mcp_timeout")]
     pub timeout_secs: u64,

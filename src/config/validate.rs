@@ -556,6 +556,16 @@ impl Validator<'_> {
                     "set exactly one of command (stdio) or url (HTTP)",
                 ),
             }
+            for (header, var) in &server.headers {
+                let field = key(&format!("headers.{header}"));
+                if server.url.is_none() {
+                    self.push(field, "headers are sent to url servers only");
+                } else if reqwest::header::HeaderName::from_bytes(header.as_bytes()).is_err() {
+                    self.push(field, format!("{header:?} is not a valid HTTP header name"));
+                } else if var.trim().is_empty() {
+                    self.push(field, "name the environment variable that holds the value");
+                }
+            }
         }
     }
 }

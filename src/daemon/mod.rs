@@ -185,6 +185,7 @@ impl Daemon {
         for server in &config.mcp.servers {
             tracker.spawn(mcp::supervise(
                 server.clone(),
+                env.clone(),
                 tools.registry.clone(),
                 health.clone(),
                 root.child_token(),

@@ -4,21 +4,24 @@
 //! server that fails or dies marks its tools unavailable and is reconnected
 //! with exponential backoff.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{Peer, RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{RegisterMode, Registry, Tool, ToolContext, ToolError, ToolSpec};
-use crate::config::McpServerConfig;
+use crate::config::{Env, McpServerConfig};
 use crate::telemetry::Health;
 
 /// First reconnect delay; doubles up to [`MAX_BACKOFF`].
@@ -127,7 +130,32 @@ fn render(result: CallToolResult) -> Result<String, ToolError> {
     }
 }
 
-async fn connect(config: &McpServerConfig) -> Result<Client, String> {
+/// The headers of a `url` server, their values read from the environment
+/// variables the configuration names and marked sensitive (a Debug print
+/// shows none of them).
+fn headers(
+    config: &McpServerConfig,
+    env: &Env,
+) -> Result<HashMap<HeaderName, HeaderValue>, String> {
+    config
+        .headers
+        .iter()
+        .map(|(name, var)| {
+            let header = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| format!("header {name:?} is not a valid header name"))?;
+            let value = env
+                .secret(var)
+                .ok_or_else(|| format!("header {name}: environment variable {var} is not set"))?;
+            let mut value = HeaderValue::from_str(value.expose_secret()).map_err(|_| {
+                format!("header {name}: the value of {var} is not a valid header value")
+            })?;
+            value.set_sensitive(true);
+            Ok((header, value))
+        })
+        .collect()
+}
+
+async fn connect(config: &McpServerConfig, env: &Env) -> Result<Client, String> {
     let handshake = async {
         match (&config.command, &config.url) {
             (Some(program), _) => {
@@ -145,7 +173,8 @@ async fn connect(config: &McpServerConfig) -> Result<Client, String> {
             (None, Some(url)) => {
                 let transport = StreamableHttpClientTransport::with_client(
                     crate::http::client::client(),
-                    StreamableHttpClientTransportConfig::with_uri(url.as_str()),
+                    StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                        .custom_headers(headers(config, env)?),
                 );
                 ().serve(transport).await.map_err(|e| e.to_string())
             }
@@ -161,9 +190,10 @@ async fn connect(config: &McpServerConfig) -> Result<Client, String> {
 /// client with the liveness flag its tools share.
 pub async fn connect_and_register(
     config: &McpServerConfig,
+    env: &Env,
     registry: &Registry,
 ) -> Result<(Client, Arc<AtomicBool>), String> {
-    let client = connect(config).await?;
+    let client = connect(config, env).await?;
     let tools = tokio::time::timeout(CONNECT_TIMEOUT, client.peer().list_all_tools())
         .await
         .map_err(|_| "tools/list timed out".to_string())?
@@ -199,6 +229,7 @@ pub async fn connect_and_register(
 /// reconnect.
 pub async fn supervise(
     config: McpServerConfig,
+    env: Env,
     registry: Arc<Registry>,
     health: Health,
     stop: CancellationToken,
@@ -208,7 +239,7 @@ pub async fn supervise(
     loop {
         health.set(&component, false, "connecting");
         let attempt = tokio::select! {
-            r = connect_and_register(&config, &registry) => r,
+            r = connect_and_register(&config, &env, &registry) => r,
             _ = stop.cancelled() => return,
         };
         match attempt {

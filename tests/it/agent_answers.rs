@@ -200,3 +200,27 @@ async fn agent_layer_tools_coerce_their_arguments_like_every_tool() {
         "\"5\" is a limit: {searched:?}"
     );
 }
+
+#[tokio::test]
+async fn saved_notes_reach_the_model_without_being_asked_for() {
+    let llm = FakeLlm::start(vec![Reply::Json(text("hi")), Reply::Json(text("hi"))]).await;
+    let mut h = harness(&llm).await;
+    turn(&mut h, "hello").await;
+    let system = |i: usize| llm.requests()[i]["messages"][0]["content"].to_string();
+    assert!(
+        !system(0).contains("Notes you saved"),
+        "no notes, no section"
+    );
+    h.store
+        .add_note("cli:tester", "prefers answers in French")
+        .await
+        .unwrap();
+    h.store
+        .add_note("cli:tester", &"long note ".repeat(500))
+        .await
+        .unwrap();
+    turn(&mut h, "hello again").await;
+    let prompt = system(1);
+    assert!(prompt.contains("prefers answers in French"), "{prompt}");
+    assert!(prompt.len() < 5000, "bounded: {}", prompt.len());
+}

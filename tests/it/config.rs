@@ -337,6 +337,25 @@ fn mcp_server_needs_exactly_one_transport() {
 }
 
 #[test]
+fn mcp_headers_go_to_url_servers_by_env_var_name() {
+    fails_on(
+        "[[mcp.servers]]\nname = \"fs\"\ncommand = \"x\"\nheaders = { Authorization = \"FS_AUTH\" }\n",
+        &[],
+        "mcp.servers[0].headers.Authorization",
+        "url servers only",
+    );
+    fails_on(
+        "[[mcp.servers]]\nname = \"r\"\nurl = \"https://mcp.example.com/mcp\"\nheaders = { \"Bad Header\" = \"X\" }\n",
+        &[],
+        "mcp.servers[0].headers.Bad Header",
+        "not a valid HTTP header name",
+    );
+    let ok = "[[mcp.servers]]\nname = \"r\"\nurl = \"https://mcp.example.com/mcp\"\nheaders = { Authorization = \"R_AUTH\" }\n";
+    let config = load_from_str(ok, &Env::default()).unwrap();
+    assert_eq!(config.mcp.servers[0].headers["Authorization"], "R_AUTH");
+}
+
+#[test]
 fn route_to_platform_is_checked() {
     fails_on(
         "[approvals]\nroute_to = { platform = \"irc\", chat = \"#ops\" }\n",

@@ -2,20 +2,10 @@
 //! the session workspace.
 
 use crate::common;
+use common::tools::runtime;
 
 use common::call;
 use serde_json::json;
-use switchboard::config::{Config, Env};
-use switchboard::tools::ToolRuntime;
-
-fn runtime() -> ToolRuntime {
-    ToolRuntime::build(
-        &Config::default(),
-        &Env::default(),
-        switchboard::adapters::platforms(&Config::default()),
-    )
-    .unwrap()
-}
 
 #[tokio::test]
 async fn write_then_read_ranges() {

@@ -3,19 +3,21 @@
 //! registry; a dying server makes its tools unavailable and comes back.
 
 use crate::common;
+use common::tools::runtime;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::response::IntoResponse;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ServerHandler, schemars, tool, tool_handler, tool_router};
 use serde_json::json;
-use switchboard::config::{Config, Env, McpServerConfig};
+use switchboard::config::{Env, McpServerConfig};
 use switchboard::telemetry::Health;
-use switchboard::tools::{ToolRuntime, mcp};
+use switchboard::tools::mcp;
 use tokio_util::sync::CancellationToken;
 
 /// The fixture server binary, built by cargo beside the test binaries.
@@ -38,6 +40,7 @@ fn stdio_server(timeout_secs: u64) -> McpServerConfig {
         args: vec![],
         env: Default::default(),
         url: None,
+        headers: Default::default(),
         timeout_secs,
     }
 }
@@ -54,15 +57,11 @@ async fn until(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
 async fn stdio_server_tools_dispatch_through_the_registry() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = common::tools::ctx(dir.path());
-    let rt = ToolRuntime::build(
-        &Config::default(),
-        &Env::default(),
-        switchboard::adapters::platforms(&Config::default()),
-    )
-    .unwrap();
-    let (client, _alive) = mcp::connect_and_register(&stdio_server(1), &rt.registry)
-        .await
-        .unwrap();
+    let rt = runtime();
+    let (client, _alive) =
+        mcp::connect_and_register(&stdio_server(1), &Env::default(), &rt.registry)
+            .await
+            .unwrap();
 
     let tools = rt.toolsets.resolve("mcp-fixture").unwrap();
     assert_eq!(
@@ -104,16 +103,12 @@ async fn stdio_server_tools_dispatch_through_the_registry() {
 async fn a_dead_server_goes_unavailable_and_is_reconnected() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = common::tools::ctx(dir.path());
-    let rt = ToolRuntime::build(
-        &Config::default(),
-        &Env::default(),
-        switchboard::adapters::platforms(&Config::default()),
-    )
-    .unwrap();
+    let rt = runtime();
     let health = Health::default();
     let stop = CancellationToken::new();
     let supervisor = tokio::spawn(mcp::supervise(
         stdio_server(5),
+        Env::default(),
         rt.registry.clone(),
         health.clone(),
         stop.clone(),
@@ -157,15 +152,11 @@ async fn a_dead_server_goes_unavailable_and_is_reconnected() {
 async fn unavailable_while_disconnected() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = common::tools::ctx(dir.path());
-    let rt = ToolRuntime::build(
-        &Config::default(),
-        &Env::default(),
-        switchboard::adapters::platforms(&Config::default()),
-    )
-    .unwrap();
-    let (client, alive) = mcp::connect_and_register(&stdio_server(5), &rt.registry)
-        .await
-        .unwrap();
+    let rt = runtime();
+    let (client, alive) =
+        mcp::connect_and_register(&stdio_server(5), &Env::default(), &rt.registry)
+            .await
+            .unwrap();
     alive.store(false, std::sync::atomic::Ordering::SeqCst);
     rt.registry.invalidate_checks();
     let out = common::call(&rt, "echo", json!({"text": "x"}), &ctx).await;
@@ -185,15 +176,10 @@ async fn unavailable_while_disconnected() {
 
 #[tokio::test]
 async fn a_server_that_cannot_start_is_reported() {
-    let rt = ToolRuntime::build(
-        &Config::default(),
-        &Env::default(),
-        switchboard::adapters::platforms(&Config::default()),
-    )
-    .unwrap();
+    let rt = runtime();
     let mut config = stdio_server(5);
     config.command = Some("/nonexistent/mcp-server".into());
-    let err = mcp::connect_and_register(&config, &rt.registry)
+    let err = mcp::connect_and_register(&config, &Env::default(), &rt.registry)
         .await
         .unwrap_err();
     assert!(err.contains("cannot start"), "{err}");
@@ -219,38 +205,59 @@ impl Remote {
 #[tool_handler]
 impl ServerHandler for Remote {}
 
-#[tokio::test]
-async fn streamable_http_server_tools_work_too() {
+/// An in-process streamable HTTP MCP server; with `token`, it answers
+/// 401 to requests without `Authorization: Bearer <token>`.
+async fn http_server(token: Option<&'static str>) -> String {
     let config = StreamableHttpServerConfig::default();
-    let stop = config.cancellation_token.clone();
     let service: StreamableHttpService<Remote, LocalSessionManager> =
         StreamableHttpService::new(|| Ok(Remote), Arc::default(), config);
-    let router = axum::Router::new().nest_service("/mcp", service);
+    let router =
+        axum::Router::new()
+            .nest_service("/mcp", service)
+            .layer(axum::middleware::from_fn(
+                move |req: axum::extract::Request, next: axum::middleware::Next| async move {
+                    let expected = token.map(|t| format!("Bearer {t}"));
+                    let given = req
+                        .headers()
+                        .get("authorization")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string);
+                    if expected.is_some() && given != expected {
+                        return axum::http::StatusCode::UNAUTHORIZED.into_response();
+                    }
+                    next.run(req).await
+                },
+            ));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
-        let _ = axum::serve(listener, router)
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await;
+        let _ = axum::serve(listener, router).await;
     });
+    format!("http://{addr}/mcp")
+}
 
-    let dir = tempfile::tempdir().unwrap();
-    let ctx = common::tools::ctx(dir.path());
-    let rt = ToolRuntime::build(
-        &Config::default(),
-        &Env::default(),
-        switchboard::adapters::platforms(&Config::default()),
-    )
-    .unwrap();
-    let server = McpServerConfig {
+fn http_config(url: String, headers: &[(&str, &str)]) -> McpServerConfig {
+    McpServerConfig {
         name: "remote".into(),
         command: None,
         args: vec![],
         env: Default::default(),
-        url: Some(format!("http://{addr}/mcp")),
+        url: Some(url),
+        headers: headers
+            .iter()
+            .map(|(h, v)| (h.to_string(), v.to_string()))
+            .collect(),
         timeout_secs: 5,
-    };
-    let (client, _) = mcp::connect_and_register(&server, &rt.registry)
+    }
+}
+
+#[tokio::test]
+async fn streamable_http_server_tools_work_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = common::tools::ctx(dir.path());
+    let rt = runtime();
+    let server = http_config(http_server(None).await, &[]);
+    let (client, _) = mcp::connect_and_register(&server, &Env::default(), &rt.registry)
         .await
         .unwrap();
     assert_eq!(
@@ -263,5 +270,32 @@ async fn streamable_http_server_tools_work_too() {
             .await,
         "42"
     );
+    let _ = client.cancel().await;
+}
+
+#[tokio::test]
+async fn an_http_server_that_needs_a_token_gets_it_from_the_environment() {
+    let url = http_server(Some("s3cret")).await;
+    let rt = runtime();
+    let bare = mcp::connect_and_register(
+        &http_config(url.clone(), &[]),
+        &Env::default(),
+        &rt.registry,
+    )
+    .await;
+    assert!(bare.is_err(), "refused without the header");
+
+    let server = http_config(url, &[("Authorization", "REMOTE_MCP_AUTH")]);
+    let missing = mcp::connect_and_register(&server, &Env::default(), &rt.registry)
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert!(missing.contains("REMOTE_MCP_AUTH is not set"), "{missing}");
+
+    let env = Env::from_pairs([("REMOTE_MCP_AUTH", "Bearer s3cret")]);
+    let (client, _) = mcp::connect_and_register(&server, &env, &rt.registry)
+        .await
+        .unwrap();
+    assert!(rt.registry.get("multiply").is_some());
     let _ = client.cancel().await;
 }

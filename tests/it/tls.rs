@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-use switchboard::config::{Config, McpServerConfig};
+use switchboard::config::{Config, Env, McpServerConfig};
 use switchboard::tools::{ToolRuntime, mcp};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -106,7 +106,7 @@ async fn a_certificate_outside_the_bundled_roots_is_refused() {
 
     let runtime = ToolRuntime::build(
         &Config::default(),
-        &switchboard::config::Env::default(),
+        &Env::default(),
         switchboard::adapters::platforms(&Config::default()),
     )
     .unwrap();
@@ -116,9 +116,10 @@ async fn a_certificate_outside_the_bundled_roots_is_refused() {
         args: vec![],
         env: Default::default(),
         url: Some(format!("{url}mcp")),
+        headers: Default::default(),
         timeout_secs: 5,
     };
-    let err = mcp::connect_and_register(&remote, &runtime.registry)
+    let err = mcp::connect_and_register(&remote, &Env::default(), &runtime.registry)
         .await
         .map(|_| ())
         .unwrap_err();

@@ -3,17 +3,16 @@
 //! coercion before dispatch.
 
 use crate::common;
+use common::tools::runtime;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use switchboard::config::{Config, Env};
 use switchboard::tools::toolsets::TOOLSETS;
 use switchboard::tools::{
-    Availability, RegisterMode, Registry, RegistryError, Tool, ToolContext, ToolError, ToolRuntime,
-    ToolSpec,
+    Availability, RegisterMode, Registry, RegistryError, Tool, ToolContext, ToolError, ToolSpec,
 };
 
 /// A configurable fake tool.
@@ -59,15 +58,6 @@ impl Tool for Fake {
     async fn call(&self, args: Value, _ctx: &ToolContext) -> Result<String, ToolError> {
         (self.run)(args)
     }
-}
-
-fn runtime() -> ToolRuntime {
-    ToolRuntime::build(
-        &Config::default(),
-        &Env::default(),
-        switchboard::adapters::platforms(&Config::default()),
-    )
-    .unwrap()
 }
 
 #[test]

@@ -2,26 +2,17 @@
 //! per-session list and schema patching.
 
 use std::collections::BTreeSet;
+
+use crate::common::tools::runtime;
 use std::sync::Arc;
 
 use regex::Regex;
 use serde_json::{Value, json};
 use switchboard::adapters::webhook::WEBHOOK_TOOLS;
-use switchboard::config::{Config, Env};
 use switchboard::tools::toolsets::{CORE_TOOLS, ToolsetDef};
 use switchboard::tools::{
-    RegisterMode, Registry, Tool, ToolContext, ToolError, ToolRuntime, ToolSpec, ToolsetError,
-    Toolsets,
+    RegisterMode, Registry, Tool, ToolContext, ToolError, ToolSpec, ToolsetError, Toolsets,
 };
-
-fn runtime() -> ToolRuntime {
-    ToolRuntime::build(
-        &Config::default(),
-        &Env::default(),
-        switchboard::adapters::platforms(&Config::default()),
-    )
-    .unwrap()
-}
 
 fn set(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|s| s.to_string()).collect()

@@ -381,8 +381,17 @@ impl Conversation {
         self.history.iter().map(ChatMessage::heap_bytes).sum()
     }
 
-    fn system_prompt(&self) -> String {
-        format!("{}\n\n{}", self.deps.system_prompt, self.context.describe())
+    /// The system prompt of this turn: the configured one, where the
+    /// conversation happens, and the user's saved notes.
+    async fn system_prompt(&self) -> String {
+        let mut prompt = format!("{}\n\n{}", self.deps.system_prompt, self.context.describe());
+        if let Some(owner) = &self.owner
+            && let Some(notes) = layer::recall(&self.deps.store, owner).await
+        {
+            prompt.push_str("\n\n");
+            prompt.push_str(&notes);
+        }
+        prompt
     }
 
     async fn push(&mut self, message: ChatMessage) -> Result<(), AgentError> {
@@ -439,7 +448,7 @@ impl Conversation {
         let mut room = context::Room::default();
         let mut nudged = false;
         let mut nudge = None;
-        let system = self.system_prompt();
+        let system = self.system_prompt().await;
         loop {
             if cancel.is_cancelled() {
                 return Ok(turn.stop(StopReason::Cancelled));

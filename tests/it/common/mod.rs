@@ -133,6 +133,17 @@ pub mod tools {
 
     use switchboard::tools::{AllowAll, ApprovalHook, ApprovalVerdict, ToolContext};
 
+    /// The tool runtime of the default configuration.
+    pub fn runtime() -> switchboard::tools::ToolRuntime {
+        let config = switchboard::config::Config::default();
+        switchboard::tools::ToolRuntime::build(
+            &config,
+            &switchboard::config::Env::default(),
+            switchboard::adapters::platforms(&config),
+        )
+        .unwrap()
+    }
+
     /// A context whose workspace is a fresh directory under `dir`.
     pub fn ctx(dir: &std::path::Path) -> ToolContext {
         ctx_with(dir, Arc::new(AllowAll))
