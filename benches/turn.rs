@@ -94,7 +94,7 @@ fn main() {
         let model: Arc<dyn ChatModel> = Arc::new(InstantModel(AtomicU64::new(0)));
         let mut deps =
             AgentDeps::from_config(&config, &Env::default(), tools.clone(), store.clone());
-        deps.model = model.clone();
+        deps.models.set_main(model.clone());
         deps.auxiliary = model;
         let deps = Arc::new(deps);
 

@@ -14,3 +14,7 @@ CREATE TABLE context_checkpoints (
 -- A session that outgrew the context window goes on in a new session that
 -- carries a summary; parent_id links the new one to the one it continues.
 ALTER TABLE sessions ADD COLUMN parent_id TEXT;
+
+-- The model a chat chose for its session with /model (unset: the
+-- configured one).
+ALTER TABLE sessions ADD COLUMN model TEXT;

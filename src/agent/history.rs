@@ -249,6 +249,7 @@ pub async fn summarize(
         messages: vec![ChatMessage::user(transcript(messages, max_chars))],
         tools: Vec::new(),
         max_tokens: summary_tokens(replaced),
+        model: None,
     };
     let summary = model.chat(&request).await?.content;
     Ok(ChatMessage::user(format!(

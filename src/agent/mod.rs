@@ -14,6 +14,7 @@ mod execute;
 pub mod history;
 pub mod layer;
 pub mod message;
+mod models;
 pub mod provider;
 pub mod reasoning;
 pub mod repair;
@@ -24,6 +25,7 @@ pub use conversation::{
     StopReason, TOO_LONG, TurnOutcome,
 };
 pub use layer::ClarifyBroker;
+pub use models::Models;
 
 /// Failures that end a turn without an answer.
 #[derive(Debug, thiserror::Error)]

@@ -151,6 +151,7 @@ impl ApprovalPolicy {
             ))],
             tools: Vec::new(),
             max_tokens: 8,
+            model: None,
         };
         let answer = model.chat(&request).await.ok()?.content;
         match answer

@@ -25,6 +25,7 @@ pub use tools::{
 };
 pub use validate::{ComponentStatus, Env, Problem, component_statuses, validate};
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -172,7 +173,21 @@ pub struct LlmConfig {
     pub max_retries: u32,
     /// Model used for context compression and smart approvals; each unset
     /// key falls back to the main model's.
-    pub auxiliary: AuxiliaryLlmConfig,
+    pub auxiliary: LlmEndpointConfig,
+    /// Models tried in order (`[[llm.fallback]]`) when the main one still
+    /// fails after its retries (5xx, 429, timeouts, unreachable); each unset
+    /// key falls back to the main model's, `model` is required.
+    pub fallback: Vec<LlmEndpointConfig>,
+    /// Model names a chat may switch its session to with `/model NAME`,
+    /// on the main endpoint; empty, `/model` only says which model answers.
+    pub models: Vec<String>,
+    /// Model by platform (`discord = "gpt-4.1"`), on the main endpoint.
+    pub model_by_platform: BTreeMap<String, String>,
+    /// Model by chat, keyed `platform:chat id` (`"slack:C0123"`).
+    pub model_by_chat: BTreeMap<String, String>,
+    /// Model by user, keyed `platform:user id` (`"telegram:42"`); a user's
+    /// model wins over their chat's, which wins over the platform's.
+    pub model_by_user: BTreeMap<String, String>,
 }
 
 impl Default for LlmConfig {
@@ -187,22 +202,29 @@ impl Default for LlmConfig {
             context_window: 128_000,
             stream: false,
             max_retries: 3,
-            auxiliary: AuxiliaryLlmConfig::default(),
+            auxiliary: LlmEndpointConfig::default(),
+            fallback: Vec::new(),
+            models: Vec::new(),
+            model_by_platform: BTreeMap::new(),
+            model_by_chat: BTreeMap::new(),
+            model_by_user: BTreeMap::new(),
         }
     }
 }
 
-/// `[llm.auxiliary]`: the helper model; unset keys inherit from `[llm]`.
+/// Another model endpoint, described against `[llm]`: `[llm.auxiliary]`
+/// (the helper model) and each `[[llm.fallback]]`; unset keys inherit from
+/// `[llm]`.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct AuxiliaryLlmConfig {
-    /// Provider of the auxiliary model.
+pub struct LlmEndpointConfig {
+    /// Wire protocol.
     pub provider: Option<LlmProvider>,
-    /// Base URL of the auxiliary model.
+    /// Base URL.
     pub base_url: Option<String>,
-    /// Model name of the auxiliary model.
+    /// Model name.
     pub model: Option<String>,
-    /// Environment variable with the auxiliary model's API key.
+    /// Environment variable with the API key.
     pub api_key_env: Option<String>,
 }
 

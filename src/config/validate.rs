@@ -308,6 +308,44 @@ impl Validator<'_> {
         if let Some(base) = &c.llm.auxiliary.base_url {
             self.url("llm.auxiliary.base_url", base);
         }
+        for (i, fallback) in c.llm.fallback.iter().enumerate() {
+            if fallback
+                .model
+                .as_deref()
+                .is_none_or(|m| m.trim().is_empty())
+            {
+                self.push(
+                    format!("llm.fallback[{i}].model"),
+                    "name the fallback's model",
+                );
+            }
+            if let Some(base) = &fallback.base_url {
+                self.url(&format!("llm.fallback[{i}].base_url"), base);
+            }
+        }
+        if c.llm
+            .models
+            .iter()
+            .any(|m| m.trim().is_empty() || m.contains(char::is_whitespace))
+        {
+            self.push("llm.models", "model names must be non-empty single words");
+        }
+        for (table, map) in [
+            ("llm.model_by_chat", &c.llm.model_by_chat),
+            ("llm.model_by_user", &c.llm.model_by_user),
+        ] {
+            for key in map.keys() {
+                let valid = key
+                    .split_once(':')
+                    .is_some_and(|(p, id)| !p.is_empty() && !id.is_empty());
+                if !valid {
+                    self.push(
+                        format!("{table}.{key}"),
+                        "keys are platform:id, e.g. \"telegram:42\"",
+                    );
+                }
+            }
+        }
         let needs_model =
             c.telegram.enabled || c.discord.enabled || c.slack.enabled || c.webhook.enabled;
         if needs_model && !c.llm.api_key_env.is_empty() {

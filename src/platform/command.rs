@@ -34,6 +34,9 @@ pub enum ChatCommand {
         /// How far the approval reaches.
         scope: ApproveScope,
     },
+    /// Show the session's model and the choices, or switch to one
+    /// (`default` goes back to the configured model).
+    Model(Option<String>),
     /// Deny a waiting command.
     Deny {
         /// The approval named, or the oldest waiting in the chat.
@@ -66,6 +69,7 @@ impl ChatCommand {
             "stop" => Self::Stop,
             "new" | "reset" => Self::New,
             "status" => Self::Status,
+            "model" => Self::Model(args.first().map(|m| m.to_string())),
             "approve" => {
                 let id = id();
                 let scope = match args.first().map(|w| w.to_ascii_lowercase()).as_deref() {
@@ -97,6 +101,8 @@ impl std::fmt::Display for ChatCommand {
             Self::Stop => f.write_str("/stop"),
             Self::New => f.write_str("/new"),
             Self::Status => f.write_str("/status"),
+            Self::Model(None) => f.write_str("/model"),
+            Self::Model(Some(name)) => write!(f, "/model {name}"),
             Self::Approve { id, scope } => {
                 f.write_str("/approve")?;
                 if let Some(id) = id {
@@ -141,7 +147,12 @@ mod tests {
         assert_eq!(ChatCommand::parse("!STATUS"), Some(ChatCommand::Status));
         assert_eq!(ChatCommand::parse("stop"), None);
         assert_eq!(ChatCommand::parse("/"), None);
-        assert_eq!(ChatCommand::parse("/model gpt"), None);
+        assert_eq!(
+            ChatCommand::parse("/model gpt-4.1"),
+            Some(ChatCommand::Model(Some("gpt-4.1".into())))
+        );
+        assert_eq!(ChatCommand::parse("/MODEL"), Some(ChatCommand::Model(None)));
+        assert_eq!(ChatCommand::parse("/models"), None);
         assert_eq!(
             ChatCommand::parse("!approve always"),
             Some(ChatCommand::Approve {
@@ -185,6 +196,7 @@ mod tests {
             Just(ChatCommand::Stop),
             Just(ChatCommand::New),
             Just(ChatCommand::Status),
+            proptest::option::of("[a-z0-9][a-z0-9./:-]{0,20}").prop_map(ChatCommand::Model),
             (id.clone(), scope).prop_map(|(id, scope)| ChatCommand::Approve { id, scope }),
             (id, reason).prop_map(|(id, reason)| ChatCommand::Deny { id, reason }),
         ]

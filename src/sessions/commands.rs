@@ -3,11 +3,12 @@
 //! [`ChatCommand::parse`]'s alone.
 
 use super::manager::SessionManager;
+use super::worker::new_session;
 use crate::approvals::Refusal;
 use crate::platform::{ChatCommand, InboundEvent};
 use crate::store::StoreError;
 
-const HELP: &str = "Commands: /new (or /reset) starts a fresh conversation, /stop cancels the running request, /status shows this session, /approve and /deny answer a pending approval, /help shows this.";
+const HELP: &str = "Commands: /new (or /reset) starts a fresh conversation, /stop cancels the running request, /status shows this session, /model shows or switches its model, /approve and /deny answer a pending approval, /help shows this.";
 
 impl SessionManager {
     /// Carries out `command`, written in `event`'s chat, for session
@@ -52,6 +53,7 @@ impl SessionManager {
                     None => format!("No conversation yet in {key}."),
                 }
             }
+            ChatCommand::Model(choice) => self.model(key, event, choice.as_deref()).await?,
             ChatCommand::Approve { .. } | ChatCommand::Deny { .. } => {
                 let decided = match inner.broker.get() {
                     Some(broker) => {
@@ -67,5 +69,67 @@ impl SessionManager {
                 }
             }
         })
+    }
+}
+
+impl SessionManager {
+    /// `/model`: which model answers this conversation and which it may
+    /// switch to; `/model NAME` switches (`default`: back to the
+    /// configured one), kept with the session.
+    async fn model(
+        &self,
+        key: &str,
+        event: &InboundEvent,
+        choice: Option<&str>,
+    ) -> Result<String, StoreError> {
+        let inner = &self.inner;
+        let human = inner
+            .platforms()
+            .profile(&event.platform)
+            .is_some_and(|p| p.human);
+        let session = inner
+            .store
+            .open_session(&new_session(key, event, human))
+            .await?;
+        let models = &inner.deps.models;
+        let allowed = models.allowed();
+        let current = models.for_session(&session).to_string();
+        let Some(choice) = choice else {
+            return Ok(if allowed.is_empty() {
+                format!("This conversation uses {current}; switching models is not enabled here.")
+            } else {
+                format!(
+                    "This conversation uses {current}. Available: {} (switch with /model NAME, back with /model default).",
+                    allowed.join(", ")
+                )
+            });
+        };
+        let chosen = match choice {
+            "default" => None,
+            name if allowed.iter().any(|m| m == name) => Some(name),
+            name if allowed.is_empty() => {
+                return Ok(format!(
+                    "Switching models is not enabled here; this conversation uses {current} (not {name})."
+                ));
+            }
+            name => {
+                return Ok(format!(
+                    "{name} is not one of the available models: {}.",
+                    allowed.join(", ")
+                ));
+            }
+        };
+        inner.store.set_session_model(&session.id, chosen).await?;
+        if let Some(state) = self.running_turn(key) {
+            state.reload();
+        }
+        let updated = crate::store::Session {
+            model: chosen.map(str::to_string),
+            ..session
+        };
+        Ok(format!(
+            "This conversation now uses {}.",
+            models.for_session(&updated)
+        ))
     }
 }

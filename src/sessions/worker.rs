@@ -35,6 +35,9 @@ pub(super) struct WorkerState {
     active: std::sync::atomic::AtomicBool,
     /// The conversation is in memory (not only in storage).
     loaded: std::sync::atomic::AtomicBool,
+    /// The stored session changed (its model): read it again before the
+    /// next turn.
+    stale: std::sync::atomic::AtomicBool,
     running: Mutex<Option<CancellationToken>>,
     waiting: AtomicUsize,
     last_ack: Mutex<Option<Instant>>,
@@ -52,6 +55,11 @@ impl WorkerState {
 
     pub(super) fn waiting(&self) -> usize {
         self.waiting.load(Ordering::SeqCst)
+    }
+
+    /// Asks for the conversation to be read again before the next turn.
+    pub(super) fn reload(&self) {
+        self.stale.store(true, Ordering::SeqCst);
     }
 
     pub(super) fn queued(&self) {
@@ -117,6 +125,22 @@ impl AgentEvents for PortActivity {
     }
 }
 
+/// The session `event` opens under `key`; it belongs to the sender when
+/// there is a `human` behind the platform.
+pub(super) fn new_session<'a>(
+    key: &'a str,
+    event: &'a InboundEvent,
+    human: bool,
+) -> NewSession<'a> {
+    NewSession {
+        key,
+        platform: &event.platform,
+        chat_id: &event.chat_id,
+        thread_id: event.thread_id.as_deref(),
+        user_id: human.then_some(event.user_id.as_str()),
+    }
+}
+
 async fn open_conversation(
     inner: &Arc<Inner>,
     key: &str,
@@ -132,13 +156,7 @@ async fn open_conversation(
     let human = profile.human;
     let session = inner
         .store
-        .open_session(&NewSession {
-            key,
-            platform: &event.platform,
-            chat_id: &event.chat_id,
-            thread_id: event.thread_id.as_deref(),
-            user_id: human.then_some(event.user_id.as_str()),
-        })
+        .open_session(&new_session(key, event, human))
         .await
         .map_err(|e| e.to_string())?;
     let context = SessionContext {
@@ -295,6 +313,9 @@ pub(super) async fn run_worker(
         let Some(job) = job else { break };
         state.active.store(true, Ordering::SeqCst);
         state.waiting.fetch_sub(1, Ordering::SeqCst);
+        if state.stale.swap(false, Ordering::SeqCst) {
+            held.unload(&inner, &state);
+        }
         // Boxed: the turn's state exists only while it runs, so an idle
         // worker's task stays small.
         Box::pin(run_job(&inner, &key, &state, &mut held.conversation, job)).await;

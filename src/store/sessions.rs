@@ -42,6 +42,8 @@ pub struct Session {
     pub end_reason: Option<String>,
     /// The session this one continues (it outgrew the context window).
     pub parent_id: Option<String>,
+    /// The model chosen for it with `/model`, if one was.
+    pub model: Option<String>,
 }
 
 /// A message to append to a session's history.
@@ -99,7 +101,7 @@ pub struct MessageHit {
 
 macro_rules! session_columns {
     () => {
-        "id, key, platform, chat_id, thread_id, user_id, created_at, last_active_at, ended_at, end_reason, parent_id"
+        "id, key, platform, chat_id, thread_id, user_id, created_at, last_active_at, ended_at, end_reason, parent_id, model"
     };
 }
 
@@ -184,10 +186,10 @@ impl Store {
                 });
             }
             sqlx::query(
-                "INSERT INTO sessions (id, key, platform, chat_id, thread_id, user_id, created_at, last_active_at, parent_id) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8)")
+                "INSERT INTO sessions (id, key, platform, chat_id, thread_id, user_id, created_at, last_active_at, parent_id, model) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9)")
                 .bind(&id).bind(&old.key).bind(&old.platform).bind(&old.chat_id)
-                .bind(&old.thread_id).bind(&old.user_id).bind(now).bind(&old.id)
+                .bind(&old.thread_id).bind(&old.user_id).bind(now).bind(&old.id).bind(&old.model)
                 .execute(&mut *tx).await?;
             let session: Session = sqlx::query_as(sql).bind(&id).fetch_one(&mut *tx).await?;
             tx.commit().await?;
@@ -231,6 +233,13 @@ impl Store {
             "SELECT id, session_id, role, content, tool_calls, tool_call_id, name, created_at \
              FROM messages WHERE session_id = $1 AND id > $2 ORDER BY id")
             .bind(session_id).bind(after_id).fetch_all(pool).await?))
+    }
+
+    /// Sets (or with `None` clears) the model a session talks to.
+    pub async fn set_session_model(&self, id: &str, model: Option<&str>) -> Result<bool> {
+        let n = with_pool!(self, pool => sqlx::query("UPDATE sessions SET model = $1 WHERE id = $2")
+            .bind(model).bind(id).execute(pool).await?.rows_affected());
+        Ok(n == 1)
     }
 
     /// The most recently active sessions, newest first.

@@ -75,7 +75,10 @@ async fn a_mention_gets_a_reply_that_references_it() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["new", "stop", "status", "approve", "deny", "help"]);
+    assert_eq!(
+        names,
+        ["new", "stop", "status", "approve", "deny", "model", "help"]
+    );
     s.daemon.shutdown().await;
 }
 

@@ -5,6 +5,7 @@ mod access;
 mod agent;
 mod agent_answers;
 mod agent_context;
+mod agent_models;
 mod agent_providers;
 mod approvals_corpus;
 mod approvals_flow;

@@ -40,6 +40,13 @@ pub fn commands() -> Vec<CreateCommand> {
                 "reason",
                 "Why (the agent sees it)",
             )),
+        CreateCommand::new("model")
+            .description("Show or switch this conversation's model")
+            .add_option(CreateCommandOption::new(
+                CommandOptionType::String,
+                "name",
+                "The model to switch to (default: the configured one)",
+            )),
         CreateCommand::new("help").description("What the bot can do"),
     ]
 }
@@ -50,14 +57,16 @@ pub fn command_text(cmd: &CommandInteraction) -> Option<String> {
     let name = cmd.data.name.as_str();
     if !matches!(
         name,
-        "new" | "stop" | "status" | "approve" | "deny" | "help"
+        "new" | "stop" | "status" | "model" | "approve" | "deny" | "help"
     ) {
         return None;
     }
     let mut text = format!("/{name}");
     for option in &cmd.data.options {
         if let CommandDataOptionValue::String(value) = &option.value
-            && (option.name == "scope" && value != "once" || option.name == "reason")
+            && (option.name == "scope" && value != "once"
+                || option.name == "reason"
+                || option.name == "name")
         {
             text.push(' ');
             text.push_str(value.trim());

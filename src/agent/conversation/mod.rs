@@ -16,9 +16,7 @@ use super::execute::{Checked, check, parallel_safe, run_parallel};
 use super::history::sanitize;
 use super::layer::{self, AGENT_TOOLS, ClarifyBroker, Owner, Todos};
 use super::message::{ChatMessage, Role, ToolCall};
-use super::provider::{
-    ChatModel, ChatRequest, ChatResponse, ModelEndpoint, ProviderError, Usage, chat_with_retries,
-};
+use super::provider::{ChatModel, ChatRequest, ChatResponse, ModelEndpoint, ProviderError, Usage};
 use super::{AgentError, IterationBudget};
 use crate::config::{Config, Env};
 use crate::store::{Session, Store, TurnRecord, now_ms};
@@ -35,8 +33,8 @@ pub const DEFAULT_SYSTEM_PROMPT: &str = "You are switchboard, a capable assistan
 
 /// What every conversation shares.
 pub struct AgentDeps {
-    /// The main model.
-    pub model: Arc<dyn ChatModel>,
+    /// The models sessions talk to (main, per-session choice, fallbacks).
+    pub models: super::Models,
     /// The auxiliary model (compression).
     pub auxiliary: Arc<dyn ChatModel>,
     /// Tools.
@@ -49,8 +47,6 @@ pub struct AgentDeps {
     pub max_tokens: u32,
     /// The model's context window.
     pub context_window: u32,
-    /// Retries per model call.
-    pub max_retries: u32,
     /// System prompt (platform context is appended).
     pub system_prompt: String,
     /// Root of the session workspaces.
@@ -62,14 +58,13 @@ impl AgentDeps {
     pub fn from_config(config: &Config, env: &Env, tools: ToolRuntime, store: Store) -> Self {
         let http = crate::http::client::client();
         Self {
-            model: ModelEndpoint::main(config, env).client(http.clone()),
+            models: super::Models::from_config(config, env, http.clone()),
             auxiliary: ModelEndpoint::auxiliary(config, env).client(http),
             tools,
             store,
             max_iterations: config.agent.max_iterations,
             max_tokens: config.llm.max_tokens,
             context_window: config.llm.context_window,
-            max_retries: config.llm.max_retries,
             system_prompt: config
                 .agent
                 .system_prompt
@@ -571,14 +566,12 @@ impl Conversation {
             messages,
             tools: tools.to_vec(),
             max_tokens: self.deps.max_tokens,
+            model: None,
         };
-        chat_with_retries(
-            self.deps.model.as_ref(),
-            &request,
-            self.deps.max_retries,
-            cancel,
-        )
-        .await
+        let models = &self.deps.models;
+        models
+            .chat(&request, models.for_session(&self.session), cancel)
+            .await
     }
 
     /// The step budget is spent: one last call without tools lets the

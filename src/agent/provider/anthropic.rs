@@ -127,7 +127,7 @@ fn parse(body: &Value) -> Result<ChatResponse, ProviderError> {
 impl ChatModel for Anthropic {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
         let mut body = json!({
-            "model": self.endpoint.model,
+            "model": request.model.as_deref().unwrap_or(&self.endpoint.model),
             "max_tokens": request.max_tokens,
             "system": request.system,
             "messages": wire_messages(&request.messages),

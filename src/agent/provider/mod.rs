@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::message::{ChatMessage, ToolCall};
-use crate::config::{Config, Env, LlmProvider};
+use crate::config::{Config, Env, LlmEndpointConfig, LlmProvider};
 
 /// What is sent to the model.
 #[derive(Debug, Clone)]
@@ -28,6 +28,8 @@ pub struct ChatRequest {
     pub tools: Vec<Value>,
     /// Output cap.
     pub max_tokens: u32,
+    /// The model to ask instead of the endpoint's own (a session's choice).
+    pub model: Option<String>,
 }
 
 /// Why the model stopped.
@@ -120,6 +122,12 @@ pub enum ProviderError {
 }
 
 impl ProviderError {
+    /// Whether another endpoint might answer where this one failed: it is
+    /// down, overloaded or unreachable (not: the request itself is wrong).
+    pub fn calls_for_fallback(&self) -> bool {
+        self.retryable()
+    }
+
     fn retryable(&self) -> bool {
         matches!(
             self,
@@ -282,24 +290,32 @@ impl ModelEndpoint {
     /// The auxiliary model (compression, smart approvals): each unset key
     /// falls back to the main model's.
     pub fn auxiliary(config: &Config, env: &Env) -> Self {
-        let aux = &config.llm.auxiliary;
-        let key_var = aux
+        Self {
+            stream: false,
+            ..Self::derived(config, env, &config.llm.auxiliary)
+        }
+    }
+
+    /// An endpoint described against `[llm]` (the auxiliary model, a
+    /// fallback): each unset key falls back to the main model's.
+    pub fn derived(config: &Config, env: &Env, other: &LlmEndpointConfig) -> Self {
+        let key_var = other
             .api_key_env
             .as_deref()
             .unwrap_or(&config.llm.api_key_env);
         Self {
-            provider: aux.provider.unwrap_or(config.llm.provider),
-            base_url: aux
+            provider: other.provider.unwrap_or(config.llm.provider),
+            base_url: other
                 .base_url
                 .clone()
                 .unwrap_or_else(|| config.llm.base_url.clone()),
-            model: aux
+            model: other
                 .model
                 .clone()
                 .unwrap_or_else(|| config.llm.model.clone()),
             api_key: env.secret(key_var),
             timeout: Duration::from_secs(config.llm.request_timeout_secs),
-            stream: false,
+            stream: config.llm.stream,
         }
     }
 

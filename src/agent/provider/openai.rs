@@ -33,7 +33,7 @@ impl OpenAi {
         let mut messages = vec![json!({"role": "system", "content": request.system})];
         messages.extend(request.messages.iter().map(wire_message));
         let mut body = json!({
-            "model": self.endpoint.model,
+            "model": request.model.as_deref().unwrap_or(&self.endpoint.model),
             "messages": messages,
             "max_tokens": request.max_tokens,
         });

@@ -1,0 +1,109 @@
+//! Which model answers a session: the main endpoint with the session's
+//! model name (chosen in the chat with `/model`, or configured per user,
+//! chat or platform), and the `[[llm.fallback]]` endpoints, tried in order
+//! when the main one keeps failing after its retries.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::provider::{
+    ChatModel, ChatRequest, ChatResponse, ModelEndpoint, ProviderError, chat_with_retries,
+};
+use crate::config::{Config, Env};
+use crate::store::Session;
+
+/// The models of a gateway.
+pub struct Models {
+    main: Arc<dyn ChatModel>,
+    /// Fallback endpoints with their model names (for logs).
+    fallbacks: Vec<(String, Arc<dyn ChatModel>)>,
+    default: String,
+    allowed: Vec<String>,
+    by_platform: BTreeMap<String, String>,
+    by_chat: BTreeMap<String, String>,
+    by_user: BTreeMap<String, String>,
+    retries: u32,
+}
+
+impl Models {
+    /// The models `config` describes, reached over `http`.
+    pub fn from_config(config: &Config, env: &Env, http: reqwest::Client) -> Self {
+        let llm = &config.llm;
+        Self {
+            main: ModelEndpoint::main(config, env).client(http.clone()),
+            fallbacks: llm
+                .fallback
+                .iter()
+                .map(|f| {
+                    let endpoint = ModelEndpoint::derived(config, env, f);
+                    (endpoint.model.clone(), endpoint.client(http.clone()))
+                })
+                .collect(),
+            default: llm.model.clone(),
+            allowed: llm.models.clone(),
+            by_platform: llm.model_by_platform.clone(),
+            by_chat: llm.model_by_chat.clone(),
+            by_user: llm.model_by_user.clone(),
+            retries: llm.max_retries,
+        }
+    }
+
+    /// Puts `main` in place of the main endpoint (benches, tests).
+    pub fn set_main(&mut self, main: Arc<dyn ChatModel>) {
+        self.main = main;
+    }
+
+    /// The model a session talks to: its own choice (`/model`), else its
+    /// user's, its chat's, its platform's, else the default.
+    pub fn for_session<'a>(&'a self, session: &'a Session) -> &'a str {
+        fn keyed<'m>(
+            map: &'m BTreeMap<String, String>,
+            platform: &str,
+            id: Option<&str>,
+        ) -> Option<&'m str> {
+            map.get(&format!("{platform}:{}", id?)).map(String::as_str)
+        }
+        let platform = session.platform.as_str();
+        session
+            .model
+            .as_deref()
+            .or_else(|| keyed(&self.by_user, platform, session.user_id.as_deref()))
+            .or_else(|| keyed(&self.by_chat, platform, Some(&session.chat_id)))
+            .or_else(|| self.by_platform.get(platform).map(String::as_str))
+            .unwrap_or(&self.default)
+    }
+
+    /// What `/model NAME` may choose.
+    pub fn allowed(&self) -> &[String] {
+        &self.allowed
+    }
+
+    /// One call to `model` on the main endpoint, with retries; while the
+    /// failure is one another endpoint might not have, the fallbacks are
+    /// asked in order (each with its own model and retries).
+    pub async fn chat(
+        &self,
+        request: &ChatRequest,
+        model: &str,
+        cancel: &CancellationToken,
+    ) -> Result<ChatResponse, ProviderError> {
+        let main = ChatRequest {
+            model: Some(model.to_string()),
+            ..request.clone()
+        };
+        let mut result = chat_with_retries(self.main.as_ref(), &main, self.retries, cancel).await;
+        for (name, fallback) in &self.fallbacks {
+            match &result {
+                Err(err) if err.calls_for_fallback() => {
+                    tracing::warn!(error = %err, fallback = %name, "model failed; asking the fallback");
+                    result =
+                        chat_with_retries(fallback.as_ref(), request, self.retries, cancel).await;
+                }
+                _ => break,
+            }
+        }
+        result
+    }
+}

@@ -1,0 +1,171 @@
+//! Which model answers: fallbacks when the main endpoint keeps failing,
+//! models configured per platform, chat and user, and `/model` in a chat.
+
+use crate::common;
+use crate::sessions_manager::{dm, setup_with};
+
+use common::agent_harness::harness_with;
+use common::fake_llm::{FakeLlm, Reply, text};
+use switchboard::config::LlmEndpointConfig;
+use tokio_util::sync::CancellationToken;
+
+fn unavailable() -> Reply {
+    Reply::Status(503, vec![], r#"{"error":{"message":"overloaded"}}"#.into())
+}
+
+/// A conversation on `main` with `fallback` as its one fallback model.
+async fn with_fallback(main: &FakeLlm, fallback: &FakeLlm) -> common::agent_harness::Harness {
+    let url = fallback.url.clone();
+    harness_with(
+        main,
+        move |c| {
+            c.llm.max_retries = 1;
+            c.llm.fallback = vec![LlmEndpointConfig {
+                base_url: Some(url),
+                model: Some("backup-model".into()),
+                ..Default::default()
+            }];
+        },
+        &[],
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_failing_main_model_hands_over_to_the_fallback() {
+    let main = FakeLlm::start(vec![unavailable(), unavailable()]).await;
+    let fallback = FakeLlm::start(vec![Reply::Json(text("from the fallback"))]).await;
+    let mut h = with_fallback(&main, &fallback).await;
+    let out = h
+        .conversation
+        .run_turn("hello", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.reply, "from the fallback");
+    assert_eq!(main.requests().len(), 2, "the main model was retried first");
+    assert_eq!(fallback.requests()[0]["model"], "backup-model");
+}
+
+#[tokio::test]
+async fn a_request_the_model_refuses_is_not_sent_to_the_fallback() {
+    let main = FakeLlm::start(vec![Reply::Status(
+        401,
+        vec![],
+        r#"{"error":{"message":"Incorrect API key provided"}}"#.into(),
+    )])
+    .await;
+    let fallback = FakeLlm::start(vec![Reply::Json(text("should not answer"))]).await;
+    let mut h = with_fallback(&main, &fallback).await;
+    let out = h
+        .conversation
+        .run_turn("hello", &CancellationToken::new())
+        .await;
+    assert!(out.is_err());
+    assert!(fallback.requests().is_empty());
+}
+
+#[tokio::test]
+async fn models_configured_per_platform_chat_and_user_apply_in_that_order() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(text("a")),
+        Reply::Json(text("b")),
+        Reply::Json(text("c")),
+    ])
+    .await;
+    for (edit, expected) in [
+        (
+            Box::new(|c: &mut switchboard::config::Config| {
+                c.llm
+                    .model_by_platform
+                    .insert("cli".into(), "platform-model".into());
+            }) as Box<dyn FnOnce(&mut switchboard::config::Config)>,
+            "platform-model",
+        ),
+        (
+            Box::new(|c: &mut switchboard::config::Config| {
+                c.llm
+                    .model_by_platform
+                    .insert("cli".into(), "platform-model".into());
+                c.llm
+                    .model_by_chat
+                    .insert("cli:tester".into(), "chat-model".into());
+            }),
+            "chat-model",
+        ),
+        (
+            Box::new(|c: &mut switchboard::config::Config| {
+                c.llm
+                    .model_by_chat
+                    .insert("cli:tester".into(), "chat-model".into());
+                c.llm
+                    .model_by_user
+                    .insert("cli:tester".into(), "user-model".into());
+            }),
+            "user-model",
+        ),
+    ] {
+        let before = llm.requests().len();
+        let mut h = harness_with(&llm, edit, &[]).await;
+        h.conversation
+            .run_turn("hi", &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(llm.requests()[before]["model"], expected);
+    }
+}
+
+#[tokio::test]
+async fn model_in_a_chat_shows_switches_and_goes_back() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(text("one")),
+        Reply::Json(text("two")),
+        Reply::Json(text("three")),
+    ])
+    .await;
+    let s = setup_with(
+        &llm,
+        |c| {
+            c.llm.model = "gpt-4.1-mini".into();
+            c.llm.models = vec!["gpt-4.1-mini".into(), "gpt-4.1".into()];
+        },
+        |_| {},
+    )
+    .await;
+    let say = async |id: &str, text: &str, n: usize| {
+        s.manager.submit(dm("1", id, text)).await.unwrap();
+        s.adapter.wait(n).await[n - 1].1.clone()
+    };
+    let shown = say("m1", "/model", 1).await;
+    assert!(
+        shown.contains("uses gpt-4.1-mini") && shown.contains("Available: gpt-4.1-mini, gpt-4.1"),
+        "{shown}"
+    );
+    assert_eq!(say("m2", "hello", 2).await, "one");
+    assert_eq!(llm.requests()[0]["model"], "gpt-4.1-mini");
+
+    let switched = say("m3", "/model gpt-4.1", 3).await;
+    assert!(switched.contains("now uses gpt-4.1"), "{switched}");
+    assert_eq!(say("m4", "hello again", 4).await, "two");
+    assert_eq!(
+        llm.requests()[1]["model"],
+        "gpt-4.1",
+        "the loaded conversation switched"
+    );
+
+    let refused = say("m5", "/model o9-ultra", 5).await;
+    assert!(
+        refused.contains("not one of the available models"),
+        "{refused}"
+    );
+    let back = say("m6", "/model default", 6).await;
+    assert!(back.contains("now uses gpt-4.1-mini"), "{back}");
+    assert_eq!(say("m7", "and now", 7).await, "three");
+    assert_eq!(llm.requests()[2]["model"], "gpt-4.1-mini");
+    let session = s
+        .store
+        .open_session_by_key("telegram:dm:1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(session.model, None, "the choice is kept with the session");
+}
