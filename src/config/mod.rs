@@ -160,7 +160,8 @@ pub struct LlmConfig {
     /// Name of the environment variable holding the API key; empty for
     /// endpoints that need none.
     pub api_key_env: String,
-    /// Longest time one model request may take.
+    /// Longest time one model request may take; a streamed answer must
+    /// start within it and then never pause for longer.
     pub request_timeout_secs: u64,
     /// Largest number of tokens the model may produce per call.
     pub max_tokens: u32,

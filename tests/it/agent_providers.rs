@@ -1,5 +1,7 @@
 //! Model providers through the agent loop: retries and Retry-After,
-//! streamed tool-call deltas, and Anthropic Messages spoken natively.
+//! streamed tool-call deltas, the output-cap parameter each server wants,
+//! a stream timed by the gap between its chunks, and Anthropic Messages
+//! spoken natively, whole or streamed, with prompt-cache breakpoints.
 
 use crate::common;
 
@@ -111,6 +113,33 @@ async fn streamed_tool_call_deltas_are_assembled() {
     assert_eq!(out.usage.prompt_tokens, 40);
 }
 
+/// An Anthropic conversation (with `edit`) asked to read a.txt, which says
+/// "A"; the model's script reads it and answers "It says A." over 80 input
+/// tokens.
+async fn anthropic_reads_a(
+    llm: &FakeLlm,
+    edit: impl FnOnce(&mut switchboard::config::Config) + 'static,
+) -> switchboard::agent::TurnOutcome {
+    let mut h = harness_with(
+        llm,
+        move |c| {
+            c.llm.provider = LlmProvider::Anthropic;
+            edit(c);
+        },
+        &[],
+    )
+    .await;
+    std::fs::write(h.workspace.join("a.txt"), "A").unwrap();
+    let out = h
+        .conversation
+        .run_turn("read a", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.reply, "It says A.");
+    assert_eq!(out.usage.prompt_tokens, 80);
+    out
+}
+
 #[tokio::test]
 async fn anthropic_messages_are_spoken_natively() {
     let llm = FakeLlm::start(vec![
@@ -129,26 +158,16 @@ async fn anthropic_messages_are_spoken_natively() {
         })),
     ])
     .await;
+    // The base URL without its /v1, as Anthropic's is written.
     let base = llm.url.trim_end_matches("/v1").to_string();
-    let mut h = harness_with(
-        &llm,
-        move |c| {
-            c.llm.provider = LlmProvider::Anthropic;
-            c.llm.base_url = base;
-        },
-        &[],
-    )
-    .await;
-    std::fs::write(h.workspace.join("a.txt"), "A").unwrap();
-    let out = h
-        .conversation
-        .run_turn("read a", &CancellationToken::new())
-        .await
-        .unwrap();
-    assert_eq!(out.reply, "It says A.");
-    assert_eq!(out.usage.prompt_tokens, 80);
+    anthropic_reads_a(&llm, move |c| c.llm.base_url = base).await;
     let first = &llm.requests()[0];
-    assert!(first["system"].as_str().unwrap().contains("switchboard"));
+    assert!(
+        first["system"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("switchboard")
+    );
     assert!(first["tools"][0]["input_schema"].is_object());
     assert_eq!(llm.headers(0)["x-api-key"], "sk-fake");
     assert_eq!(llm.headers(0)["anthropic-version"], "2023-06-01");
@@ -158,4 +177,134 @@ async fn anthropic_messages_are_spoken_natively() {
     assert_eq!(last["content"][0]["type"], "tool_result");
     assert_eq!(last["content"][0]["tool_use_id"], "toolu_1");
     assert_eq!(second[1]["content"][1]["type"], "tool_use");
+}
+
+#[tokio::test]
+async fn openai_models_that_want_max_completion_tokens_get_it() {
+    let refusal = r#"{"error":{"message":"Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}"#;
+    let llm = FakeLlm::start(vec![
+        Reply::Status(400, vec![], refusal.into()),
+        Reply::Json(text("first")),
+        Reply::Json(text("second")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    for expected in ["first", "second"] {
+        let out = h
+            .conversation
+            .run_turn("hi", &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(out.reply, expected);
+    }
+    let sent = llm.requests();
+    assert!(
+        sent[0].get("max_tokens").is_some(),
+        "an unknown server gets max_tokens"
+    );
+    for later in &sent[1..] {
+        assert!(later.get("max_tokens").is_none(), "{later}");
+        assert_eq!(
+            later["max_completion_tokens"], 4096,
+            "and the answer is remembered"
+        );
+    }
+}
+
+#[tokio::test]
+async fn anthropic_streams_text_and_tool_use_and_marks_the_cache() {
+    let ev = |v: Value| v;
+    let llm = FakeLlm::start(vec![
+        Reply::Sse(vec![
+            ev(json!({"type": "message_start", "message": {"id": "m1", "usage": {"input_tokens": 30, "output_tokens": 1}}})),
+            ev(json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}})),
+            ev(json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "SECRET plan"}})),
+            ev(json!({"type": "content_block_stop", "index": 0})),
+            ev(json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}})),
+            ev(json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Let me "}})),
+            ev(json!({"type": "ping"})),
+            ev(json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "check."}})),
+            ev(json!({"type": "content_block_stop", "index": 1})),
+            ev(json!({"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {}}})),
+            ev(json!({"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": "{\"path\": "}})),
+            ev(json!({"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": "\"a.txt\"}"}})),
+            ev(json!({"type": "content_block_stop", "index": 2})),
+            ev(json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}})),
+            ev(json!({"type": "message_stop"})),
+        ]),
+        Reply::Sse(vec![
+            ev(json!({"type": "message_start", "message": {"id": "m2", "usage": {"input_tokens": 50, "output_tokens": 1}}})),
+            ev(json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
+            ev(json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "It says A."}})),
+            ev(json!({"type": "content_block_stop", "index": 0})),
+            ev(json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 4}})),
+            ev(json!({"type": "message_stop"})),
+        ]),
+    ])
+    .await;
+    let out = anthropic_reads_a(&llm, |c| c.llm.stream = true).await;
+    assert_eq!(out.usage.completion_tokens, 13);
+    let first = &llm.requests()[0];
+    assert_eq!(first["stream"], true);
+    let ephemeral = json!({"type": "ephemeral"});
+    assert_eq!(first["system"][0]["cache_control"], ephemeral);
+    let tools = first["tools"].as_array().unwrap();
+    assert_eq!(tools.last().unwrap()["cache_control"], ephemeral);
+    assert!(
+        tools[0].get("cache_control").is_none(),
+        "one breakpoint on the tools"
+    );
+    let messages = first["messages"].as_array().unwrap();
+    assert_eq!(
+        messages.last().unwrap()["content"][0]["cache_control"],
+        ephemeral
+    );
+    let second = llm.requests()[1].to_string();
+    assert!(second.contains("toolu_1") && second.contains("Let me check."));
+    assert!(
+        !second.contains("SECRET"),
+        "thinking is not sent back or kept"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_may_outlast_the_timeout_while_it_keeps_moving_but_not_stall() {
+    let chunk = |text: &str| json!({"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]});
+    let words: Vec<Value> = ["Slow ", "but ", "steady ", "wins."]
+        .iter()
+        .map(|w| chunk(w))
+        .collect();
+    let llm = FakeLlm::start(vec![
+        Reply::SlowSse(words, Duration::from_millis(400)),
+        Reply::SlowSse(vec![chunk("never")], Duration::from_millis(2500)),
+    ])
+    .await;
+    let mut h = harness_with(
+        &llm,
+        |c| {
+            c.llm.stream = true;
+            c.llm.request_timeout_secs = 1;
+            c.llm.max_retries = 0;
+        },
+        &[],
+    )
+    .await;
+    let started = Instant::now();
+    let out = h
+        .conversation
+        .run_turn("go", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.reply, "Slow but steady wins.");
+    assert!(
+        started.elapsed() > Duration::from_secs(1),
+        "longer than the timeout in all"
+    );
+    let stalled = h
+        .conversation
+        .run_turn("again", &CancellationToken::new())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(stalled.contains("stalled"), "{stalled}");
 }

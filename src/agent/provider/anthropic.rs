@@ -1,11 +1,14 @@
 //! Anthropic Messages, natively: `tool_use` blocks from the assistant,
-//! `tool_result` blocks (grouped in one user turn) back.
+//! `tool_result` blocks (grouped in one user turn) back; streamed when
+//! `llm.stream` is on; prompt-cache breakpoints on the tools, the system
+//! prompt and the newest message, so each call reuses the prefix the last
+//! one cached.
 
 use serde_json::{Value, json};
 
 use super::{
-    ChatModel, ChatRequest, ChatResponse, FinishReason, ModelEndpoint, ProviderError, Usage,
-    status_error, transport,
+    ChatModel, ChatRequest, ChatResponse, Events, FinishReason, ModelEndpoint, ProviderError,
+    Usage, is_event_stream, send,
 };
 use crate::agent::message::{ChatMessage, Role, ToolCall};
 
@@ -123,32 +126,122 @@ fn parse(body: &Value) -> Result<ChatResponse, ProviderError> {
     })
 }
 
+/// Marks `block` as the end of a cached prefix.
+fn cache_here(block: &mut Value) {
+    block["cache_control"] = json!({"type": "ephemeral"});
+}
+
+/// Assembles a streamed answer into the shape of a whole one (content
+/// blocks, stop reason, usage), so [`parse`] reads both.
+async fn read_stream(mut events: Events) -> Result<ChatResponse, ProviderError> {
+    let mut blocks: Vec<Value> = Vec::new();
+    let mut inputs: Vec<String> = Vec::new();
+    let mut body = json!({"content": [], "usage": {}});
+    while let Some(event) = events.next_event().await? {
+        match event["type"].as_str() {
+            Some("message_start") => {
+                body["usage"]["input_tokens"] = event["message"]["usage"]["input_tokens"].clone();
+            }
+            Some("content_block_start") => {
+                blocks.push(event["content_block"].clone());
+                inputs.push(String::new());
+            }
+            Some("content_block_delta") => {
+                let (Some(block), Some(input)) = (blocks.last_mut(), inputs.last_mut()) else {
+                    continue;
+                };
+                let delta = &event["delta"];
+                match delta["type"].as_str() {
+                    Some("text_delta") => {
+                        let text = format!(
+                            "{}{}",
+                            block["text"].as_str().unwrap_or(""),
+                            delta["text"].as_str().unwrap_or("")
+                        );
+                        block["text"] = json!(text);
+                    }
+                    Some("input_json_delta") => {
+                        input.push_str(delta["partial_json"].as_str().unwrap_or(""));
+                    }
+                    _ => {}
+                }
+            }
+            Some("content_block_stop") => {
+                if let (Some(block), Some(input)) = (blocks.last_mut(), inputs.last())
+                    && block["type"] == "tool_use"
+                    && !input.is_empty()
+                {
+                    block["input"] = serde_json::from_str(input).map_err(|e| {
+                        ProviderError::Malformed(format!("tool input in the stream: {e}"))
+                    })?;
+                }
+            }
+            Some("message_delta") => {
+                body["stop_reason"] = event["delta"]["stop_reason"].clone();
+                body["usage"]["output_tokens"] = event["usage"]["output_tokens"].clone();
+            }
+            Some("error") => {
+                let text = event["error"].to_string();
+                if super::is_context_overflow(&text) {
+                    return Err(ProviderError::ContextOverflow { body: text });
+                }
+                return Err(ProviderError::Server {
+                    status: 529,
+                    body: text,
+                    retry_after: None,
+                });
+            }
+            Some("message_stop") => break,
+            _ => {}
+        }
+    }
+    body["content"] = Value::Array(blocks);
+    parse(&body)
+}
+
 #[async_trait::async_trait]
 impl ChatModel for Anthropic {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+        let mut system = json!([{"type": "text", "text": request.system}]);
+        cache_here(&mut system[0]);
+        let mut messages = wire_messages(&request.messages);
+        if let Some(last) = messages
+            .last_mut()
+            .and_then(|m| m["content"].as_array_mut())
+            .and_then(|blocks| blocks.last_mut())
+        {
+            cache_here(last);
+        }
         let mut body = json!({
             "model": request.model.as_deref().unwrap_or(&self.endpoint.model),
             "max_tokens": request.max_tokens,
-            "system": request.system,
-            "messages": wire_messages(&request.messages),
+            "system": system,
+            "messages": messages,
         });
         if !request.tools.is_empty() {
-            body["tools"] = Value::Array(wire_tools(&request.tools));
+            let mut tools = wire_tools(&request.tools);
+            if let Some(last) = tools.last_mut() {
+                cache_here(last);
+            }
+            body["tools"] = Value::Array(tools);
+        }
+        if self.endpoint.stream {
+            body["stream"] = json!(true);
         }
         let base = self.endpoint.base_url.trim_end_matches('/');
         let base = base.strip_suffix("/v1").unwrap_or(base);
         let mut http = self
             .http
             .post(format!("{base}/v1/messages"))
-            .timeout(self.endpoint.timeout)
             .header("anthropic-version", API_VERSION)
             .json(&body);
         if let Some(key) = &self.endpoint.api_key {
             http = http.header("x-api-key", secrecy::ExposeSecret::expose_secret(key));
         }
-        let response = http.send().await.map_err(transport)?;
-        if !response.status().is_success() {
-            return Err(status_error(response).await);
+        let timeout = self.endpoint.timeout;
+        let response = send(http, timeout, self.endpoint.stream).await?;
+        if is_event_stream(&response) {
+            return read_stream(Events::new(response, timeout)).await;
         }
         let body: Value = response
             .json()

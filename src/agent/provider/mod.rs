@@ -253,6 +253,85 @@ pub fn is_context_overflow(body: &str) -> bool {
     MARKERS.iter().any(|m| body.contains(m))
 }
 
+/// Sends a model request. A whole answer must arrive within `timeout`; a
+/// streamed one must start within it, and then each of its events within
+/// `timeout` of the one before (see [`next_event`]), however long the
+/// whole answer takes.
+async fn send(
+    request: reqwest::RequestBuilder,
+    timeout: Duration,
+    stream: bool,
+) -> Result<reqwest::Response, ProviderError> {
+    let response = if stream {
+        tokio::time::timeout(timeout, request.send())
+            .await
+            .map_err(|_| ProviderError::Transport(format!("no answer within {timeout:?}")))?
+    } else {
+        request.timeout(timeout).send().await
+    };
+    let response = response.map_err(transport)?;
+    if !response.status().is_success() {
+        return Err(status_error(response).await);
+    }
+    Ok(response)
+}
+
+/// Whether `response` is a server-sent event stream.
+fn is_event_stream(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("text/event-stream"))
+}
+
+/// The events of a streamed answer, each awaited at most `gap` after the
+/// one before.
+struct Events {
+    inner: std::pin::Pin<
+        Box<dyn futures::Stream<Item = Result<sse_stream::Sse, sse_stream::Error>> + Send>,
+    >,
+    gap: Duration,
+}
+
+impl Events {
+    fn new(response: reqwest::Response, gap: Duration) -> Self {
+        Self {
+            inner: Box::pin(sse_stream::SseStream::from_bytes_stream(
+                response.bytes_stream(),
+            )),
+            gap,
+        }
+    }
+
+    /// The next event's data as JSON; `None` at the end (or `[DONE]`).
+    async fn next_event(&mut self) -> Result<Option<Value>, ProviderError> {
+        use futures::StreamExt;
+        loop {
+            let event = tokio::time::timeout(self.gap, self.inner.next())
+                .await
+                .map_err(|_| {
+                    ProviderError::Transport(format!("the stream stalled for {:?}", self.gap))
+                })?;
+            let Some(event) = event else {
+                return Ok(None);
+            };
+            let event =
+                event.map_err(|e| ProviderError::Transport(format!("stream broke: {e}")))?;
+            let data = event.data.as_deref().unwrap_or_default().trim();
+            if data == "[DONE]" {
+                return Ok(None);
+            }
+            if data.is_empty() {
+                continue;
+            }
+            return serde_json::from_str(data)
+                .map(Some)
+                .map_err(|e| ProviderError::Malformed(format!("bad stream chunk: {e}")));
+        }
+    }
+}
+
 fn transport(err: reqwest::Error) -> ProviderError {
     ProviderError::Transport(err.without_url().to_string())
 }

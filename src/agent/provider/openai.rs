@@ -4,14 +4,14 @@
 //! never read, `<think>` blocks are cut from the assembled text.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures::StreamExt;
 use serde_json::{Value, json};
-use sse_stream::SseStream;
 
 use super::{
-    ChatModel, ChatRequest, ChatResponse, FinishReason, ModelEndpoint, ProviderError, Usage,
-    status_error, transport,
+    ChatModel, ChatRequest, ChatResponse, Events, FinishReason, ModelEndpoint, ProviderError,
+    Usage, is_event_stream, send,
 };
 use crate::agent::message::{ChatMessage, Role, ToolCall};
 use crate::agent::reasoning::strip_reasoning;
@@ -21,12 +21,33 @@ use crate::agent::reasoning::strip_reasoning;
 pub struct OpenAi {
     endpoint: ModelEndpoint,
     http: reqwest::Client,
+    /// Send the output cap as `max_completion_tokens` (what OpenAI's API
+    /// wants, and its reasoning models require) rather than `max_tokens`
+    /// (what most other servers know). Starts from the host and flips when
+    /// the server names the other one.
+    completion_tokens: Arc<AtomicBool>,
 }
 
 impl OpenAi {
     /// A client for `endpoint` over `http`.
     pub fn new(endpoint: ModelEndpoint, http: reqwest::Client) -> Self {
-        Self { endpoint, http }
+        let openai = url::Url::parse(&endpoint.base_url)
+            .ok()
+            .and_then(|u| u.host_str().map(|h| h == "api.openai.com"))
+            .unwrap_or(false);
+        Self {
+            endpoint,
+            http,
+            completion_tokens: Arc::new(AtomicBool::new(openai)),
+        }
+    }
+
+    fn token_field(&self) -> &'static str {
+        if self.completion_tokens.load(Ordering::Relaxed) {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        }
     }
 
     fn body(&self, request: &ChatRequest) -> Value {
@@ -35,8 +56,8 @@ impl OpenAi {
         let mut body = json!({
             "model": request.model.as_deref().unwrap_or(&self.endpoint.model),
             "messages": messages,
-            "max_tokens": request.max_tokens,
         });
+        body[self.token_field()] = json!(request.max_tokens);
         if !request.tools.is_empty() {
             body["tools"] = Value::Array(request.tools.clone());
         }
@@ -147,23 +168,12 @@ struct PartialCall {
     arguments: String,
 }
 
-async fn read_stream(response: reqwest::Response) -> Result<ChatResponse, ProviderError> {
-    let mut events = std::pin::pin!(SseStream::from_bytes_stream(response.bytes_stream()));
+async fn read_stream(mut events: Events) -> Result<ChatResponse, ProviderError> {
     let mut content = String::new();
     let mut calls: BTreeMap<usize, PartialCall> = BTreeMap::new();
     let mut finish_reason = None;
     let mut total = Usage::default();
-    while let Some(event) = events.next().await {
-        let event = event.map_err(|e| ProviderError::Transport(format!("stream broke: {e}")))?;
-        let data = event.data.as_deref().unwrap_or_default().trim();
-        if data == "[DONE]" {
-            break;
-        }
-        if data.is_empty() {
-            continue;
-        }
-        let chunk: Value = serde_json::from_str(data)
-            .map_err(|e| ProviderError::Malformed(format!("bad stream chunk: {e}")))?;
+    while let Some(chunk) = events.next_event().await? {
         if let Some(error) = chunk.get("error") {
             let body = error.to_string();
             if super::is_context_overflow(&body) {
@@ -221,32 +231,45 @@ async fn read_stream(response: reqwest::Response) -> Result<ChatResponse, Provid
     })
 }
 
+/// Whether a refusal is about the name of the output-cap parameter
+/// (`Unsupported parameter: 'max_tokens' … Use 'max_completion_tokens'`,
+/// or a server that does not know `max_completion_tokens`).
+fn names_token_field(body: &str) -> bool {
+    body.contains("max_completion_tokens") || body.contains("'max_tokens'")
+}
+
 #[async_trait::async_trait]
 impl ChatModel for OpenAi {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+        match self.chat_once(request).await {
+            Err(ProviderError::Rejected { status: 400, body }) if names_token_field(&body) => {
+                let now = !self.completion_tokens.load(Ordering::Relaxed);
+                self.completion_tokens.store(now, Ordering::Relaxed);
+                tracing::info!(
+                    field = self.token_field(),
+                    "the model server wants the other output-cap parameter"
+                );
+                self.chat_once(request).await
+            }
+            other => other,
+        }
+    }
+}
+
+impl OpenAi {
+    async fn chat_once(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
         let url = format!(
             "{}/chat/completions",
             self.endpoint.base_url.trim_end_matches('/')
         );
-        let mut http = self
-            .http
-            .post(url)
-            .timeout(self.endpoint.timeout)
-            .json(&self.body(request));
+        let mut http = self.http.post(url).json(&self.body(request));
         if let Some(key) = &self.endpoint.api_key {
             http = http.bearer_auth(secrecy::ExposeSecret::expose_secret(key));
         }
-        let response = http.send().await.map_err(transport)?;
-        if !response.status().is_success() {
-            return Err(status_error(response).await);
-        }
-        let is_stream = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| ct.starts_with("text/event-stream"));
-        if is_stream {
-            read_stream(response).await
+        let timeout = self.endpoint.timeout;
+        let response = send(http, timeout, self.endpoint.stream).await?;
+        if is_event_stream(&response) {
+            read_stream(Events::new(response, timeout)).await
         } else {
             let body: Value = response
                 .json()
@@ -254,5 +277,37 @@ impl ChatModel for OpenAi {
                 .map_err(|e| ProviderError::Malformed(e.to_string()))?;
             parse_complete(&body)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(base_url: &str) -> OpenAi {
+        let endpoint = ModelEndpoint {
+            provider: crate::config::LlmProvider::Openai,
+            base_url: base_url.into(),
+            model: "m".into(),
+            api_key: None,
+            timeout: std::time::Duration::from_secs(1),
+            stream: false,
+        };
+        OpenAi::new(endpoint, crate::http::client::client())
+    }
+
+    #[test]
+    fn openai_itself_gets_max_completion_tokens_and_others_max_tokens() {
+        assert_eq!(
+            client("https://api.openai.com/v1").token_field(),
+            "max_completion_tokens"
+        );
+        for other in ["http://127.0.0.1:11434/v1", "https://openrouter.ai/api/v1"] {
+            assert_eq!(client(other).token_field(), "max_tokens", "{other}");
+        }
+        assert!(names_token_field(
+            "Unsupported parameter: 'max_tokens' is not supported with this model."
+        ));
+        assert!(!names_token_field("Invalid 'messages[1].content'"));
     }
 }

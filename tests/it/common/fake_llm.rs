@@ -9,6 +9,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, Response, StatusCode};
 use axum::routing::post;
+use futures::StreamExt;
 use serde_json::{Value, json};
 
 /// One scripted answer.
@@ -20,6 +21,8 @@ pub enum Reply {
     Status(u16, Vec<(&'static str, String)>, String),
     /// 200 text/event-stream with these chunks, then `[DONE]`.
     Sse(Vec<Value>),
+    /// 200 text/event-stream with these chunks, one every `gap`.
+    SlowSse(Vec<Value>, std::time::Duration),
     /// Wait this long, then answer with the inner reply.
     Delayed(std::time::Duration, Box<Reply>),
 }
@@ -122,6 +125,16 @@ fn render(reply: Reply) -> std::pin::Pin<Box<dyn Future<Output = Response<Body>>
                 Response::builder()
                     .header("content-type", "text/event-stream")
                     .body(Body::from(text))
+                    .unwrap()
+            }
+            Reply::SlowSse(chunks, gap) => {
+                let events = futures::stream::iter(chunks).then(move |c| async move {
+                    tokio::time::sleep(gap).await;
+                    Ok::<_, std::convert::Infallible>(format!("data: {c}\n\n"))
+                });
+                Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(Body::from_stream(events))
                     .unwrap()
             }
             Reply::Delayed(wait, inner) => {
