@@ -137,7 +137,7 @@ impl Store {
              approver, reason, created_at, expires_at, decided_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)")
             .bind(&record.id).bind(&record.session_id).bind(&record.session_key)
-            .bind(&record.requester).bind(&record.command).bind(keys)
+            .bind(&record.requester).bind(super::storable(&record.command)).bind(keys)
             .bind(record.status.as_str()).bind(&record.approver).bind(&record.reason)
             .bind(record.created_at).bind(record.expires_at).bind(record.decided_at)
             .execute(pool).await?.rows_affected());

@@ -143,6 +143,8 @@ impl Store {
     pub async fn append_audit(&self, event: &AuditEvent<'_>) -> Result<()> {
         let _guard = self.audit_lock.lock().await;
         let at = now_ms();
+        // Hashed as stored, so the chain verifies from the rows.
+        let command = super::storable(event.command);
         let insert = |prev: &str| {
             let hash = row_hash(
                 prev,
@@ -152,7 +154,7 @@ impl Store {
                     event.session_id,
                     event.requester,
                     event.actor.unwrap_or(""),
-                    event.command,
+                    &command,
                     event.pattern_keys,
                     event.outcome,
                 ],
@@ -176,7 +178,7 @@ impl Store {
             let (prev, hash) = insert(last.as_deref().unwrap_or(GENESIS));
             sqlx::query(INSERT)
                 .bind(event.approval_id).bind(event.event.as_str()).bind(event.session_id)
-                .bind(event.requester).bind(event.actor).bind(event.command)
+                .bind(event.requester).bind(event.actor).bind(&*command)
                 .bind(event.pattern_keys).bind(event.outcome).bind(at)
                 .bind(prev).bind(hash)
                 .execute(&mut *tx).await?;

@@ -23,14 +23,14 @@ impl Store {
         let now = now_ms();
         Ok(with_pool!(self, pool => sqlx::query_scalar(
             "INSERT INTO memory_notes (user_key, content, created_at, updated_at) VALUES ($1, $2, $3, $3) RETURNING id")
-            .bind(user_key).bind(content).bind(now).fetch_one(pool).await?))
+            .bind(user_key).bind(super::storable(content)).bind(now).fetch_one(pool).await?))
     }
 
     /// Replaces the text of one of the user's notes. False if no such note.
     pub async fn update_note(&self, user_key: &str, id: i64, content: &str) -> Result<bool> {
         let n = with_pool!(self, pool => sqlx::query(
             "UPDATE memory_notes SET content = $1, updated_at = $2 WHERE id = $3 AND user_key = $4")
-            .bind(content).bind(now_ms()).bind(id).bind(user_key).execute(pool).await?.rows_affected());
+            .bind(super::storable(content)).bind(now_ms()).bind(id).bind(user_key).execute(pool).await?.rows_affected());
         Ok(n == 1)
     }
 

@@ -266,6 +266,17 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// `text` as both backends can store it: PostgreSQL's text cannot hold NUL,
+/// so each NUL becomes U+FFFD (the replacement character). Text without
+/// one is not copied.
+pub fn storable(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains('\0') {
+        std::borrow::Cow::Owned(text.replace('\0', "\u{FFFD}"))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
 /// A fresh random identifier: 128 bits from the OS generator, as hex.
 pub fn new_id() -> String {
     let bytes: [u8; 16] = rand::random();

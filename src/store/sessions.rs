@@ -1,6 +1,6 @@
 //! Sessions and their messages, with full-text search over messages.
 
-use super::{Backend, Result, Store, new_id, now_ms, with_pool};
+use super::{Backend, Result, Store, new_id, now_ms, storable, with_pool};
 
 /// What is needed to open a session for a key.
 #[derive(Debug, Clone)]
@@ -257,8 +257,9 @@ impl Store {
         Ok(with_pool!(self, pool => sqlx::query_scalar(
             "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, name, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id")
-            .bind(session_id).bind(message.role).bind(message.content)
-            .bind(message.tool_calls).bind(message.tool_call_id).bind(message.name)
+            .bind(session_id).bind(message.role).bind(storable(message.content))
+            .bind(message.tool_calls.map(storable)).bind(message.tool_call_id.map(storable))
+            .bind(message.name.map(storable))
             .bind(now_ms())
             .fetch_one(pool).await?))
     }

@@ -23,6 +23,7 @@ backend_tests!(
     memory_notes_are_per_user,
     list_sessions_newest_first,
     a_split_session_is_linked_and_its_checkpoint_replaced,
+    text_with_nul_bytes_is_stored_on_both_backends,
 );
 
 async fn migrations_run_twice_without_change(store: Store) {
@@ -592,5 +593,53 @@ async fn a_split_session_is_linked_and_its_checkpoint_replaced(store: Store) {
     assert!(
         store.split_session(&old).await.is_err(),
         "an ended session splits no more"
+    );
+}
+
+async fn text_with_nul_bytes_is_stored_on_both_backends(store: Store) {
+    let session = store.open_session(&dm("telegram:dm:9")).await.unwrap();
+    for (role, content) in [
+        ("user", "title\u{0}with a NUL"),
+        ("tool", "binary\u{0}\u{0}output"),
+    ] {
+        store
+            .append_message(
+                &session.id,
+                &NewMessage {
+                    role,
+                    content,
+                    name: Some("read\u{0}file"),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+    }
+    let stored = store.messages(&session.id).await.unwrap();
+    assert_eq!(stored[0].content, "title\u{FFFD}with a NUL");
+    assert_eq!(stored[1].content, "binary\u{FFFD}\u{FFFD}output");
+    assert_eq!(stored[1].name.as_deref(), Some("read\u{FFFD}file"));
+    let note = store
+        .add_note("telegram:9", "remember\u{0}this")
+        .await
+        .unwrap();
+    assert!(
+        store
+            .update_note("telegram:9", note, "still\u{0}this")
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.notes("telegram:9").await.unwrap()[0].content,
+        "still\u{FFFD}this"
+    );
+    let record = ApprovalRecord {
+        command: "rm -rf /tmp/x\u{0}".into(),
+        ..approval(&session.id)
+    };
+    store.insert_approval(&record).await.unwrap();
+    assert_eq!(
+        store.approval(&record.id).await.unwrap().unwrap().command,
+        "rm -rf /tmp/x\u{FFFD}"
     );
 }
