@@ -106,6 +106,12 @@ pub async fn run(config: &Config, command: SessionsCommand) -> anyhow::Result<u8
                         session.id,
                         when(session.created_at)
                     );
+                    if let Some(parent) = &session.parent_id {
+                        println!("continues session {parent} (it outgrew the context window)");
+                    }
+                    if let Some(model) = &session.model {
+                        println!("model chosen with /model: {model}");
+                    }
                     for m in messages {
                         let text = if m.content.is_empty() {
                             m.tool_calls.unwrap_or_default()

@@ -185,7 +185,7 @@ fn sessions_cli_lists_shows_and_searches() {
     let dir = tempfile::tempdir().unwrap();
     let storage = storage_in(dir.path());
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let id = runtime.block_on(async {
+    let (id, next) = runtime.block_on(async {
         let store = switchboard::store::Store::open(&storage).await.unwrap();
         let session = store
             .open_session(&switchboard::store::NewSession {
@@ -213,13 +213,26 @@ fn sessions_cli_lists_shows_and_searches() {
                 .await
                 .unwrap();
         }
+        store
+            .set_session_model(&session.id, Some("gpt-4.1"))
+            .await
+            .unwrap();
+        let chosen = store.session(&session.id).await.unwrap().unwrap();
+        let next = store.split_session(&chosen).await.unwrap();
         store.close().await;
-        session.id
+        (session.id, next.id)
     });
+    let (status, out, _) = run(dir.path(), &["sessions", "show", &next]);
+    assert_eq!(status, 0);
+    assert!(
+        out.contains(&format!("continues session {id}"))
+            && out.contains("model chosen with /model: gpt-4.1"),
+        "the split keeps the link and the model: {out}"
+    );
     let (status, out, _) = run(dir.path(), &["sessions", "list"]);
     assert_eq!(status, 0);
     assert!(
-        out.contains(&id) && out.contains("slack:dm:D1") && out.contains("open"),
+        out.contains(&id) && out.contains("slack:dm:D1") && out.contains("ended"),
         "{out}"
     );
     let (status, out, _) = run(dir.path(), &["sessions", "show", &id]);
