@@ -27,7 +27,7 @@ use crate::config::BusyInputMode;
 use crate::platform::{
     Actor, Attachment, AttachmentKind, ChatCommand, ChatKind, ChatRef, InboundEvent, retrying,
 };
-use crate::store::{InboxInsert, NewInboxEvent, StoreError};
+use crate::store::{InboxInsert, NewInboxEvent, StoreError, storable};
 use crate::telemetry::events;
 
 const BUSY: &str = "I'm still working on earlier messages; please send this again in a moment.";
@@ -44,6 +44,40 @@ pub struct Press {
     pub data: String,
 }
 
+/// Every text of `event` as both backends can store it (no NUL: see
+/// [`storable`]), before anything is decided or stored: what can be
+/// acknowledged can be stored, and the session key derived from it is the
+/// one storage holds.
+fn make_storable(event: &mut InboundEvent) {
+    let fix = |text: &mut String| {
+        if let std::borrow::Cow::Owned(clean) = storable(text) {
+            *text = clean;
+        }
+    };
+    for text in [
+        &mut event.chat_id,
+        &mut event.user_id,
+        &mut event.user_name,
+        &mut event.text,
+        &mut event.event_id,
+    ] {
+        fix(text);
+    }
+    for text in event
+        .thread_id
+        .iter_mut()
+        .chain(event.message_id.iter_mut())
+    {
+        fix(text);
+    }
+    event.roles.iter_mut().for_each(fix);
+    for attachment in &mut event.attachments {
+        fix(&mut attachment.file);
+        fix(&mut attachment.name);
+        attachment.mime.iter_mut().for_each(fix);
+    }
+}
+
 impl SessionManager {
     /// Takes one inbound event through the intake.
     pub async fn submit(&self, event: InboundEvent) -> Result<Submitted, StoreError> {
@@ -57,6 +91,7 @@ impl SessionManager {
         mut event: InboundEvent,
     ) -> Result<(Submitted, Option<oneshot::Receiver<()>>), StoreError> {
         let inner = &self.inner;
+        make_storable(&mut event);
         let Some(profile) = inner.platforms().profile(&event.platform) else {
             tracing::warn!(platform = %event.platform, "event from a platform without a profile ignored");
             return Ok((Submitted::Ignored("unknown platform"), None));

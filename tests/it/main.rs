@@ -28,6 +28,7 @@ mod runtime;
 mod secrets;
 mod sessions_manager;
 mod sessions_memory;
+mod sessions_storable;
 mod slack;
 mod store;
 mod telegram;
