@@ -85,21 +85,20 @@ impl Models {
     /// asked in order (each with its own model and retries).
     pub async fn chat(
         &self,
-        request: &ChatRequest,
+        mut request: ChatRequest,
         model: &str,
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, ProviderError> {
-        let main = ChatRequest {
-            model: Some(model.to_string()),
-            ..request.clone()
-        };
-        let mut result = chat_with_retries(self.main.as_ref(), &main, self.retries, cancel).await;
+        request.model = Some(model.to_string());
+        let mut result =
+            chat_with_retries(self.main.as_ref(), &request, self.retries, cancel).await;
+        request.model = None;
         for (name, fallback) in &self.fallbacks {
             match &result {
-                Err(err) if err.calls_for_fallback() => {
+                Err(err) if err.retryable() => {
                     tracing::warn!(error = %err, fallback = %name, "model failed; asking the fallback");
                     result =
-                        chat_with_retries(fallback.as_ref(), request, self.retries, cancel).await;
+                        chat_with_retries(fallback.as_ref(), &request, self.retries, cancel).await;
                 }
                 _ => break,
             }

@@ -136,7 +136,10 @@ impl Conversation {
     /// checkpoint when anything changed.
     async fn fit(&mut self, system: &str, tools: &[Value], after_overflow: bool) -> Fit {
         let limit = self.request_budget(after_overflow);
-        let fits = |c: &Self| estimate_tokens(system, &c.history, tools) <= limit;
+        // The system prompt and tool schemas do not change while fitting:
+        // size them once, not at every step.
+        let fixed = estimate_tokens(system, &[], tools);
+        let fits = |c: &Self| fixed + estimate_tokens("", &c.history, &[]) <= limit;
         if !after_overflow && fits(self) {
             return Fit::Fits;
         }

@@ -570,7 +570,7 @@ impl Conversation {
         };
         let models = &self.deps.models;
         models
-            .chat(&request, models.for_session(&self.session), cancel)
+            .chat(request, models.for_session(&self.session), cancel)
             .await
     }
 

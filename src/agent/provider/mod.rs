@@ -122,13 +122,10 @@ pub enum ProviderError {
 }
 
 impl ProviderError {
-    /// Whether another endpoint might answer where this one failed: it is
-    /// down, overloaded or unreachable (not: the request itself is wrong).
-    pub fn calls_for_fallback(&self) -> bool {
-        self.retryable()
-    }
-
-    fn retryable(&self) -> bool {
+    /// Whether asking again, or another endpoint, may succeed: the
+    /// provider is down, overloaded or unreachable (not: the request itself
+    /// is wrong).
+    pub fn retryable(&self) -> bool {
         matches!(
             self,
             ProviderError::RateLimited { .. }
