@@ -57,3 +57,22 @@ fn collect() {
     // may be called at any time from any thread.
     unsafe { libmimalloc_sys::mi_collect(false) }
 }
+
+/// Descriptors the daemon keeps for itself beyond its HTTP connections:
+/// storage, platform clients, MCP servers, child processes, files.
+pub const RESERVED_DESCRIPTORS: u64 = 512;
+
+/// Raises the soft limit on open files towards `wanted` (at most to the
+/// hard limit, which only root can raise) and returns the soft limit now
+/// in force. systemd and many shells start services at a soft 1024 whatever
+/// the hard limit allows.
+pub fn raise_descriptor_limit(wanted: u64) -> std::io::Result<u64> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    let target = wanted.min(hard);
+    if target > soft {
+        setrlimit(Resource::RLIMIT_NOFILE, target, hard)?;
+        return Ok(target);
+    }
+    Ok(soft)
+}

@@ -76,6 +76,20 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Longest time one HTTP request may take before it is answered 408.
     pub request_timeout_secs: u64,
+    /// Connections open at once; more are answered 503 and closed.
+    pub max_connections: usize,
+    /// Longest time a request head may take to arrive (counted from the
+    /// connection's start, or from its first byte after a pause); a slower
+    /// connection is closed.
+    pub header_read_timeout_secs: u64,
+    /// Longest time a connection may sit idle between requests; 0 closes
+    /// each connection after one request.
+    pub keep_alive_secs: u64,
+    /// Most header lines in one request; more get 431.
+    pub max_headers: usize,
+    /// Largest request head (start line and headers), in bytes; larger
+    /// gets 431.
+    pub max_header_bytes: usize,
     /// How long running turns may take to finish after SIGTERM before the
     /// daemon exits anyway.
     pub shutdown_grace_secs: u64,
@@ -88,6 +102,11 @@ impl Default for ServerConfig {
             public_url: String::new(),
             max_body_bytes: 1024 * 1024,
             request_timeout_secs: 30,
+            max_connections: 4096,
+            header_read_timeout_secs: 10,
+            keep_alive_secs: 75,
+            max_headers: 100,
+            max_header_bytes: 32 * 1024,
             shutdown_grace_secs: 30,
         }
     }

@@ -194,6 +194,10 @@ pub const RESERVED_PATHS: &[&str] = &[
     "/slack/interactivity",
 ];
 
+/// The smallest request head limit that still fits the platforms' own
+/// requests (Slack's and GitHub's signature headers, a browser's cookies).
+const MIN_HEADER_BYTES: usize = 1024;
+
 /// Collects every problem of a typed configuration.
 pub fn validate(config: &Config, env: &Env) -> Vec<Problem> {
     let mut v = Validator {
@@ -270,6 +274,18 @@ impl Validator<'_> {
         }
         self.positive("server.max_body_bytes", c.server.max_body_bytes as u64);
         self.positive("server.request_timeout_secs", c.server.request_timeout_secs);
+        self.positive("server.max_connections", c.server.max_connections as u64);
+        self.positive(
+            "server.header_read_timeout_secs",
+            c.server.header_read_timeout_secs,
+        );
+        self.positive("server.max_headers", c.server.max_headers as u64);
+        if c.server.max_header_bytes < MIN_HEADER_BYTES {
+            self.push(
+                "server.max_header_bytes",
+                format!("must be at least {MIN_HEADER_BYTES}"),
+            );
+        }
     }
 
     fn storage(&mut self, c: &Config) {

@@ -24,7 +24,7 @@ use tokio_util::task::TaskTracker;
 use crate::agent::AgentDeps;
 use crate::approvals::{ApprovalPolicy, Broker};
 use crate::config::{Config, Env, component_statuses};
-use crate::http::{AppState, router};
+use crate::http::{AppState, Limits, router};
 use crate::platform::Platforms;
 use crate::sessions::{ManagerSettings, SessionManager};
 use crate::store::{Store, StoreError};
@@ -242,6 +242,18 @@ impl Daemon {
             processes.shutdown().await;
         });
 
+        let wanted = config.server.max_connections as u64 + crate::runtime::RESERVED_DESCRIPTORS;
+        match crate::runtime::raise_descriptor_limit(wanted) {
+            Ok(limit) if limit < wanted => tracing::warn!(
+                descriptors = limit,
+                server.max_connections = config.server.max_connections,
+                "the open-file limit is below server.max_connections plus what the daemon \
+                 needs for itself; raise LimitNOFILE (systemd) or --ulimit nofile (Docker), \
+                 or lower server.max_connections"
+            ),
+            Ok(_) => {}
+            Err(err) => tracing::warn!(error = %err, "could not read the open-file limit"),
+        }
         let addr = config.server.listen;
         let listener = TcpListener::bind(addr)
             .await
@@ -261,11 +273,9 @@ impl Daemon {
             routes,
         );
         let server_stop = root.child_token();
-        let mut server = tracker.spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(server_stop.cancelled_owned())
-                .await
-        });
+        let limits = Limits::from_config(&config.server);
+        let mut server = tracker
+            .spawn(async move { crate::http::serve(listener, app, limits, server_stop).await });
         for (name, run) in components {
             let ctx = ComponentContext {
                 stop: root.child_token(),

@@ -5,6 +5,9 @@
 pub mod client;
 mod health;
 mod metrics;
+mod serve;
+
+pub use serve::{Limits, serve};
 
 use std::time::Duration;
 

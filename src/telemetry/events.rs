@@ -170,6 +170,39 @@ impl InternalEvent for HttpAnswered<'_> {
     }
 }
 
+/// HTTP connections open now.
+pub struct OpenConnections(pub usize);
+
+impl InternalEvent for OpenConnections {
+    fn emit(self) {
+        metrics::gauge!("switchboard_http_connections").set(self.0 as f64);
+    }
+}
+
+/// A connection was refused because `server.max_connections` were open.
+pub struct ConnectionRefused;
+
+impl InternalEvent for ConnectionRefused {
+    fn emit(self) {
+        tracing::debug!("connection refused: server.max_connections are open");
+        metrics::counter!("switchboard_http_connections_refused_total").increment(1);
+    }
+}
+
+/// The listener closed a connection that ran out of time.
+pub struct ConnectionClosed {
+    /// `header_timeout` (a request head too slow) or `idle` (keep-alive
+    /// ran out).
+    pub reason: &'static str,
+}
+
+impl InternalEvent for ConnectionClosed {
+    fn emit(self) {
+        metrics::counter!("switchboard_http_connections_closed_total", "reason" => self.reason)
+            .increment(1);
+    }
+}
+
 /// A webhook delivery was answered.
 pub struct WebhookAnswered<'a> {
     /// The route.

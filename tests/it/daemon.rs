@@ -146,6 +146,82 @@ async fn serves_then_exits_zero_on_sigterm_within_grace() {
 }
 
 #[tokio::test]
+async fn the_binary_enforces_the_listener_limits() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "");
+    let mut cmd = switchboard(dir.path());
+    cmd.arg("--config")
+        .arg(&config)
+        .env("SWITCHBOARD_SERVER__HEADER_READ_TIMEOUT_SECS", "1")
+        .env("SWITCHBOARD_SERVER__MAX_CONNECTIONS", "2");
+    let daemon = Running::start(cmd);
+    let addr = daemon.addr.clone();
+    // Two silent connections take both slots; a third is refused.
+    let mut silent = Vec::new();
+    for _ in 0..2 {
+        silent.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut third = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(3), third.read_to_string(&mut answer))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer:?}");
+    // Saying nothing for the head timeout closes them, freeing the slots.
+    for tcp in &mut silent {
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(3), tcp.read_to_end(&mut rest)).await;
+        assert!(
+            read.is_ok(),
+            "a silent connection outlived the 1 s head timeout"
+        );
+    }
+    let mut fresh = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    fresh
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    fresh.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+}
+
+#[tokio::test]
+async fn a_low_soft_descriptor_limit_is_raised_for_the_connection_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "");
+    // Started the way a shell or systemd without LimitNOFILE starts it: a
+    // soft limit of 1000 under a higher hard one.
+    let mut cmd = Command::new("sh");
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .current_dir(dir.path())
+        .args([
+            "-c",
+            "ulimit -S -n 1000 && exec \"$0\" --config \"$1\" \"$2\"",
+            BIN,
+        ])
+        .arg(&config);
+    let daemon = Running::start(cmd);
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", daemon.child.id())).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let numbers: Vec<u64> = line
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let (soft, hard) = (numbers[0], numbers[1]);
+    let wanted = switchboard::config::ServerConfig::default().max_connections as u64
+        + switchboard::runtime::RESERVED_DESCRIPTORS;
+    assert_eq!(soft, wanted.min(hard), "{line}");
+}
+
+#[tokio::test]
 async fn sigint_also_stops_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), "");

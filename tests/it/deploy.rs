@@ -68,6 +68,13 @@ fn systemd_unit_is_notify_watchdog_and_hardened() {
         assert!(filter.contains(set), "{set} denied");
     }
     assert!(one("TasksMax").parse::<u32>().is_ok());
+    let nofile: u64 = one("LimitNOFILE").parse().unwrap();
+    let needed = switchboard::config::ServerConfig::default().max_connections as u64
+        + switchboard::runtime::RESERVED_DESCRIPTORS;
+    assert!(
+        nofile >= needed,
+        "LimitNOFILE {nofile} below the default connection cap and the daemon's own {needed}"
+    );
     assert!(one("MemoryMax").ends_with('G'));
     assert!(one("ExecStart").ends_with(" run"));
     assert!(one("ExecStartPre").ends_with(" check"));
@@ -157,6 +164,7 @@ fn compose_wires_the_gateway_to_postgres() {
         "no-new-privileges:true",
         "pids_limit:",
         "mem_limit:",
+        "nofile: 8192",
     ] {
         assert!(text.contains(hardening), "compose lacks {hardening}");
     }

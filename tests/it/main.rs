@@ -22,6 +22,7 @@ mod discord_buttons;
 mod explain;
 mod file_tools;
 mod http;
+mod http_limits;
 mod lifecycle;
 mod mcp;
 mod runtime;
