@@ -2,14 +2,16 @@
 //! started as its own process on the embedded defaults (SQLite, adapters
 //! off but the webhook receiver): its size on disk (as built and with every
 //! symbol stripped), the time from exec to a ready `/readyz`, and its
-//! resident memory idle, after SESSIONS sessions each with a stored
-//! conversation, after DELIVERIES signed webhook deliveries spread over PRS
-//! pull requests, and QUIET_SECS after the load stopped. The model is a
-//! loopback fake that answers at once, so every delivery is a whole turn.
+//! resident memory idle; after SESSIONS sessions each hold a stored
+//! conversation of 2 × TURNS messages, and QUIET_SECS after they went idle
+//! (the pre-burst figure); after DELIVERIES signed webhook deliveries spread
+//! over PRS pull requests, and QUIET_SECS after that burst, as a share of
+//! the pre-burst figure. The model is a loopback fake that answers at once,
+//! so every delivery is a whole turn.
 //!
-//! Run: `cargo bench --bench footprint` (SESSIONS=10000 DELIVERIES=100000
-//! PRS=2000 CONNECTIONS=16 QUIET_SECS=45; set any of them lower for a
-//! quick look).
+//! Run: `cargo bench --bench footprint` (SESSIONS=10000 TURNS=10
+//! DELIVERIES=100000 PRS=2000 CONNECTIONS=16 QUIET_SECS=60; set any of them
+//! lower for a quick look).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -37,7 +39,8 @@ fn rss(pid: u32) -> (u64, u64, u64) {
     (field("VmRSS:"), field("RssAnon:"), field("RssFile:"))
 }
 
-fn report(what: &str, pid: u32) {
+/// Prints and returns the resident memory of `pid`, in KiB.
+fn report(what: &str, pid: u32) -> u64 {
     let (total, anon, file) = rss(pid);
     println!(
         "{what:<34} RSS {:>6.1} MiB  (anonymous {:>6.1}, file {:>5.1})",
@@ -45,6 +48,7 @@ fn report(what: &str, pid: u32) {
         anon as f64 / 1024.0,
         file as f64 / 1024.0
     );
+    total
 }
 
 fn mib(bytes: u64) -> f64 {
@@ -212,11 +216,12 @@ impl Drop for Daemon {
 }
 
 fn main() {
-    let sessions = env_usize("SESSIONS", 10_000);
+    let sessions = env_usize("SESSIONS", 10_000).max(1);
+    let per_session = env_usize("TURNS", 10).max(1);
     let deliveries = env_usize("DELIVERIES", 100_000);
     let prs = env_usize("PRS", 2_000).max(1);
     let connections = env_usize("CONNECTIONS", 16).max(1);
-    let quiet = Duration::from_secs(env_usize("QUIET_SECS", 45) as u64);
+    let quiet = Duration::from_secs(env_usize("QUIET_SECS", 60) as u64);
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_switchboard"));
     let dir = tempfile::tempdir().unwrap();
     sizes(&bin, dir.path());
@@ -265,26 +270,44 @@ fn main() {
             started.elapsed().as_secs_f64() * 1e3
         );
         tokio::time::sleep(Duration::from_secs(2)).await;
-        report("idle, 2 s after ready", pid);
+        let idle = report("idle, 2 s after ready", pid);
 
+        // Round robin, so every session's conversation grows turn by turn
+        // while the others run.
         let began = Instant::now();
-        let accepted = post_all(&base, 0, sessions, connections, |i| 1_000_000 + i).await;
-        assert_eq!(accepted, sessions, "every delivery is acknowledged");
-        until_turns(&base, sessions, Duration::from_secs(1800)).await;
-        let secs = began.elapsed().as_secs_f64();
-        println!(
-            "{sessions} sessions: answered in {secs:.1} s ({:.0} turns/s)",
-            sessions as f64 / secs
-        );
-        report(&format!("after {sessions} sessions"), pid);
-
-        let began = Instant::now();
-        let accepted = post_all(&base, sessions, deliveries, connections, move |i| {
-            i % prs + 1
+        let total = sessions * per_session;
+        let accepted = post_all(&base, 0, total, connections, move |i| {
+            1_000_000 + i % sessions
         })
         .await;
+        assert_eq!(accepted, total, "every delivery is acknowledged");
+        until_turns(&base, total, Duration::from_secs(3600)).await;
+        let secs = began.elapsed().as_secs_f64();
+        println!(
+            "{sessions} sessions × {per_session} turns: answered in {secs:.1} s ({:.0} turns/s)",
+            total as f64 / secs
+        );
+        let messages = 2 * per_session;
+        report(
+            &format!("after {sessions} sessions ({messages} messages)"),
+            pid,
+        );
+        tokio::time::sleep(quiet).await;
+        let before = report(
+            &format!("{sessions} sessions, {} s idle", quiet.as_secs()),
+            pid,
+        );
+        println!(
+            "{:<34} {:>6.1} MiB above idle ({:.1} KiB a session)",
+            "idle sessions cost",
+            before.saturating_sub(idle) as f64 / 1024.0,
+            before.saturating_sub(idle) as f64 / sessions as f64
+        );
+
+        let began = Instant::now();
+        let accepted = post_all(&base, total, deliveries, connections, move |i| i % prs + 1).await;
         assert_eq!(accepted, deliveries, "every delivery is acknowledged");
-        until_turns(&base, sessions + deliveries, Duration::from_secs(3600)).await;
+        until_turns(&base, total + deliveries, Duration::from_secs(3600)).await;
         let secs = began.elapsed().as_secs_f64();
         println!(
             "{deliveries} deliveries over {prs} PRs: answered in {secs:.1} s ({:.0} turns/s)",
@@ -292,7 +315,12 @@ fn main() {
         );
         report(&format!("after {deliveries} deliveries"), pid);
         tokio::time::sleep(quiet).await;
-        report(&format!("{} s after the load", quiet.as_secs()), pid);
+        let after = report(&format!("{} s after the burst", quiet.as_secs()), pid);
+        println!(
+            "{:<34} {:>+6.1} % of the pre-burst RSS",
+            "after the burst, idle",
+            (after as f64 / before as f64 - 1.0) * 100.0
+        );
         let db = std::fs::metadata(dir.path().join("bench.db")).map_or(0, |m| m.len());
         println!("{:<34} {:>6.1} MiB", "SQLite database", mib(db));
         drop(daemon);

@@ -142,38 +142,33 @@ fn split_code<D: Dialect>(lang: &str, code: &str, budget: usize) -> Vec<Block> {
         code,
     };
     let fits = |code: &str| size::<D>(&[block(code.to_string())]) <= budget;
+    let lines: Vec<&str> = code.split('\n').collect();
     let mut out = Vec::new();
-    let mut current = String::new();
-    for line in code.split('\n') {
-        let candidate = if current.is_empty() {
-            line.to_string()
-        } else {
-            format!("{current}\n{line}")
-        };
-        if fits(&candidate) {
-            current = candidate;
+    let mut rest = &lines[..];
+    while let Some(line) = rest.first() {
+        let n = longest(rest.len().min(budget.max(1)), |n| {
+            fits(&rest[..n].join("\n"))
+        });
+        if n > 0 {
+            out.push(block(rest[..n].join("\n")));
+            rest = &rest[n..];
             continue;
         }
-        if !current.is_empty() {
-            out.push(block(std::mem::take(&mut current)));
+        for piece in split_text(line, budget, fits) {
+            out.push(block(piece));
         }
-        if fits(line) {
-            current = line.to_string();
-        } else {
-            for piece in split_text(line, |p| fits(p)) {
-                out.push(block(piece));
-            }
-        }
+        rest = &rest[1..];
     }
-    if !current.is_empty() || out.is_empty() {
-        out.push(block(current));
+    if out.is_empty() {
+        out.push(block(String::new()));
     }
     out
 }
 
 /// The longest prefixes of `text` that `fits`, one after another, cut
-/// between characters.
-fn split_text(text: &str, fits: impl Fn(&str) -> bool) -> Vec<String> {
+/// between characters. Every character takes at least one unit, so no
+/// prefix longer than `budget` characters is tried.
+fn split_text(text: &str, budget: usize, fits: impl Fn(&str) -> bool) -> Vec<String> {
     let mut out = Vec::new();
     let mut rest = text;
     while !rest.is_empty() {
@@ -182,23 +177,30 @@ fn split_text(text: &str, fits: impl Fn(&str) -> bool) -> Vec<String> {
             .map(|(i, _)| i)
             .skip(1)
             .chain([rest.len()])
+            .take(budget.max(1))
             .collect();
         // At least one character per piece, however narrow the budget.
-        let mut take = bounds[0];
-        let (mut lo, mut hi) = (0, bounds.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if fits(&rest[..bounds[mid]]) {
-                take = bounds[mid];
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
+        let take = bounds[longest(bounds.len(), |n| fits(&rest[..bounds[n - 1]])).max(1) - 1];
         out.push(rest[..take].to_string());
         rest = &rest[take..];
     }
     out
+}
+
+/// The largest `n` in `1..=most` for which `fits(n)` holds, or 0; `fits`
+/// must hold for every `n` below one where it holds. Binary search, so a
+/// long run costs a logarithmic number of renderings, not one per item.
+fn longest(most: usize, fits: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, most);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo
 }
 
 /// A word (or break) with the styles it is in.
@@ -304,20 +306,16 @@ fn split_spans<D: Dialect>(
     tokens(&spans_in, &mut Vec::new(), &mut all);
     let fits = |tokens: &[Token]| size::<D>(&[wrap(spans(tokens))]) <= budget;
     let mut out = Vec::new();
-    let mut current: Vec<Token> = Vec::new();
-    for token in all {
-        current.push(token);
-        if fits(&current) {
+    let mut rest: &[Token] = &all;
+    while let Some(token) = rest.first() {
+        // Each token takes at least one unit: no more than `budget` fit.
+        let n = longest(rest.len().min(budget.max(1)), |n| fits(&rest[..n]));
+        if n > 0 {
+            out.push(wrap(spans(&rest[..n])));
+            rest = &rest[n..];
             continue;
         }
-        let token = current.pop().expect("just pushed");
-        if !current.is_empty() {
-            out.push(wrap(spans(&std::mem::take(&mut current))));
-        }
-        if fits(std::slice::from_ref(&token)) {
-            current.push(token);
-            continue;
-        }
+        rest = &rest[1..];
         // One word longer than a message: cut it between characters.
         let (text, code) = match &token.kind {
             TokenKind::Text(t) => (t.clone(), false),
@@ -332,12 +330,9 @@ fn split_spans<D: Dialect>(
                 TokenKind::Text(p.to_string())
             },
         };
-        for p in split_text(&text, |p| fits(&[piece(p)])) {
+        for p in split_text(&text, budget, |p| fits(&[piece(p)])) {
             out.push(wrap(spans(&[piece(&p)])));
         }
-    }
-    if !current.is_empty() {
-        out.push(wrap(spans(&current)));
     }
     out
 }

@@ -396,3 +396,28 @@ async fn messages_written_while_the_daemon_was_down_are_answered_after_a_restart
     daemon.shutdown().await;
     drop(dir);
 }
+
+#[tokio::test]
+async fn a_gateway_event_serenity_panics_on_does_not_silence_the_bot() {
+    let s = start(vec![Reply::Json(text("still here"))], |_| {}).await;
+    // serenity 0.12's ImageHash parser slices a 32-byte hash at byte 2: a
+    // multibyte avatar hash panics inside its shard runner.
+    let mut hostile = user("56", "mallory", false);
+    hostile["avatar"] = json!(format!("€{}", "a".repeat(29)));
+    assert_eq!(hostile["avatar"].as_str().unwrap().len(), 32);
+    s.dc.dispatch("MESSAGE_CREATE", mention("1200", CHANNEL, hostile, "boom"))
+        .await;
+    // The client is started again and identifies anew.
+    common::eventually("a second identify", || async {
+        s.dc.received(2).len() >= 2
+    })
+    .await;
+    s.dc.dispatch(
+        "MESSAGE_CREATE",
+        mention("1201", CHANNEL, ann(), "are you there"),
+    )
+    .await;
+    let posted = s.dc.wait_posted(1).await;
+    assert_eq!(content(&posted[0]), "still here");
+    s.daemon.shutdown().await;
+}

@@ -21,6 +21,7 @@ mod discord;
 mod discord_buttons;
 mod explain;
 mod file_tools;
+mod fuzz;
 mod http;
 mod http_limits;
 mod lifecycle;

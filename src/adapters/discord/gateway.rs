@@ -9,6 +9,9 @@
 //! channel before it first waits; the daemon's runtime takes them from
 //! there.
 
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serenity::all::{
@@ -95,7 +98,7 @@ impl EventHandler for Forward {
 
 /// Runs the gateway on its own thread and single-threaded runtime until
 /// `stop`; serenity reconnects and resumes by itself, and a client that
-/// ends (bad token, gateway gone) is started again with backoff.
+/// ends (bad token, gateway gone) or panics is started again with backoff.
 pub fn spawn_gateway(
     token: String,
     api_url: String,
@@ -121,21 +124,67 @@ pub fn spawn_gateway(
         })
 }
 
+thread_local! {
+    /// On the gateway thread: where a panic on it is noted.
+    static PANICKED: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
+}
+
+/// Notes every panic on this thread in the flag returned. serenity runs a
+/// shard in a task of the gateway's runtime, and its parsers panic on some
+/// malformed fields (a 32-byte avatar hash that is not hex, found by the
+/// fuzzer): the task ends, nothing reads the gateway any more, and
+/// `Client::start` waits forever. The flag lets the gateway see that and
+/// start a new client.
+fn watch_panics() -> Arc<AtomicBool> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANICKED.with(|flag| {
+                if let Ok(flag) = flag.try_borrow()
+                    && let Some(flag) = flag.as_ref()
+                {
+                    flag.store(true, Ordering::SeqCst);
+                }
+            });
+            previous(info);
+        }));
+    });
+    let flag = Arc::new(AtomicBool::new(false));
+    PANICKED.with(|slot| *slot.borrow_mut() = Some(flag.clone()));
+    flag
+}
+
+/// Returns once `flag` is raised, lowering it.
+async fn raised(flag: &AtomicBool) {
+    while !flag.swap(false, Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 async fn gateway(token: String, api_url: String, tx: Senders, stop: CancellationToken) {
     let intents = GatewayIntents::GUILD_MESSAGES
         | GatewayIntents::DIRECT_MESSAGES
         | GatewayIntents::MESSAGE_CONTENT;
+    let panicked = watch_panics();
     let mut wait = Duration::from_secs(1);
     while !stop.is_cancelled() {
         let client =
             serenity::client::ClientBuilder::new_with_http(rest(&token, &api_url), intents)
                 .event_handler(Forward(tx.clone()))
                 .await;
-        let outcome = match client {
+        let reason = match client {
             Ok(mut client) => {
                 let manager = client.shard_manager.clone();
                 tokio::select! {
-                    ended = client.start() => ended,
+                    ended = client.start() => match ended {
+                        Ok(()) => "gateway closed".to_string(),
+                        Err(err) => format!("gateway: {err}"),
+                    },
+                    () = raised(&panicked) => {
+                        let _ = tokio::time::timeout(CLOSE_WITHIN, manager.shutdown_all()).await;
+                        "the gateway client panicked on an event".to_string()
+                    }
                     _ = stop.cancelled() => {
                         // Bounded: a gateway that never answers the close
                         // frame must not hold up the daemon's exit.
@@ -144,10 +193,6 @@ async fn gateway(token: String, api_url: String, tx: Senders, stop: Cancellation
                     }
                 }
             }
-            Err(err) => Err(err),
-        };
-        let reason = match outcome {
-            Ok(()) => "gateway closed".to_string(),
             Err(err) => format!("gateway: {err}"),
         };
         tracing::warn!(reason, retry_in = ?wait, "discord gateway down");
