@@ -322,14 +322,22 @@ fn split_spans<D: Dialect>(
             TokenKind::Code(c) => (c.clone(), true),
             TokenKind::Break => continue,
         };
-        let piece = |p: &str| Token {
-            styles: token.styles.clone(),
+        let piece = |styles: &[Style], p: &str| Token {
+            styles: styles.to_vec(),
             kind: if code {
                 TokenKind::Code(p.to_string())
             } else {
                 TokenKind::Text(p.to_string())
             },
         };
+        // A link whose address alone is longer than a message cannot be
+        // sent at all: its text goes on without it.
+        let mut styles = token.styles.clone();
+        let first = text.chars().next().map(String::from).unwrap_or_default();
+        if !fits(&[piece(&styles, &first)]) {
+            styles.retain(|s| !matches!(s, Style::Link(_)));
+        }
+        let piece = |p: &str| piece(&styles, p);
         for p in split_text(&text, budget, |p| fits(&[piece(p)])) {
             out.push(wrap(spans(&[piece(&p)])));
         }

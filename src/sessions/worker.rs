@@ -13,7 +13,7 @@ use super::manager::Inner;
 use super::questions::PortQuestions;
 use super::reset::reset_due;
 use crate::agent::message::ToolCall;
-use crate::agent::{AgentEvents, Conversation, SessionContext};
+use crate::agent::{AgentError, AgentEvents, Conversation, SessionContext};
 use crate::platform::{Activity, ChatKind, ChatRef, InboundEvent, Platforms};
 use crate::render::clip;
 use crate::store::{NewSession, now_ms};
@@ -361,51 +361,87 @@ async fn run_job(
     } = job;
     let event = *event;
     let _ = inner.store.inbox_record_attempt(inbox_id).await;
-    let open = conversation
-        .as_ref()
-        .map(|(c, last)| (c.session().id.clone(), *last));
-    if apply_reset(inner, key, &event, open).await {
-        *conversation = None;
-    }
-    if conversation.is_none() {
-        match open_conversation(inner, key, &event).await {
-            Ok(c) => {
-                let last = c.session().last_active_at;
-                *conversation = Some((c, last));
+    // Set once storage failed under this event: what was stored of it is
+    // picked up again instead of starting over.
+    let mut again = false;
+    let outcome = loop {
+        let open = conversation
+            .as_ref()
+            .map(|(c, last)| (c.session().id.clone(), *last));
+        if !again && apply_reset(inner, key, &event, open).await {
+            *conversation = None;
+        }
+        if conversation.is_none() {
+            match open_conversation(inner, key, &event).await {
+                Ok(c) => {
+                    let last = c.session().last_active_at;
+                    *conversation = Some((c, last));
+                }
+                Err(_) if storage_down(inner).await => {
+                    if !storage_back(inner).await {
+                        return;
+                    }
+                    again = true;
+                    continue;
+                }
+                Err(err) => {
+                    tracing::error!(session.key = %key, error = %err, "cannot open the session");
+                    inner
+                        .replies
+                        .notice(&event, "Sorry, I could not open this conversation.")
+                        .await;
+                    finish(inner, inbox_id, "failed", done).await;
+                    return;
+                }
             }
-            Err(err) => {
-                tracing::error!(session.key = %key, error = %err, "cannot open the session");
-                inner
-                    .replies
-                    .notice(&event, "Sorry, I could not open this conversation.")
-                    .await;
-                finish(inner, inbox_id, "failed", done).await;
+        }
+        let Some((conv, last_active)) = conversation.as_mut() else {
+            return;
+        };
+        let token = state.start_turn();
+        let outcome = {
+            let span =
+                tracing::info_span!("turn", inbox.id = inbox_id, session.id = %conv.session().id);
+            let retrying = again;
+            let turn = async {
+                if retrying {
+                    conv.retry_turn(&event.text, &token).await
+                } else {
+                    conv.run_turn(&event.text, &token).await
+                }
+            };
+            let turn = tracing::Instrument::instrument(turn, span);
+            tokio::pin!(turn);
+            let mut refresh = tokio::time::interval(inner.settings.working_every);
+            loop {
+                tokio::select! {
+                    out = &mut turn => break out,
+                    _ = refresh.tick() => {
+                        let replies = inner.replies.clone();
+                        let event = event.clone();
+                        inner.tracker.spawn(async move { replies.working(&event, true).await });
+                    }
+                }
+            }
+        };
+        state.end_turn();
+        *last_active = now_ms();
+        if matches!(outcome, Err(AgentError::Store(_))) && storage_down(inner).await {
+            // Storage went away under the turn: nothing is lost and nothing
+            // is said; the turn goes on from what was stored once the
+            // database answers again.
+            tracing::warn!(session.key = %key, inbox.id = inbox_id, "storage down during a turn; waiting for it");
+            *conversation = None;
+            if !storage_back(inner).await {
                 return;
             }
+            again = true;
+            continue;
         }
-    }
-    let Some((conv, last_active)) = conversation.as_mut() else {
-        return;
+        break outcome;
     };
-    let token = state.start_turn();
-    let span = tracing::info_span!("turn", inbox.id = inbox_id, session.id = %conv.session().id);
-    let turn = tracing::Instrument::instrument(conv.run_turn(&event.text, &token), span);
-    tokio::pin!(turn);
-    let mut refresh = tokio::time::interval(inner.settings.working_every);
-    let outcome = loop {
-        tokio::select! {
-            out = &mut turn => break out,
-            _ = refresh.tick() => {
-                let replies = inner.replies.clone();
-                let event = event.clone();
-                inner.tracker.spawn(async move { replies.working(&event, true).await });
-            }
-        }
-    };
-    state.end_turn();
     // The answer is on its way: a message arriving now is not "queued".
     state.active.store(false, Ordering::SeqCst);
-    *last_active = now_ms();
     inner.replies.working(&event, false).await;
     let label = match outcome {
         Ok(out) => {
@@ -432,9 +468,38 @@ async fn run_job(
     finish(inner, inbox_id, &label, done).await;
 }
 
+/// Whether storage fails to answer now.
+async fn storage_down(inner: &Inner) -> bool {
+    tokio::time::timeout(Duration::from_secs(2), inner.store.ping())
+        .await
+        .map_or(true, |answered| answered.is_err())
+}
+
+/// Waits until storage answers again, backing off up to 5 s between
+/// tries; false when the daemon stops first (the event stays pending in
+/// the inbox for the next start).
+async fn storage_back(inner: &Inner) -> bool {
+    let mut wait = Duration::from_millis(200);
+    loop {
+        tokio::select! {
+            _ = inner.stop.cancelled() => return false,
+            _ = tokio::time::sleep(wait) => {}
+        }
+        if !storage_down(inner).await {
+            return true;
+        }
+        wait = (wait * 2).min(Duration::from_secs(5));
+    }
+}
+
 async fn finish(inner: &Inner, inbox_id: i64, label: &str, done: Option<oneshot::Sender<()>>) {
-    if let Err(err) = inner.store.inbox_mark_processed(inbox_id, label).await {
+    // Marked however long storage is away: an event whose answer went out
+    // but whose row stayed pending would be answered again.
+    while let Err(err) = inner.store.inbox_mark_processed(inbox_id, label).await {
         tracing::error!(inbox.id = inbox_id, error = %err, "could not mark the event processed");
+        if !storage_down(inner).await || !storage_back(inner).await {
+            break;
+        }
     }
     if let Some(done) = done {
         let _ = done.send(());

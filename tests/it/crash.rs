@@ -122,23 +122,8 @@ secret_env = "GITHUB_WEBHOOK_SECRET"
 
 fn event(i: usize) -> (String, Vec<u8>) {
     let pr = i % PRS + 1;
-    let body = json!({
-        "action": "synchronize",
-        "number": pr,
-        "pull_request": {
-            "number": pr,
-            "title": format!("marker-{i:02}"),
-            "body": "push",
-            "draft": false,
-            "user": {"login": "octocat"},
-            "html_url": format!("https://github.com/octo-org/hello-world/pull/{pr}"),
-            "head": {"ref": "topic", "sha": "6dcb09b5b57875f334f61aebed695e2e4193db5e"},
-            "base": {"ref": "main"},
-        },
-        "repository": {"full_name": "octo-org/hello-world"},
-        "sender": {"login": "octocat", "type": "User"},
-    });
-    (format!("delivery-{i}"), serde_json::to_vec(&body).unwrap())
+    let body = common::pr_push(pr, &format!("marker-{i:02}"));
+    (format!("delivery-{i}"), body)
 }
 
 async fn post(client: &reqwest::Client, addr: &str, i: usize) -> u16 {

@@ -32,6 +32,7 @@ mod sessions_manager;
 mod sessions_memory;
 mod sessions_storable;
 mod slack;
+mod storage_outage;
 mod store;
 mod telegram;
 mod terminal_tools;

@@ -127,7 +127,7 @@ pub fn chunks(src: &str, limit: usize) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::render;
+    use super::{chunks, render};
 
     #[test]
     fn discord_gets_markdown_it_reads_the_same_way() {
@@ -159,6 +159,25 @@ mod tests {
         assert_eq!(block.matches("```").count(), 2, "{block}");
         assert!(block.ends_with("@everyone\n```"));
         assert_eq!(render("``a`b``"), "`` a`b ``");
+    }
+
+    #[test]
+    fn a_link_longer_than_a_message_keeps_its_text_and_loses_its_address() {
+        let src = format!(
+            "[^1]: note{}\n| a | b |\n|---|---|\n| 1 | 2 |\n[^1]: note",
+            "é".repeat(4161)
+        );
+        // (Found by the fuzzer: the definition's address is 4 161 characters.)
+        let pieces = chunks(&src, 1000);
+        for piece in &pieces {
+            assert!(
+                piece.chars().count() <= 1000,
+                "{}: {piece:.80}",
+                piece.chars().count()
+            );
+        }
+        assert!(pieces.concat().contains("^1"), "{pieces:?}");
+        assert!(!pieces.concat().contains("](note"), "{pieces:?}");
     }
 
     #[test]

@@ -401,8 +401,38 @@ impl Conversation {
         text: &str,
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, AgentError> {
+        self.turn(text, cancel, false).await
+    }
+
+    /// Runs the turn for `text` again after storage failed under it (the
+    /// conversation opened anew from what was stored): the user's message
+    /// is not stored a second time if it was stored then, and whatever of
+    /// the turn was stored stays part of it.
+    pub async fn retry_turn(
+        &mut self,
+        text: &str,
+        cancel: &CancellationToken,
+    ) -> Result<TurnOutcome, AgentError> {
+        self.turn(text, cancel, true).await
+    }
+
+    async fn turn(
+        &mut self,
+        text: &str,
+        cancel: &CancellationToken,
+        again: bool,
+    ) -> Result<TurnOutcome, AgentError> {
         let started_at = now_ms();
-        self.push(ChatMessage::user(text)).await?;
+        let stored = again
+            && self
+                .history
+                .iter()
+                .rev()
+                .find(|m| m.role == Role::User)
+                .is_some_and(|m| m.content == text);
+        if !stored {
+            self.push(ChatMessage::user(text)).await?;
+        }
         let result = self.turn_loop(cancel).await;
         let outcome_label = match &result {
             Ok(outcome) => outcome.stop.as_str().to_string(),

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod agent_harness;
+pub mod cut_proxy;
 pub mod discord_harness;
 pub mod fake_discord;
 pub mod fake_github;
@@ -19,6 +20,28 @@ use switchboard::store::Store;
 pub fn postgres_url() -> String {
     std::env::var("TEST_DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// A GitHub `pull_request` `synchronize` delivery for PR `pr` whose title
+/// carries `title` (tests find their events by it in model requests).
+pub fn pr_push(pr: usize, title: &str) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "action": "synchronize",
+        "number": pr,
+        "pull_request": {
+            "number": pr,
+            "title": title,
+            "body": "push",
+            "draft": false,
+            "user": {"login": "octocat"},
+            "html_url": format!("https://github.com/octo-org/hello-world/pull/{pr}"),
+            "head": {"ref": "topic", "sha": "6dcb09b5b57875f334f61aebed695e2e4193db5e"},
+            "base": {"ref": "main"},
+        },
+        "repository": {"full_name": "octo-org/hello-world"},
+        "sender": {"login": "octocat", "type": "User"},
+    }))
+    .unwrap()
 }
 
 /// A migrated store on a fresh SQLite file; keep the dir alive.

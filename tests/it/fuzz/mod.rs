@@ -6,7 +6,7 @@
 //! replaced by hostile strings) and raw text.
 //!
 //! CI runs [`ci_cases`] inputs per target. The long campaign is
-//! `SWITCHBOARD_FUZZ_CASES=20000 cargo test --release --test it fuzz::campaign -- --ignored --nocapture`
+//! `SWITCHBOARD_FUZZ_CASES=20000 cargo test --test it fuzz::campaign -- --ignored --nocapture`
 //! (every target, that many inputs each); it prints the inputs tried.
 
 mod parsers;

@@ -1,0 +1,159 @@
+//! PostgreSQL going away under load and coming back, seen through a TCP
+//! proxy the test cuts: readiness names storage, webhooks are refused with
+//! 503 + Retry-After and nothing is stored half-way, and once the database
+//! answers again everything resumes by itself, every acknowledged event
+//! processed once.
+
+use crate::common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::PgTestDb;
+use common::cut_proxy::CutProxy;
+use common::fake_llm::{FakeLlm, Reply, text};
+use common::in_process::{InProcess, daemon_config};
+use serde_json::Value;
+use switchboard::adapters::webhook::verify::github_signature;
+use switchboard::config::{Env, StorageConfig, load_from_str};
+
+const SECRET: &str = "outage-secret";
+
+fn body(i: usize) -> Vec<u8> {
+    common::pr_push(i % 4 + 1, &format!("marker-{i:03}"))
+}
+
+async fn post(http: &reqwest::Client, base: &str, i: usize) -> reqwest::Response {
+    let body = body(i);
+    http.post(format!("{base}/webhooks/github"))
+        .header("x-github-event", "pull_request")
+        .header("x-github-delivery", format!("outage-{i}"))
+        .header("x-hub-signature-256", github_signature(SECRET, &body))
+        .header("content-type", "application/json")
+        .body(body)
+        .timeout(Duration::from_secs(40))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The markers of the events the model was asked about.
+fn asked(llm: &FakeLlm) -> Vec<usize> {
+    llm.requests()
+        .iter()
+        .filter_map(|r| {
+            let text = r["messages"].to_string();
+            let at = text.rfind("marker-")?;
+            text[at + 7..at + 10].parse().ok()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_going_away_is_ridden_out_and_nothing_acknowledged_is_lost() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let upstream = url::Url::parse(&common::postgres_url()).unwrap();
+    let target = format!(
+        "{}:{}",
+        upstream.host_str().unwrap(),
+        upstream.port().unwrap_or(5432)
+    );
+    let proxy = CutProxy::start(
+        tokio::net::lookup_host(&target)
+            .await
+            .unwrap()
+            .next()
+            .unwrap(),
+    )
+    .await;
+    let through_proxy = db.config.url.replacen(&target, &proxy.addr.to_string(), 1);
+    assert_ne!(through_proxy, db.config.url);
+
+    // Slow enough that turns are in flight when the database goes.
+    let llm = FakeLlm::responding(|_| {
+        Reply::Delayed(
+            Duration::from_millis(300),
+            Box::new(Reply::Json(text("reviewed"))),
+        )
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = daemon_config(dir.path(), &llm.url);
+    config.storage = StorageConfig {
+        url: through_proxy,
+        ..db.config.clone()
+    };
+    config.webhook = load_from_str(
+        r#"
+        [[webhook.routes]]
+        name = "github"
+        path = "/webhooks/github"
+        scheme = "github"
+        secret_env = "GITHUB_WEBHOOK_SECRET"
+        [webhook.routes.deliver]
+        kind = "log"
+        "#,
+        &Env::default(),
+    )
+    .unwrap()
+    .webhook;
+    config.webhook.enabled = true;
+    let daemon =
+        InProcess::start(config, Env::from_pairs([("GITHUB_WEBHOOK_SECRET", SECRET)])).await;
+    let http = switchboard::http::client::client();
+    let mut acknowledged = BTreeSet::new();
+    for i in 0..8 {
+        assert_eq!(post(&http, &daemon.base, i).await.status(), 202);
+        acknowledged.insert(i);
+    }
+
+    proxy.cut();
+    let ready = http
+        .get(format!("{}/readyz", daemon.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503);
+    let why: Value = ready.json().await.unwrap();
+    assert!(why["reasons"].to_string().contains("storage"), "{why}");
+    for i in 8..12 {
+        let refused = post(&http, &daemon.base, i).await;
+        assert_eq!(refused.status(), 503, "event {i} during the outage");
+        assert!(refused.headers().contains_key("retry-after"));
+    }
+
+    proxy.restore();
+    common::eventually("ready again", || async {
+        http.get(format!("{}/readyz", daemon.base))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+    })
+    .await;
+    // The sender retries what was refused; new events come too.
+    for i in 8..16 {
+        assert_eq!(
+            post(&http, &daemon.base, i).await.status(),
+            202,
+            "event {i}"
+        );
+        acknowledged.insert(i);
+    }
+    let store = db.store().await;
+    common::eventually("every acknowledged event processed", || async {
+        store.inbox_pending(100).await.is_ok_and(|p| p.is_empty())
+    })
+    .await;
+    let deliveries = store.deliveries(100).await.unwrap();
+    assert_eq!(deliveries.len(), acknowledged.len(), "{deliveries:?}");
+    let asked: BTreeSet<usize> = asked(&llm).into_iter().collect();
+    assert_eq!(
+        asked, acknowledged,
+        "every acknowledged event reached the model"
+    );
+    store.close().await;
+    daemon.shutdown().await;
+    db.drop().await;
+}
