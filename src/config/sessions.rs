@@ -20,6 +20,11 @@ pub struct SessionsConfig {
     pub max_pending: usize,
     /// Seconds a session worker with nothing to do stays in memory.
     pub worker_idle_secs: u64,
+    /// Workers kept in memory when they hold nothing: past this many live
+    /// workers, one idle for 30 s retires at once instead of after
+    /// `worker_idle_secs` (a new one starts with the session's next
+    /// message).
+    pub max_idle_workers: usize,
     /// MiB of conversation history held in memory across all sessions.
     /// Past it, a session that has nothing more waiting drops its history
     /// after its turn and reads it again from storage on its next message
@@ -40,6 +45,7 @@ impl Default for SessionsConfig {
             queue_cap: 32,
             max_pending: 10_000,
             worker_idle_secs: 600,
+            max_idle_workers: 1000,
             history_cache_mb: 64,
             reset: ResetPolicy::default(),
             reset_by_platform: BTreeMap::new(),

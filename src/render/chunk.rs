@@ -137,6 +137,17 @@ fn fit<D: Dialect>(block: Block, budget: usize) -> Vec<Block> {
 }
 
 fn split_code<D: Dialect>(lang: &str, code: &str, budget: usize) -> Vec<Block> {
+    // Every piece is fenced again with the language: one that takes more
+    // than half a message is left off, or no piece could fit.
+    let bare = Block::Code {
+        lang: lang.to_string(),
+        code: String::new(),
+    };
+    let lang = if size::<D>(&[bare]) > budget / 2 {
+        ""
+    } else {
+        lang
+    };
     let block = |code: String| Block::Code {
         lang: lang.to_string(),
         code,

@@ -37,6 +37,9 @@ pub struct ManagerSettings {
     pub max_pending: usize,
     /// A worker with nothing to do for this long exits.
     pub idle_after: Duration,
+    /// Past this many live workers, one that holds nothing exits once it
+    /// has been idle for `unload_after`.
+    pub idle_workers: usize,
     /// How long an idle worker keeps its conversation loaded; after that
     /// it is read again from storage on the next message, so the memory of
     /// sessions nobody is talking to goes back.
@@ -69,6 +72,7 @@ impl ManagerSettings {
             queue_cap: s.queue_cap.max(1),
             max_pending: s.max_pending.max(1),
             idle_after: Duration::from_secs(s.worker_idle_secs.max(1)),
+            idle_workers: s.max_idle_workers,
             unload_after: Duration::from_secs(30),
             history_cache: usize::try_from(s.history_cache_mb.saturating_mul(1 << 20))
                 .unwrap_or(usize::MAX),

@@ -291,15 +291,28 @@ pub(super) async fn run_worker(
     let mut held = Held::default();
     let mut closing = false;
     let mut last_job = tokio::time::Instant::now();
+    // The quiet-time check below ran since the last job.
+    let mut settled = false;
     loop {
-        let unloadable = held.reloadable();
         let job = tokio::select! {
             biased;
             _ = inner.stop.cancelled() => None,
             job = rx.recv() => job,
-            _ = tokio::time::sleep_until(last_job + inner.settings.unload_after), if unloadable => {
+            _ = tokio::time::sleep_until(last_job + inner.settings.unload_after), if !settled && !closing => {
+                settled = true;
                 // Nobody is talking here: read it again when needed.
-                held.unload(&inner, &state);
+                if held.reloadable() {
+                    held.unload(&inner, &state);
+                }
+                if held.conversation.is_none()
+                    && inner.workers().len() > inner.settings.idle_workers
+                {
+                    // Many sessions, most of them quiet: an empty worker
+                    // costs a few KiB and starting one costs nothing.
+                    leave(&inner, &key, &state);
+                    rx.close();
+                    closing = true;
+                }
                 continue;
             }
             _ = tokio::time::sleep_until(last_job + inner.settings.idle_after), if !closing => {
@@ -331,6 +344,7 @@ pub(super) async fn run_worker(
         state.active.store(false, Ordering::SeqCst);
         inner.processed();
         last_job = tokio::time::Instant::now();
+        settled = false;
     }
     held.unload(&inner, &state);
     leave(&inner, &key, &state);

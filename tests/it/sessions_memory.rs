@@ -123,3 +123,55 @@ async fn the_history_cache_counts_what_conversations_hold() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn past_the_idle_worker_cap_quiet_workers_retire_and_come_back_whole() {
+    let llm = FakeLlm::responding(|_| Reply::Json(text("ok"))).await;
+    let s = setup_with(
+        &llm,
+        |c| c.sessions.reset.mode = ResetMode::None,
+        |t| {
+            t.unload_after = Duration::from_millis(300);
+            t.idle_workers = 1;
+        },
+    )
+    .await;
+    // Two sessions (the users the setup allows), one message each.
+    for user in 1..=2 {
+        let user = user.to_string();
+        s.manager
+            .submit(dm(&user, &format!("a{user}"), &format!("remember {user}")))
+            .await
+            .unwrap();
+    }
+    s.adapter.wait(2).await;
+    // Quiet for the unload time: each drops its history, and a worker
+    // retires while more than one is alive; worker_idle_secs (600 s) is
+    // far off.
+    common::eventually("down to the idle cap", || async {
+        s.manager.active_sessions() == 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(s.manager.active_sessions(), 1, "the cap's worker stays");
+    assert_eq!(s.manager.loaded_conversations(), 0);
+    // A retired session's next message starts a worker with its history.
+    for user in 1..=2 {
+        let user = user.to_string();
+        s.manager
+            .submit(dm(&user, &format!("b{user}"), "and again"))
+            .await
+            .unwrap();
+    }
+    s.adapter.wait(4).await;
+    let requests = llm.requests();
+    for user in 1..=2 {
+        let again = requests
+            .iter()
+            .rev()
+            .map(|r| r["messages"].to_string())
+            .find(|m| m.contains(&format!("remember {user}")))
+            .unwrap();
+        assert!(again.contains("and again"), "session {user}: {again}");
+    }
+}

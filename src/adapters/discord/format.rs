@@ -181,6 +181,26 @@ mod tests {
     }
 
     #[test]
+    fn a_code_language_longer_than_a_message_is_left_off() {
+        // (Found by the fuzz campaign.)
+        let src = format!(
+            "```{}\n{}\n```",
+            "a".repeat(2600),
+            "let x = 1;\n".repeat(300)
+        );
+        let pieces = chunks(&src, 1000);
+        assert!(pieces.len() > 1);
+        for piece in &pieces {
+            assert!(
+                piece.chars().count() <= 1000,
+                "{}: {piece:.80}",
+                piece.chars().count()
+            );
+            assert!(piece.contains("let x = 1;"), "{piece:.80}");
+        }
+    }
+
+    #[test]
     fn what_models_write_renders_as_meant() {
         for (src, want) in [
             ("__bold__", "**bold**"),
