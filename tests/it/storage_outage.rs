@@ -157,3 +157,75 @@ async fn postgres_going_away_is_ridden_out_and_nothing_acknowledged_is_lost() {
     daemon.shutdown().await;
     db.drop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telegram_keeps_its_updates_while_postgres_is_away() {
+    use common::fake_telegram::FakeTelegram;
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let upstream = url::Url::parse(&common::postgres_url()).unwrap();
+    let target = format!(
+        "{}:{}",
+        upstream.host_str().unwrap(),
+        upstream.port().unwrap_or(5432)
+    );
+    let proxy = CutProxy::start(
+        tokio::net::lookup_host(&target)
+            .await
+            .unwrap()
+            .next()
+            .unwrap(),
+    )
+    .await;
+    let tg = FakeTelegram::start().await;
+    let llm = FakeLlm::responding(|_| Reply::Json(text("back again"))).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = daemon_config(dir.path(), &llm.url);
+    config.storage = StorageConfig {
+        url: db.config.url.replacen(&target, &proxy.addr.to_string(), 1),
+        ..db.config.clone()
+    };
+    config.telegram.enabled = true;
+    config.telegram.api_url = tg.url.clone();
+    config.telegram.allowed_users = vec![7];
+    let daemon = InProcess::start(
+        config,
+        Env::from_pairs([("TELEGRAM_BOT_TOKEN", "123:test-token")]),
+    )
+    .await;
+    common::ready(&daemon.gateway, "telegram").await;
+
+    proxy.cut();
+    let id = tg.push(FakeTelegram::message(7, 7, "Ann", 40, "are you there?"));
+    // Polls go on, with backoff (not a tight loop), and none moves past
+    // the update that could not be stored.
+    let before = tg.calls("getUpdates").len();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let during: Vec<i64> = tg.calls("getUpdates")[before..]
+        .iter()
+        .map(|c| c.body["offset"].as_i64().unwrap_or(0))
+        .collect();
+    assert!(
+        !during.is_empty() && during.len() <= 6,
+        "polls during the outage: {during:?}"
+    );
+    assert!(
+        during.iter().all(|o| *o <= 500),
+        "the offset moved past the update: {during:?}"
+    );
+    assert!(tg.calls("sendMessage").is_empty());
+
+    proxy.restore();
+    let sent = tg.wait("sendMessage", 1).await;
+    assert_eq!(sent[0].body["text"], "back again");
+    common::eventually("the offset moves past the update", || async {
+        tg.calls("getUpdates")
+            .last()
+            .is_some_and(|c| c.body["offset"].as_i64() == Some(id + 1))
+    })
+    .await;
+    assert_eq!(llm.requests().len(), 1, "answered once");
+    daemon.shutdown().await;
+    db.drop().await;
+}

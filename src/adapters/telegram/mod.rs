@@ -484,12 +484,21 @@ async fn run(ctx: ComponentContext, slot: Slot) {
 struct Backoff(u32);
 
 impl Backoff {
-    /// Waits; false when `stop` fired meanwhile.
+    /// Waits after the failed call `err`; false when `stop` fired meanwhile.
     async fn wait(&mut self, stop: &CancellationToken, err: &RequestError) -> bool {
-        let wait = match err {
-            RequestError::RetryAfter(s) => s.duration(),
-            _ => Duration::from_secs(1 << self.0.min(5)).min(Duration::from_secs(30)),
+        let told = match err {
+            RequestError::RetryAfter(s) => Some(s.duration()),
+            _ => None,
         };
+        self.pause(stop, told).await
+    }
+
+    /// Waits `told`, or the next step of the backoff; false when `stop`
+    /// fired meanwhile.
+    async fn pause(&mut self, stop: &CancellationToken, told: Option<Duration>) -> bool {
+        let wait = told.unwrap_or_else(|| {
+            Duration::from_secs(1 << self.0.min(5)).min(Duration::from_secs(30))
+        });
         self.0 += 1;
         tokio::select! {
             _ = stop.cancelled() => false,
@@ -520,8 +529,11 @@ async fn poll(adapter: &Arc<Telegram>, ctx: &ComponentContext) {
         };
         match result {
             Ok(updates) => {
-                backoff = Backoff::default();
                 ctx.health.set(ID, true, "polling");
+                // The offset stays before an update that could not be
+                // stored, so Telegram keeps it; while storage is away,
+                // asking again at once would only fail again.
+                let mut stored = true;
                 for update in updates {
                     let next = i32::try_from(update.id.0)
                         .unwrap_or(i32::MAX)
@@ -530,9 +542,15 @@ async fn poll(adapter: &Arc<Telegram>, ctx: &ComponentContext) {
                         Ok(()) => offset = offset.max(next),
                         Err(err) => {
                             tracing::error!(error = %err, "update not stored; it will be fetched again");
+                            stored = false;
                             break;
                         }
                     }
+                }
+                if stored {
+                    backoff = Backoff::default();
+                } else if !backoff.pause(&ctx.stop, None).await {
+                    return;
                 }
             }
             Err(err) => {
