@@ -49,27 +49,37 @@ fn asked(llm: &FakeLlm) -> Vec<usize> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_going_away_is_ridden_out_and_nothing_acknowledged_is_lost() {
-    let Some(db) = PgTestDb::create().await else {
-        return;
-    };
+/// A proxy in front of the test server and `db`'s storage config through it.
+async fn through_proxy(db: &PgTestDb) -> (CutProxy, StorageConfig) {
     let upstream = url::Url::parse(&common::postgres_url()).unwrap();
     let target = format!(
         "{}:{}",
         upstream.host_str().unwrap(),
         upstream.port().unwrap_or(5432)
     );
-    let proxy = CutProxy::start(
-        tokio::net::lookup_host(&target)
-            .await
-            .unwrap()
-            .next()
-            .unwrap(),
+    let addr = tokio::net::lookup_host(&target)
+        .await
+        .unwrap()
+        .next()
+        .unwrap();
+    let proxy = CutProxy::start(addr).await;
+    let url = db.config.url.replacen(&target, &proxy.addr.to_string(), 1);
+    assert_ne!(url, db.config.url);
+    (
+        proxy,
+        StorageConfig {
+            url,
+            ..db.config.clone()
+        },
     )
-    .await;
-    let through_proxy = db.config.url.replacen(&target, &proxy.addr.to_string(), 1);
-    assert_ne!(through_proxy, db.config.url);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_going_away_is_ridden_out_and_nothing_acknowledged_is_lost() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let (proxy, storage) = through_proxy(&db).await;
 
     // Slow enough that turns are in flight when the database goes.
     let llm = FakeLlm::responding(|_| {
@@ -81,10 +91,7 @@ async fn postgres_going_away_is_ridden_out_and_nothing_acknowledged_is_lost() {
     .await;
     let dir = tempfile::tempdir().unwrap();
     let mut config = daemon_config(dir.path(), &llm.url);
-    config.storage = StorageConfig {
-        url: through_proxy,
-        ..db.config.clone()
-    };
+    config.storage = storage;
     config.webhook = load_from_str(
         r#"
         [[webhook.routes]]
@@ -164,28 +171,12 @@ async fn telegram_keeps_its_updates_while_postgres_is_away() {
     let Some(db) = PgTestDb::create().await else {
         return;
     };
-    let upstream = url::Url::parse(&common::postgres_url()).unwrap();
-    let target = format!(
-        "{}:{}",
-        upstream.host_str().unwrap(),
-        upstream.port().unwrap_or(5432)
-    );
-    let proxy = CutProxy::start(
-        tokio::net::lookup_host(&target)
-            .await
-            .unwrap()
-            .next()
-            .unwrap(),
-    )
-    .await;
+    let (proxy, storage) = through_proxy(&db).await;
     let tg = FakeTelegram::start().await;
     let llm = FakeLlm::responding(|_| Reply::Json(text("back again"))).await;
     let dir = tempfile::tempdir().unwrap();
     let mut config = daemon_config(dir.path(), &llm.url);
-    config.storage = StorageConfig {
-        url: db.config.url.replacen(&target, &proxy.addr.to_string(), 1),
-        ..db.config.clone()
-    };
+    config.storage = storage;
     config.telegram.enabled = true;
     config.telegram.api_url = tg.url.clone();
     config.telegram.allowed_users = vec![7];
