@@ -145,25 +145,32 @@ impl ChatMessage {
         })
     }
 
+    /// Its tool calls as stored: a JSON array, none when it has none.
+    pub(crate) fn stored_calls(&self) -> Option<String> {
+        (!self.tool_calls.is_empty())
+            .then(|| serde_json::to_string(&self.tool_calls).unwrap_or_default())
+    }
+
+    /// The row to store for it, with `calls` from [`stored_calls`](Self::stored_calls).
+    pub(crate) fn to_row<'a>(&'a self, calls: Option<&'a str>) -> NewMessage<'a> {
+        NewMessage {
+            role: self.role.as_str(),
+            content: &self.content,
+            tool_calls: calls,
+            tool_call_id: self.tool_call_id.as_deref(),
+            name: self.name.as_deref(),
+        }
+    }
+
     /// Stores this message with `store` under `session_id`.
     pub async fn persist(
         &self,
         store: &crate::store::Store,
         session_id: &str,
     ) -> crate::store::Result<i64> {
-        let calls = (!self.tool_calls.is_empty())
-            .then(|| serde_json::to_string(&self.tool_calls).unwrap_or_default());
+        let calls = self.stored_calls();
         store
-            .append_message(
-                session_id,
-                &NewMessage {
-                    role: self.role.as_str(),
-                    content: &self.content,
-                    tool_calls: calls.as_deref(),
-                    tool_call_id: self.tool_call_id.as_deref(),
-                    name: self.name.as_deref(),
-                },
-            )
+            .append_message(session_id, &self.to_row(calls.as_deref()))
             .await
     }
 }

@@ -216,8 +216,8 @@ impl Daemon {
             health: health.clone(),
             tasks: tracker.clone(),
         };
-        // The snapshot is taken before intake opens: what this run accepts
-        // is never replayed as well.
+        // Before intake opens: what this run accepts is never replayed as
+        // well, and waits behind its session's backlog.
         let backlog = sessions.backlog().await?;
         if !backlog.is_empty() {
             tracing::info!(
@@ -225,12 +225,7 @@ impl Daemon {
                 "replaying events a previous run left unprocessed"
             );
         }
-        let replaying = sessions.clone();
-        tracker.spawn(async move {
-            if let Err(err) = replaying.requeue(backlog).await {
-                tracing::error!(error = %err, "inbox replay failed");
-            }
-        });
+        sessions.requeue(backlog).await?;
         let draining = root.child_token();
         tracker.spawn(async move {
             draining.cancelled().await;

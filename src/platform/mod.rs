@@ -11,6 +11,7 @@
 //!   is running, ask a prompt with choices and close it, fetch a file.
 //! - [`ChatCommand`]: the one parser of `/new`, `/approve`, … in any chat.
 
+mod backoff;
 mod command;
 mod event;
 mod profile;
@@ -21,6 +22,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use backoff::Backoff;
 pub use command::{ApproveScope, ChatCommand};
 pub use event::{Actor, Attachment, AttachmentKind, ChatKind, InboundEvent};
 pub use profile::{AccessRules, KeyScheme, Preset, Profile};

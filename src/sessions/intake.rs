@@ -187,6 +187,7 @@ impl SessionManager {
         permit.send(Job {
             inbox_id,
             event: Box::new(event),
+            resumed: false,
             done: Some(done),
         });
         Ok((Submitted::Accepted, Some(rx)))

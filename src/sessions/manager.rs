@@ -15,7 +15,7 @@ use tokio_util::task::TaskTracker;
 use super::keys::KeyRules;
 use super::questions::Questions;
 use super::replies::Replies;
-use super::worker::{Job, WorkerState, run_worker};
+use super::worker::{Job, Seed, WorkerState, run_worker};
 use crate::agent::AgentDeps;
 use crate::approvals::Broker;
 use crate::config::{BusyInputMode, Config};
@@ -100,19 +100,28 @@ pub enum Submitted {
     Busy,
 }
 
-/// Inbox events a previous run left unprocessed.
+/// What a previous run left undone: inbox events it did not process, and
+/// answers it stored but did not send.
 #[derive(Debug)]
-pub struct Backlog(Vec<crate::store::InboxRow>);
+pub struct Backlog {
+    events: Vec<crate::store::InboxRow>,
+    owed: Vec<crate::store::OutboxRow>,
+}
 
 impl Backlog {
     /// How many events.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.events.len()
     }
 
-    /// Whether there are none.
+    /// Whether there are no events.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.events.is_empty()
+    }
+
+    /// How many messages were stored and not sent.
+    pub fn owed(&self) -> usize {
+        self.owed.len()
     }
 }
 
@@ -244,10 +253,8 @@ impl SessionManager {
         self.inner.tracker.wait().await;
     }
 
-    /// Replays inbox events left unprocessed by a previous run, in order.
-    /// Call before intake starts, or use [`backlog`](Self::backlog) and
-    /// [`requeue`](Self::requeue) to take the snapshot first and route it
-    /// beside intake.
+    /// Replays what a previous run left undone (see
+    /// [`requeue`](Self::requeue)). Call before intake starts.
     pub async fn replay(&self) -> Result<usize, StoreError> {
         let backlog = self.backlog().await?;
         self.requeue(backlog).await
@@ -256,15 +263,39 @@ impl SessionManager {
     /// The events left unprocessed by a previous run. Take it before intake
     /// starts, so that nothing accepted by this run is replayed as well.
     pub async fn backlog(&self) -> Result<Backlog, StoreError> {
-        Ok(Backlog(self.inner.store.inbox_pending(100_000).await?))
+        Ok(Backlog {
+            events: self.inner.store.inbox_pending(100_000).await?,
+            owed: self.inner.store.outbox_pending(100_000).await?,
+        })
     }
 
-    /// Hands a backlog to its sessions, in order, waiting for room in each
-    /// mailbox; run it beside intake.
+    /// Hands the backlog to its sessions: each session's worker first
+    /// sends what its previous run owed, then runs its unprocessed events in
+    /// order, then takes what intake hands it. Call before intake starts
+    /// (a session already running gets its events behind what it has).
     pub async fn requeue(&self, backlog: Backlog) -> Result<usize, StoreError> {
-        let pending = backlog.0;
-        let count = pending.len();
-        for row in pending {
+        let count = backlog.events.len();
+        if !backlog.owed.is_empty() {
+            tracing::info!(
+                outbox.owed = backlog.owed.len(),
+                "sending answers a previous run stored and did not send"
+            );
+        }
+        // Sessions in the order their first backlog item came.
+        let mut seeds: Vec<(String, Seed)> = Vec::new();
+        let mut at: HashMap<String, usize> = HashMap::new();
+        let mut seed = |key: &str| -> usize {
+            *at.entry(key.to_string()).or_insert_with(|| {
+                seeds.push((key.to_string(), Seed::default()));
+                seeds.len() - 1
+            })
+        };
+        let mut owed = Vec::new();
+        for row in backlog.owed {
+            owed.push((seed(&row.session_key), row.id, row.outbound()));
+        }
+        let mut jobs = Vec::new();
+        for row in backlog.events {
             let event = match serde_json::from_str::<InboundEvent>(&row.payload) {
                 Ok(event) => event,
                 Err(err) => {
@@ -276,19 +307,25 @@ impl SessionManager {
                     continue;
                 }
             };
-            let (tx, state) = self.worker(&row.session_key);
-            self.enqueued(&state);
             let job = Job {
                 inbox_id: row.id,
                 event: Box::new(event),
+                resumed: row.attempts > 0,
                 done: None,
             };
-            tokio::select! {
-                sent = tx.send(job) => if sent.is_err() {
-                    self.inner.processed();
-                    break;
-                },
-                _ = self.inner.stop.cancelled() => break,
+            jobs.push((seed(&row.session_key), job));
+        }
+        for (i, id, out) in owed {
+            seeds[i].1.owed.push((id, out));
+        }
+        for (i, job) in jobs {
+            seeds[i].1.jobs.push_back(job);
+        }
+        for (key, seed) in seeds {
+            let jobs = seed.jobs.len();
+            let state = self.seeded_worker(&key, seed);
+            for _ in 0..jobs {
+                self.enqueued(&state);
             }
         }
         Ok(count)
@@ -308,11 +345,47 @@ impl SessionManager {
         {
             return (w.tx.clone(), w.state.clone());
         }
+        self.start_worker(&mut workers, key, Seed::default())
+    }
+
+    /// Starts `key`'s worker on `seed`; a worker that runs already gets the
+    /// seed's events behind what it has.
+    fn seeded_worker(&self, key: &str, seed: Seed) -> Arc<WorkerState> {
+        let mut workers = self.inner.workers();
+        match workers.get(key) {
+            Some(w) if !w.tx.is_closed() => {
+                let (tx, state) = (w.tx.clone(), w.state.clone());
+                drop(workers);
+                let inner = self.inner.clone();
+                self.inner.tracker.spawn(async move {
+                    for (id, out) in seed.owed {
+                        if !super::outbox::send(&inner, id, &out).await {
+                            return;
+                        }
+                    }
+                    for job in seed.jobs {
+                        if tx.send(job).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                state
+            }
+            _ => self.start_worker(&mut workers, key, seed).1,
+        }
+    }
+
+    fn start_worker(
+        &self,
+        workers: &mut HashMap<String, Worker>,
+        key: &str,
+        seed: Seed,
+    ) -> (mpsc::Sender<Job>, Arc<WorkerState>) {
         let (tx, rx) = mpsc::channel(self.inner.settings.queue_cap);
         let state = Arc::new(WorkerState::default());
         let span = tracing::info_span!("session", session.key = %key);
         self.inner.tracker.spawn(tracing::Instrument::instrument(
-            run_worker(self.inner.clone(), key.to_string(), rx, state.clone()),
+            run_worker(self.inner.clone(), key.to_string(), rx, state.clone(), seed),
             span,
         ));
         workers.insert(

@@ -9,6 +9,7 @@ mod commands;
 mod intake;
 pub mod keys;
 pub mod manager;
+mod outbox;
 pub mod questions;
 pub mod replies;
 pub mod reset;

@@ -44,7 +44,9 @@ impl Replies {
         }
     }
 
-    fn human(&self, event: &InboundEvent) -> bool {
+    /// Whether notices about `event`'s session go to its chat (a person
+    /// reads it) rather than to the log.
+    pub fn shows_notices(&self, event: &InboundEvent) -> bool {
         self.platforms
             .profile(&event.platform)
             .is_some_and(|p| p.human)
@@ -53,7 +55,7 @@ impl Replies {
     /// A note about the session rather than an answer: queued, reset,
     /// failed.
     pub async fn notice(&self, event: &InboundEvent, text: &str) {
-        if self.human(event) {
+        if self.shows_notices(event) {
             self.reply(event, text).await;
         } else {
             tracing::info!(platform = %event.platform, chat = %event.chat_id, thread = ?event.thread_id, notice = text, "session notice");
@@ -65,7 +67,7 @@ impl Replies {
     /// answered 503 by their adapter. (The refusal itself is logged and
     /// counted by the intake.)
     pub async fn busy(&self, event: &InboundEvent, text: &str) {
-        if self.human(event) {
+        if self.shows_notices(event) {
             self.reply(event, text).await;
         }
     }

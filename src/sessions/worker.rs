@@ -1,7 +1,9 @@
 //! One session's worker: takes its mailbox in order, restores or resets the
-//! conversation, runs the turn with a typing indicator, replies, and marks
-//! the inbox event processed.
+//! conversation, runs the turn with a typing indicator, then stores its
+//! answer, what it sends and the inbox event's completion in one
+//! transaction, and sends.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -10,13 +12,14 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::manager::Inner;
+use super::outbox;
 use super::questions::PortQuestions;
 use super::reset::reset_due;
 use crate::agent::message::ToolCall;
-use crate::agent::{AgentError, AgentEvents, Conversation, SessionContext};
+use crate::agent::{AgentError, AgentEvents, Conversation, SessionContext, Turn, TurnOutcome};
 use crate::platform::{Activity, ChatKind, ChatRef, InboundEvent, Platforms};
 use crate::render::clip;
-use crate::store::{NewSession, now_ms};
+use crate::store::{Completion, NewSession, Outbound, now_ms};
 use crate::telemetry::events;
 
 /// One accepted event on its way through a session. The event is boxed:
@@ -25,6 +28,8 @@ use crate::telemetry::events;
 pub(super) struct Job {
     pub(super) inbox_id: i64,
     pub(super) event: Box<InboundEvent>,
+    /// A previous run started this event's turn and died before its end.
+    pub(super) resumed: bool,
     pub(super) done: Option<oneshot::Sender<()>>,
 }
 
@@ -282,45 +287,66 @@ impl Held {
     }
 }
 
+/// What a previous run left a session: answers stored and not sent, then
+/// events not processed, in order. Its worker sends and runs them before it
+/// takes anything from its mailbox, so what arrives meanwhile waits behind.
+#[derive(Default)]
+pub(super) struct Seed {
+    pub(super) owed: Vec<(i64, Outbound)>,
+    pub(super) jobs: VecDeque<Job>,
+}
+
 pub(super) async fn run_worker(
     inner: Arc<Inner>,
     key: String,
     mut rx: mpsc::Receiver<Job>,
     state: Arc<WorkerState>,
+    seed: Seed,
 ) {
+    for (id, out) in seed.owed {
+        if !outbox::send(&inner, id, &out).await {
+            break;
+        }
+    }
+    let mut seeded = seed.jobs;
     let mut held = Held::default();
     let mut closing = false;
     let mut last_job = tokio::time::Instant::now();
     // The quiet-time check below ran since the last job.
     let mut settled = false;
     loop {
-        let job = tokio::select! {
-            biased;
-            _ = inner.stop.cancelled() => None,
-            job = rx.recv() => job,
-            _ = tokio::time::sleep_until(last_job + inner.settings.unload_after), if !settled && !closing => {
-                settled = true;
-                // Nobody is talking here: read it again when needed.
-                if held.reloadable() {
-                    held.unload(&inner, &state);
+        let next = seeded.pop_front().filter(|_| !inner.stop.is_cancelled());
+        let job = if next.is_some() {
+            next
+        } else {
+            tokio::select! {
+                biased;
+                _ = inner.stop.cancelled() => None,
+                job = rx.recv() => job,
+                _ = tokio::time::sleep_until(last_job + inner.settings.unload_after), if !settled && !closing => {
+                    settled = true;
+                    // Nobody is talking here: read it again when needed.
+                    if held.reloadable() {
+                        held.unload(&inner, &state);
+                    }
+                    if held.conversation.is_none()
+                        && inner.workers().len() > inner.settings.idle_workers
+                    {
+                        // Many sessions, most of them quiet: an empty worker
+                        // costs a few KiB and starting one costs nothing.
+                        leave(&inner, &key, &state);
+                        rx.close();
+                        closing = true;
+                    }
+                    continue;
                 }
-                if held.conversation.is_none()
-                    && inner.workers().len() > inner.settings.idle_workers
-                {
-                    // Many sessions, most of them quiet: an empty worker
-                    // costs a few KiB and starting one costs nothing.
+                _ = tokio::time::sleep_until(last_job + inner.settings.idle_after), if !closing => {
+                    // Idle: leave the map first, then finish whatever raced in.
                     leave(&inner, &key, &state);
                     rx.close();
                     closing = true;
+                    continue;
                 }
-                continue;
-            }
-            _ = tokio::time::sleep_until(last_job + inner.settings.idle_after), if !closing => {
-                // Idle: leave the map first, then finish whatever raced in.
-                leave(&inner, &key, &state);
-                rx.close();
-                closing = true;
-                continue;
             }
         };
         let Some(job) = job else { break };
@@ -371,60 +397,100 @@ async fn run_job(
     let Job {
         inbox_id,
         event,
+        resumed,
         done,
     } = job;
     let event = *event;
     let _ = inner.store.inbox_record_attempt(inbox_id).await;
-    // Set once storage failed under this event: what was stored of it is
-    // picked up again instead of starting over.
-    let mut again = false;
-    let outcome = loop {
+    let answered = answer(inner, key, state, conversation, inbox_id, &event, resumed).await;
+    // The answer is on its way: a message arriving now is not "queued".
+    state.active.store(false, Ordering::SeqCst);
+    inner.replies.working(&event, false).await;
+    let (turn, completion) = match answered {
+        Answered::Turn(turn) => {
+            let completion = completion(inner, key, inbox_id, &event, &turn.result);
+            (Some(turn), completion)
+        }
+        Answered::Unopened => {
+            let text = "Sorry, I could not open this conversation.";
+            (
+                None,
+                done_with(inner, key, inbox_id, &event, "failed", [text]),
+            )
+        }
+        Answered::Stopped => return,
+    };
+    if let Some(rows) = commit(inner, conversation, turn.as_deref(), &completion).await {
+        for (id, out) in rows {
+            if !outbox::send(inner, id, &out).await {
+                break;
+            }
+        }
+    }
+    if let Some(done) = done {
+        let _ = done.send(());
+    }
+}
+
+/// How a job's turn went.
+enum Answered {
+    /// It ran (well or not).
+    Turn(Box<Turn>),
+    /// The conversation could not be opened.
+    Unopened,
+    /// The daemon stopped while storage was away: the event stays pending.
+    Stopped,
+}
+
+/// Runs the turn for `event`, waiting out storage outages: a turn that
+/// storage failed under goes on from what was stored once it answers again.
+async fn answer(
+    inner: &Arc<Inner>,
+    key: &str,
+    state: &WorkerState,
+    conversation: &mut Option<(Conversation, i64)>,
+    inbox_id: i64,
+    event: &InboundEvent,
+    resumed: bool,
+) -> Answered {
+    // Set once this event's turn broke off (a crash before, or storage
+    // now): what was stored of it is picked up instead of starting over.
+    let mut again = resumed;
+    loop {
         let open = conversation
             .as_ref()
             .map(|(c, last)| (c.session().id.clone(), *last));
-        if !again && apply_reset(inner, key, &event, open).await {
+        if !again && apply_reset(inner, key, event, open).await {
             *conversation = None;
         }
         if conversation.is_none() {
-            match open_conversation(inner, key, &event).await {
+            match open_conversation(inner, key, event).await {
                 Ok(c) => {
                     let last = c.session().last_active_at;
                     *conversation = Some((c, last));
                 }
                 Err(_) if storage_down(inner).await => {
                     if !storage_back(inner).await {
-                        return;
+                        return Answered::Stopped;
                     }
                     again = true;
                     continue;
                 }
                 Err(err) => {
                     tracing::error!(session.key = %key, error = %err, "cannot open the session");
-                    inner
-                        .replies
-                        .notice(&event, "Sorry, I could not open this conversation.")
-                        .await;
-                    finish(inner, inbox_id, "failed", done).await;
-                    return;
+                    return Answered::Unopened;
                 }
             }
         }
         let Some((conv, last_active)) = conversation.as_mut() else {
-            return;
+            return Answered::Unopened;
         };
         let token = state.start_turn();
-        let outcome = {
+        let turn = {
             let span =
                 tracing::info_span!("turn", inbox.id = inbox_id, session.id = %conv.session().id);
-            let retrying = again;
-            let turn = async {
-                if retrying {
-                    conv.retry_turn(&event.text, &token).await
-                } else {
-                    conv.run_turn(&event.text, &token).await
-                }
-            };
-            let turn = tracing::Instrument::instrument(turn, span);
+            let turn =
+                tracing::Instrument::instrument(conv.answer(&event.text, &token, again), span);
             tokio::pin!(turn);
             let mut refresh = tokio::time::interval(inner.settings.working_every);
             loop {
@@ -440,46 +506,159 @@ async fn run_job(
         };
         state.end_turn();
         *last_active = now_ms();
-        if matches!(outcome, Err(AgentError::Store(_))) && storage_down(inner).await {
+        if matches!(turn.result, Err(AgentError::Store(_))) && storage_down(inner).await {
             // Storage went away under the turn: nothing is lost and nothing
             // is said; the turn goes on from what was stored once the
             // database answers again.
             tracing::warn!(session.key = %key, inbox.id = inbox_id, "storage down during a turn; waiting for it");
             *conversation = None;
             if !storage_back(inner).await {
-                return;
+                return Answered::Stopped;
             }
             again = true;
             continue;
         }
-        break outcome;
-    };
-    // The answer is on its way: a message arriving now is not "queued".
-    state.active.store(false, Ordering::SeqCst);
-    inner.replies.working(&event, false).await;
-    let label = match outcome {
+        return Answered::Turn(Box::new(turn));
+    }
+}
+
+/// What the end of `event`'s turn sends, and how it is recorded.
+fn completion(
+    inner: &Inner,
+    key: &str,
+    inbox_id: i64,
+    event: &InboundEvent,
+    result: &Result<TurnOutcome, AgentError>,
+) -> Completion {
+    match result {
         Ok(out) => {
+            let mut completion = done_with(inner, key, inbox_id, event, out.stop.as_str(), []);
             if let Some(notice) = &out.notice {
-                inner.replies.notice(&event, notice).await;
+                completion.outbox = notices(inner, event, [notice.as_str()]);
             }
             if !out.reply.is_empty() {
-                inner.replies.reply(&event, &out.reply).await;
+                completion.outbox.push(outbound(event, &out.reply));
             }
-            format!("{:?}", out.stop).to_lowercase()
+            completion
         }
         Err(err) => {
             tracing::warn!(session.key = %key, error = %err, "turn failed");
-            inner
-                .replies
-                .notice(
-                    &event,
-                    "Sorry, something went wrong while answering; please try again.",
-                )
-                .await;
-            "error".to_string()
+            let text = "Sorry, something went wrong while answering; please try again.";
+            done_with(inner, key, inbox_id, event, "error", [text])
         }
-    };
-    finish(inner, inbox_id, &label, done).await;
+    }
+}
+
+/// Completes event `inbox_id` as `outcome`, telling its chat `notices`
+/// where a person reads it.
+fn done_with<'a>(
+    inner: &Inner,
+    key: &str,
+    inbox_id: i64,
+    event: &InboundEvent,
+    outcome: &str,
+    notices_: impl IntoIterator<Item = &'a str>,
+) -> Completion {
+    Completion {
+        inbox_id,
+        session_key: key.to_string(),
+        outcome: outcome.to_string(),
+        outbox: notices(inner, event, notices_),
+    }
+}
+
+/// `texts` as messages to `event`'s chat where a person reads it; logged
+/// otherwise.
+fn notices<'a>(
+    inner: &Inner,
+    event: &InboundEvent,
+    texts: impl IntoIterator<Item = &'a str>,
+) -> Vec<Outbound> {
+    let human = inner.replies.shows_notices(event);
+    texts
+        .into_iter()
+        .filter(|text| {
+            if !human {
+                tracing::info!(platform = %event.platform, chat = %event.chat_id, thread = ?event.thread_id, notice = text, "session notice");
+            }
+            human
+        })
+        .map(|text| outbound(event, text))
+        .collect()
+}
+
+/// `text` as a reply to `event`.
+fn outbound(event: &InboundEvent, text: &str) -> Outbound {
+    Outbound {
+        platform: event.platform.to_string(),
+        chat_id: event.chat_id.clone(),
+        thread_id: event.thread_id.clone(),
+        reply_to: event.message_id.clone(),
+        body: text.to_string(),
+    }
+}
+
+/// Stores the end of the turn and completes its event in one transaction,
+/// however long storage is away (an answer sent for an event left pending
+/// would be sent again). Returns the outbox rows to send; `None` when the
+/// daemon stopped first (the event stays pending) or the commit cannot be
+/// made (logged; the event stays pending for the next start).
+async fn commit(
+    inner: &Inner,
+    conversation: &mut Option<(Conversation, i64)>,
+    turn: Option<&Turn>,
+    completion: &Completion,
+) -> Option<Vec<(i64, Outbound)>> {
+    let mut alone = turn.is_none();
+    loop {
+        let committed = match (conversation.as_mut(), turn) {
+            (Some((conv, _)), Some(turn)) if !alone => conv.commit(turn, Some(completion)).await,
+            _ => inner.store.commit_turn(None, Some(completion)).await,
+        };
+        match committed {
+            Ok(Some(c)) => {
+                return Some(
+                    c.outbox
+                        .into_iter()
+                        .zip(completion.outbox.clone())
+                        .collect(),
+                );
+            }
+            Ok(None) => {
+                // An earlier try landed though its answer was lost: send
+                // what it wrote, and read the conversation again.
+                *conversation = None;
+                return match inner.store.outbox_for(completion.inbox_id).await {
+                    Ok(rows) => Some(
+                        rows.into_iter()
+                            .filter(|r| r.status == "pending")
+                            .map(|r| (r.id, r.outbound()))
+                            .collect(),
+                    ),
+                    Err(err) => {
+                        tracing::error!(inbox.id = completion.inbox_id, error = %err, "could not read what the turn sends; it is sent on the next start");
+                        None
+                    }
+                };
+            }
+            Err(err) if storage_down(inner).await => {
+                tracing::warn!(inbox.id = completion.inbox_id, error = %err, "storage down at the end of a turn; waiting for it");
+                if !storage_back(inner).await {
+                    return None;
+                }
+            }
+            Err(err) if !alone => {
+                // The answer itself cannot be stored: still complete the
+                // event and send what was said.
+                tracing::error!(inbox.id = completion.inbox_id, error = %err, "could not store the turn's answer");
+                alone = true;
+            }
+            Err(err) => {
+                tracing::error!(inbox.id = completion.inbox_id, error = %err, "could not complete the event");
+                return None;
+            }
+        }
+    }
 }
 
 /// Whether storage fails to answer now.
@@ -503,19 +682,5 @@ async fn storage_back(inner: &Inner) -> bool {
             return true;
         }
         wait = (wait * 2).min(Duration::from_secs(5));
-    }
-}
-
-async fn finish(inner: &Inner, inbox_id: i64, label: &str, done: Option<oneshot::Sender<()>>) {
-    // Marked however long storage is away: an event whose answer went out
-    // but whose row stayed pending would be answered again.
-    while let Err(err) = inner.store.inbox_mark_processed(inbox_id, label).await {
-        tracing::error!(inbox.id = inbox_id, error = %err, "could not mark the event processed");
-        if !storage_down(inner).await || !storage_back(inner).await {
-            break;
-        }
-    }
-    if let Some(done) = done {
-        let _ = done.send(());
     }
 }

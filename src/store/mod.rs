@@ -1,5 +1,5 @@
-//! Durable state: sessions, messages, the inbound-event inbox, approvals,
-//! the permanent allowlist, pairing and memory notes.
+//! Durable state: sessions, messages, the inbound-event inbox, the outbox,
+//! approvals, the permanent allowlist, pairing and memory notes.
 //!
 //! Two sqlx backends chosen by URL: SQLite (embedded default; WAL, busy
 //! timeout, FTS5) and PostgreSQL (production, full-text via tsvector). Both
@@ -12,6 +12,7 @@ mod audit;
 mod deliveries;
 mod inbox;
 mod memory;
+mod outbox;
 mod pairing;
 mod sessions;
 mod turns;
@@ -21,9 +22,10 @@ pub use audit::{AuditEvent, AuditKind, AuditRow, ChainCheck, GENESIS, PromptRef}
 pub use deliveries::DeliveryRow;
 pub use inbox::{InboxInsert, InboxRow, NewInboxEvent};
 pub use memory::MemoryNote;
+pub use outbox::{Outbound, OutboxRow};
 pub use pairing::{PairedUser, PairingRequest};
 pub use sessions::{MessageHit, NewMessage, NewSession, Session, StoredMessage};
-pub use turns::TurnRecord;
+pub use turns::{Committed, Completion, TurnCommit, TurnRecord};
 
 use std::path::Path;
 use std::str::FromStr;

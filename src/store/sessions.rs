@@ -1,6 +1,6 @@
 //! Sessions and their messages, with full-text search over messages.
 
-use super::{Backend, Result, Store, new_id, now_ms, storable, with_pool};
+use super::{Backend, Result, Store, new_id, now_ms, with_pool};
 
 /// What is needed to open a session for a key.
 #[derive(Debug, Clone)]
@@ -45,6 +45,29 @@ pub struct Session {
     /// The model chosen for it with `/model`, if one was.
     pub model: Option<String>,
 }
+
+/// Appends `$message` to session `$session_id` through `$executor` (a
+/// pool or a transaction); evaluates to the new message's id.
+macro_rules! insert_message {
+    ($executor:expr, $session_id:expr, $message:expr) => {{
+        let message: &$crate::store::NewMessage<'_> = $message;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, name, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+        )
+        .bind($session_id)
+        .bind(message.role)
+        .bind($crate::store::storable(message.content))
+        .bind(message.tool_calls.map($crate::store::storable))
+        .bind(message.tool_call_id.map($crate::store::storable))
+        .bind(message.name.map($crate::store::storable))
+        .bind($crate::store::now_ms())
+        .fetch_one($executor)
+        .await?;
+        id
+    }};
+}
+pub(super) use insert_message;
 
 /// A message to append to a session's history.
 #[derive(Debug, Clone, Default)]
@@ -254,14 +277,7 @@ impl Store {
 
     /// Appends a message to a session's history; returns its id.
     pub async fn append_message(&self, session_id: &str, message: &NewMessage<'_>) -> Result<i64> {
-        Ok(with_pool!(self, pool => sqlx::query_scalar(
-            "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, name, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id")
-            .bind(session_id).bind(message.role).bind(storable(message.content))
-            .bind(message.tool_calls.map(storable)).bind(message.tool_call_id.map(storable))
-            .bind(message.name.map(storable))
-            .bind(now_ms())
-            .fetch_one(pool).await?))
+        Ok(with_pool!(self, pool => insert_message!(pool, session_id, message)))
     }
 
     /// A session's whole history, oldest first.

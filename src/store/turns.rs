@@ -1,6 +1,11 @@
-//! Per-turn accounting: model calls, tool calls, tokens and outcome.
+//! Per-turn accounting (model calls, tool calls, tokens and outcome), and
+//! the one transaction that ends a turn: its answer, its record, the
+//! session's activity, what it sends (the outbox) and its inbox event's
+//! completion commit together or not at all.
 
-use super::{Result, Store, with_pool};
+use super::outbox::insert_outbound;
+use super::sessions::insert_message;
+use super::{NewMessage, Outbound, Result, Store, now_ms, with_pool};
 
 /// One finished turn.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
@@ -23,16 +28,109 @@ pub struct TurnRecord {
     pub outcome: String,
 }
 
+/// Writes `$turn` through `$executor` (a pool or a transaction).
+macro_rules! insert_turn {
+    ($executor:expr, $turn:expr) => {{
+        let turn: &TurnRecord = $turn;
+        sqlx::query(
+            "INSERT INTO turns (session_id, started_at, finished_at, model_calls, tool_calls, \
+             prompt_tokens, completion_tokens, outcome) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(&turn.session_id)
+        .bind(turn.started_at)
+        .bind(turn.finished_at)
+        .bind(turn.model_calls)
+        .bind(turn.tool_calls)
+        .bind(turn.prompt_tokens)
+        .bind(turn.completion_tokens)
+        .bind(crate::store::storable(&turn.outcome))
+        .execute($executor)
+        .await?;
+    }};
+}
+
+/// The writes a turn ends with.
+#[derive(Debug, Clone)]
+pub struct TurnCommit<'a> {
+    /// Its session.
+    pub session_id: &'a str,
+    /// The final answer, appended to the history.
+    pub answer: Option<NewMessage<'a>>,
+    /// Its accounting.
+    pub record: &'a TurnRecord,
+}
+
+/// The inbox event a turn answered, completed in the turn's transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    /// The event.
+    pub inbox_id: i64,
+    /// Its session.
+    pub session_key: String,
+    /// How it ended (`final`, `error`, …).
+    pub outcome: String,
+    /// What to send for it, in order.
+    pub outbox: Vec<Outbound>,
+}
+
+/// What [`Store::commit_turn`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    /// The answer's message id.
+    pub answer_id: Option<i64>,
+    /// The outbox rows, in order.
+    pub outbox: Vec<i64>,
+}
+
 impl Store {
+    /// Ends a turn in one transaction: appends its answer, records it,
+    /// touches its session, writes the outbox rows and marks the event
+    /// processed. `None` when the event was already processed (an earlier
+    /// commit landed though its answer was lost): nothing is written then.
+    pub async fn commit_turn(
+        &self,
+        turn: Option<&TurnCommit<'_>>,
+        done: Option<&Completion>,
+    ) -> Result<Option<Committed>> {
+        let now = now_ms();
+        with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            // The inbox row first: on SQLite the write lock is taken at
+            // once, and a second commit of the same event stops here.
+            if let Some(done) = done {
+                let completed = sqlx::query(
+                    "UPDATE inbox SET processed_at = $1, outcome = $2 WHERE id = $3 AND processed_at IS NULL")
+                    .bind(now).bind(done.outcome.as_str()).bind(done.inbox_id)
+                    .execute(&mut *tx).await?.rows_affected();
+                if completed == 0 {
+                    tx.rollback().await?;
+                    return Ok(None);
+                }
+            }
+            let mut answer_id = None;
+            if let Some(turn) = turn {
+                if let Some(answer) = &turn.answer {
+                    answer_id = Some(insert_message!(&mut *tx, turn.session_id, answer));
+                }
+                insert_turn!(&mut *tx, turn.record);
+                sqlx::query("UPDATE sessions SET last_active_at = $1 WHERE id = $2")
+                    .bind(now).bind(turn.session_id).execute(&mut *tx).await?;
+            }
+            let mut outbox = Vec::new();
+            if let Some(done) = done {
+                for o in &done.outbox {
+                    let key = done.session_key.as_str();
+                    outbox.push(insert_outbound!(&mut *tx, done.inbox_id, key, o, now));
+                }
+            }
+            tx.commit().await?;
+            Ok(Some(Committed { answer_id, outbox }))
+        })
+    }
+
     /// Records a finished turn.
     pub async fn record_turn(&self, turn: &TurnRecord) -> Result<()> {
-        with_pool!(self, pool => sqlx::query(
-            "INSERT INTO turns (session_id, started_at, finished_at, model_calls, tool_calls, prompt_tokens, completion_tokens, outcome) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)")
-            .bind(&turn.session_id).bind(turn.started_at).bind(turn.finished_at)
-            .bind(turn.model_calls).bind(turn.tool_calls).bind(turn.prompt_tokens)
-            .bind(turn.completion_tokens).bind(&turn.outcome)
-            .execute(pool).await?.rows_affected());
+        with_pool!(self, pool => insert_turn!(pool, turn));
         Ok(())
     }
 

@@ -28,8 +28,8 @@ use crate::config::{Config, TelegramMode};
 use crate::daemon::{ComponentContext, Daemon, Gateway};
 use crate::http::AppState;
 use crate::platform::{
-    AccessRules, Actor, Attachment, Capabilities, ChatRef, Platform, PlatformError, Preset,
-    Profile, Prompt, retrying,
+    AccessRules, Actor, Attachment, Backoff, Capabilities, ChatRef, Platform, PlatformError,
+    Preset, Profile, Prompt, retrying,
 };
 use crate::sessions::Press;
 use crate::store::StoreError;
@@ -421,7 +421,7 @@ async fn run(ctx: ComponentContext, slot: Slot) {
         }
     }
     ctx.health.set(ID, false, "connecting");
-    let mut backoff = Backoff::default();
+    let mut backoff = backoff();
     let me = loop {
         tokio::select! {
             _ = ctx.stop.cancelled() => return,
@@ -429,7 +429,7 @@ async fn run(ctx: ComponentContext, slot: Slot) {
                 Ok(me) => break me,
                 Err(err) => {
                     ctx.health.set(ID, false, format!("getMe failed: {err}"));
-                    if !backoff.wait(&ctx.stop, &err).await {
+                    if !wait_after(&mut backoff, &ctx.stop, &err).await {
                         return;
                     }
                 }
@@ -478,33 +478,19 @@ async fn run(ctx: ComponentContext, slot: Slot) {
     gw.detach(ID);
 }
 
-/// Exponential backoff between failed calls, 1 s up to 30 s; Telegram's
-/// `retry_after` wins when it says more.
-#[derive(Default)]
-struct Backoff(u32);
+/// Waits after the failed call `err` (what Telegram asked for, on a flood
+/// limit); false when `stop` fired meanwhile.
+async fn wait_after(backoff: &mut Backoff, stop: &CancellationToken, err: &RequestError) -> bool {
+    let told = match err {
+        RequestError::RetryAfter(s) => Some(s.duration()),
+        _ => None,
+    };
+    backoff.pause(stop, told).await
+}
 
-impl Backoff {
-    /// Waits after the failed call `err`; false when `stop` fired meanwhile.
-    async fn wait(&mut self, stop: &CancellationToken, err: &RequestError) -> bool {
-        let told = match err {
-            RequestError::RetryAfter(s) => Some(s.duration()),
-            _ => None,
-        };
-        self.pause(stop, told).await
-    }
-
-    /// Waits `told`, or the next step of the backoff; false when `stop`
-    /// fired meanwhile.
-    async fn pause(&mut self, stop: &CancellationToken, told: Option<Duration>) -> bool {
-        let wait = told.unwrap_or_else(|| {
-            Duration::from_secs(1 << self.0.min(5)).min(Duration::from_secs(30))
-        });
-        self.0 += 1;
-        tokio::select! {
-            _ = stop.cancelled() => false,
-            _ = tokio::time::sleep(wait) => true,
-        }
-    }
+/// Waits of the connection and the poll: 1 s doubling to 30 s, jittered.
+fn backoff() -> Backoff {
+    Backoff::new(Duration::from_secs(1), Duration::from_secs(30))
 }
 
 /// getUpdates in a loop. The offset moves past an update only once it is
@@ -515,7 +501,7 @@ async fn poll(adapter: &Arc<Telegram>, ctx: &ComponentContext) {
         tracing::warn!(error = %err, "deleteWebhook failed");
     }
     let mut offset: i32 = 0;
-    let mut backoff = Backoff::default();
+    let mut backoff = backoff();
     loop {
         let request = adapter
             .bot
@@ -548,7 +534,7 @@ async fn poll(adapter: &Arc<Telegram>, ctx: &ComponentContext) {
                     }
                 }
                 if stored {
-                    backoff = Backoff::default();
+                    backoff.reset();
                 } else if !backoff.pause(&ctx.stop, None).await {
                     return;
                 }
@@ -556,7 +542,7 @@ async fn poll(adapter: &Arc<Telegram>, ctx: &ComponentContext) {
             Err(err) => {
                 tracing::warn!(error = %err, "getUpdates failed");
                 ctx.health.set(ID, false, format!("reconnecting: {err}"));
-                if !backoff.wait(&ctx.stop, &err).await {
+                if !wait_after(&mut backoff, &ctx.stop, &err).await {
                     return;
                 }
             }

@@ -222,9 +222,11 @@ impl Deliverer {
         }
     }
 
-    /// Delivers `text` about `entity`, retrying transient failures, and
-    /// records the outcome.
-    pub async fn deliver(&self, entity: &str, text: &str) {
+    /// Delivers `text` about `entity`, retrying transient failures a few
+    /// times, and records the outcome; the error of the last attempt when
+    /// it did not get through (transient ones as
+    /// [`PlatformError::Unavailable`], for the caller to try later).
+    pub async fn deliver(&self, entity: &str, text: &str) -> Result<(), PlatformError> {
         let record = match self
             .store
             .delivery_start(&self.route.name, entity, &self.target())
@@ -237,7 +239,9 @@ impl Deliverer {
             }
         };
         let mut wait = self.backoff;
-        for attempt in 1..=ATTEMPTS {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
             let result = self.attempt(entity, text).await;
             let last = attempt == ATTEMPTS || result.as_ref().is_err_and(|f| !f.retry);
             if let Some(id) = record {
@@ -249,12 +253,16 @@ impl Deliverer {
             match result {
                 Ok(()) => {
                     events::emit(events::Delivered { ok: true });
-                    return;
+                    break Ok(());
                 }
                 Err(f) if last => {
                     tracing::error!(route = %self.route.name, entity, error = %f.message, attempts = attempt, "delivery failed");
                     events::emit(events::Delivered { ok: false });
-                    return;
+                    break Err(if f.retry {
+                        PlatformError::Unavailable(f.message)
+                    } else {
+                        PlatformError::Rejected(f.message)
+                    });
                 }
                 Err(f) => {
                     tracing::warn!(route = %self.route.name, entity, error = %f.message, attempt, "delivery failed; retrying");

@@ -399,7 +399,7 @@ impl Platform for Routes {
             .get(&to.chat)
             .ok_or_else(|| PlatformError::NotFound(format!("webhook route {}", to.chat)))?;
         let entity = to.thread.as_deref().unwrap_or_default();
-        deliverer.deliver(entity, text).await;
+        deliverer.deliver(entity, text).await?;
         Ok(String::new())
     }
 

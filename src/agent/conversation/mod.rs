@@ -19,7 +19,9 @@ use super::message::{ChatMessage, Role, ToolCall};
 use super::provider::{ChatModel, ChatRequest, ChatResponse, ModelEndpoint, ProviderError, Usage};
 use super::{AgentError, IterationBudget};
 use crate::config::{Config, Env};
-use crate::store::{Session, Store, TurnRecord, now_ms};
+use crate::store::{
+    Committed, Completion, Session, Store, StoreError, TurnCommit, TurnRecord, now_ms,
+};
 use crate::tools::registry::error_json;
 use crate::tools::{ApprovalHook, ToolContext, ToolRuntime, workspace};
 
@@ -137,7 +139,8 @@ pub enum StopReason {
 }
 
 impl StopReason {
-    fn as_str(self) -> &'static str {
+    /// Its name in records: `final`, `budget_exhausted`, ….
+    pub fn as_str(self) -> &'static str {
         match self {
             StopReason::Final => "final",
             StopReason::BudgetExhausted => "budget_exhausted",
@@ -164,6 +167,16 @@ pub struct TurnOutcome {
     /// Something the chat should be told besides the answer (the
     /// conversation continues in a new session, say).
     pub notice: Option<String>,
+}
+
+/// A turn that ran, and the writes it ends with (see
+/// [`Conversation::commit`]).
+#[derive(Debug)]
+pub struct Turn {
+    /// How it went.
+    pub result: Result<TurnOutcome, AgentError>,
+    answer: Option<ChatMessage>,
+    record: TurnRecord,
 }
 
 /// What the user is told when their message alone overflows the window.
@@ -304,6 +317,8 @@ pub struct Conversation {
     /// checkpoint failed, so reading it again would not give it back.
     unsaved: bool,
     todos: Todos,
+    /// The running turn's final answer, stored by [`Conversation::commit`].
+    staged: Option<ChatMessage>,
 }
 
 impl Conversation {
@@ -339,6 +354,7 @@ impl Conversation {
             history,
             last_id,
             unsaved: false,
+            staged: None,
         })
     }
 
@@ -395,34 +411,31 @@ impl Conversation {
         Ok(())
     }
 
-    /// Runs one turn for the user's `text`.
+    /// Runs one turn for the user's `text` and stores its end (see
+    /// [`answer`](Self::answer) and [`commit`](Self::commit)).
     pub async fn run_turn(
         &mut self,
         text: &str,
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, AgentError> {
-        self.turn(text, cancel, false).await
+        let turn = self.answer(text, cancel, false).await;
+        self.commit(&turn, None).await?;
+        turn.result
     }
 
-    /// Runs the turn for `text` again after storage failed under it (the
-    /// conversation opened anew from what was stored): the user's message
-    /// is not stored a second time if it was stored then, and whatever of
-    /// the turn was stored stays part of it.
-    pub async fn retry_turn(
-        &mut self,
-        text: &str,
-        cancel: &CancellationToken,
-    ) -> Result<TurnOutcome, AgentError> {
-        self.turn(text, cancel, true).await
-    }
-
-    async fn turn(
-        &mut self,
-        text: &str,
-        cancel: &CancellationToken,
-        again: bool,
-    ) -> Result<TurnOutcome, AgentError> {
+    /// Runs one turn for the user's `text`. Its messages are stored as it
+    /// goes, except its final answer: that is stored by
+    /// [`commit`](Self::commit), together with the completion of the event
+    /// it answers, so an answer is never stored for an event left pending.
+    ///
+    /// `again`: this text's turn was started before and broke off (storage
+    /// failed under it, or the daemon died): the conversation was opened
+    /// anew from storage, the user's message is not stored a second time
+    /// if it was stored then, and whatever of the turn was stored stays
+    /// part of it.
+    pub async fn answer(&mut self, text: &str, cancel: &CancellationToken, again: bool) -> Turn {
         let started_at = now_ms();
+        self.staged = None;
         let stored = again
             && self
                 .history
@@ -430,10 +443,14 @@ impl Conversation {
                 .rev()
                 .find(|m| m.role == Role::User)
                 .is_some_and(|m| m.content == text);
-        if !stored {
-            self.push(ChatMessage::user(text)).await?;
-        }
-        let result = self.turn_loop(cancel).await;
+        let result = if stored {
+            self.turn_loop(cancel).await
+        } else {
+            match self.push(ChatMessage::user(text)).await {
+                Ok(()) => self.turn_loop(cancel).await,
+                Err(err) => Err(err),
+            }
+        };
         let outcome_label = match &result {
             Ok(outcome) => outcome.stop.as_str().to_string(),
             Err(err) => format!("error: {err}"),
@@ -447,23 +464,48 @@ impl Conversation {
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,
         });
-        let record = TurnRecord {
-            session_id: self.session.id.clone(),
-            started_at,
-            finished_at: now_ms(),
-            model_calls: model_calls.into(),
-            tool_calls: tool_calls.into(),
-            prompt_tokens: usage.prompt_tokens as i64,
-            completion_tokens: usage.completion_tokens as i64,
-            outcome: outcome_label,
+        Turn {
+            answer: self.staged.take(),
+            record: TurnRecord {
+                session_id: self.session.id.clone(),
+                started_at,
+                finished_at: now_ms(),
+                model_calls: model_calls.into(),
+                tool_calls: tool_calls.into(),
+                prompt_tokens: usage.prompt_tokens as i64,
+                completion_tokens: usage.completion_tokens as i64,
+                outcome: outcome_label,
+            },
+            result,
+        }
+    }
+
+    /// Stores the end of `turn` in one transaction: its answer, its
+    /// record, the session's activity and, with `done`, the outbox rows
+    /// and completion of the event it answered. `None` when that event was
+    /// already completed (an earlier commit landed though its reply was
+    /// lost): nothing is written and this conversation lacks the answer,
+    /// so it should be opened again. Fails without writing anything, so it
+    /// may be tried again.
+    pub async fn commit(
+        &mut self,
+        turn: &Turn,
+        done: Option<&Completion>,
+    ) -> Result<Option<Committed>, StoreError> {
+        let calls = turn.answer.as_ref().and_then(ChatMessage::stored_calls);
+        let writes = TurnCommit {
+            session_id: &self.session.id,
+            answer: turn.answer.as_ref().map(|m| m.to_row(calls.as_deref())),
+            record: &turn.record,
         };
-        if let Err(err) = self.deps.store.record_turn(&record).await {
-            tracing::warn!(error = %err, "could not record the turn");
+        let committed = self.deps.store.commit_turn(Some(&writes), done).await?;
+        if let Some(c) = &committed
+            && let (Some(answer), Some(id)) = (&turn.answer, c.answer_id)
+        {
+            self.history.push(answer.clone());
+            self.last_id = id;
         }
-        if let Err(err) = self.deps.store.touch_session(&self.session.id).await {
-            tracing::warn!(error = %err, "could not touch the session");
-        }
-        result
+        Ok(committed)
     }
 
     async fn turn_loop(&mut self, cancel: &CancellationToken) -> Result<TurnOutcome, AgentError> {
@@ -528,8 +570,7 @@ impl Conversation {
                 } else if turn.last_text.trim().is_empty() {
                     turn.last_text = EMPTY_ANSWER.to_string();
                 }
-                self.push(ChatMessage::assistant(turn.last_text.clone()))
-                    .await?;
+                self.staged = Some(ChatMessage::assistant(turn.last_text.clone()));
                 return Ok(turn.stop(StopReason::Final));
             }
 
@@ -618,8 +659,7 @@ impl Conversation {
             Ok(response) if !response.content.trim().is_empty() => {
                 turn.usage += response.usage;
                 turn.last_text = response.content;
-                self.push(ChatMessage::assistant(turn.last_text.clone()))
-                    .await?;
+                self.staged = Some(ChatMessage::assistant(turn.last_text.clone()));
             }
             Ok(_) => {}
             Err(err) => tracing::warn!(error = %err, "the wrap-up call failed"),

@@ -1,8 +1,10 @@
 //! A fake GitHub REST API for issue comments: creates and updates comments
 //! the way api.github.com does, records every request, and can be told to
-//! fail the next requests with a status.
+//! fail the next requests with a status, to fail everything for a while
+//! (an outage), or to hold requests unanswered.
 
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::Router;
@@ -15,16 +17,22 @@ use serde_json::{Value, json};
 /// A recorded request: method, path, authorization header, JSON body.
 #[derive(Debug, Clone)]
 pub struct Seen {
+    pub at: Instant,
     pub method: &'static str,
     pub path: String,
     pub auth: String,
     pub body: Value,
 }
 
+/// Until when every request fails, with which status and Retry-After.
+type Outage = (Instant, u16, Option<u64>);
+
 #[derive(Clone, Default)]
 struct Shared {
     seen: Arc<Mutex<Vec<Seen>>>,
     fail_next: Arc<Mutex<Vec<u16>>>,
+    down: Arc<Mutex<Option<Outage>>>,
+    held: Arc<tokio::sync::watch::Sender<bool>>,
     next_id: Arc<Mutex<u64>>,
 }
 
@@ -60,6 +68,17 @@ impl FakeGithub {
         self.shared.fail_next.lock().unwrap().extend(statuses);
     }
 
+    /// Fails every request with `status` for `how_long` (with
+    /// `Retry-After: retry_after` when given).
+    pub fn outage(&self, status: u16, how_long: Duration, retry_after: Option<u64>) {
+        *self.shared.down.lock().unwrap() = Some((Instant::now() + how_long, status, retry_after));
+    }
+
+    /// While on, requests are recorded and left unanswered.
+    pub fn hold(&self, on: bool) {
+        self.shared.held.send_replace(on);
+    }
+
     pub fn seen(&self) -> Vec<Seen> {
         self.shared.seen.lock().unwrap().clone()
     }
@@ -83,6 +102,7 @@ fn record(shared: &Shared, method: &'static str, path: String, headers: &HeaderM
         .unwrap_or_default()
         .to_string();
     shared.seen.lock().unwrap().push(Seen {
+        at: Instant::now(),
         method,
         path,
         auth,
@@ -90,7 +110,26 @@ fn record(shared: &Shared, method: &'static str, path: String, headers: &HeaderM
     });
 }
 
-fn failure(shared: &Shared) -> Option<Response> {
+/// What a request gets instead of its answer: nothing while held, an
+/// error during an outage or when one was asked for.
+async fn failure(shared: &Shared) -> Option<Response> {
+    let mut held = shared.held.subscribe();
+    let _ = held.wait_for(|on| !on).await;
+    if let Some((until, status, retry_after)) = *shared.down.lock().unwrap()
+        && Instant::now() < until
+    {
+        let mut response = (
+            StatusCode::from_u16(status).unwrap(),
+            Json(json!({"message": "Server Error"})),
+        )
+            .into_response();
+        if let Some(secs) = retry_after {
+            response
+                .headers_mut()
+                .insert("retry-after", secs.to_string().parse().unwrap());
+        }
+        return Some(response);
+    }
     let mut fail = shared.fail_next.lock().unwrap();
     if fail.is_empty() {
         return None;
@@ -107,7 +146,7 @@ async fn create(
 ) -> Response {
     let path = format!("/repos/{owner}/{repo}/issues/{number}/comments");
     record(&shared, "POST", path, &headers, body.clone());
-    if let Some(f) = failure(&shared) {
+    if let Some(f) = failure(&shared).await {
         return f;
     }
     let id = {
@@ -136,7 +175,7 @@ async fn update(
 ) -> Response {
     let path = format!("/repos/{owner}/{repo}/issues/comments/{id}");
     record(&shared, "PATCH", path, &headers, body.clone());
-    if let Some(f) = failure(&shared) {
+    if let Some(f) = failure(&shared).await {
         return f;
     }
     Json(json!({"id": id, "body": body["body"]})).into_response()

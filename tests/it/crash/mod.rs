@@ -1,7 +1,11 @@
-//! Durability of the inbox with the real binary: signed webhook events are
-//! pushed, the daemon is killed with SIGKILL while a turn waits on the
-//! model, and a restarted daemon processes every event exactly once, in
-//! order per pull request, on SQLite and on PostgreSQL.
+//! Durability with the real binary, on SQLite and on PostgreSQL: the
+//! daemon is killed with SIGKILL while a turn waits on the model, or while
+//! its reply is on its way, and a restarted daemon processes every event
+//! once, in order per pull request, and sends what the killed one owed
+//! without asking the model again. `chaos.rs` kills it at random under
+//! sustained load.
+
+mod chaos;
 
 use crate::common;
 
@@ -13,6 +17,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::PgTestDb;
+use common::fake_github::FakeGithub;
 use common::fake_llm::{FakeLlm, Reply, text};
 use serde_json::{Value, json};
 use switchboard::adapters::webhook::verify::github_signature;
@@ -47,6 +52,7 @@ impl Daemon {
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("GITHUB_WEBHOOK_SECRET", SECRET)
+            .env("GITHUB_TOKEN", "ghs_crash")
             .current_dir(dir)
             .arg("run")
             .stderr(Stdio::piped())
@@ -90,7 +96,9 @@ impl Daemon {
     }
 }
 
-fn write_config(dir: &Path, storage: &str, llm: &str) {
+/// A daemon on `storage` asking `llm`, commenting on pull requests through
+/// `github`.
+fn write_config(dir: &Path, storage: &str, llm: &str, github: &str) {
     let config = format!(
         r#"
 [server]
@@ -114,6 +122,11 @@ name = "github"
 path = "/webhooks/github"
 scheme = "github"
 secret_env = "GITHUB_WEBHOOK_SECRET"
+rate_limit_per_minute = 100000
+[webhook.routes.deliver]
+kind = "github_comment"
+api_url = "{github}"
+token_env = "GITHUB_TOKEN"
 "#,
         ws = dir.join("ws").display()
     );
@@ -128,6 +141,13 @@ fn event(i: usize) -> (String, Vec<u8>) {
 
 async fn post(client: &reqwest::Client, addr: &str, i: usize) -> u16 {
     let (delivery, body) = event(i);
+    send(client, addr, &delivery, body)
+        .await
+        .expect("the daemon answers")
+}
+
+/// Posts a signed `pull_request` delivery; `None` when no daemon answered.
+async fn send(client: &reqwest::Client, addr: &str, delivery: &str, body: Vec<u8>) -> Option<u16> {
     client
         .post(format!("http://{addr}/webhooks/github"))
         .header("x-github-event", "pull_request")
@@ -137,18 +157,25 @@ async fn post(client: &reqwest::Client, addr: &str, i: usize) -> u16 {
         .body(body)
         .send()
         .await
-        .unwrap()
-        .status()
-        .as_u16()
+        .ok()
+        .map(|r| r.status().as_u16())
 }
 
 /// The marker of the newest user message of a model request.
 fn marker(request: &Value) -> Option<usize> {
     let messages = request["messages"].as_array()?;
     let last = messages.iter().rev().find(|m| m["role"] == "user")?;
-    let content = last["content"].as_str()?;
-    let at = content.find("marker-")?;
-    content[at + 7..at + 9].parse().ok()
+    marker_in(last["content"].as_str()?)
+}
+
+/// The number after the first `marker-` in `text`.
+fn marker_in(text: &str) -> Option<usize> {
+    let at = text.find("marker-")? + "marker-".len();
+    let digits: String = text[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
 }
 
 async fn crash_and_recover(storage: StorageConfig) {
@@ -167,7 +194,8 @@ async fn crash_and_recover(storage: StorageConfig) {
     }));
     script.extend((0..EVENTS).map(|i| Reply::Json(text(&format!("after restart {i}")))));
     let llm = FakeLlm::start(script).await;
-    write_config(dir.path(), &storage.url, &llm.url);
+    let github = FakeGithub::start().await;
+    write_config(dir.path(), &storage.url, &llm.url, &github.url);
     let client = switchboard::http::client::client();
 
     let first = Daemon::start(dir.path());
@@ -202,10 +230,14 @@ async fn crash_and_recover(storage: StorageConfig) {
     }
     second.stop();
 
-    // Exactly once: one processed row per event, one delivery per event.
+    // Exactly once: one processed row per event, one answer sent for each.
     let deliveries = store.deliveries(1000).await.unwrap();
     assert_eq!(deliveries.len(), EVENTS, "{deliveries:?}");
     assert!(deliveries.iter().all(|d| d.status == "delivered"));
+    let outbox = store.outbox(1000).await.unwrap();
+    assert_eq!(outbox.len(), EVENTS, "{outbox:?}");
+    assert!(outbox.iter().all(|o| o.status == "sent" && o.attempts == 1));
+    assert_eq!(github.seen().len(), EVENTS);
     // Every event reached the model; only the turns in flight at the kill
     // (one per session) were asked twice.
     let requests = llm.requests();
@@ -247,5 +279,82 @@ async fn postgres_survives_kill_9_with_every_event_processed_once() {
         return;
     };
     crash_and_recover(db.config.clone()).await;
+    db.drop().await;
+}
+
+/// Killed after the turn's end was committed and while its reply is on its
+/// way (the fake GitHub holds the request): the answer and the event's
+/// completion were stored together, so the restarted daemon sends the
+/// recorded answer and does not ask the model again.
+async fn reply_cut_off_is_resent_not_rerun(storage: StorageConfig) {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = FakeLlm::start(vec![Reply::Json(text("the one answer"))]).await;
+    let github = FakeGithub::start().await;
+    github.hold(true);
+    write_config(dir.path(), &storage.url, &llm.url, &github.url);
+    let client = switchboard::http::client::client();
+
+    let first = Daemon::start(dir.path());
+    assert_eq!(post(&client, &first.addr, 0).await, 202);
+    github.wait(1).await;
+    first.kill();
+
+    let store = Store::open(&storage).await.unwrap();
+    assert!(
+        store.inbox_pending(10).await.unwrap().is_empty(),
+        "the event was completed with its answer"
+    );
+    let owed = store.outbox_pending(10).await.unwrap();
+    assert_eq!(owed.len(), 1, "{owed:?}");
+    assert_eq!(owed[0].body, "the one answer");
+
+    github.hold(false);
+    let second = Daemon::start(dir.path());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !store.outbox_pending(10).await.unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "the owed answer was not sent");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    second.stop();
+
+    assert_eq!(llm.requests().len(), 1, "the turn was not run again");
+    let seen = github.seen();
+    assert_eq!(
+        seen.len(),
+        2,
+        "the cut-off request and the resend: {seen:?}"
+    );
+    assert!(seen.iter().all(|s| s.body["body"] == "the one answer"));
+    let sent = store.outbox(10).await.unwrap();
+    assert_eq!(sent.len(), 1);
+    // The first try of the restarted daemon may find the route not yet
+    // attached, and is recorded; the cut-off one never was.
+    assert_eq!(sent[0].status, "sent", "{sent:?}");
+    let session = &store.list_sessions(10).await.unwrap()[0];
+    let answers = store.messages(&session.id).await.unwrap();
+    assert_eq!(
+        answers.iter().filter(|m| m.role == "assistant").count(),
+        1,
+        "{answers:?}"
+    );
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_resends_a_reply_cut_off_by_kill_9_without_running_the_turn_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = StorageConfig {
+        url: format!("sqlite://{}/crash.db", dir.path().display()),
+        ..StorageConfig::default()
+    };
+    reply_cut_off_is_resent_not_rerun(storage).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_resends_a_reply_cut_off_by_kill_9_without_running_the_turn_again() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    reply_cut_off_is_resent_not_rerun(db.config.clone()).await;
     db.drop().await;
 }

@@ -1,0 +1,148 @@
+//! The outbox: what the sessions owe the chats. A turn's answer is
+//! written here in the transaction that completes its inbox event (see
+//! [`Store::commit_turn`]), then sent; what a crash left unsent is sent by
+//! the next start instead of running the turn again.
+//!
+//! [`Store::commit_turn`]: super::Store::commit_turn
+
+use super::{Result, Store, now_ms, storable, with_pool};
+
+/// A message to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outbound {
+    /// Platform name.
+    pub platform: String,
+    /// Chat or channel (for the webhook receiver: the route).
+    pub chat_id: String,
+    /// Thread, topic or webhook entity.
+    pub thread_id: Option<String>,
+    /// The platform message it answers.
+    pub reply_to: Option<String>,
+    /// Markdown text.
+    pub body: String,
+}
+
+/// A stored message to send, with how sending it went.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct OutboxRow {
+    /// Order of creation, which is sending order.
+    pub id: i64,
+    /// The inbox event it answers.
+    pub inbox_id: Option<i64>,
+    /// The session that sends it.
+    pub session_key: String,
+    /// Platform name.
+    pub platform: String,
+    /// Chat or channel.
+    pub chat_id: String,
+    /// Thread, topic or webhook entity.
+    pub thread_id: Option<String>,
+    /// The platform message it answers.
+    pub reply_to: Option<String>,
+    /// Markdown text.
+    pub body: String,
+    /// `pending`, `sent` or `failed` (gave up).
+    pub status: String,
+    /// Sending attempts made.
+    pub attempts: i64,
+    /// Error of the last failed attempt.
+    pub last_error: Option<String>,
+    /// Created (Unix ms).
+    pub created_at: i64,
+    /// Last change (Unix ms).
+    pub updated_at: i64,
+}
+
+impl OutboxRow {
+    /// The message, without its record.
+    pub fn outbound(&self) -> Outbound {
+        Outbound {
+            platform: self.platform.clone(),
+            chat_id: self.chat_id.clone(),
+            thread_id: self.thread_id.clone(),
+            reply_to: self.reply_to.clone(),
+            body: self.body.clone(),
+        }
+    }
+}
+
+macro_rules! outbox_columns {
+    () => {
+        "id, inbox_id, session_key, platform, chat_id, thread_id, reply_to, body, status, attempts, \
+         last_error, created_at, updated_at"
+    };
+}
+
+/// Writes `$outbound` for inbox event `$inbox_id` of session `$key`
+/// through `$executor`; evaluates to the row's id.
+macro_rules! insert_outbound {
+    ($executor:expr, $inbox_id:expr, $key:expr, $outbound:expr, $now:expr) => {{
+        let o: &$crate::store::Outbound = $outbound;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO outbox (inbox_id, session_key, platform, chat_id, thread_id, reply_to, \
+             body, status, attempts, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 0, $8, $8) RETURNING id",
+        )
+        .bind($inbox_id)
+        .bind($key)
+        .bind(o.platform.as_str())
+        .bind(o.chat_id.as_str())
+        .bind(o.thread_id.as_deref())
+        .bind(o.reply_to.as_deref())
+        .bind($crate::store::storable(&o.body))
+        .bind($now)
+        .fetch_one($executor)
+        .await?;
+        id
+    }};
+}
+pub(super) use insert_outbound;
+
+impl Store {
+    /// Records one sending attempt of row `id`: `error` is `None` when it
+    /// went through; `last` gives up on a failure.
+    pub async fn outbox_attempt(&self, id: i64, error: Option<&str>, last: bool) -> Result<()> {
+        let status = match (error, last) {
+            (None, _) => "sent",
+            (Some(_), true) => "failed",
+            (Some(_), false) => "pending",
+        };
+        let error = error.map(storable);
+        with_pool!(self, pool => sqlx::query(
+            "UPDATE outbox SET attempts = attempts + 1, status = $1, last_error = $2, updated_at = $3 \
+             WHERE id = $4")
+            .bind(status).bind(error.as_deref()).bind(now_ms()).bind(id)
+            .execute(pool).await?.rows_affected());
+        Ok(())
+    }
+
+    /// Rows not yet sent, oldest first.
+    pub async fn outbox_pending(&self, limit: i64) -> Result<Vec<OutboxRow>> {
+        let sql = concat!(
+            "SELECT ",
+            outbox_columns!(),
+            " FROM outbox WHERE status = 'pending' ORDER BY id LIMIT $1"
+        );
+        Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(limit).fetch_all(pool).await?))
+    }
+
+    /// What was written for inbox event `inbox_id`, in sending order.
+    pub async fn outbox_for(&self, inbox_id: i64) -> Result<Vec<OutboxRow>> {
+        let sql = concat!(
+            "SELECT ",
+            outbox_columns!(),
+            " FROM outbox WHERE inbox_id = $1 ORDER BY id"
+        );
+        Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(inbox_id).fetch_all(pool).await?))
+    }
+
+    /// The latest rows, newest first.
+    pub async fn outbox(&self, limit: i64) -> Result<Vec<OutboxRow>> {
+        let sql = concat!(
+            "SELECT ",
+            outbox_columns!(),
+            " FROM outbox ORDER BY id DESC LIMIT $1"
+        );
+        Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(limit).fetch_all(pool).await?))
+    }
+}
