@@ -387,3 +387,103 @@ async fn clarify_questions_are_answered_with_buttons() {
     assert!(tool_result.contains("staging"), "{tool_result}");
     s.daemon.shutdown().await;
 }
+
+/// Set in the child process that runs the outage test alone (it reads this
+/// process's memory).
+const OUTAGE_PROBE: &str = "SWITCHBOARD_TELEGRAM_OUTAGE_PROBE";
+
+/// sendMessage answers 502 and 429 (retry after 5 s) in turn for a minute
+/// while two messages arrive: the replies wait with jittered backoff (a
+/// handful of tries, none in a tight loop), memory stays flat, and once
+/// Telegram is back each answer is sent once, in order, without asking the
+/// model again.
+#[tokio::test]
+async fn a_minute_of_5xx_and_429_on_sends_delays_the_replies_without_a_tight_loop_or_a_copy() {
+    if std::env::var_os(OUTAGE_PROBE).is_none() {
+        return common::run_alone(
+            "telegram::a_minute_of_5xx_and_429_on_sends_delays_the_replies_without_a_tight_loop_or_a_copy",
+            OUTAGE_PROBE,
+        );
+    }
+    let s = start(
+        vec![
+            Reply::Json(text("first answer")),
+            Reply::Json(text("second answer")),
+        ],
+        |_| {},
+    )
+    .await;
+    s.tg.fail_sends_for(
+        common::OUTAGE,
+        vec![
+            (502, json!({"ok": false, "error_code": 502, "description": "Bad Gateway"})),
+            (
+                429,
+                json!({"ok": false, "error_code": 429,
+                    "description": "Too Many Requests: retry after 5", "parameters": {"retry_after": 5}}),
+            ),
+        ],
+    );
+    let outage_ends = std::time::Instant::now() + common::OUTAGE;
+    s.tg.push(FakeTelegram::message(ANN, ANN, "Ann", 60, "first question"));
+    s.tg.wait("sendMessage", 1).await;
+    s.tg.push(FakeTelegram::message(
+        ANN,
+        ANN,
+        "Ann",
+        61,
+        "second question",
+    ));
+    let rss_early = common::rss_kib();
+    tokio::time::sleep_until(outage_ends.into()).await;
+    let rss_late = common::rss_kib();
+    let tried = s.tg.calls("sendMessage");
+
+    let sent = |calls: Vec<common::fake_telegram::Call>| -> Vec<String> {
+        texts(&calls.into_iter().filter(|c| c.id != 0).collect::<Vec<_>>())
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while sent(s.tg.calls("sendMessage")).len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "replies not delivered after the outage: {:?}",
+            s.tg.calls("sendMessage")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let all = s.tg.calls("sendMessage");
+    assert_eq!(sent(all.clone()), ["first answer", "second answer"]);
+    eprintln!(
+        "telegram outage of {:?}: {} sendMessage tries during it, {} in all; RSS {} -> {} KiB",
+        common::OUTAGE,
+        tried.len(),
+        all.len(),
+        rss_early,
+        rss_late
+    );
+    assert!(
+        (2..=16).contains(&tried.len()),
+        "{} tries in {:?}",
+        tried.len(),
+        common::OUTAGE
+    );
+    let closest = tried
+        .windows(2)
+        .map(|w| w[1].at.duration_since(w[0].at))
+        .min()
+        .unwrap();
+    assert!(
+        closest >= Duration::from_millis(400),
+        "tries {closest:?} apart"
+    );
+    assert!(
+        rss_late < rss_early + 8 * 1024,
+        "memory grew from {rss_early} to {rss_late} KiB during the outage"
+    );
+    assert_eq!(s.llm.requests().len(), 2, "each question asked once");
+    let outbox = s.daemon.gateway.store.outbox(10).await.unwrap();
+    assert!(outbox.iter().all(|o| o.status == "sent"), "{outbox:?}");
+    assert!(outbox.iter().any(|o| o.attempts > 1), "{outbox:?}");
+    s.daemon.shutdown().await;
+}

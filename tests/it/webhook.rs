@@ -729,3 +729,82 @@ async fn form_encoded_github_deliveries_are_read_from_their_payload_field() {
     );
     d.shutdown().await;
 }
+
+/// Set in the child process that runs the outage test alone (it reads this
+/// process's memory).
+const OUTAGE_PROBE: &str = "SWITCHBOARD_GITHUB_OUTAGE_PROBE";
+
+/// GitHub answers every comment request with 429 and `Retry-After: 5` for
+/// a minute: the review waits it out (a bounded number of tries, Retry-After
+/// honoured), memory stays flat, and once GitHub is back the comment is
+/// posted once, with the model asked once.
+#[tokio::test]
+async fn a_minute_of_github_rate_limits_delays_the_comment_without_a_tight_loop_or_a_copy() {
+    if std::env::var_os(OUTAGE_PROBE).is_none() {
+        return common::run_alone(
+            "webhook::a_minute_of_github_rate_limits_delays_the_comment_without_a_tight_loop_or_a_copy",
+            OUTAGE_PROBE,
+        );
+    }
+    let llm = FakeLlm::start(vec![Reply::Json(text("Reviewed after the outage."))]).await;
+    let gh = FakeGithub::start().await;
+    let d = start(&llm, &gh, |_| {}).await;
+    gh.outage(429, common::OUTAGE, Some(5));
+    let outage_ends = std::time::Instant::now() + common::OUTAGE;
+    let opened = bytes(&fixture("pull_request.opened"));
+    assert_eq!(d.github("pull_request", "o-1", &opened).await.status(), 202);
+    gh.wait(1).await;
+    let rss_early = common::rss_kib();
+    tokio::time::sleep_until(outage_ends.into()).await;
+    let rss_late = common::rss_kib();
+    let tried = gh.seen();
+    let posted = || {
+        gh.seen()
+            .into_iter()
+            .filter(|s| s.at >= outage_ends)
+            .collect::<Vec<_>>()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while posted().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no comment after the outage: {:?}",
+            gh.seen()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = posted();
+    eprintln!(
+        "github outage of {:?}: {} requests during it, {} after; RSS {rss_early} -> {rss_late} KiB",
+        common::OUTAGE,
+        tried.len(),
+        after.len()
+    );
+    assert_eq!(after.len(), 1, "posted once: {after:?}");
+    assert_eq!(after[0].body["body"], "Reviewed after the outage.");
+    assert!(
+        (2..=20).contains(&tried.len()),
+        "{} requests in {:?}",
+        tried.len(),
+        common::OUTAGE
+    );
+    let closest = tried
+        .windows(2)
+        .map(|w| w[1].at.duration_since(w[0].at))
+        .min()
+        .unwrap();
+    assert!(
+        closest >= Duration::from_secs(4),
+        "Retry-After not honoured: tries {closest:?} apart"
+    );
+    assert!(
+        rss_late < rss_early + 8 * 1024,
+        "memory grew from {rss_early} to {rss_late} KiB during the outage"
+    );
+    assert_eq!(llm.requests().len(), 1);
+    let outbox = d.gateway.store.outbox(10).await.unwrap();
+    assert_eq!(outbox.len(), 1);
+    assert_eq!(outbox[0].status, "sent");
+    d.shutdown().await;
+}

@@ -122,9 +122,27 @@ fn port_error(err: RequestError) -> PlatformError {
             | ApiError::MessageIdInvalid
             | ApiError::UserNotFound),
         ) => PlatformError::NotFound(api.to_string()),
+        // teloxide keeps only the description of an error answer; these are
+        // the ones the Bot API (and the proxies before it) give for a
+        // failure on their side, which is worth trying again.
+        RequestError::Api(ApiError::Unknown(description)) if server_side(&description) => {
+            PlatformError::Unavailable(description)
+        }
         RequestError::Api(api) => PlatformError::Rejected(api.to_string()),
         other => PlatformError::Unavailable(other.to_string()),
     }
+}
+
+/// Whether an error answer's description names a failure of the server.
+fn server_side(description: &str) -> bool {
+    [
+        "Internal Server Error",
+        "Bad Gateway",
+        "Service Unavailable",
+        "Gateway Timeout",
+    ]
+    .iter()
+    .any(|d| description.starts_with(d))
 }
 
 fn is_parse_error(err: &RequestError) -> bool {

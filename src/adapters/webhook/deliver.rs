@@ -54,6 +54,8 @@ impl IssueRef {
 struct Failure {
     message: String,
     retry: bool,
+    /// How long GitHub asked us to wait (its Retry-After).
+    wait: Option<Duration>,
 }
 
 impl Failure {
@@ -61,6 +63,7 @@ impl Failure {
         Self {
             message: message.into(),
             retry: false,
+            wait: None,
         }
     }
 
@@ -68,6 +71,7 @@ impl Failure {
         Self {
             message: message.into(),
             retry: true,
+            wait: None,
         }
     }
 }
@@ -110,6 +114,12 @@ impl GithubClient {
             .await
             .map_err(|e| Failure::transient(format!("GitHub unreachable: {e}")))?;
         let status = resp.status();
+        let wait = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
         let text = resp.text().await.unwrap_or_default();
         if status.is_success() {
             return Ok(serde_json::from_str(&text).unwrap_or(Value::Null));
@@ -118,12 +128,11 @@ impl GithubClient {
             "GitHub answered {status}: {}",
             crate::render::clip(&text, 300)
         );
-        if status.as_u16() == 429 || status.is_server_error() {
-            Err(Failure::transient(message))
-        } else if status.as_u16() == 404 {
+        // A secondary rate limit is a 403 with Retry-After.
+        if status.as_u16() == 429 || status.is_server_error() || wait.is_some() {
             Err(Failure {
-                message,
-                retry: false,
+                wait,
+                ..Failure::transient(message)
             })
         } else {
             Err(Failure::fatal(message))
@@ -258,15 +267,18 @@ impl Deliverer {
                 Err(f) if last => {
                     tracing::error!(route = %self.route.name, entity, error = %f.message, attempts = attempt, "delivery failed");
                     events::emit(events::Delivered { ok: false });
-                    break Err(if f.retry {
-                        PlatformError::Unavailable(f.message)
-                    } else {
-                        PlatformError::Rejected(f.message)
+                    break Err(match f.wait {
+                        Some(retry_after) => PlatformError::RateLimited { retry_after },
+                        None if f.retry => PlatformError::Unavailable(f.message),
+                        None => PlatformError::Rejected(f.message),
                     });
                 }
                 Err(f) => {
                     tracing::warn!(route = %self.route.name, entity, error = %f.message, attempt, "delivery failed; retrying");
-                    tokio::time::sleep(wait).await;
+                    // What GitHub asks for, up to a minute here; longer waits are
+                    // the outbox's.
+                    let asked = f.wait.unwrap_or_default().min(Duration::from_secs(60));
+                    tokio::time::sleep(asked.max(wait)).await;
                     wait *= 2;
                 }
             }

@@ -33,6 +33,8 @@ struct Inner {
     updates: Vec<Value>,
     calls: Vec<Call>,
     poll_failures: VecDeque<(u16, Value)>,
+    /// Until then, sendMessage fails with these answers in turn.
+    send_outage: Option<(Instant, Vec<(u16, Value)>)>,
     reject_entities: usize,
     next_message: i64,
 }
@@ -105,6 +107,11 @@ impl FakeTelegram {
     /// Makes the next getUpdates calls fail with these answers.
     pub fn fail_polls(&self, failures: Vec<(u16, Value)>) {
         self.shared.0.lock().unwrap().poll_failures.extend(failures);
+    }
+
+    /// Fails every sendMessage for `how_long`, with `answers` in turn.
+    pub fn fail_sends_for(&self, how_long: Duration, answers: Vec<(u16, Value)>) {
+        self.shared.0.lock().unwrap().send_outage = Some((Instant::now() + how_long, answers));
     }
 
     /// Refuses the next `n` messages that carry entities, as Telegram does
@@ -280,6 +287,17 @@ async fn method(
             "has_main_web_app": false,
         })),
         "sendMessage" => {
+            if let Some((until, answers)) = &inner.send_outage
+                && Instant::now() < *until
+            {
+                let tried = inner
+                    .calls
+                    .iter()
+                    .filter(|c| c.method == "sendMessage")
+                    .count();
+                let (status, body) = answers[tried % answers.len()].clone();
+                return (StatusCode::from_u16(status).unwrap(), Json(body)).into_response();
+            }
             let scripted = body.get("entities").is_some() && inner.reject_entities > 0;
             if scripted {
                 inner.reject_entities -= 1;

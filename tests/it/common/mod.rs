@@ -276,3 +276,16 @@ pub fn run_alone(name: &str, probe: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// This process's resident memory, in KiB (VmRSS).
+pub fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// How long the platform-outage tests keep a platform failing.
+pub const OUTAGE: std::time::Duration = std::time::Duration::from_secs(60);
