@@ -783,25 +783,9 @@ async fn a_minute_of_github_rate_limits_delays_the_comment_without_a_tight_loop_
     );
     assert_eq!(after.len(), 1, "posted once: {after:?}");
     assert_eq!(after[0].body["body"], "Reviewed after the outage.");
-    assert!(
-        (2..=20).contains(&tried.len()),
-        "{} requests in {:?}",
-        tried.len(),
-        common::OUTAGE
-    );
-    let closest = tried
-        .windows(2)
-        .map(|w| w[1].at.duration_since(w[0].at))
-        .min()
-        .unwrap();
-    assert!(
-        closest >= Duration::from_secs(4),
-        "Retry-After not honoured: tries {closest:?} apart"
-    );
-    assert!(
-        rss_late < rss_early + 8 * 1024,
-        "memory grew from {rss_early} to {rss_late} KiB during the outage"
-    );
+    // Retry-After is 5 s: no two tries closer than that (less a margin).
+    let tried: Vec<_> = tried.iter().map(|s| s.at).collect();
+    common::assert_patient(&tried, 20, Duration::from_secs(4), (rss_early, rss_late));
     assert_eq!(llm.requests().len(), 1);
     let outbox = d.gateway.store.outbox(10).await.unwrap();
     assert_eq!(outbox.len(), 1);

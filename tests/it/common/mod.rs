@@ -289,3 +289,31 @@ pub fn rss_kib() -> u64 {
 
 /// How long the platform-outage tests keep a platform failing.
 pub const OUTAGE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// What riding out an outage must look like: the failing platform was
+/// tried again (at least twice, at most `most` times, never closer than
+/// `closest`), and memory (`rss`: early and late in the outage, KiB) grew
+/// by less than 8 MiB.
+pub fn assert_patient(
+    tried: &[std::time::Instant],
+    most: usize,
+    closest: std::time::Duration,
+    rss: (u64, u64),
+) {
+    assert!(
+        (2..=most).contains(&tried.len()),
+        "{} tries in {OUTAGE:?}",
+        tried.len()
+    );
+    let gap = tried
+        .windows(2)
+        .map(|w| w[1].duration_since(w[0]))
+        .min()
+        .unwrap();
+    assert!(gap >= closest, "tries {gap:?} apart");
+    let (early, late) = rss;
+    assert!(
+        late < early + 8 * 1024,
+        "memory grew from {early} to {late} KiB during the outage"
+    );
+}
