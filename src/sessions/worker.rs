@@ -549,7 +549,7 @@ fn completion(
     }
 }
 
-/// Completes event `inbox_id` as `outcome`, telling its chat `notices`
+/// Completes event `inbox_id` as `outcome`, telling its chat `texts`
 /// where a person reads it.
 fn done_with<'a>(
     inner: &Inner,
@@ -557,13 +557,13 @@ fn done_with<'a>(
     inbox_id: i64,
     event: &InboundEvent,
     outcome: &str,
-    notices_: impl IntoIterator<Item = &'a str>,
+    texts: impl IntoIterator<Item = &'a str>,
 ) -> Completion {
     Completion {
         inbox_id,
         session_key: key.to_string(),
         outcome: outcome.to_string(),
-        outbox: notices(inner, event, notices_),
+        outbox: notices(inner, event, texts),
     }
 }
 
