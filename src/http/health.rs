@@ -2,7 +2,6 @@
 //! and every enabled component ready; 503 with the reasons otherwise).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
@@ -10,10 +9,8 @@ use axum::http::StatusCode;
 use serde::Serialize;
 
 use super::AppState;
+use crate::store::PROBE_TIMEOUT;
 use crate::telemetry::ComponentHealth;
-
-/// How long the storage probe may take before readiness fails.
-const STORAGE_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[derive(Serialize)]
 pub(super) struct Liveness {
@@ -38,7 +35,7 @@ pub(super) struct Readiness {
 
 pub(super) async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
     let mut checks = state.health.snapshot();
-    let storage = match tokio::time::timeout(STORAGE_PROBE_TIMEOUT, state.store.ping()).await {
+    let storage = match tokio::time::timeout(PROBE_TIMEOUT, state.store.ping()).await {
         Ok(Ok(())) => ComponentHealth {
             ready: true,
             detail: "reachable".into(),
@@ -49,7 +46,7 @@ pub(super) async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<R
         },
         Err(_) => ComponentHealth {
             ready: false,
-            detail: format!("no answer within {STORAGE_PROBE_TIMEOUT:?}"),
+            detail: format!("no answer within {PROBE_TIMEOUT:?}"),
         },
     };
     checks.insert("storage".into(), storage);

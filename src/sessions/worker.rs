@@ -469,8 +469,8 @@ async fn answer(
                     let last = c.session().last_active_at;
                     *conversation = Some((c, last));
                 }
-                Err(_) if storage_down(inner).await => {
-                    if !storage_back(inner).await {
+                Err(_) if inner.store.is_away().await => {
+                    if !inner.store.until_back(&inner.stop).await {
                         return Answered::Stopped;
                     }
                     again = true;
@@ -506,13 +506,15 @@ async fn answer(
         };
         state.end_turn();
         *last_active = now_ms();
-        if matches!(turn.result, Err(AgentError::Store(_))) && storage_down(inner).await {
+        if let Err(AgentError::Store(err)) = &turn.result
+            && inner.store.failed_from_away(err).await
+        {
             // Storage went away under the turn: nothing is lost and nothing
             // is said; the turn goes on from what was stored once the
             // database answers again.
             tracing::warn!(session.key = %key, inbox.id = inbox_id, "storage down during a turn; waiting for it");
             *conversation = None;
-            if !storage_back(inner).await {
+            if !inner.store.until_back(&inner.stop).await {
                 return Answered::Stopped;
             }
             again = true;
@@ -641,9 +643,9 @@ async fn commit(
                     }
                 };
             }
-            Err(err) if storage_down(inner).await => {
+            Err(err) if inner.store.failed_from_away(&err).await => {
                 tracing::warn!(inbox.id = completion.inbox_id, error = %err, "storage down at the end of a turn; waiting for it");
-                if !storage_back(inner).await {
+                if !inner.store.until_back(&inner.stop).await {
                     return None;
                 }
             }
@@ -658,29 +660,5 @@ async fn commit(
                 return None;
             }
         }
-    }
-}
-
-/// Whether storage fails to answer now.
-async fn storage_down(inner: &Inner) -> bool {
-    tokio::time::timeout(Duration::from_secs(2), inner.store.ping())
-        .await
-        .map_or(true, |answered| answered.is_err())
-}
-
-/// Waits until storage answers again, backing off up to 5 s between
-/// tries; false when the daemon stops first (the event stays pending in
-/// the inbox for the next start).
-async fn storage_back(inner: &Inner) -> bool {
-    let mut wait = Duration::from_millis(200);
-    loop {
-        tokio::select! {
-            _ = inner.stop.cancelled() => return false,
-            _ = tokio::time::sleep(wait) => {}
-        }
-        if !storage_down(inner).await {
-            return true;
-        }
-        wait = (wait * 2).min(Duration::from_secs(5));
     }
 }

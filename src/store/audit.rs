@@ -165,12 +165,9 @@ impl Store {
         const LAST: &str = "SELECT hash FROM approval_audit ORDER BY id DESC LIMIT 1";
         const INSERT: &str = "INSERT INTO approval_audit (approval_id, event, session_id, requester, actor, command, pattern_keys, outcome, at, prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
         with_pool!(self, pool => {
-            // SQLite: take the write lock up front, so reading the chain head
-            // and appending cannot be split by another writer.
-            let mut tx = match self.backend {
-                Backend::Sqlite(_) => pool.begin_with("BEGIN IMMEDIATE").await?,
-                Backend::Postgres(_) => pool.begin().await?,
-            };
+            // On SQLite the write lock is taken up front, so reading the
+            // chain head and appending cannot be split by another writer.
+            let mut tx = super::begin_write!(self, pool);
             if matches!(self.backend, Backend::Postgres(_)) {
                 sqlx::query("SELECT pg_advisory_xact_lock(7266001)").execute(&mut *tx).await?;
             }

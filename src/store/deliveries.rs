@@ -1,7 +1,7 @@
 //! Webhook answers: the bot's one comment per pull request, and a record of
 //! every delivery with its attempts.
 
-use super::{Result, Store, now_ms, with_pool};
+use super::{Result, Store, now_ms, returning, storable, with_pool};
 
 /// A recorded delivery.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -31,7 +31,7 @@ impl Store {
     pub async fn bot_comment(&self, entity: &str) -> Result<Option<String>> {
         Ok(with_pool!(self, pool => sqlx::query_scalar(
             "SELECT comment_id FROM bot_comments WHERE entity = $1")
-            .bind(entity).fetch_optional(pool).await?))
+            .bind(storable(entity)).fetch_optional(pool).await?))
     }
 
     /// Remembers the bot's comment id on `entity`.
@@ -39,18 +39,18 @@ impl Store {
         with_pool!(self, pool => sqlx::query(
             "INSERT INTO bot_comments (entity, comment_id, updated_at) VALUES ($1, $2, $3) \
              ON CONFLICT (entity) DO UPDATE SET comment_id = excluded.comment_id, updated_at = excluded.updated_at")
-            .bind(entity).bind(comment_id).bind(now_ms()).execute(pool).await?.rows_affected());
+            .bind(storable(entity)).bind(storable(comment_id)).bind(now_ms()).execute(pool).await?.rows_affected());
         Ok(())
     }
 
     /// Starts a delivery record; returns its id.
     pub async fn delivery_start(&self, route: &str, entity: &str, target: &str) -> Result<i64> {
         let now = now_ms();
-        Ok(with_pool!(self, pool => sqlx::query_scalar(
+        Ok(returning!(&self.backend, ex => sqlx::query_scalar(
             "INSERT INTO deliveries (route, entity, target, status, attempts, created_at, updated_at) \
              VALUES ($1, $2, $3, 'pending', 0, $4, $4) RETURNING id")
-            .bind(route).bind(entity).bind(target).bind(now)
-            .fetch_one(pool).await?))
+            .bind(route).bind(storable(entity)).bind(storable(target)).bind(now)
+            .fetch_one(ex).await?))
     }
 
     /// Records one attempt: `error` is `None` when it went through; `last`
@@ -64,7 +64,7 @@ impl Store {
         with_pool!(self, pool => sqlx::query(
             "UPDATE deliveries SET attempts = attempts + 1, status = $1, last_error = $2, updated_at = $3 \
              WHERE id = $4")
-            .bind(status).bind(error).bind(now_ms()).bind(id).execute(pool).await?.rows_affected());
+            .bind(status).bind(error.map(storable)).bind(now_ms()).bind(id).execute(pool).await?.rows_affected());
         Ok(())
     }
 

@@ -91,10 +91,7 @@ async fn insert_one(backend: &Backend, q: &Queued) -> Result<InboxInsert> {
                 .await?
         };
     }
-    let id: Option<i64> = match backend {
-        Backend::Sqlite(pool) => once!(pool),
-        Backend::Postgres(pool) => once!(pool),
-    };
+    let id: Option<i64> = super::returning!(backend, ex => once!(ex));
     Ok(id.map_or(InboxInsert::Duplicate, InboxInsert::Inserted))
 }
 
@@ -119,8 +116,15 @@ async fn insert_batch(backend: &Backend, batch: &[Queued]) -> Result<Vec<InboxIn
             rows
         }};
     }
+    // On SQLite in a transaction of its own, for the reason `returning!`
+    // gives.
     let rows = match backend {
-        Backend::Sqlite(pool) => multi_row!(sqlx::Sqlite, pool),
+        Backend::Sqlite(pool) => {
+            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+            let rows = multi_row!(sqlx::Sqlite, &mut *tx);
+            tx.commit().await?;
+            rows
+        }
         Backend::Postgres(pool) => multi_row!(sqlx::Postgres, pool),
     };
     let mut ids: std::collections::HashMap<String, i64> =

@@ -1,6 +1,6 @@
 //! Persistent memory notes, one list per user.
 
-use super::{Result, Store, now_ms, with_pool};
+use super::{Result, Store, now_ms, returning, with_pool};
 
 /// A stored note.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
@@ -21,9 +21,9 @@ impl Store {
     /// Adds a note for a user; returns its id.
     pub async fn add_note(&self, user_key: &str, content: &str) -> Result<i64> {
         let now = now_ms();
-        Ok(with_pool!(self, pool => sqlx::query_scalar(
+        Ok(returning!(&self.backend, ex => sqlx::query_scalar(
             "INSERT INTO memory_notes (user_key, content, created_at, updated_at) VALUES ($1, $2, $3, $3) RETURNING id")
-            .bind(user_key).bind(super::storable(content)).bind(now).fetch_one(pool).await?))
+            .bind(user_key).bind(super::storable(content)).bind(now).fetch_one(ex).await?))
     }
 
     /// Replaces the text of one of the user's notes. False if no such note.

@@ -10,6 +10,7 @@
 mod approvals;
 mod audit;
 mod deliveries;
+mod health;
 mod inbox;
 mod memory;
 mod outbox;
@@ -20,6 +21,7 @@ mod turns;
 pub use approvals::{AllowEntry, ApprovalRecord, ApprovalStatus, PatternKeys};
 pub use audit::{AuditEvent, AuditKind, AuditRow, ChainCheck, GENESIS, PromptRef};
 pub use deliveries::DeliveryRow;
+pub use health::{DISK_FLOOR, PROBE_TIMEOUT};
 pub use inbox::{InboxInsert, InboxRow, NewInboxEvent};
 pub use memory::MemoryNote;
 pub use outbox::{Outbound, OutboxRow};
@@ -54,6 +56,45 @@ macro_rules! with_pool {
 }
 pub(crate) use with_pool;
 
+/// Begins a write transaction on `$pool` (inside [`with_pool!`]): `BEGIN
+/// IMMEDIATE` on SQLite, so the write lock is taken up front and other
+/// writers are waited out (a deferred transaction that has to upgrade
+/// fails at once with SQLITE_BUSY), a plain `BEGIN` on PostgreSQL.
+macro_rules! begin_write {
+    ($store:expr, $pool:ident) => {
+        match $store.backend {
+            $crate::store::Backend::Sqlite(_) => $pool.begin_with("BEGIN IMMEDIATE").await?,
+            $crate::store::Backend::Postgres(_) => $pool.begin().await?,
+        }
+    };
+}
+pub(crate) use begin_write;
+
+/// Runs `$body`, one write whose statement returns rows (`RETURNING`),
+/// on `$backend` with `$executor` bound to where it runs: on SQLite an
+/// explicit transaction, committed after it. sqlx hands SQLite's returned
+/// rows back before the statement's implicit commit and drops that
+/// commit's error (launchbadge/sqlx#2099), so on a full disk an insert
+/// would report an id that was never stored; the explicit `COMMIT`
+/// reports it. PostgreSQL commits before answering, so it runs as is.
+macro_rules! returning {
+    ($backend:expr, $executor:ident => $body:expr) => {
+        match $backend {
+            $crate::store::Backend::Sqlite(pool) => {
+                let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+                let out = {
+                    let $executor = &mut *tx;
+                    $body
+                };
+                tx.commit().await?;
+                out
+            }
+            $crate::store::Backend::Postgres($executor) => $body,
+        }
+    };
+}
+pub(crate) use returning;
+
 /// Failures of the storage layer.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -69,6 +110,14 @@ pub enum StoreError {
     /// Applying the migrations failed.
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// SQLite's file system is (nearly) full (retryable).
+    #[error("disk full under {dir}: {detail}")]
+    Full {
+        /// The database's directory.
+        dir: String,
+        /// Free space, or why it could not be read.
+        detail: String,
+    },
     /// A stored value could not be decoded.
     #[error("corrupt stored value in {what}: {reason}")]
     Corrupt {
@@ -86,6 +135,9 @@ impl From<sqlx::Error> for StoreError {
             | sqlx::Error::PoolTimedOut
             | sqlx::Error::PoolClosed
             | sqlx::Error::Tls(_) => StoreError::Unavailable(err),
+            sqlx::Error::Database(ref db) if health::away(db.as_ref()) => {
+                StoreError::Unavailable(err)
+            }
             other => StoreError::Query(other),
         }
     }
@@ -94,7 +146,7 @@ impl From<sqlx::Error> for StoreError {
 impl StoreError {
     /// Whether trying again later may succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, StoreError::Unavailable(_))
+        matches!(self, StoreError::Unavailable(_) | StoreError::Full { .. })
     }
 }
 
@@ -115,6 +167,9 @@ pub struct Store {
     audit_lock: std::sync::Arc<tokio::sync::Mutex<()>>,
     /// The inbox's group commit, started on first use.
     inbox_queue: std::sync::Arc<std::sync::OnceLock<inbox::InboxQueue>>,
+    /// SQLite: the directory of the database file, whose free space counts
+    /// in [`Store::ping`].
+    disk: Option<std::sync::Arc<Path>>,
 }
 
 /// Which database a store talks to.
@@ -131,6 +186,7 @@ impl Store {
     /// file and its directory if missing). Does not migrate.
     pub async fn connect(config: &StorageConfig) -> Result<Self> {
         let url = config.url.as_str();
+        let mut disk = None;
         let backend = if url.starts_with("sqlite:") {
             let options = SqliteConnectOptions::from_str(url)
                 .map_err(|e| StoreError::Url(e.to_string()))?
@@ -147,12 +203,16 @@ impl Store {
                 // the kernel caches the file too, and a pool of busy
                 // connections otherwise keeps 16 MiB after a burst.
                 .pragma("cache_size", "-1024");
-            if let Some(dir) = Path::new(options.get_filename()).parent()
-                && !dir.as_os_str().is_empty()
-            {
+            let file = options.get_filename();
+            if file != Path::new(":memory:") {
+                let dir = match file.parent() {
+                    Some(dir) if !dir.as_os_str().is_empty() => dir,
+                    _ => Path::new("."),
+                };
                 std::fs::create_dir_all(dir).map_err(|e| {
                     StoreError::Url(format!("cannot create {}: {e}", dir.display()))
                 })?;
+                disk = Some(std::sync::Arc::from(dir));
             }
             // A local file needs no liveness ping before each query, and no
             // recycling of its connections (which would also run a reaper
@@ -163,6 +223,24 @@ impl Store {
                 .max_lifetime(None)
                 .max_connections(config.max_connections)
                 .acquire_timeout(Duration::from_secs(10))
+                .after_release(|conn, _| {
+                    Box::pin(async move {
+                        use sqlx::Connection;
+                        if !conn.is_in_transaction() {
+                            return Ok(true);
+                        }
+                        // A transaction dropped unfinished is rolled back
+                        // on the connection's worker; the ping waits for
+                        // that. A count still above zero means SQLite had
+                        // ended it itself (a COMMIT refused for a full disk
+                        // is rolled back by SQLite, so sqlx's ROLLBACK
+                        // fails): the connection is closed, or its next
+                        // transaction would be a savepoint that never
+                        // commits and holds the write lock.
+                        conn.ping().await?;
+                        Ok(!conn.is_in_transaction())
+                    })
+                })
                 .connect_with(options)
                 .await?;
             Backend::Sqlite(pool)
@@ -180,6 +258,7 @@ impl Store {
             backend,
             audit_lock: Default::default(),
             inbox_queue: Default::default(),
+            disk,
         })
     }
 
@@ -238,12 +317,6 @@ impl Store {
         }
         let v: Option<i64> = with_pool!(self, pool => sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success").fetch_one(pool).await?);
         Ok(v.unwrap_or(0))
-    }
-
-    /// Cheap round trip used by `/readyz`.
-    pub async fn ping(&self) -> Result<()> {
-        with_pool!(self, pool => sqlx::query("SELECT 1").execute(pool).await?.rows_affected());
-        Ok(())
     }
 
     /// Which backend this store uses.

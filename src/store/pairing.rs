@@ -1,7 +1,7 @@
 //! Pairing: unknown DM senders get a code; the owner approves it from the
 //! CLI and the sender becomes a paired (allowed) user.
 
-use super::{Result, Store, now_ms, with_pool};
+use super::{Result, Store, now_ms, returning, with_pool};
 
 /// A pending pairing request.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
@@ -89,7 +89,7 @@ impl Store {
             " FROM pairing_requests WHERE platform = $1 AND code = $2 AND expires_at > $3"
         );
         with_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
+            let mut tx = super::begin_write!(self, pool);
             let request: Option<PairingRequest> = sqlx::query_as(sql)
                 .bind(platform).bind(code).bind(now).fetch_optional(&mut *tx).await?;
             let Some(request) = request else {
@@ -180,10 +180,10 @@ impl Store {
         limit: i64,
         lock_until: i64,
     ) -> Result<i64> {
-        let failures: i64 = with_pool!(self, pool => sqlx::query_scalar(
+        let failures: i64 = returning!(&self.backend, ex => sqlx::query_scalar(
             "INSERT INTO pairing_guard (platform, failures, locked_until) VALUES ($1, 1, 0) \
              ON CONFLICT (platform) DO UPDATE SET failures = pairing_guard.failures + 1 RETURNING failures")
-            .bind(platform).fetch_one(pool).await?);
+            .bind(platform).fetch_one(ex).await?);
         if failures >= limit {
             with_pool!(self, pool => sqlx::query(
                 "UPDATE pairing_guard SET failures = 0, locked_until = $1 WHERE platform = $2")

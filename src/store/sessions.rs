@@ -1,6 +1,6 @@
 //! Sessions and their messages, with full-text search over messages.
 
-use super::{Backend, Result, Store, new_id, now_ms, with_pool};
+use super::{Backend, Result, Store, new_id, now_ms, returning, with_pool};
 
 /// What is needed to open a session for a key.
 #[derive(Debug, Clone)]
@@ -198,7 +198,7 @@ impl Store {
             " FROM sessions WHERE id = $1"
         );
         with_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
+            let mut tx = super::begin_write!(self, pool);
             let ended = sqlx::query(
                 "UPDATE sessions SET ended_at = $1, end_reason = 'split' WHERE id = $2 AND ended_at IS NULL")
                 .bind(now).bind(&old.id).execute(&mut *tx).await?.rows_affected();
@@ -277,7 +277,7 @@ impl Store {
 
     /// Appends a message to a session's history; returns its id.
     pub async fn append_message(&self, session_id: &str, message: &NewMessage<'_>) -> Result<i64> {
-        Ok(with_pool!(self, pool => insert_message!(pool, session_id, message)))
+        Ok(returning!(&self.backend, ex => insert_message!(ex, session_id, message)))
     }
 
     /// A session's whole history, oldest first.

@@ -94,9 +94,9 @@ impl Store {
     ) -> Result<Option<Committed>> {
         let now = now_ms();
         with_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
-            // The inbox row first: on SQLite the write lock is taken at
-            // once, and a second commit of the same event stops here.
+            let mut tx = super::begin_write!(self, pool);
+            // The inbox row first: a second commit of the same event stops
+            // here.
             if let Some(done) = done {
                 let completed = sqlx::query(
                     "UPDATE inbox SET processed_at = $1, outcome = $2 WHERE id = $3 AND processed_at IS NULL")

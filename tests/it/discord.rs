@@ -10,6 +10,7 @@ use common::discord_harness::*;
 use common::fake_discord::{FakeDiscord, message, user};
 use common::fake_llm::{FakeLlm, Reply, text};
 use common::in_process::{InProcess, daemon_config};
+use common::outage::Answer;
 use serde_json::{Value, json};
 use switchboard::config::Env;
 
@@ -419,5 +420,154 @@ async fn a_gateway_event_serenity_panics_on_does_not_silence_the_bot() {
     .await;
     let posted = s.dc.wait_posted(1).await;
     assert_eq!(content(&posted[0]), "still here");
+    s.daemon.shutdown().await;
+}
+
+/// NUL bytes in a message's content and author are taken and answered on
+/// both backends.
+#[tokio::test]
+async fn a_message_with_nul_bytes_is_answered_on_both_backends() {
+    common::on_both_backends(|storage| async move {
+        let s = start(vec![Reply::Json(text("Noted."))], |c| {
+            if let Some(storage) = storage {
+                c.storage = storage;
+            }
+        })
+        .await;
+        let mut author = ann();
+        author["global_name"] = json!("An\u{0}n");
+        s.dc.dispatch(
+            "MESSAGE_CREATE",
+            mention("1090", CHANNEL, author, "what\u{0}is this"),
+        )
+        .await;
+        let posted = s.dc.wait_posted(1).await;
+        assert_eq!(content(&posted[0]), "Noted.");
+        let prompt = s.llm.requests()[0]["messages"].to_string();
+        assert!(prompt.contains("what\u{FFFD}is this"), "{prompt}");
+        let store = &s.daemon.gateway.store;
+        assert!(store.inbox_pending(10).await.unwrap().is_empty());
+        s.daemon.shutdown().await;
+    })
+    .await;
+}
+
+/// Discord never sends a gateway event again, so while storage is away
+/// the adapter holds what arrives (in order) and offers it once the
+/// database is back: both messages answered once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_wait_for_postgres_and_are_answered_in_order_once_it_is_back() {
+    let Some(db) = common::PgTestDb::create().await else {
+        return;
+    };
+    let (proxy, storage) = common::cut_proxy::CutProxy::before(&db).await;
+    let s = start(
+        vec![
+            Reply::Json(text("First, after the outage.")),
+            Reply::Json(text("Second, after the outage.")),
+        ],
+        |c| c.storage = storage,
+    )
+    .await;
+    proxy.cut();
+    for (id, words) in [("1201", "first question"), ("1202", "second question")] {
+        s.dc.dispatch("MESSAGE_CREATE", mention(id, CHANNEL, ann(), words))
+            .await;
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert!(s.dc.posted().is_empty(), "nothing answered while away");
+    assert!(s.llm.requests().is_empty());
+
+    proxy.restore();
+    // The second may come while the first one's turn runs, and be told it
+    // waits its turn.
+    let answers = || -> Vec<String> {
+        let posted = s.dc.posted().iter().map(content).collect::<Vec<_>>();
+        posted
+            .into_iter()
+            .filter(|t| !t.starts_with("Got it"))
+            .collect()
+    };
+    common::eventually("both answered", || async { answers().len() >= 2 }).await;
+    assert_eq!(
+        answers(),
+        ["First, after the outage.", "Second, after the outage."]
+    );
+    let asked = s.llm.requests();
+    assert_eq!(asked.len(), 2, "each message asked once");
+    assert!(asked[0]["messages"].to_string().contains("first question"));
+    assert!(asked[1]["messages"].to_string().contains("second question"));
+    let store = &s.daemon.gateway.store;
+    assert_eq!(common::inbox_count(store, "discord").await, 2);
+    assert!(store.inbox_pending(10).await.unwrap().is_empty());
+    s.daemon.shutdown().await;
+    db.drop().await;
+}
+
+/// Set in the child process that runs the outage test alone (it reads this
+/// process's memory).
+const OUTAGE_PROBE: &str = "SWITCHBOARD_DISCORD_OUTAGE_PROBE";
+
+/// Creating messages answers Cloudflare's HTML 502 and Discord's 429 (with
+/// Retry-After and its JSON body) in turn for a minute while two mentions
+/// arrive: the replies wait with jittered backoff (a handful of tries,
+/// none in a tight loop), memory stays flat, and once Discord is back each
+/// answer is posted once, in order, without asking the model again.
+#[tokio::test]
+async fn a_minute_of_5xx_and_429_on_sends_delays_the_replies_without_a_tight_loop_or_a_copy() {
+    if std::env::var_os(OUTAGE_PROBE).is_none() {
+        return common::run_alone(
+            "discord::a_minute_of_5xx_and_429_on_sends_delays_the_replies_without_a_tight_loop_or_a_copy",
+            OUTAGE_PROBE,
+        );
+    }
+    let s = start(
+        vec![
+            Reply::Json(text("first answer")),
+            Reply::Json(text("second answer")),
+        ],
+        |_| {},
+    )
+    .await;
+    s.dc.fail_sends_for(
+        common::OUTAGE,
+        vec![
+            Answer::html(502, "<html><head><title>502 Bad Gateway</title></head></html>"),
+            Answer::json(
+                429,
+                json!({"message": "You are being rate limited.", "retry_after": 5.0, "global": false}),
+            )
+            .header("retry-after", 5)
+            .header("x-ratelimit-scope", "user"),
+        ],
+    );
+    let began = std::time::Instant::now();
+    s.dc.dispatch(
+        "MESSAGE_CREATE",
+        mention("1301", CHANNEL, ann(), "first question"),
+    )
+    .await;
+    s.dc.wait_posted(1).await;
+    s.dc.dispatch(
+        "MESSAGE_CREATE",
+        mention("1302", CHANNEL, ann(), "second question"),
+    )
+    .await;
+    let sends = || {
+        let calls = s.dc.posted();
+        common::Sends {
+            tried: calls.iter().map(|c| c.at).collect(),
+            sent: calls.iter().filter(|c| !c.refused).map(content).collect(),
+        }
+    };
+    common::after_outage(
+        "discord",
+        began,
+        common::rss_kib(),
+        &["first answer", "second answer"],
+        sends,
+    )
+    .await;
+    assert_eq!(s.llm.requests().len(), 2, "each question asked once");
     s.daemon.shutdown().await;
 }

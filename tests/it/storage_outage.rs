@@ -1,7 +1,8 @@
-//! PostgreSQL going away under load and coming back, seen through a TCP
-//! proxy the test cuts: readiness names storage, webhooks are refused with
-//! 503 + Retry-After and nothing is stored half-way, and once the database
-//! answers again everything resumes by itself, every acknowledged event
+//! Storage going away under load and coming back: PostgreSQL seen through
+//! a TCP proxy the test cuts, and SQLite on a small file system the test
+//! fills. Readiness names storage, webhooks are refused with 503 +
+//! Retry-After and nothing is stored half-way, and once the database takes
+//! writes again everything resumes by itself, every acknowledged event
 //! processed once.
 
 use crate::common;
@@ -49,29 +50,27 @@ fn asked(llm: &FakeLlm) -> Vec<usize> {
         .collect()
 }
 
-/// A proxy in front of the test server and `db`'s storage config through it.
-async fn through_proxy(db: &PgTestDb) -> (CutProxy, StorageConfig) {
-    let upstream = url::Url::parse(&common::postgres_url()).unwrap();
-    let target = format!(
-        "{}:{}",
-        upstream.host_str().unwrap(),
-        upstream.port().unwrap_or(5432)
-    );
-    let addr = tokio::net::lookup_host(&target)
-        .await
-        .unwrap()
-        .next()
-        .unwrap();
-    let proxy = CutProxy::start(addr).await;
-    let url = db.config.url.replacen(&target, &proxy.addr.to_string(), 1);
-    assert_ne!(url, db.config.url);
-    (
-        proxy,
-        StorageConfig {
-            url,
-            ..db.config.clone()
-        },
+/// The daemon with a GitHub route (answers logged) on `storage`.
+async fn start(llm: &FakeLlm, dir: &std::path::Path, storage: StorageConfig) -> InProcess {
+    let mut config = daemon_config(dir, &llm.url);
+    config.storage = storage;
+    config.webhook = load_from_str(
+        r#"
+        [[webhook.routes]]
+        name = "github"
+        path = "/webhooks/github"
+        scheme = "github"
+        secret_env = "GITHUB_WEBHOOK_SECRET"
+        rate_limit_per_minute = 100000
+        [webhook.routes.deliver]
+        kind = "log"
+        "#,
+        &Env::default(),
     )
+    .unwrap()
+    .webhook;
+    config.webhook.enabled = true;
+    InProcess::start(config, Env::from_pairs([("GITHUB_WEBHOOK_SECRET", SECRET)])).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -79,7 +78,7 @@ async fn postgres_going_away_is_ridden_out_and_nothing_acknowledged_is_lost() {
     let Some(db) = PgTestDb::create().await else {
         return;
     };
-    let (proxy, storage) = through_proxy(&db).await;
+    let (proxy, storage) = CutProxy::before(&db).await;
 
     // Slow enough that turns are in flight when the database goes.
     let llm = FakeLlm::responding(|_| {
@@ -90,25 +89,7 @@ async fn postgres_going_away_is_ridden_out_and_nothing_acknowledged_is_lost() {
     })
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let mut config = daemon_config(dir.path(), &llm.url);
-    config.storage = storage;
-    config.webhook = load_from_str(
-        r#"
-        [[webhook.routes]]
-        name = "github"
-        path = "/webhooks/github"
-        scheme = "github"
-        secret_env = "GITHUB_WEBHOOK_SECRET"
-        [webhook.routes.deliver]
-        kind = "log"
-        "#,
-        &Env::default(),
-    )
-    .unwrap()
-    .webhook;
-    config.webhook.enabled = true;
-    let daemon =
-        InProcess::start(config, Env::from_pairs([("GITHUB_WEBHOOK_SECRET", SECRET)])).await;
+    let daemon = start(&llm, dir.path(), storage).await;
     let http = switchboard::http::client::client();
     let mut acknowledged = BTreeSet::new();
     for i in 0..8 {
@@ -171,7 +152,7 @@ async fn telegram_keeps_its_updates_while_postgres_is_away() {
     let Some(db) = PgTestDb::create().await else {
         return;
     };
-    let (proxy, storage) = through_proxy(&db).await;
+    let (proxy, storage) = CutProxy::before(&db).await;
     let tg = FakeTelegram::start().await;
     let llm = FakeLlm::responding(|_| Reply::Json(text("back again"))).await;
     let dir = tempfile::tempdir().unwrap();
@@ -219,4 +200,158 @@ async fn telegram_keeps_its_updates_while_postgres_is_away() {
     assert_eq!(llm.requests().len(), 1, "answered once");
     daemon.shutdown().await;
     db.drop().await;
+}
+
+/// A tmpfs of its own on a fresh directory (mounting needs root),
+/// unmounted when dropped.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    /// Mounts `bytes` of tmpfs, or returns `None` with the reason printed
+    /// where this process may not mount (under `CI=true` that fails).
+    fn mount(bytes: u64) -> Option<Self> {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        let why = match mounted {
+            Ok(out) if out.status.success() => return Some(Self { dir }),
+            Ok(out) => String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            Err(err) => err.to_string(),
+        };
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("a small tmpfs is required under CI=true: {why}");
+        }
+        eprintln!("skipping: cannot mount a small tmpfs ({why})");
+        None
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// Takes every free byte with one file; returns its path.
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write;
+        let path = self.path().join("filler");
+        let mut file = std::fs::File::create(&path).unwrap();
+        for chunk in [1 << 16, 1 << 12, 1 << 9] {
+            let block = vec![0u8; chunk];
+            while file.write_all(&block).is_ok() {}
+        }
+        path
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_under_sqlite_is_refused_cleanly_and_ridden_out() {
+    let Some(disk) = SmallDisk::mount(16 << 20) else {
+        return;
+    };
+    let llm = FakeLlm::responding(|_| Reply::Json(text("reviewed"))).await;
+    let dir = tempfile::tempdir().unwrap();
+    let storage = StorageConfig {
+        url: format!("sqlite://{}/sb.db", disk.path().display()),
+        ..StorageConfig::default()
+    };
+    let daemon = start(&llm, dir.path(), storage).await;
+    let store = daemon.gateway.store.clone();
+    let http = switchboard::http::client::client();
+    let mut acknowledged = BTreeSet::new();
+    for i in 0..4 {
+        assert_eq!(post(&http, &daemon.base, i).await.status(), 202);
+        acknowledged.insert(i);
+    }
+    common::eventually("the first events processed", || async {
+        store.inbox_pending(100).await.is_ok_and(|p| p.is_empty())
+    })
+    .await;
+
+    let filler = disk.fill();
+    let ready = http
+        .get(format!("{}/readyz", daemon.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503);
+    let why: Value = ready.json().await.unwrap();
+    assert!(
+        why["reasons"].to_string().contains("storage: disk full"),
+        "{why}"
+    );
+    // SQLite may still fit a few writes in pages it has; then it refuses.
+    let mut refused = Vec::new();
+    for i in 4..400 {
+        let answer = post(&http, &daemon.base, i).await;
+        match answer.status().as_u16() {
+            202 => {
+                acknowledged.insert(i);
+            }
+            503 => {
+                assert!(answer.headers().contains_key("retry-after"));
+                let body: Value = answer.json().await.unwrap();
+                assert!(
+                    body["error"].to_string().contains("could not be stored"),
+                    "{body}"
+                );
+                refused.push(i);
+                if refused.len() == 4 {
+                    break;
+                }
+            }
+            other => panic!("event {i} answered {other} on a full disk"),
+        }
+    }
+    assert_eq!(refused.len(), 4, "a full disk refuses deliveries");
+
+    std::fs::remove_file(filler).unwrap();
+    common::eventually("ready again", || async {
+        http.get(format!("{}/readyz", daemon.base))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+    })
+    .await;
+    // Nothing of a refused event was kept: its retry is new, not a duplicate.
+    for i in refused {
+        assert_eq!(
+            post(&http, &daemon.base, i).await.status(),
+            202,
+            "event {i}"
+        );
+        acknowledged.insert(i);
+    }
+    common::eventually("every acknowledged event processed", || async {
+        store.inbox_pending(1000).await.is_ok_and(|p| p.is_empty())
+    })
+    .await;
+    let asked: BTreeSet<usize> = asked(&llm).into_iter().collect();
+    assert_eq!(
+        asked, acknowledged,
+        "every acknowledged event reached the model"
+    );
+    common::eventually("each answered once", || async {
+        store.outbox(1000).await.is_ok_and(|rows| {
+            rows.len() == acknowledged.len() && rows.iter().all(|r| r.status == "sent")
+        })
+    })
+    .await;
+    eprintln!(
+        "full disk: {} events acknowledged, {} asked of the model",
+        acknowledged.len(),
+        llm.requests().len()
+    );
+    daemon.shutdown().await;
 }

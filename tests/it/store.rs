@@ -643,3 +643,64 @@ async fn text_with_nul_bytes_is_stored_on_both_backends(store: Store) {
         "rm -rf /tmp/x\u{FFFD}"
     );
 }
+
+/// A PostgreSQL restart ends every connection with `57P01` (terminating
+/// connection due to administrator command), also one in the middle of a
+/// query: the store says so as storage away (retryable, so a turn waits
+/// instead of failing) and takes a new connection once the server answers.
+#[tokio::test]
+async fn a_query_the_server_ends_is_storage_away_and_the_store_comes_back() {
+    let Some(db) = crate::common::PgTestDb::create().await else {
+        return;
+    };
+    let name = format!("sb_{}", switchboard::store::new_id());
+    let config = switchboard::config::StorageConfig {
+        url: format!("{}&application_name={name}", db.config.url),
+        max_connections: 1,
+        ..db.config.clone()
+    };
+    let store = Store::open(&config).await.unwrap();
+    let admin = sqlx::PgPool::connect(&crate::common::postgres_url())
+        .await
+        .unwrap();
+    // Hold the store's next query on a lock, then end its connection.
+    let mut lock = admin.begin().await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "LOCK TABLE {}.sessions IN ACCESS EXCLUSIVE MODE",
+        db.schema()
+    )))
+    .execute(&mut *lock)
+    .await
+    .unwrap();
+    let waiting = tokio::spawn({
+        let store = store.clone();
+        async move { store.list_sessions(1).await }
+    });
+    crate::common::eventually("the store's query waits on the lock", || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+        )
+        .bind(&name)
+        .fetch_one(&admin)
+        .await
+        .unwrap()
+            == 1
+    })
+    .await;
+    let ended: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+    )
+    .bind(&name)
+    .fetch_all(&admin)
+    .await
+    .unwrap();
+    assert_eq!(ended, [true]);
+    let err = waiting.await.unwrap().unwrap_err();
+    assert!(err.is_retryable(), "{err:?}");
+    lock.rollback().await.unwrap();
+    store.list_sessions(1).await.unwrap();
+    store.ping().await.unwrap();
+    store.close().await;
+    admin.close().await;
+    db.drop().await;
+}

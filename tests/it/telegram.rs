@@ -8,6 +8,7 @@ use std::time::Duration;
 use common::fake_llm::{FakeLlm, Reply, calls, text};
 use common::fake_telegram::{BOT_USERNAME, FakeTelegram};
 use common::in_process::{InProcess, daemon_config};
+use common::outage::Answer;
 use serde_json::{Value, json};
 use switchboard::config::{Config, Env, TelegramMode};
 
@@ -416,15 +417,18 @@ async fn a_minute_of_5xx_and_429_on_sends_delays_the_replies_without_a_tight_loo
     s.tg.fail_sends_for(
         common::OUTAGE,
         vec![
-            (502, json!({"ok": false, "error_code": 502, "description": "Bad Gateway"})),
-            (
+            Answer::json(
+                502,
+                json!({"ok": false, "error_code": 502, "description": "Bad Gateway"}),
+            ),
+            Answer::json(
                 429,
                 json!({"ok": false, "error_code": 429,
                     "description": "Too Many Requests: retry after 5", "parameters": {"retry_after": 5}}),
             ),
         ],
     );
-    let outage_ends = std::time::Instant::now() + common::OUTAGE;
+    let began = std::time::Instant::now();
     s.tg.push(FakeTelegram::message(ANN, ANN, "Ann", 60, "first question"));
     s.tg.wait("sendMessage", 1).await;
     s.tg.push(FakeTelegram::message(
@@ -434,44 +438,53 @@ async fn a_minute_of_5xx_and_429_on_sends_delays_the_replies_without_a_tight_loo
         61,
         "second question",
     ));
-    let rss_early = common::rss_kib();
-    tokio::time::sleep_until(outage_ends.into()).await;
-    let rss_late = common::rss_kib();
-    let tried = s.tg.calls("sendMessage");
-
-    let sent = |calls: Vec<common::fake_telegram::Call>| -> Vec<String> {
-        texts(&calls.into_iter().filter(|c| c.id != 0).collect::<Vec<_>>())
+    let sends = || {
+        let calls = s.tg.calls("sendMessage");
+        common::Sends {
+            tried: calls.iter().map(|c| c.at).collect(),
+            sent: texts(&calls.into_iter().filter(|c| c.id != 0).collect::<Vec<_>>()),
+        }
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(90);
-    while sent(s.tg.calls("sendMessage")).len() < 2 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "replies not delivered after the outage: {:?}",
-            s.tg.calls("sendMessage")
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let all = s.tg.calls("sendMessage");
-    assert_eq!(sent(all.clone()), ["first answer", "second answer"]);
-    eprintln!(
-        "telegram outage of {:?}: {} sendMessage tries during it, {} in all; RSS {} -> {} KiB",
-        common::OUTAGE,
-        tried.len(),
-        all.len(),
-        rss_early,
-        rss_late
-    );
-    let tried: Vec<_> = tried.iter().map(|c| c.at).collect();
-    common::assert_patient(
-        &tried,
-        16,
-        Duration::from_millis(400),
-        (rss_early, rss_late),
-    );
+    common::after_outage(
+        "telegram",
+        began,
+        common::rss_kib(),
+        &["first answer", "second answer"],
+        sends,
+    )
+    .await;
     assert_eq!(s.llm.requests().len(), 2, "each question asked once");
     let outbox = s.daemon.gateway.store.outbox(10).await.unwrap();
     assert!(outbox.iter().all(|o| o.status == "sent"), "{outbox:?}");
     assert!(outbox.iter().any(|o| o.attempts > 1), "{outbox:?}");
     s.daemon.shutdown().await;
+}
+
+/// NUL bytes in an update's text and sender are taken and answered on
+/// both backends.
+#[tokio::test]
+async fn an_update_with_nul_bytes_is_answered_on_both_backends() {
+    common::on_both_backends(|storage| async move {
+        let s = start(vec![Reply::Json(text("Got it."))], |c| {
+            if let Some(storage) = storage {
+                c.storage = storage;
+            }
+        })
+        .await;
+        s.tg.push(FakeTelegram::message(
+            ANN,
+            ANN,
+            "An\u{0}n",
+            70,
+            "what\u{0}is this",
+        ));
+        let sent = s.tg.wait("sendMessage", 1).await;
+        assert_eq!(sent[0].body["text"], "Got it.");
+        let prompt = s.llm.requests()[0]["messages"].to_string();
+        assert!(prompt.contains("what\u{FFFD}is this"), "{prompt}");
+        let store = &s.daemon.gateway.store;
+        assert!(store.inbox_pending(10).await.unwrap().is_empty());
+        s.daemon.shutdown().await;
+    })
+    .await;
 }

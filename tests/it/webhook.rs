@@ -764,15 +764,12 @@ async fn a_minute_of_github_rate_limits_delays_the_comment_without_a_tight_loop_
             .filter(|s| s.at >= outage_ends)
             .collect::<Vec<_>>()
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(90);
-    while posted().is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no comment after the outage: {:?}",
-            gh.seen()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    common::eventually_within(
+        "a comment after the outage",
+        Duration::from_secs(90),
+        || async { !posted().is_empty() },
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = posted();
     eprintln!(
@@ -791,4 +788,41 @@ async fn a_minute_of_github_rate_limits_delays_the_comment_without_a_tight_loop_
     assert_eq!(outbox.len(), 1);
     assert_eq!(outbox[0].status, "sent");
     d.shutdown().await;
+}
+
+/// NUL bytes in a signed delivery (PostgreSQL's text cannot hold one) are
+/// taken, answered on the PR and recorded on both backends: never 202 and
+/// then dropped.
+#[tokio::test]
+async fn a_delivery_with_nul_bytes_is_answered_on_both_backends() {
+    common::on_both_backends(|storage| async move {
+        let llm = FakeLlm::start(vec![Reply::Json(text("Reviewed."))]).await;
+        let gh = FakeGithub::start().await;
+        let d = start(&llm, &gh, |c| {
+            if let Some(storage) = storage {
+                c.storage = storage;
+            }
+        })
+        .await;
+        let mut opened = fixture("pull_request.opened");
+        opened["pull_request"]["title"] = json!("fix\u{0}the parser");
+        opened["pull_request"]["body"] = json!("\u{0}\u{0}");
+        opened["pull_request"]["head"]["ref"] = json!("topic\u{0}");
+        opened["pull_request"]["user"]["login"] = json!("octo\u{0}cat");
+        opened["sender"]["login"] = json!("octo\u{0}cat");
+        let resp = d.github("pull_request", "nul-1", &bytes(&opened)).await;
+        assert_eq!(resp.status(), 202);
+        let seen = gh.wait(1).await;
+        assert_eq!(seen[0].body["body"], "Reviewed.");
+        let prompt = llm.requests()[0]["messages"].to_string();
+        assert!(prompt.contains("fix\u{FFFD}the parser"), "{prompt}");
+        d.wait_processed(1).await;
+        let again = d.github("pull_request", "nul-1", &bytes(&opened)).await;
+        assert_eq!(again.status(), 200, "stored, so a retry is a duplicate");
+        let store = &d.gateway.store;
+        assert!(store.inbox_pending(10).await.unwrap().is_empty());
+        assert_eq!(store.deliveries(10).await.unwrap()[0].status, "delivered");
+        d.shutdown().await;
+    })
+    .await;
 }

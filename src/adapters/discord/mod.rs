@@ -303,8 +303,12 @@ impl Discord {
                     missed.sort_by_key(|m| m.id);
                     tracing::info!(channel = %channel, count = missed.len(), "discord catch-up");
                     for msg in missed {
-                        if msg.timestamp.unix_timestamp() >= oldest {
-                            self.on_message(msg).await;
+                        if msg.timestamp.unix_timestamp() >= oldest && !self.on_message(&msg).await
+                        {
+                            // Storage went away: the rest is read again by
+                            // the next catch-up (after a restart, from what
+                            // was stored).
+                            return;
                         }
                     }
                 }
@@ -315,7 +319,9 @@ impl Discord {
         }
     }
 
-    async fn on_message(&self, msg: Message) {
+    /// Takes one gateway message; false when storage was away and it was
+    /// not stored (the caller waits for storage and offers it again).
+    async fn on_message(&self, msg: &Message) -> bool {
         self.saw(msg.channel_id, msg.id);
         let place = if msg.guild_id.is_some() {
             self.places.resolve(&self.http, msg.channel_id).await
@@ -323,8 +329,8 @@ impl Discord {
             Place::channel(msg.channel_id)
         };
         let config = &self.gateway.config.discord;
-        let Some(event) = inbound::message_event(&msg, self.me, place, config) else {
-            return;
+        let Some(event) = inbound::message_event(msg, self.me, place, config) else {
+            return true;
         };
         if event.kind == ChatKind::Group
             && is_auto_thread(&event.chat(), event.message_id.as_deref())
@@ -335,8 +341,16 @@ impl Discord {
             }
             openers.insert(msg.id.to_string(), event.text.clone());
         }
-        if let Err(err) = self.gateway.sessions.submit(event).await {
-            tracing::error!(error = %err, message = %msg.id, "discord message not stored");
+        match self.gateway.sessions.submit(event).await {
+            Ok(_) => true,
+            Err(err) if self.gateway.store.failed_from_away(&err).await => {
+                tracing::warn!(error = %err, message = %msg.id, "storage away; the discord message waits for it");
+                false
+            }
+            Err(err) => {
+                tracing::error!(error = %err, message = %msg.id, "discord message not stored");
+                true
+            }
         }
     }
 
@@ -658,8 +672,15 @@ async fn run(ctx: ComponentContext) {
             Incoming::Up => {}
             Incoming::Down(reason) => ctx.health.set(ID, false, reason),
             Incoming::Message(msg) => {
-                if let Some(a) = &adapter {
-                    a.on_message(*msg).await;
+                let Some(a) = &adapter else { continue };
+                // Discord does not send a gateway event again: while storage
+                // is away the message is held (later ones wait behind it in
+                // the channel, in order) and offered again once it is back.
+                // A stop first leaves it to the next start's catch-up.
+                while !a.on_message(&msg).await {
+                    if !gw.store.until_back(&ctx.stop).await {
+                        break;
+                    }
                 }
             }
         }

@@ -164,6 +164,18 @@ fn port_error(err: SlackClientError) -> PlatformError {
         {
             PlatformError::NotFound(e.code)
         }
+        // Slack's own words for "try again later", answered with 200.
+        SlackClientError::ApiError(e) if e.code == "ratelimited" => PlatformError::RateLimited {
+            retry_after: Duration::from_secs(1),
+        },
+        SlackClientError::ApiError(e)
+            if matches!(
+                e.code.as_str(),
+                "internal_error" | "service_unavailable" | "request_timeout"
+            ) =>
+        {
+            PlatformError::Unavailable(e.code)
+        }
         SlackClientError::ApiError(e) => PlatformError::Rejected(e.code),
         other => PlatformError::Unavailable(other.to_string()),
     }

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use switchboard::config::StorageConfig;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
@@ -58,6 +59,30 @@ impl CutProxy {
             open,
             stop,
         }
+    }
+
+    /// A proxy in front of the test server, and `db`'s storage config
+    /// through it.
+    pub async fn before(db: &super::PgTestDb) -> (Self, StorageConfig) {
+        let upstream = url::Url::parse(&super::postgres_url()).unwrap();
+        let target = format!(
+            "{}:{}",
+            upstream.host_str().unwrap(),
+            upstream.port().unwrap_or(5432)
+        );
+        let addr = tokio::net::lookup_host(&target)
+            .await
+            .unwrap()
+            .next()
+            .unwrap();
+        let proxy = Self::start(addr).await;
+        let url = db.config.url.replacen(&target, &proxy.addr.to_string(), 1);
+        assert_ne!(url, db.config.url);
+        let storage = StorageConfig {
+            url,
+            ..db.config.clone()
+        };
+        (proxy, storage)
     }
 
     /// Drops every connection and refuses new ones.

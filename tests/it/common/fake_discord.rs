@@ -16,6 +16,8 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::outage::{Answer, Outage};
+
 pub const BOT_ID: &str = "900";
 pub const APP_ID: &str = "800";
 pub const GUILD: &str = "300";
@@ -28,6 +30,10 @@ pub struct Call {
     pub body: Value,
     /// The id the fake gave a message it created.
     pub id: String,
+    /// Answered with an outage's error.
+    pub refused: bool,
+    /// When it came.
+    pub at: std::time::Instant,
 }
 
 #[derive(Clone, Default)]
@@ -48,6 +54,8 @@ struct Shared {
     lookup_delay: Arc<Mutex<Duration>>,
     /// Messages by channel, as `GET …/messages` reads them.
     history: Arc<Mutex<HashMap<String, Vec<Value>>>>,
+    /// While open, creating a message fails.
+    sends_down: Outage,
 }
 
 pub struct FakeDiscord {
@@ -158,6 +166,12 @@ impl FakeDiscord {
             .lock()
             .unwrap()
             .insert(id.into(), parent.into());
+    }
+
+    /// Fails every message the bot creates for `how_long`, with `answers`
+    /// in turn.
+    pub fn fail_sends_for(&self, how_long: Duration, answers: Vec<Answer>) {
+        self.shared.sends_down.start(how_long, answers);
     }
 
     /// Makes every message edit take `delay`.
@@ -301,6 +315,8 @@ async fn rest(
         auth,
         body: body.clone(),
         id: id.clone(),
+        refused: false,
+        at: std::time::Instant::now(),
     });
     let parts: Vec<&str> = rest.split('/').collect();
     let bot_message = |channel: &str, id: String| {
@@ -353,9 +369,15 @@ async fn rest(
             found.truncate(limit);
             Json(Value::Array(found)).into_response()
         }
-        ("POST", ["channels", channel, "messages"]) => {
-            Json(bot_message(channel, id)).into_response()
-        }
+        ("POST", ["channels", channel, "messages"]) => match shared.sends_down.answer() {
+            Some(failure) => {
+                if let Some(call) = shared.calls.lock().unwrap().last_mut() {
+                    call.refused = true;
+                }
+                failure
+            }
+            None => Json(bot_message(channel, id)).into_response(),
+        },
         ("PATCH", ["channels", channel, "messages", id]) => {
             let delay = *shared.edit_delay.lock().unwrap();
             tokio::time::sleep(delay).await;

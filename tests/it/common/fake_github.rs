@@ -14,6 +14,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{patch, post};
 use serde_json::{Value, json};
 
+use super::outage::{Answer, Outage};
+
 /// A recorded request: method, path, authorization header, JSON body.
 #[derive(Debug, Clone)]
 pub struct Seen {
@@ -24,14 +26,11 @@ pub struct Seen {
     pub body: Value,
 }
 
-/// Until when every request fails, with which status and Retry-After.
-type Outage = (Instant, u16, Option<u64>);
-
 #[derive(Clone, Default)]
 struct Shared {
     seen: Arc<Mutex<Vec<Seen>>>,
     fail_next: Arc<Mutex<Vec<u16>>>,
-    down: Arc<Mutex<Option<Outage>>>,
+    down: Outage,
     held: Arc<tokio::sync::watch::Sender<bool>>,
     next_id: Arc<Mutex<u64>>,
 }
@@ -71,7 +70,11 @@ impl FakeGithub {
     /// Fails every request with `status` for `how_long` (with
     /// `Retry-After: retry_after` when given).
     pub fn outage(&self, status: u16, how_long: Duration, retry_after: Option<u64>) {
-        *self.shared.down.lock().unwrap() = Some((Instant::now() + how_long, status, retry_after));
+        let mut answer = Answer::json(status, json!({"message": "Server Error"}));
+        if let Some(secs) = retry_after {
+            answer = answer.header("retry-after", secs);
+        }
+        self.shared.down.start(how_long, vec![answer]);
     }
 
     /// While on, requests are recorded and left unanswered.
@@ -115,20 +118,8 @@ fn record(shared: &Shared, method: &'static str, path: String, headers: &HeaderM
 async fn failure(shared: &Shared) -> Option<Response> {
     let mut held = shared.held.subscribe();
     let _ = held.wait_for(|on| !on).await;
-    if let Some((until, status, retry_after)) = *shared.down.lock().unwrap()
-        && Instant::now() < until
-    {
-        let mut response = (
-            StatusCode::from_u16(status).unwrap(),
-            Json(json!({"message": "Server Error"})),
-        )
-            .into_response();
-        if let Some(secs) = retry_after {
-            response
-                .headers_mut()
-                .insert("retry-after", secs.to_string().parse().unwrap());
-        }
-        return Some(response);
+    if let Some(failure) = shared.down.answer() {
+        return Some(failure);
     }
     let mut fail = shared.fail_next.lock().unwrap();
     if fail.is_empty() {

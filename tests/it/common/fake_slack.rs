@@ -10,8 +10,11 @@ use axum::Json;
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use serde_json::{Value, json};
+
+use super::outage::{Answer, Outage};
 
 pub const BOT_USER: &str = "UBOT0001";
 
@@ -22,6 +25,10 @@ pub struct Call {
     pub body: Value,
     /// The `ts` the fake gave a posted message.
     pub ts: String,
+    /// Answered with an outage's error.
+    pub refused: bool,
+    /// When it came.
+    pub at: std::time::Instant,
 }
 
 #[derive(Clone, Default)]
@@ -34,6 +41,8 @@ struct Shared {
     socket: Arc<Mutex<Option<tokio::sync::mpsc::UnboundedSender<String>>>>,
     /// Frames the client sent (acknowledgements).
     acks: Arc<Mutex<Vec<Value>>>,
+    /// While open, chat.postMessage fails.
+    posts_down: Outage,
 }
 
 pub struct FakeSlack {
@@ -83,6 +92,16 @@ impl FakeSlack {
         panic!("the Socket Mode client never connected");
     }
 
+    /// Fails every chat.postMessage for `how_long`, with `answers` in turn.
+    pub fn fail_posts_for(&self, how_long: Duration, answers: Vec<Answer>) {
+        self.shared.posts_down.start(how_long, answers);
+    }
+
+    /// The frames the client sent on the socket (its acknowledgements).
+    pub fn acks(&self) -> Vec<Value> {
+        self.shared.acks.lock().unwrap().clone()
+    }
+
     /// Waits until the client acknowledged `envelope_id`.
     pub async fn acked(&self, envelope_id: &str) {
         for _ in 0..400 {
@@ -119,7 +138,7 @@ async fn method(
     axum::extract::RawQuery(query): axum::extract::RawQuery,
     headers: HeaderMap,
     body: axum::body::Bytes,
-) -> Json<Value> {
+) -> Response {
     let auth = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
@@ -136,7 +155,17 @@ async fn method(
         auth,
         body: body.clone(),
         ts: ts.clone(),
+        refused: false,
+        at: std::time::Instant::now(),
     });
+    if method == "chat.postMessage"
+        && let Some(failure) = shared.posts_down.answer()
+    {
+        if let Some(call) = shared.calls.lock().unwrap().last_mut() {
+            call.refused = true;
+        }
+        return failure;
+    }
     Json(match method.as_str() {
         "auth.test" => json!({
             "ok": true, "url": "https://acme.slack.com/", "team": "Acme", "user": "switchboard",
@@ -160,6 +189,7 @@ async fn method(
         "apps.connections.open" => json!({"ok": true, "url": *shared.socket_url.lock().unwrap()}),
         _ => json!({"ok": true}),
     })
+    .into_response()
 }
 
 /// Slack's Socket Mode side: a hello on connect, then the envelopes the

@@ -15,6 +15,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
+use super::outage::{Answer, Outage};
+
 pub const BOT_ID: i64 = 999;
 pub const BOT_USERNAME: &str = "switchboard_bot";
 
@@ -34,7 +36,7 @@ struct Inner {
     calls: Vec<Call>,
     poll_failures: VecDeque<(u16, Value)>,
     /// Until then, sendMessage fails with these answers in turn.
-    send_outage: Option<(Instant, Vec<(u16, Value)>)>,
+    send_outage: Outage,
     reject_entities: usize,
     next_message: i64,
 }
@@ -110,8 +112,13 @@ impl FakeTelegram {
     }
 
     /// Fails every sendMessage for `how_long`, with `answers` in turn.
-    pub fn fail_sends_for(&self, how_long: Duration, answers: Vec<(u16, Value)>) {
-        self.shared.0.lock().unwrap().send_outage = Some((Instant::now() + how_long, answers));
+    pub fn fail_sends_for(&self, how_long: Duration, answers: Vec<Answer>) {
+        self.shared
+            .0
+            .lock()
+            .unwrap()
+            .send_outage
+            .start(how_long, answers);
     }
 
     /// Refuses the next `n` messages that carry entities, as Telegram does
@@ -287,16 +294,8 @@ async fn method(
             "has_main_web_app": false,
         })),
         "sendMessage" => {
-            if let Some((until, answers)) = &inner.send_outage
-                && Instant::now() < *until
-            {
-                let tried = inner
-                    .calls
-                    .iter()
-                    .filter(|c| c.method == "sendMessage")
-                    .count();
-                let (status, body) = answers[tried % answers.len()].clone();
-                return (StatusCode::from_u16(status).unwrap(), Json(body)).into_response();
+            if let Some(failure) = inner.send_outage.answer() {
+                return failure;
             }
             let scripted = body.get("entities").is_some() && inner.reject_entities > 0;
             if scripted {

@@ -12,6 +12,7 @@ pub mod fake_port;
 pub mod fake_slack;
 pub mod fake_telegram;
 pub mod in_process;
+pub mod outage;
 
 use switchboard::config::StorageConfig;
 use switchboard::store::Store;
@@ -102,6 +103,11 @@ impl PgTestDb {
         })
     }
 
+    /// The schema's name.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
     /// A migrated store on this schema.
     pub async fn store(&self) -> Store {
         Store::open(&self.config).await.unwrap()
@@ -117,6 +123,21 @@ impl PgTestDb {
         .await
         .unwrap();
         self.admin.close().await;
+    }
+}
+
+/// Runs `test` twice: on the harness's SQLite file (`None`), then on a
+/// PostgreSQL schema of its own (its storage config; skipped with the
+/// reason printed where there is no server, except under `CI=true`).
+pub async fn on_both_backends<F, Fut>(test: F)
+where
+    F: Fn(Option<StorageConfig>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    test(None).await;
+    if let Some(db) = PgTestDb::create().await {
+        test(Some(db.config.clone())).await;
+        db.drop().await;
     }
 }
 
@@ -235,16 +256,25 @@ where
 }
 
 /// Polls `check` every 20 ms until it holds; fails the test after 20 s.
-pub async fn eventually<F, Fut>(what: &str, mut check: F)
+pub async fn eventually<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    until(what, || {
-        let holds = check();
-        async move { holds.await.then_some(()) }
-    })
-    .await;
+    eventually_within(what, std::time::Duration::from_secs(20), check).await;
+}
+
+/// Polls `check` every 20 ms until it holds; fails the test after `limit`.
+pub async fn eventually_within<F, Fut>(what: &str, limit: std::time::Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 /// Waits until the daemon's component `name` reports ready.
@@ -289,6 +319,52 @@ pub fn rss_kib() -> u64 {
 
 /// How long the platform-outage tests keep a platform failing.
 pub const OUTAGE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// What a test saw of a platform's sends: when each try came, and the
+/// texts of those that went through.
+pub struct Sends {
+    pub tried: Vec<std::time::Instant>,
+    pub sent: Vec<String>,
+}
+
+/// Rides out an [`OUTAGE`] that began at `began` while the test's
+/// messages wait: at its end reads the tries made during it and this
+/// process's memory, then waits up to 90 s for `expected` to go through,
+/// lets 2 s pass for a stray copy, and checks each went once and in order,
+/// the tries were patient (2 to 16, none within 400 ms of another; see
+/// [`assert_patient`]), memory flat (`rss_early` read once the messages
+/// were in); prints the figures.
+pub async fn after_outage(
+    platform: &str,
+    began: std::time::Instant,
+    rss_early: u64,
+    expected: &[&str],
+    sends: impl Fn() -> Sends,
+) {
+    tokio::time::sleep_until((began + OUTAGE).into()).await;
+    let rss_late = rss_kib();
+    let during = sends().tried;
+    eventually_within(
+        "the replies sent after the outage",
+        std::time::Duration::from_secs(90),
+        || async { sends().sent.len() >= expected.len() },
+    )
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let all = sends();
+    assert_eq!(all.sent, expected, "each reply once, in order");
+    eprintln!(
+        "{platform} outage of {OUTAGE:?}: {} tries during it, {} in all; RSS {rss_early} -> {rss_late} KiB",
+        during.len(),
+        all.tried.len(),
+    );
+    assert_patient(
+        &during,
+        16,
+        std::time::Duration::from_millis(400),
+        (rss_early, rss_late),
+    );
+}
 
 /// What riding out an outage must look like: the failing platform was
 /// tried again (at least twice, at most `most` times, never closer than
