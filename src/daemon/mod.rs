@@ -226,6 +226,10 @@ impl Daemon {
             );
         }
         sessions.requeue(backlog).await?;
+        // Background processes report into their sessions; the ones a
+        // previous run was to report are taken over.
+        processes.report_to(Arc::new(sessions.clone()));
+        processes.adopt(store.process_watches().await?);
         let draining = root.child_token();
         tracker.spawn(async move {
             draining.cancelled().await;

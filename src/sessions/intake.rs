@@ -138,8 +138,24 @@ impl SessionManager {
         events::emit(events::EventAccepted {
             platform: &event.platform,
         });
+        self.attachments(&mut event, &key).await;
+        let dedupe = format!("{}:{}", event.platform, event.event_id);
+        self.enqueue(&key, event, &dedupe, true).await
+    }
 
-        let (tx, state) = self.worker(&key);
+    /// Stores `event` in the inbox under `dedupe` and hands it to session
+    /// `key`'s worker (refused when the gateway is full). `from_person`: it
+    /// was written by someone, who is told it waits (or whose turn it
+    /// interrupts, per `busy_input_mode`) when the session is busy.
+    pub(super) async fn enqueue(
+        &self,
+        key: &str,
+        event: InboundEvent,
+        dedupe: &str,
+        from_person: bool,
+    ) -> Result<(Submitted, Option<oneshot::Receiver<()>>), StoreError> {
+        let inner = &self.inner;
+        let (tx, state) = self.worker(key);
         let permit = if self.pending() >= inner.settings.max_pending {
             None
         } else {
@@ -148,21 +164,21 @@ impl SessionManager {
         let Some(permit) = permit else {
             events::emit(events::EventRefused {
                 platform: &event.platform,
-                session_key: &key,
+                session_key: key,
                 pending: self.pending(),
             });
-            inner.replies.busy(&event, BUSY).await;
+            if from_person {
+                inner.replies.busy(&event, BUSY).await;
+            }
             return Ok((Submitted::Busy, None));
         };
-        self.attachments(&mut event, &key).await;
         let payload = serde_json::to_string(&event).unwrap_or_default();
-        let dedupe = format!("{}:{}", event.platform, event.event_id);
         let inserted = inner
             .store
             .inbox_insert(&NewInboxEvent {
                 platform: &event.platform,
-                dedupe_key: &dedupe,
-                session_key: &key,
+                dedupe_key: dedupe,
+                session_key: key,
                 payload: &payload,
             })
             .await?;
@@ -170,7 +186,7 @@ impl SessionManager {
             return Ok((Submitted::Duplicate, None));
         };
         let was_busy = state.busy() || state.waiting() > 0;
-        if was_busy {
+        if was_busy && from_person {
             match inner.settings.busy {
                 BusyInputMode::Interrupt => {
                     state.interrupt();

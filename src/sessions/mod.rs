@@ -9,6 +9,7 @@ mod commands;
 mod intake;
 pub mod keys;
 pub mod manager;
+mod notify;
 mod outbox;
 pub mod questions;
 pub mod replies;

@@ -240,6 +240,16 @@ impl Store {
         )
     }
 
+    /// The newest event of session `key`.
+    pub async fn inbox_last_of(&self, key: &str) -> Result<Option<InboxRow>> {
+        let sql = concat!(
+            "SELECT ",
+            inbox_columns!(),
+            " FROM inbox WHERE session_key = $1 ORDER BY id DESC LIMIT 1"
+        );
+        Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(key).fetch_optional(pool).await?))
+    }
+
     /// An event by id.
     pub async fn inbox_event(&self, id: i64) -> Result<Option<InboxRow>> {
         let sql = concat!("SELECT ", inbox_columns!(), " FROM inbox WHERE id = $1");

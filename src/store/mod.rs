@@ -15,6 +15,7 @@ mod inbox;
 mod memory;
 mod outbox;
 mod pairing;
+mod processes;
 mod sessions;
 mod turns;
 
@@ -26,6 +27,7 @@ pub use inbox::{InboxInsert, InboxRow, NewInboxEvent};
 pub use memory::MemoryNote;
 pub use outbox::{Outbound, OutboxRow};
 pub use pairing::{PairedUser, PairingRequest};
+pub use processes::ProcessWatch;
 pub use sessions::{MessageHit, NewMessage, NewSession, Session, StoredMessage};
 pub use turns::{Committed, Completion, TurnCommit, TurnRecord};
 

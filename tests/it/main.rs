@@ -26,6 +26,7 @@ mod http;
 mod http_limits;
 mod lifecycle;
 mod mcp;
+mod process_reports;
 mod runtime;
 mod secrets;
 mod sessions_manager;

@@ -12,7 +12,7 @@ mod vision;
 mod web;
 
 pub use files::apply_patch;
-pub use process::ProcessManager;
+pub use process::{ProcessManager, ProcessReports};
 pub use terminal::{Launcher, looks_secret, shell_quote};
 pub use web::is_forbidden;
 

@@ -1,9 +1,13 @@
 //! `process`: background processes per session (start, list, poll, log,
-//! kill, wait), each with a bounded ring log. The manager kills every
-//! child when the daemon stops.
+//! kill, wait), each with a bounded ring log. A process started with
+//! `notify_on_exit` (or `watch` patterns) is reported into its session when
+//! it ends (or prints a matching line), through [`ProcessReports`]; the
+//! watch is kept in storage so a restart still reports it. The manager
+//! kills every child when the daemon stops.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -13,11 +17,43 @@ use tokio::sync::watch;
 
 use super::output::RingLog;
 use super::terminal::{Launcher, approve};
+use crate::store::ProcessWatch;
 use crate::tools::workspace::resolve;
 use crate::tools::{Tool, ToolContext, ToolError, ToolSpec, arg_opt_str, arg_opt_u64, arg_str};
 
 /// Longest `wait` a call may ask for.
 const MAX_WAIT_SECS: u64 = 300;
+
+/// How many `watch` patterns one process may have, and how long each is.
+const MAX_PATTERNS: usize = 8;
+const MAX_PATTERN_CHARS: usize = 200;
+
+/// Output lines a report carries, and characters at most.
+const REPORT_LINES: usize = 20;
+const REPORT_CHARS: usize = 2000;
+
+/// How often a process adopted from a previous run is looked at.
+const ADOPTED_EVERY: Duration = Duration::from_secs(1);
+
+/// Where a background process's end is told: the session manager, which
+/// keeps the watch in storage and posts the report into the session as a
+/// turn of its own, durably.
+#[async_trait]
+pub trait ProcessReports: Send + Sync {
+    /// Keeps `watch` until its end is told, so that a restart tells it.
+    async fn keep(&self, watch: &ProcessWatch);
+    /// Tells `watch`'s session `text`, once per `what` (`exit`,
+    /// `watch-<n>`); `last` forgets the watch.
+    async fn tell(&self, watch: &ProcessWatch, what: &str, text: &str, last: bool);
+}
+
+/// What a process started with reporting asked for.
+struct Reporting {
+    watch: ProcessWatch,
+    on_exit: bool,
+    /// Case-insensitive patterns, each told once, when a line first has it.
+    patterns: Vec<(String, AtomicBool)>,
+}
 
 struct Managed {
     id: String,
@@ -28,6 +64,7 @@ struct Managed {
     log: Mutex<RingLog>,
     read_offset: Mutex<u64>,
     exit: watch::Receiver<Option<Option<i32>>>,
+    reporting: Option<Reporting>,
 }
 
 impl Managed {
@@ -56,6 +93,9 @@ impl Managed {
 pub struct ProcessManager {
     launcher: Launcher,
     procs: Mutex<BTreeMap<String, Arc<Managed>>>,
+    reports: OnceLock<Arc<dyn ProcessReports>>,
+    /// Set once the daemon stops: the processes it kills are told as such.
+    stopping: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for ProcessManager {
@@ -70,6 +110,46 @@ impl ProcessManager {
         Self {
             launcher,
             procs: Mutex::new(BTreeMap::new()),
+            reports: OnceLock::new(),
+            stopping: Arc::default(),
+        }
+    }
+
+    /// Where reports go; until set, `notify_on_exit` and `watch` are
+    /// refused.
+    pub fn report_to(&self, reports: Arc<dyn ProcessReports>) {
+        let _ = self.reports.set(reports);
+    }
+
+    /// Takes over the watches a previous run left: a process still running
+    /// (the same pid with the same start time) is looked at every second
+    /// and told when it is gone; one that is gone already is told at once.
+    /// Neither's exit code can be known, as neither is this run's child.
+    pub fn adopt(&self, watches: Vec<ProcessWatch>) {
+        let Some(reports) = self.reports.get().cloned() else {
+            return;
+        };
+        for watch in watches {
+            let reports = reports.clone();
+            tokio::spawn(async move {
+                let text = if started_at_tick(watch.pid) == Some(watch.pid_start) {
+                    while started_at_tick(watch.pid) == Some(watch.pid_start) {
+                        tokio::time::sleep(ADOPTED_EVERY).await;
+                    }
+                    format!(
+                        "[Background process {} (`{}`) has ended; its exit code is unknown \
+                         (the gateway restarted while it ran).] Tell the user.",
+                        watch.id, watch.command
+                    )
+                } else {
+                    format!(
+                        "[Background process {} (`{}`) ended while the gateway was down; its \
+                         exit code is unknown.] Tell the user.",
+                        watch.id, watch.command
+                    )
+                };
+                reports.tell(&watch, "exit", &text, true).await;
+            });
         }
     }
 
@@ -97,10 +177,17 @@ impl ProcessManager {
         &self,
         command: &str,
         workdir: Option<&str>,
+        (on_exit, patterns): (bool, Vec<String>),
         ctx: &ToolContext,
     ) -> Result<Value, ToolError> {
         if command.trim().is_empty() {
             return Err(ToolError::InvalidArgs("command is empty".into()));
+        }
+        let reports = self.reports.get().cloned();
+        if (on_exit || !patterns.is_empty()) && reports.is_none() {
+            return Err(ToolError::InvalidArgs(
+                "notify_on_exit and watch are not available here (no chat to tell)".into(),
+            ));
         }
         let running = self
             .session_procs(&ctx.session_id)
@@ -120,15 +207,39 @@ impl ProcessManager {
             .spawn()
             .map_err(|e| ToolError::Failed(format!("cannot start: {e}")))?;
         let (exit_tx, exit_rx) = watch::channel(None);
+        let id = format!("proc_{}", &crate::store::new_id()[..12]);
+        let pid = child.id();
+        let started_at = crate::store::now_ms();
+        let reporting = (on_exit || !patterns.is_empty()).then(|| Reporting {
+            watch: ProcessWatch {
+                id: id.clone(),
+                session_key: ctx.session_key.clone(),
+                command: command.to_string(),
+                pid: pid.map_or(0, i64::from),
+                pid_start: pid.and_then(|p| started_at_tick(i64::from(p))).unwrap_or(0),
+                started_at,
+            },
+            on_exit,
+            patterns: patterns
+                .into_iter()
+                .map(|p| (p.to_lowercase(), AtomicBool::new(false)))
+                .collect(),
+        });
+        if let (Some(r), Some(reports)) = (&reporting, &reports)
+            && r.on_exit
+        {
+            reports.keep(&r.watch).await;
+        }
         let managed = Arc::new(Managed {
-            id: format!("proc_{}", &crate::store::new_id()[..12]),
+            id,
             session_id: ctx.session_id.clone(),
             command: command.to_string(),
-            pid: child.id(),
-            started_at: crate::store::now_ms(),
+            pid,
+            started_at,
             log: Mutex::new(RingLog::new(self.launcher.config().process_log_bytes)),
             read_offset: Mutex::new(0),
             exit: exit_rx,
+            reporting,
         });
         let readers: Vec<_> = [
             child
@@ -142,14 +253,33 @@ impl ProcessManager {
         ]
         .into_iter()
         .flatten()
-        .map(|stream| tokio::spawn(pump(stream, managed.clone())))
+        .map(|stream| tokio::spawn(pump(stream, managed.clone(), reports.clone())))
         .collect();
+        let ending = managed.clone();
+        let stopping = self.stopping.clone();
         tokio::spawn(async move {
             let status = child.wait().await;
             for reader in readers {
                 let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
             }
-            let _ = exit_tx.send(Some(status.ok().and_then(|s| s.code())));
+            let code = status.ok().and_then(|s| s.code());
+            // Told before the exit is seen, so a stop waiting for the exit
+            // waits for the report to be stored too.
+            if let (Some(r), Some(reports)) = (&ending.reporting, &reports)
+                && r.on_exit
+            {
+                let how = match code {
+                    _ if stopping.load(Ordering::Relaxed) => {
+                        "was stopped because the gateway shut down".to_string()
+                    }
+                    Some(code) => format!("exited with code {code}"),
+                    None => "was ended by a signal".to_string(),
+                };
+                reports
+                    .tell(&r.watch, "exit", &exit_report(&ending, &how), true)
+                    .await;
+            }
+            let _ = exit_tx.send(Some(code));
         });
         self.procs
             .lock()
@@ -180,6 +310,7 @@ impl ProcessManager {
 
     /// Kills every process (daemon shutdown) and waits briefly for them.
     pub async fn shutdown(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
         let all: Vec<Arc<Managed>> = self
             .procs
             .lock()
@@ -198,8 +329,24 @@ impl ProcessManager {
     }
 }
 
-async fn pump(mut stream: Box<dyn AsyncRead + Send + Unpin>, into: Arc<Managed>) {
+/// Longest line the `watch` patterns are matched against; the rest of a
+/// longer line is not looked at.
+const MAX_LINE: usize = 4096;
+
+async fn pump(
+    mut stream: Box<dyn AsyncRead + Send + Unpin>,
+    into: Arc<Managed>,
+    reports: Option<Arc<dyn ProcessReports>>,
+) {
     let mut buf = [0u8; 8192];
+    let mut line = Vec::new();
+    let watching = |m: &Managed| {
+        m.reporting.as_ref().is_some_and(|r| {
+            r.patterns
+                .iter()
+                .any(|(_, told)| !told.load(Ordering::Relaxed))
+        })
+    };
     while let Ok(n) = stream.read(&mut buf).await {
         if n == 0 {
             break;
@@ -208,7 +355,132 @@ async fn pump(mut stream: Box<dyn AsyncRead + Send + Unpin>, into: Arc<Managed>)
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(&buf[..n]);
+        if let Some(reports) = reports.as_ref().filter(|_| watching(&into)) {
+            for &byte in &buf[..n] {
+                if byte == b'\n' {
+                    matched(&into, reports, &line);
+                    line.clear();
+                } else if line.len() < MAX_LINE {
+                    line.push(byte);
+                }
+            }
+        }
     }
+    if let Some(reports) = &reports {
+        matched(&into, reports, &line);
+    }
+}
+
+/// Tells the session of each `watch` pattern `line` is the first to have.
+fn matched(managed: &Managed, reports: &Arc<dyn ProcessReports>, line: &[u8]) {
+    let Some(reporting) = &managed.reporting else {
+        return;
+    };
+    if line.is_empty() {
+        return;
+    }
+    let text = String::from_utf8_lossy(line);
+    let lower = text.to_lowercase();
+    for (n, (pattern, told)) in reporting.patterns.iter().enumerate() {
+        if lower.contains(pattern.as_str()) && !told.swap(true, Ordering::Relaxed) {
+            let report = format!(
+                "[Background process {} (`{}`) printed a line with \"{pattern}\":]\n{}\nTell the user.",
+                managed.id,
+                managed.command,
+                fenced(&text)
+            );
+            let (reports, watch) = (reports.clone(), reporting.watch.clone());
+            tokio::spawn(async move {
+                reports
+                    .tell(&watch, &format!("watch-{n}"), &report, false)
+                    .await;
+            });
+        }
+    }
+}
+
+/// The report of `managed`'s end: how it ended, after how long, and its
+/// last lines of output.
+fn exit_report(managed: &Managed, how: &str) -> String {
+    let secs = (crate::store::now_ms() - managed.started_at).max(0) / 1000;
+    let took = match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m{:02}s", s / 60, s % 60),
+        s => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+    };
+    let tail = managed
+        .log
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .tail_lines(REPORT_LINES);
+    let start = tail
+        .char_indices()
+        .rev()
+        .nth(REPORT_CHARS - 1)
+        .map_or(0, |(at, _)| at);
+    let output = match tail[start..].trim_end() {
+        "" => "It printed nothing.".to_string(),
+        last => format!("Its last output:\n{}", fenced(last)),
+    };
+    format!(
+        "[Background process {} (`{}`) {how} after {took}.]\n{output}\nTell the user.",
+        managed.id, managed.command
+    )
+}
+
+/// `text` in a code block no line of it can close.
+fn fenced(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    format!("{fence}\n{text}\n{fence}")
+}
+
+/// When process `pid` started, in clock ticks since boot (field 22 of
+/// `/proc/<pid>/stat`); `None` when there is no such process.
+fn started_at_tick(pid: i64) -> Option<i64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count
+    // from the last `)`.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// `notify_on_exit` and `watch` of a start.
+fn reporting_args(args: &Value) -> Result<(bool, Vec<String>), ToolError> {
+    let on_exit = match args.get("notify_on_exit") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            return Err(ToolError::InvalidArgs(
+                "`notify_on_exit` must be true or false".into(),
+            ));
+        }
+    };
+    let patterns: Vec<String> = match args.get("watch") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|p| match p.as_str().map(str::trim) {
+                Some(p) if !p.is_empty() && p.chars().count() <= MAX_PATTERN_CHARS => {
+                    Ok(p.to_string())
+                }
+                _ => Err(ToolError::InvalidArgs(format!(
+                    "each `watch` pattern must be text of 1 to {MAX_PATTERN_CHARS} characters"
+                ))),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => {
+            return Err(ToolError::InvalidArgs(
+                "`watch` must be a list of text patterns".into(),
+            ));
+        }
+    };
+    if patterns.len() > MAX_PATTERNS {
+        return Err(ToolError::InvalidArgs(format!(
+            "at most {MAX_PATTERNS} `watch` patterns"
+        )));
+    }
+    Ok((on_exit, patterns))
 }
 
 /// `process`.
@@ -230,13 +502,15 @@ impl Tool for Process {
         ToolSpec::new(
             "process",
             "terminal",
-            "Manage background processes (servers, watchers, long builds) in the session workspace. action start runs a command in the background and returns its process_id; list shows this session's processes; poll returns output produced since the last poll; log returns the last lines; wait waits for exit; kill stops it.",
+            "Manage background processes (servers, watchers, long builds) in the session workspace. action start runs a command in the background and returns its process_id; list shows this session's processes; poll returns output produced since the last poll; log returns the last lines; wait waits for exit; kill stops it. To tell the user when something finishes (\"let me know when the build is done\"), start it with notify_on_exit: when it ends you get a message with how it ended and its last output, and answer it in a turn of its own.",
             json!({
                 "type": "object",
                 "properties": {
                     "action": {"type": "string", "enum": ["start", "list", "poll", "log", "kill", "wait"]},
                     "command": {"type": "string", "description": "Command to start (start)."},
                     "workdir": {"type": "string", "description": "Directory to start in, relative to the workspace (start)."},
+                    "notify_on_exit": {"type": "boolean", "description": "Be told when it ends, even after a restart of the gateway (start)."},
+                    "watch": {"type": "array", "items": {"type": "string"}, "maxItems": 8, "description": "Also be told the first time a line of output contains one of these (case-insensitive; start)."},
                     "process_id": {"type": "string", "description": "Which process (poll, log, kill, wait)."},
                     "lines": {"type": "integer", "minimum": 1, "description": "Lines to return (log). Default 100."},
                     "timeout": {"type": "integer", "minimum": 1, "description": "Seconds to wait (wait). Default 30."}
@@ -259,6 +533,7 @@ impl Tool for Process {
                     .start(
                         arg_str(&args, "command")?,
                         arg_opt_str(&args, "workdir"),
+                        reporting_args(&args)?,
                         ctx,
                     )
                     .await?

@@ -1,0 +1,77 @@
+//! Reports into a session from outside a conversation (a background
+//! process that ended), posted as a turn of its own through the inbox, so
+//! that they survive a restart like any event.
+
+use crate::store::{ProcessWatch, StoreError};
+use crate::tools::builtin::ProcessReports;
+
+use super::{InboundEvent, SessionManager, Submitted};
+
+impl SessionManager {
+    /// Posts `text` into session `key` as a turn of its own, once per
+    /// `id` (it is the event's dedupe key), addressed where the session's
+    /// latest event came from and by whom. Ignored when the session never
+    /// had an event.
+    pub async fn notify(&self, key: &str, id: &str, text: &str) -> Result<Submitted, StoreError> {
+        let store = &self.inner.store;
+        let Some(last) = store.inbox_last_of(key).await? else {
+            return Ok(Submitted::Ignored("the session has no event to answer"));
+        };
+        let Ok(mut event) = serde_json::from_str::<InboundEvent>(&last.payload) else {
+            return Ok(Submitted::Ignored(
+                "the session's latest event cannot be read",
+            ));
+        };
+        event.text = crate::store::storable(text).into_owned();
+        event.event_id = id.to_string();
+        event.message_id = None;
+        event.attachments.clear();
+        event.mentioned = true;
+        let dedupe = format!("{}:{id}", event.platform);
+        Ok(self.enqueue(key, event, &dedupe, false).await?.0)
+    }
+}
+
+#[async_trait::async_trait]
+impl ProcessReports for SessionManager {
+    async fn keep(&self, watch: &ProcessWatch) {
+        if let Err(err) = self.inner.store.watch_process(watch).await {
+            tracing::warn!(process = %watch.id, error = %err, "process watch not stored; a restart will not report it");
+        }
+    }
+
+    async fn tell(&self, watch: &ProcessWatch, what: &str, text: &str, last: bool) {
+        let store = &self.inner.store;
+        let id = format!("process:{}:{what}", watch.id);
+        loop {
+            match self.notify(&watch.session_key, &id, text).await {
+                Ok(Submitted::Busy) => {
+                    // The gateway is full: try again shortly, it is only
+                    // a report.
+                    tokio::select! {
+                        _ = self.inner.stop.cancelled() => return,
+                        _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => continue,
+                    }
+                }
+                Ok(outcome) => {
+                    tracing::info!(process = %watch.id, report = what, ?outcome, "process report posted");
+                    break;
+                }
+                Err(err) if store.failed_from_away(&err).await => {
+                    // Left to the next start when the daemon stops first:
+                    // the watch is still stored.
+                    if !store.until_back(&self.inner.stop).await {
+                        return;
+                    }
+                }
+                Err(err) => {
+                    tracing::error!(process = %watch.id, error = %err, "process report not posted");
+                    break;
+                }
+            }
+        }
+        if last && let Err(err) = store.unwatch_process(&watch.id).await {
+            tracing::warn!(process = %watch.id, error = %err, "process watch not cleared; a restart reports it again (once)");
+        }
+    }
+}

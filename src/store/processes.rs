@@ -1,0 +1,50 @@
+//! Background processes whose end a session is to be told of, kept until
+//! it is told (so a restart can tell it).
+
+use super::{Result, Store, storable, with_pool};
+
+/// A process a session is waiting to hear the end of.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct ProcessWatch {
+    /// The `process` tool's id for it.
+    pub id: String,
+    /// The session to tell.
+    pub session_key: String,
+    /// What it runs.
+    pub command: String,
+    /// Its process id.
+    pub pid: i64,
+    /// Its start time in clock ticks since boot, which tells it apart from
+    /// a later process given the same pid.
+    pub pid_start: i64,
+    /// When it was started (Unix ms).
+    pub started_at: i64,
+}
+
+impl Store {
+    /// Keeps `watch` until [`Store::unwatch_process`].
+    pub async fn watch_process(&self, watch: &ProcessWatch) -> Result<()> {
+        with_pool!(self, pool => sqlx::query(
+            "INSERT INTO process_watches (id, session_key, command, pid, pid_start, started_at) \
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING")
+            .bind(&watch.id).bind(&watch.session_key).bind(storable(&watch.command))
+            .bind(watch.pid).bind(watch.pid_start).bind(watch.started_at)
+            .execute(pool).await?.rows_affected());
+        Ok(())
+    }
+
+    /// Forgets the watch `id` (its end was told).
+    pub async fn unwatch_process(&self, id: &str) -> Result<()> {
+        with_pool!(self, pool => sqlx::query("DELETE FROM process_watches WHERE id = $1")
+            .bind(id).execute(pool).await?.rows_affected());
+        Ok(())
+    }
+
+    /// Every watch not told yet, oldest first.
+    pub async fn process_watches(&self) -> Result<Vec<ProcessWatch>> {
+        Ok(with_pool!(self, pool => sqlx::query_as(
+            "SELECT id, session_key, command, pid, pid_start, started_at \
+             FROM process_watches ORDER BY started_at, id")
+            .fetch_all(pool).await?))
+    }
+}

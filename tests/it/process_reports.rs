@@ -1,0 +1,245 @@
+//! "Tell me when the build is done": a background process started with
+//! `notify_on_exit` (or `watch` patterns) is reported into its chat as a
+//! turn of its own, and a restart still reports the processes it was
+//! watching: the one that ended meanwhile, and the one that outlived the
+//! previous run once it ends. Only harmless commands run.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::fake_llm::{FakeLlm, Reply, calls, text};
+use common::fake_telegram::FakeTelegram;
+use common::in_process::{InProcess, daemon_config};
+use serde_json::{Value, json};
+use switchboard::config::{Config, Env};
+use switchboard::store::{ProcessWatch, Store};
+
+const ANN: i64 = 1001;
+const KEY: &str = "telegram:dm:1001";
+
+fn config(dir: &std::path::Path, tg: &FakeTelegram, llm: &FakeLlm) -> Config {
+    let mut config = daemon_config(dir, &llm.url);
+    config.telegram.enabled = true;
+    config.telegram.api_url = tg.url.clone();
+    config.telegram.allowed_users = vec![ANN];
+    config
+}
+
+async fn start(config: &Config) -> InProcess {
+    let daemon = InProcess::start(
+        config.clone(),
+        Env::from_pairs([("TELEGRAM_BOT_TOKEN", "123:test-token")]),
+    )
+    .await;
+    common::ready(&daemon.gateway, "telegram").await;
+    daemon
+}
+
+fn sent(tg: &FakeTelegram) -> Vec<String> {
+    tg.calls("sendMessage")
+        .iter()
+        .map(|c| c.body["text"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// What the model was told in the newest message of `request`.
+fn told(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default()
+}
+
+fn start_call(args: Value) -> Reply {
+    Reply::Json(calls(&[("c1", "process", &args.to_string())]))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_started_to_notify_is_reported_into_its_chat_when_it_ends() {
+    let tg = FakeTelegram::start().await;
+    let llm = FakeLlm::start(vec![
+        start_call(json!({
+            "action": "start",
+            "command": "echo compiling; sleep 0.3; echo 'error[E0308]: mismatched types'; sleep 0.3; echo 'build finished'; exit 3",
+            "notify_on_exit": true,
+            "watch": ["ERROR["],
+        })),
+        Reply::Json(text("Started the build; I'll tell you when it is done.")),
+        Reply::Json(text("The build printed an error.")),
+        Reply::Json(text("The build is done: it failed with code 3.")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = start(&config(dir.path(), &tg, &llm)).await;
+    tg.push(FakeTelegram::message(
+        ANN,
+        ANN,
+        "Ann",
+        10,
+        "build it and tell me when it's done",
+    ));
+    tg.wait("sendMessage", 3).await;
+    assert_eq!(
+        sent(&tg),
+        [
+            "Started the build; I'll tell you when it is done.",
+            "The build printed an error.",
+            "The build is done: it failed with code 3.",
+        ]
+    );
+    let requests = llm.requests();
+    assert_eq!(
+        requests.len(),
+        4,
+        "the start turn, then one turn per report"
+    );
+    let watched = told(&requests[2]);
+    assert!(
+        watched.contains("printed a line with \\\"error[\\\"")
+            && watched.contains("mismatched types"),
+        "{watched}"
+    );
+    let exited = told(&requests[3]);
+    assert!(exited.contains("exited with code 3 after"), "{exited}");
+    assert!(
+        exited.contains("build finished"),
+        "the last output: {exited}"
+    );
+    let store = &daemon.gateway.store;
+    assert!(
+        store.process_watches().await.unwrap().is_empty(),
+        "told, so forgotten"
+    );
+    assert!(store.inbox_pending(10).await.unwrap().is_empty());
+    daemon.shutdown().await;
+}
+
+/// `/proc/<pid>/stat` field 22: when `pid` started, in ticks since boot.
+fn start_tick(pid: u32) -> i64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 1..];
+    rest.split_whitespace().nth(19).unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_reports_the_processes_the_previous_run_was_watching() {
+    let tg = FakeTelegram::start().await;
+    let llm = FakeLlm::responding(|request| {
+        let told = told(request);
+        Reply::Json(text(if told.contains("while the gateway was down") {
+            "Your tests stopped while I was down."
+        } else if told.contains("has ended; its exit code is unknown") {
+            "Your server has stopped."
+        } else {
+            "Hello."
+        }))
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &tg, &llm);
+    let daemon = start(&config).await;
+    tg.push(FakeTelegram::message(ANN, ANN, "Ann", 10, "hi"));
+    tg.wait("sendMessage", 1).await;
+    daemon.shutdown().await;
+
+    // What the previous run was watching: one process that is gone, and
+    // one that outlived it (the test's own harmless child).
+    let mut survivor = std::process::Command::new("sleep")
+        .arg("2")
+        .spawn()
+        .unwrap();
+    let store = Store::open(&config.storage).await.unwrap();
+    let watch = |id: &str, command: &str, pid: u32, pid_start: i64| ProcessWatch {
+        id: id.into(),
+        session_key: KEY.into(),
+        command: command.into(),
+        pid: i64::from(pid),
+        pid_start,
+        started_at: switchboard::store::now_ms(),
+    };
+    let mut ended = std::process::Command::new("true").spawn().unwrap();
+    ended.wait().unwrap();
+    let gone = ended.id();
+    store
+        .watch_process(&watch("proc_gone", "cargo test", gone, 1))
+        .await
+        .unwrap();
+    store
+        .watch_process(&watch(
+            "proc_alive",
+            "sleep 2",
+            survivor.id(),
+            start_tick(survivor.id()),
+        ))
+        .await
+        .unwrap();
+    store.close().await;
+
+    let daemon = start(&config).await;
+    tg.wait("sendMessage", 2).await;
+    assert_eq!(sent(&tg)[1], "Your tests stopped while I was down.");
+    assert_eq!(sent(&tg).len(), 2, "the survivor is still running");
+    survivor.wait().unwrap();
+    tg.wait("sendMessage", 3).await;
+    assert_eq!(sent(&tg)[2], "Your server has stopped.");
+    common::eventually("both watches forgotten", || async {
+        daemon
+            .gateway
+            .store
+            .process_watches()
+            .await
+            .is_ok_and(|w| w.is_empty())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(sent(&tg).len(), 3, "each reported once");
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_the_gateway_stops_is_reported_after_the_restart() {
+    let tg = FakeTelegram::start().await;
+    let llm = FakeLlm::start(vec![
+        start_call(json!({"action": "start", "command": "sleep 30", "notify_on_exit": true})),
+        Reply::Json(text("Started.")),
+        Reply::Json(text("Your job was stopped by a restart of the gateway.")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &tg, &llm);
+    let daemon = start(&config).await;
+    tg.push(FakeTelegram::message(
+        ANN,
+        ANN,
+        "Ann",
+        10,
+        "run the long job",
+    ));
+    tg.wait("sendMessage", 1).await;
+    daemon.shutdown().await;
+    assert_eq!(llm.requests().len(), 2, "nothing answered while stopping");
+
+    let daemon = start(&config).await;
+    tg.wait("sendMessage", 2).await;
+    assert_eq!(
+        sent(&tg)[1],
+        "Your job was stopped by a restart of the gateway."
+    );
+    let report = told(&llm.requests()[2]);
+    assert!(
+        report.contains("was stopped because the gateway shut down"),
+        "{report}"
+    );
+    assert!(
+        daemon
+            .gateway
+            .store
+            .process_watches()
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    daemon.shutdown().await;
+}
