@@ -161,16 +161,4 @@ impl ChatMessage {
             name: self.name.as_deref(),
         }
     }
-
-    /// Stores this message with `store` under `session_id`.
-    pub async fn persist(
-        &self,
-        store: &crate::store::Store,
-        session_id: &str,
-    ) -> crate::store::Result<i64> {
-        let calls = self.stored_calls();
-        store
-            .append_message(session_id, &self.to_row(calls.as_deref()))
-            .await
-    }
 }

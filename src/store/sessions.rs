@@ -280,6 +280,27 @@ impl Store {
         Ok(returning!(&self.backend, ex => insert_message!(ex, session_id, message)))
     }
 
+    /// Appends `messages` in order in one transaction; the last one's id
+    /// (`None` for none).
+    pub async fn append_messages(
+        &self,
+        session_id: &str,
+        messages: &[NewMessage<'_>],
+    ) -> Result<Option<i64>> {
+        if messages.is_empty() {
+            return Ok(None);
+        }
+        with_pool!(self, pool => {
+            let mut tx = super::begin_write!(self, pool);
+            let mut last = None;
+            for message in messages {
+                last = Some(insert_message!(&mut *tx, session_id, message));
+            }
+            tx.commit().await?;
+            Ok(last)
+        })
+    }
+
     /// A session's whole history, oldest first.
     pub async fn messages(&self, session_id: &str) -> Result<Vec<StoredMessage>> {
         self.messages_after(session_id, 0).await

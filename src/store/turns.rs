@@ -54,8 +54,8 @@ macro_rules! insert_turn {
 pub struct TurnCommit<'a> {
     /// Its session.
     pub session_id: &'a str,
-    /// The final answer, appended to the history.
-    pub answer: Option<NewMessage<'a>>,
+    /// The turn's messages not stored yet, its final answer last.
+    pub messages: Vec<NewMessage<'a>>,
     /// Its accounting.
     pub record: &'a TurnRecord,
 }
@@ -76,14 +76,14 @@ pub struct Completion {
 /// What [`Store::commit_turn`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Committed {
-    /// The answer's message id.
-    pub answer_id: Option<i64>,
+    /// The id of the last message it appended.
+    pub last_id: Option<i64>,
     /// The outbox rows, in order.
     pub outbox: Vec<i64>,
 }
 
 impl Store {
-    /// Ends a turn in one transaction: appends its answer, records it,
+    /// Ends a turn in one transaction: appends its messages, records it,
     /// touches its session, writes the outbox rows and marks the event
     /// processed. `None` when the event was already processed (an earlier
     /// commit landed though its answer was lost): nothing is written then.
@@ -107,10 +107,10 @@ impl Store {
                     return Ok(None);
                 }
             }
-            let mut answer_id = None;
+            let mut last_id = None;
             if let Some(turn) = turn {
-                if let Some(answer) = &turn.answer {
-                    answer_id = Some(insert_message!(&mut *tx, turn.session_id, answer));
+                for message in &turn.messages {
+                    last_id = Some(insert_message!(&mut *tx, turn.session_id, message));
                 }
                 insert_turn!(&mut *tx, turn.record);
                 sqlx::query("UPDATE sessions SET last_active_at = $1 WHERE id = $2")
@@ -124,7 +124,7 @@ impl Store {
                 }
             }
             tx.commit().await?;
-            Ok(Some(Committed { answer_id, outbox }))
+            Ok(Some(Committed { last_id, outbox }))
         })
     }
 

@@ -526,6 +526,43 @@ async fn socket_mode_leaves_envelopes_unacknowledged_while_postgres_is_away() {
     db.drop().await;
 }
 
+/// The Events API while storage is away: a delivery gets 503 (Slack sends
+/// it again) and nothing of it is kept; the retry after the restore is
+/// taken and answered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_refused_with_503_while_postgres_is_away_and_taken_on_the_retry() {
+    let Some(db) = common::PgTestDb::create().await else {
+        return;
+    };
+    let (proxy, storage) = common::cut_proxy::CutProxy::before(&db).await;
+    let s = start_in(
+        SlackMode::Events,
+        vec![Reply::Json(text("Back and answering."))],
+        |c| c.storage = storage,
+    )
+    .await;
+    let asked = mention("U1", "C1", "1764000000.004000", "still there?");
+    proxy.cut();
+    let refused = s.event(asked.clone(), "Ev40", &[]).await;
+    assert_eq!(refused.status(), 503);
+    assert!(s.slack.calls("chat.postMessage").is_empty());
+    proxy.restore();
+    common::eventually("storage back", || async {
+        !s.daemon.gateway.store.is_away().await
+    })
+    .await;
+    let retry = [
+        ("x-slack-retry-num", "1"),
+        ("x-slack-retry-reason", "http_error"),
+    ];
+    assert_eq!(s.event(asked, "Ev40", &retry).await.status(), 200);
+    let posts = s.slack.wait("chat.postMessage", 1).await;
+    assert_eq!(posts[0].body["thread_ts"], "1764000000.004000");
+    assert_eq!(s.llm.requests().len(), 1, "answered once");
+    s.daemon.shutdown().await;
+    db.drop().await;
+}
+
 #[tokio::test]
 async fn an_allowed_bot_is_taken_like_a_person() {
     let s = start_in(

@@ -113,9 +113,9 @@ impl Conversation {
     ) -> Result<bool, AgentError> {
         loop {
             let fit = match room.overflows {
-                0 => self.fit(system, tools, false).await,
+                0 => self.fit(system, tools, false).await?,
                 // The estimate was wrong: shrink harder, once.
-                1 => self.fit(system, tools, true).await,
+                1 => self.fit(system, tools, true).await?,
                 // Shrinking did not convince the provider.
                 _ => Fit::TooLong,
             };
@@ -134,15 +134,23 @@ impl Conversation {
 
     /// Shrinks the history until the request fits its budget; saves a
     /// checkpoint when anything changed.
-    async fn fit(&mut self, system: &str, tools: &[Value], after_overflow: bool) -> Fit {
+    async fn fit(
+        &mut self,
+        system: &str,
+        tools: &[Value],
+        after_overflow: bool,
+    ) -> Result<Fit, AgentError> {
         let limit = self.request_budget(after_overflow);
         // The system prompt and tool schemas do not change while fitting:
         // size them once, not at every step.
         let fixed = estimate_tokens(system, &[], tools);
         let fits = |c: &Self| fixed + estimate_tokens("", &c.history, &[]) <= limit;
         if !after_overflow && fits(self) {
-            return Fit::Fits;
+            return Ok(Fit::Fits);
         }
+        // Stored whole before anything is shortened, and before the
+        // checkpoint that stands for everything stored so far.
+        self.flush().await?;
         let mut cut = trim_old_tool_outputs(&mut self.history);
         if after_overflow || !fits(self) {
             let aux = self.deps.auxiliary.clone();
@@ -167,7 +175,7 @@ impl Conversation {
             tracing::info!(cut, "conversation shortened to fit the context");
             self.save_checkpoint().await;
         }
-        if fits(self) { Fit::Fits } else { Fit::TooLong }
+        Ok(if fits(self) { Fit::Fits } else { Fit::TooLong })
     }
 
     /// Saves the history as it now is as the session's checkpoint; if that
@@ -193,6 +201,7 @@ impl Conversation {
     /// turn, followed by the current turn's messages (its tool outputs cut
     /// hard).
     async fn split(&mut self) -> Result<(), AgentError> {
+        self.flush().await?;
         let start = self
             .history
             .iter()
@@ -223,8 +232,8 @@ impl Conversation {
         self.history.clear();
         self.unsaved = false;
         for message in summary.into_iter().chain(carried) {
-            self.push(message).await?;
+            self.push(message);
         }
-        Ok(())
+        self.flush().await
     }
 }

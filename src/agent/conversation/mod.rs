@@ -313,6 +313,10 @@ pub struct Conversation {
     history: Vec<ChatMessage>,
     /// Id of the last stored message of the history.
     last_id: i64,
+    /// How many of the history's last messages are not stored yet: a
+    /// turn's messages are stored together, before each model call that
+    /// follows tool results and with the turn's end.
+    unstored: usize,
     /// The history was shortened to fit the context and saving its
     /// checkpoint failed, so reading it again would not give it back.
     unsaved: bool,
@@ -353,6 +357,7 @@ impl Conversation {
             workspace,
             history,
             last_id,
+            unstored: 0,
             unsaved: false,
             staged: None,
         })
@@ -384,7 +389,7 @@ impl Conversation {
     /// storage gives the same conversation (a shortened history is saved
     /// as a checkpoint; only a failed save keeps it in memory alone).
     pub fn reloadable(&self) -> bool {
-        !self.unsaved
+        !self.unsaved && self.unstored == 0
     }
 
     /// Roughly how much memory the history holds, in bytes.
@@ -405,9 +410,32 @@ impl Conversation {
         prompt
     }
 
-    async fn push(&mut self, message: ChatMessage) -> Result<(), AgentError> {
-        self.last_id = message.persist(&self.deps.store, &self.session.id).await?;
+    /// Adds `message` to the history; it is stored by the next
+    /// [`flush`](Self::flush) or [`commit`](Self::commit).
+    fn push(&mut self, message: ChatMessage) {
         self.history.push(message);
+        self.unstored += 1;
+    }
+
+    /// Stores the messages [`push`](Self::push)ed since the last store,
+    /// in one transaction.
+    async fn flush(&mut self) -> Result<(), AgentError> {
+        let pending = &self.history[self.history.len() - self.unstored..];
+        let calls: Vec<Option<String>> = pending.iter().map(ChatMessage::stored_calls).collect();
+        let rows: Vec<_> = pending
+            .iter()
+            .zip(&calls)
+            .map(|(m, c)| m.to_row(c.as_deref()))
+            .collect();
+        if let Some(id) = self
+            .deps
+            .store
+            .append_messages(&self.session.id, &rows)
+            .await?
+        {
+            self.last_id = id;
+        }
+        self.unstored = 0;
         Ok(())
     }
 
@@ -443,14 +471,10 @@ impl Conversation {
                 .rev()
                 .find(|m| m.role == Role::User)
                 .is_some_and(|m| m.content == text);
-        let result = if stored {
-            self.turn_loop(cancel).await
-        } else {
-            match self.push(ChatMessage::user(text)).await {
-                Ok(()) => self.turn_loop(cancel).await,
-                Err(err) => Err(err),
-            }
-        };
+        if !stored {
+            self.push(ChatMessage::user(text));
+        }
+        let result = self.turn_loop(cancel).await;
         let outcome_label = match &result {
             Ok(outcome) => outcome.stop.as_str().to_string(),
             Err(err) => format!("error: {err}"),
@@ -492,18 +516,25 @@ impl Conversation {
         turn: &Turn,
         done: Option<&Completion>,
     ) -> Result<Option<Committed>, StoreError> {
-        let calls = turn.answer.as_ref().and_then(ChatMessage::stored_calls);
+        let pending = &self.history[self.history.len() - self.unstored..];
+        let messages: Vec<&ChatMessage> = pending.iter().chain(&turn.answer).collect();
+        let calls: Vec<Option<String>> = messages.iter().map(|m| m.stored_calls()).collect();
         let writes = TurnCommit {
             session_id: &self.session.id,
-            answer: turn.answer.as_ref().map(|m| m.to_row(calls.as_deref())),
+            messages: messages
+                .iter()
+                .zip(&calls)
+                .map(|(m, c)| m.to_row(c.as_deref()))
+                .collect(),
             record: &turn.record,
         };
         let committed = self.deps.store.commit_turn(Some(&writes), done).await?;
-        if let Some(c) = &committed
-            && let (Some(answer), Some(id)) = (&turn.answer, c.answer_id)
-        {
-            self.history.push(answer.clone());
-            self.last_id = id;
+        if let Some(c) = &committed {
+            self.history.extend(turn.answer.clone());
+            self.unstored = 0;
+            if let Some(id) = c.last_id {
+                self.last_id = id;
+            }
         }
         Ok(committed)
     }
@@ -593,8 +624,7 @@ impl Conversation {
             self.push(ChatMessage::assistant_calls(
                 response.content.clone(),
                 calls,
-            ))
-            .await?;
+            ));
 
             let all_invalid = checked.iter().all(|c| !matches!(c, Checked::Ready(..)));
             invalid_turns = if all_invalid { invalid_turns + 1 } else { 0 };
@@ -612,9 +642,12 @@ impl Conversation {
                     ),
                     (None, None) => String::new(),
                 };
-                self.push(ChatMessage::tool_result(call.call(), result))
-                    .await?;
+                self.push(ChatMessage::tool_result(call.call(), result));
             }
+            // The calls and their results are stored before the model is
+            // asked again: a turn picked up after a crash goes on from
+            // them instead of running the tools again.
+            self.flush().await?;
             if invalid_turns >= MAX_INVALID_TURNS {
                 return Ok(turn.stop(StopReason::InvalidToolCalls));
             }

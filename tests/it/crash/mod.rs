@@ -224,7 +224,14 @@ async fn crash_and_recover(storage: StorageConfig) {
         assert_eq!(status, 200, "redelivery of {i} acknowledged, not run");
     }
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !store.inbox_pending(100).await.unwrap().is_empty() {
+    // Processed, and what each answer sends marked sent (the mark follows
+    // the send, after the event's completion).
+    let sent = |rows: Vec<switchboard::store::OutboxRow>| {
+        rows.len() == EVENTS && rows.iter().all(|o| o.status == "sent")
+    };
+    while !store.inbox_pending(100).await.unwrap().is_empty()
+        || !sent(store.outbox(1000).await.unwrap())
+    {
         assert!(Instant::now() < deadline, "replay did not finish");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -236,7 +243,10 @@ async fn crash_and_recover(storage: StorageConfig) {
     assert!(deliveries.iter().all(|d| d.status == "delivered"));
     let outbox = store.outbox(1000).await.unwrap();
     assert_eq!(outbox.len(), EVENTS, "{outbox:?}");
-    assert!(outbox.iter().all(|o| o.status == "sent" && o.attempts == 1));
+    assert!(
+        outbox.iter().all(|o| o.status == "sent" && o.attempts == 1),
+        "{outbox:?}"
+    );
     assert_eq!(github.seen().len(), EVENTS);
     // Every event reached the model; only the turns in flight at the kill
     // (one per session) were asked twice.
