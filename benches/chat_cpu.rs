@@ -9,7 +9,9 @@
 //! for none (start-up and shut-down), per turn; beside it, in the same
 //! run, the CPU the model server (this process) spent on the same turns.
 //!
-//! Run: `cargo bench --bench chat_cpu` (TURNS=N, ROUNDS=N to change it).
+//! Run: `cargo bench --bench chat_cpu` (TURNS=N, ROUNDS=N to change it;
+//! CHAT_BIN=path to measure another build, e.g. the previous
+//! commit's, in the same run conditions).
 
 mod support;
 
@@ -55,7 +57,9 @@ fn cpu(who: UsageWho) -> Duration {
 /// Runs `switchboard chat` over `turns` turns; its CPU time.
 fn chat(config: &std::path::Path, turns: usize) -> Duration {
     let before = cpu(UsageWho::RUSAGE_CHILDREN);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+    let binary =
+        std::env::var_os("CHAT_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_switchboard").into());
+    let mut child = Command::new(binary)
         .arg("--config")
         .arg(config)
         .args(["chat", "--user", "bench"])

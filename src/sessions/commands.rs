@@ -31,12 +31,7 @@ impl SessionManager {
                     state.interrupt();
                 }
                 inner.workers().remove(key);
-                if let Some(session) = inner.store.open_session_by_key(key).await? {
-                    inner
-                        .store
-                        .end_session(&session.id, "reset by user")
-                        .await?;
-                }
+                inner.store.end_session_by_key(key, "reset by user").await?;
                 "Started a new conversation.".to_string()
             }
             ChatCommand::Status => {

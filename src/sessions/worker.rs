@@ -19,7 +19,7 @@ use crate::agent::message::ToolCall;
 use crate::agent::{AgentError, AgentEvents, Conversation, SessionContext, Turn, TurnOutcome};
 use crate::platform::{Activity, ChatKind, ChatRef, InboundEvent, Platforms};
 use crate::render::clip;
-use crate::store::{Completion, NewSession, Outbound, now_ms};
+use crate::store::{Completion, NewSession, Outbound, Session, now_ms};
 use crate::telemetry::events;
 
 /// One accepted event on its way through a session. The event is boxed:
@@ -150,6 +150,7 @@ async fn open_conversation(
     inner: &Arc<Inner>,
     key: &str,
     event: &InboundEvent,
+    known: Known,
 ) -> Result<Conversation, String> {
     let profile = inner
         .platforms()
@@ -159,11 +160,13 @@ async fn open_conversation(
     // approval in the configured approver chat, never of whoever wrote
     // the payload, and ask no questions.
     let human = profile.human;
-    let session = inner
-        .store
-        .open_session(&new_session(key, event, human))
-        .await
-        .map_err(|e| e.to_string())?;
+    let new = new_session(key, event, human);
+    let (session, fresh) = match known {
+        Known::Open(session) => Ok((*session, false)),
+        Known::Absent => inner.store.create_session(&new).await,
+        Known::Unread => inner.store.open_session(&new).await.map(|s| (s, false)),
+    }
+    .map_err(|e| e.to_string())?;
     let context = SessionContext {
         platform: event.platform.to_string(),
         chat_type: match (human, event.kind) {
@@ -174,22 +177,22 @@ async fn open_conversation(
         user_name: Some(event.user_name.clone()),
         thread: event.thread_id.clone(),
     };
-    let mut conversation = Conversation::open(
-        inner.deps.clone(),
-        session,
-        context,
-        (
-            profile.toolsets_for(&event.chat_id).to_vec(),
-            inner.config.tools.disabled_toolsets.clone(),
-        ),
-        inner.approvals.clone(),
-    )
-    .await
-    .map_err(|e| e.to_string())?
-    .with_events(Arc::new(PortActivity {
-        platforms: inner.platforms().clone(),
-        chat: event.chat(),
-    }));
+    let toolsets = (
+        profile.toolsets_for(&event.chat_id).to_vec(),
+        inner.config.tools.disabled_toolsets.clone(),
+    );
+    let (deps, approvals) = (inner.deps.clone(), inner.approvals.clone());
+    let opened = if fresh {
+        Conversation::fresh(deps, session, context, toolsets, approvals)
+    } else {
+        Conversation::open(deps, session, context, toolsets, approvals).await
+    };
+    let mut conversation = opened
+        .map_err(|e| e.to_string())?
+        .with_events(Arc::new(PortActivity {
+            platforms: inner.platforms().clone(),
+            chat: event.chat(),
+        }));
     if human {
         conversation = conversation.with_clarify(Arc::new(PortQuestions {
             platforms: inner.platforms().clone(),
@@ -201,40 +204,63 @@ async fn open_conversation(
     Ok(conversation)
 }
 
+/// What [`apply_reset`] did.
+enum Reset {
+    /// The session was ended (the user told).
+    Done,
+    /// It stays; what the check learnt of it.
+    Kept(Known),
+}
+
+/// What is known of a key's open session before opening its conversation.
+enum Known {
+    /// It was read: this one.
+    Open(Box<Session>),
+    /// It was looked for: there is none.
+    Absent,
+    /// Not looked at.
+    Unread,
+}
+
 /// Ends the session of `key` when its reset policy says so, telling the
-/// user. Returns true when it did.
+/// user. `open`: the loaded conversation's session id and last activity;
+/// without it the session is read.
 async fn apply_reset(
     inner: &Arc<Inner>,
     key: &str,
     event: &InboundEvent,
     open: Option<(String, i64)>,
-) -> bool {
-    let open = match open {
-        Some(open) => Some(open),
+) -> Reset {
+    let (open, read) = match open {
+        Some(open) => (Some(open), Known::Unread),
         None => match inner.store.open_session_by_key(key).await {
-            Ok(s) => s.map(|s| (s.id, s.last_active_at)),
+            Ok(Some(s)) => (
+                Some((s.id.clone(), s.last_active_at)),
+                Known::Open(Box::new(s)),
+            ),
+            Ok(None) => (None, Known::Absent),
             Err(err) => {
                 tracing::warn!(session.key = %key, error = %err, "could not read the session");
-                None
+                (None, Known::Unread)
             }
         },
     };
     let Some((id, last_active)) = open else {
-        return false;
+        return Reset::Kept(read);
     };
     let policy = inner.config.sessions.reset_for(&event.platform);
     let Some(reason) = reset_due(&policy, last_active, now_ms()) else {
-        return false;
+        return Reset::Kept(read);
     };
     match inner.store.end_session(&id, reason.end_reason()).await {
         Ok(_) => {
             tracing::info!(session.key = %key, reason = reason.end_reason(), "session reset");
             inner.replies.notice(event, &reason.notice(&policy)).await;
-            true
+            Reset::Done
         }
         Err(err) => {
             tracing::warn!(session.key = %key, error = %err, "could not reset the session");
-            false
+            Reset::Kept(Known::Unread)
         }
     }
 }
@@ -460,11 +486,15 @@ async fn answer(
         let open = conversation
             .as_ref()
             .map(|(c, last)| (c.session().id.clone(), *last));
-        if !again && apply_reset(inner, key, event, open).await {
-            *conversation = None;
+        let mut known = Known::Unread;
+        if !again {
+            match apply_reset(inner, key, event, open).await {
+                Reset::Done => *conversation = None,
+                Reset::Kept(read) => known = read,
+            }
         }
         if conversation.is_none() {
-            match open_conversation(inner, key, event).await {
+            match open_conversation(inner, key, event, known).await {
                 Ok(c) => {
                     let last = c.session().last_active_at;
                     *conversation = Some((c, last));

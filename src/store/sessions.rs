@@ -135,20 +135,48 @@ impl Store {
         if let Some(session) = self.open_session_by_key(new.key).await? {
             return Ok(session);
         }
+        Ok(self.create_session(new).await?.0)
+    }
+
+    /// Opens a session for `new.key`, where the caller found none; true
+    /// with it when this call created it (so it holds nothing yet), false
+    /// when another writer opened one first.
+    pub async fn create_session(&self, new: &NewSession<'_>) -> Result<(Session, bool)> {
         let now = now_ms();
         let id = new_id();
-        with_pool!(self, pool => sqlx::query(
+        let inserted = with_pool!(self, pool => sqlx::query(
             "INSERT INTO sessions (id, key, platform, chat_id, thread_id, user_id, created_at, last_active_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $7) ON CONFLICT DO NOTHING")
             .bind(&id).bind(new.key).bind(new.platform).bind(new.chat_id)
             .bind(new.thread_id).bind(new.user_id).bind(now)
             .execute(pool).await?.rows_affected());
-        self.open_session_by_key(new.key)
-            .await?
-            .ok_or_else(|| super::StoreError::Corrupt {
-                what: "sessions",
-                reason: format!("open session for {} vanished after insert", new.key),
-            })
+        if inserted == 1 {
+            // What was written, without reading it back.
+            let session = Session {
+                id,
+                key: new.key.to_string(),
+                platform: new.platform.to_string(),
+                chat_id: new.chat_id.to_string(),
+                thread_id: new.thread_id.map(str::to_string),
+                user_id: new.user_id.map(str::to_string),
+                created_at: now,
+                last_active_at: now,
+                ended_at: None,
+                end_reason: None,
+                parent_id: None,
+                model: None,
+            };
+            return Ok((session, true));
+        }
+        // Another writer opened it first.
+        let session =
+            self.open_session_by_key(new.key)
+                .await?
+                .ok_or_else(|| super::StoreError::Corrupt {
+                    what: "sessions",
+                    reason: format!("open session for {} vanished after insert", new.key),
+                })?;
+        Ok((session, false))
     }
 
     /// The open (not ended) session for a key.
@@ -176,6 +204,15 @@ impl Store {
         with_pool!(self, pool => sqlx::query("UPDATE sessions SET last_active_at = $1 WHERE id = $2")
             .bind(now_ms()).bind(id).execute(pool).await?.rows_affected());
         Ok(())
+    }
+
+    /// Ends the open session of `key`, if there is one. Returns whether
+    /// there was.
+    pub async fn end_session_by_key(&self, key: &str, reason: &str) -> Result<bool> {
+        let done = with_pool!(self, pool => sqlx::query(
+            "UPDATE sessions SET ended_at = $1, end_reason = $2 WHERE key = $3 AND ended_at IS NULL")
+            .bind(now_ms()).bind(reason).bind(key).execute(pool).await?.rows_affected());
+        Ok(done > 0)
     }
 
     /// Ends a session (reset, expiry). Returns false if it was not open.

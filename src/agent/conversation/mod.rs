@@ -335,6 +335,36 @@ impl Conversation {
         approvals: Arc<dyn ApprovalHook>,
     ) -> Result<Self, AgentError> {
         let (history, last_id) = context::restore(&deps.store, &session.id).await?;
+        Self::with_history(
+            deps,
+            session,
+            context,
+            toolsets,
+            approvals,
+            (history, last_id),
+        )
+    }
+
+    /// Like [`open`](Self::open) for a session just created, which has no
+    /// history to read.
+    pub fn fresh(
+        deps: Arc<AgentDeps>,
+        session: Session,
+        context: SessionContext,
+        toolsets: (Vec<String>, Vec<String>),
+        approvals: Arc<dyn ApprovalHook>,
+    ) -> Result<Self, AgentError> {
+        Self::with_history(deps, session, context, toolsets, approvals, (Vec::new(), 0))
+    }
+
+    fn with_history(
+        deps: Arc<AgentDeps>,
+        session: Session,
+        context: SessionContext,
+        toolsets: (Vec<String>, Vec<String>),
+        approvals: Arc<dyn ApprovalHook>,
+        (history, last_id): (Vec<ChatMessage>, i64),
+    ) -> Result<Self, AgentError> {
         let workspace =
             workspace::session_dir(&deps.workspace_root, &session.key).map_err(|e| {
                 AgentError::Store(crate::store::StoreError::Url(format!("workspace: {e}")))
