@@ -147,7 +147,7 @@ async fn a_restart_reports_the_processes_the_previous_run_was_watching() {
     // What the previous run was watching: one process that is gone, and
     // one that outlived it (the test's own harmless child).
     let mut survivor = std::process::Command::new("sleep")
-        .arg("2")
+        .arg("5")
         .spawn()
         .unwrap();
     let store = Store::open(&config.storage).await.unwrap();
@@ -169,7 +169,7 @@ async fn a_restart_reports_the_processes_the_previous_run_was_watching() {
     store
         .watch_process(&watch(
             "proc_alive",
-            "sleep 2",
+            "sleep 5",
             survivor.id(),
             start_tick(survivor.id()),
         ))
@@ -181,7 +181,10 @@ async fn a_restart_reports_the_processes_the_previous_run_was_watching() {
     tg.wait("sendMessage", 2).await;
     assert_eq!(sent(&tg)[1], "Your tests stopped while I was down.");
     assert_eq!(sent(&tg).len(), 2, "the survivor is still running");
-    survivor.wait().unwrap();
+    tokio::task::spawn_blocking(move || survivor.wait())
+        .await
+        .unwrap()
+        .unwrap();
     tg.wait("sendMessage", 3).await;
     assert_eq!(sent(&tg)[2], "Your server has stopped.");
     common::eventually("both watches forgotten", || async {
