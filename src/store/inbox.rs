@@ -97,35 +97,15 @@ async fn insert_one(backend: &Backend, q: &Queued) -> Result<InboxInsert> {
 
 /// One multi-row statement per batch (one round trip to the database's
 /// worker instead of one per event); rows that hit an existing dedupe key
-/// come back missing and are duplicates, as is a repeat within the batch.
+/// are duplicates, as is a repeat within the batch.
 async fn insert_batch(backend: &Backend, batch: &[Queued]) -> Result<Vec<InboxInsert>> {
-    macro_rules! multi_row {
-        ($db:ty, $pool:expr) => {{
-            let mut qb = sqlx::QueryBuilder::<$db>::new(
-                "INSERT INTO inbox (platform, dedupe_key, session_key, payload, received_at) ",
-            );
-            qb.push_values(batch, |mut row, q| {
-                row.push_bind(q.platform.as_str())
-                    .push_bind(q.dedupe_key.as_str())
-                    .push_bind(q.session_key.as_str())
-                    .push_bind(q.payload.as_str())
-                    .push_bind(q.received_at);
-            });
-            qb.push(" ON CONFLICT (dedupe_key) DO NOTHING RETURNING id, dedupe_key");
-            let rows: Vec<(i64, String)> = qb.build_query_as().fetch_all($pool).await?;
-            rows
-        }};
-    }
-    // On SQLite in a transaction of its own, for the reason `returning!`
-    // gives.
-    let rows = match backend {
-        Backend::Sqlite(pool) => {
-            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-            let rows = multi_row!(sqlx::Sqlite, &mut *tx);
-            tx.commit().await?;
-            rows
+    let rows: Vec<(i64, String)> = match backend {
+        Backend::Sqlite(pool) => sqlite_insert(pool, batch).await?,
+        Backend::Postgres(pool) => {
+            let mut qb = rows_of::<sqlx::Postgres>(batch.iter());
+            qb.push(" RETURNING id, dedupe_key");
+            qb.build_query_as().fetch_all(pool).await?
         }
-        Backend::Postgres(pool) => multi_row!(sqlx::Postgres, pool),
     };
     let mut ids: std::collections::HashMap<String, i64> =
         rows.into_iter().map(|(id, key)| (key, id)).collect();
@@ -136,6 +116,93 @@ async fn insert_batch(backend: &Backend, batch: &[Queued]) -> Result<Vec<InboxIn
                 .map_or(InboxInsert::Duplicate, InboxInsert::Inserted)
         })
         .collect())
+}
+
+/// SQLite's half of [`insert_batch`], without `RETURNING` (sqlx would
+/// report the rows of an insert whose commit failed, see `returning!`) and
+/// without holding the write lock across round trips: the keys already
+/// stored are read first, the others inserted in one statement, and their
+/// ids are the consecutive ones ending at the connection's last insert
+/// rowid (this task is the inbox's only writer). Returns `(id, key)` of
+/// the rows it inserted.
+async fn sqlite_insert(pool: &sqlx::SqlitePool, batch: &[Queued]) -> Result<Vec<(i64, String)>> {
+    let stored: std::collections::HashSet<String> = keys_in(
+        "SELECT dedupe_key FROM inbox WHERE dedupe_key IN ",
+        batch.iter(),
+    )
+    .build_query_scalar()
+    .fetch_all(pool)
+    .await?
+    .into_iter()
+    .collect();
+    let mut seen = std::collections::HashSet::new();
+    let fresh: Vec<&Queued> = batch
+        .iter()
+        .filter(|q| !stored.contains(&q.dedupe_key) && seen.insert(q.dedupe_key.as_str()))
+        .collect();
+    if fresh.is_empty() {
+        return Ok(Vec::new());
+    }
+    let done = rows_of::<sqlx::Sqlite>(fresh.iter().copied())
+        .build()
+        .execute(pool)
+        .await?;
+    let n = fresh.len() as i64;
+    if done.rows_affected() as i64 == n {
+        let first = done.last_insert_rowid() - n + 1;
+        return Ok((first..)
+            .zip(fresh)
+            .map(|(id, q)| (id, q.dedupe_key.clone()))
+            .collect());
+    }
+    // Someone else wrote some of them meanwhile (not this process): read
+    // back which rows hold them.
+    tracing::warn!(
+        events = n,
+        inserted = done.rows_affected(),
+        "inbox rows written by another writer during a batch"
+    );
+    let mut back = keys_in(
+        "SELECT id, dedupe_key FROM inbox WHERE dedupe_key IN ",
+        fresh.into_iter(),
+    );
+    Ok(back.build_query_as().fetch_all(pool).await?)
+}
+
+/// The multi-row insert of `rows`; an existing dedupe key skips its row.
+fn rows_of<'a, DB>(rows: impl Iterator<Item = &'a Queued>) -> sqlx::QueryBuilder<DB>
+where
+    DB: sqlx::Database,
+    &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    i64: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    let mut qb = sqlx::QueryBuilder::<DB>::new(
+        "INSERT INTO inbox (platform, dedupe_key, session_key, payload, received_at) ",
+    );
+    qb.push_values(rows, |mut row, q| {
+        row.push_bind(q.platform.as_str())
+            .push_bind(q.dedupe_key.as_str())
+            .push_bind(q.session_key.as_str())
+            .push_bind(q.payload.as_str())
+            .push_bind(q.received_at);
+    });
+    qb.push(" ON CONFLICT (dedupe_key) DO NOTHING");
+    qb
+}
+
+/// `sql` followed by the list `(…)` of `rows`' dedupe keys.
+fn keys_in<'a>(
+    sql: &'static str,
+    rows: impl Iterator<Item = &'a Queued>,
+) -> sqlx::QueryBuilder<sqlx::Sqlite> {
+    let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(sql);
+    qb.push("(");
+    let mut keys = qb.separated(", ");
+    for q in rows {
+        keys.push_bind(q.dedupe_key.as_str());
+    }
+    qb.push(")");
+    qb
 }
 
 /// Takes what is queued, commits it together, answers each caller. A

@@ -327,15 +327,40 @@ impl Store {
         if messages.is_empty() {
             return Ok(None);
         }
-        with_pool!(self, pool => {
-            let mut tx = super::begin_write!(self, pool);
-            let mut last = None;
-            for message in messages {
-                last = Some(insert_message!(&mut *tx, session_id, message));
+        // One multi-row statement. On SQLite it runs as it is (no
+        // `RETURNING`, so its commit's error is not lost) and the last row's
+        // id is the connection's last insert rowid.
+        macro_rules! rows {
+            ($db:ty) => {{
+                let now = now_ms();
+                let mut qb = sqlx::QueryBuilder::<$db>::new(
+                    "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, name, created_at) ",
+                );
+                qb.push_values(messages, |mut row, m| {
+                    row.push_bind(session_id)
+                        .push_bind(m.role)
+                        .push_bind(super::storable(m.content))
+                        .push_bind(m.tool_calls.map(super::storable))
+                        .push_bind(m.tool_call_id.map(super::storable))
+                        .push_bind(m.name.map(super::storable))
+                        .push_bind(now);
+                });
+                qb
+            }};
+        }
+        Ok(Some(match &self.backend {
+            Backend::Sqlite(pool) => rows!(sqlx::Sqlite)
+                .build()
+                .execute(pool)
+                .await?
+                .last_insert_rowid(),
+            Backend::Postgres(pool) => {
+                let mut qb = rows!(sqlx::Postgres);
+                qb.push(" RETURNING id");
+                let ids: Vec<i64> = qb.build_query_scalar().fetch_all(pool).await?;
+                ids.into_iter().max().unwrap_or_default()
             }
-            tx.commit().await?;
-            Ok(last)
-        })
+        }))
     }
 
     /// A session's whole history, oldest first.

