@@ -93,6 +93,9 @@ pub struct Discord {
     places: Places,
     /// Auto-threads known to exist.
     threads: Mutex<HashSet<String>>,
+    /// Held while an auto-thread is being started, so that two replies
+    /// (the typing indicator and the answer) do not both start it.
+    starting: tokio::sync::Mutex<()>,
     /// The opening text of auto-threads not started yet, for their names.
     openers: Mutex<HashMap<String, String>>,
     /// The newest message seen in each channel, to catch up from.
@@ -197,6 +200,10 @@ impl Discord {
             return (channel, message.map(str::to_string));
         }
         let thread = chat.thread.clone().unwrap_or_default();
+        if self.lock_threads().contains(&thread) {
+            return (thread, None);
+        }
+        let _starting = self.starting.lock().await;
         if self.lock_threads().contains(&thread) {
             return (thread, None);
         }
@@ -643,6 +650,7 @@ async fn run(ctx: ComponentContext) {
                         gateway: gw.clone(),
                         places: Places::default(),
                         threads: Mutex::new(HashSet::new()),
+                        starting: tokio::sync::Mutex::new(()),
                         openers: Mutex::new(HashMap::new()),
                         seen: Mutex::new(HashMap::new()),
                         interactions: Interactions::default(),
