@@ -7,8 +7,13 @@
 //! session's first turn waits and the rest queue: what is measured is the
 //! ingest path, not the agent.
 //!
+//! The same deliveries then go to the daemon on PostgreSQL (a fresh schema
+//! at `TEST_DATABASE_URL`, the tests' server by default), and pgbench's
+//! naive insert of the same rows from as many clients gives that backend's
+//! baseline.
+//!
 //! Run: `cargo bench --bench webhook_ingest` (REQUESTS=N, CONNECTIONS=C;
-//! INGEST_ONLY=1 skips the baseline, for profiling).
+//! INGEST_ONLY=sqlite|postgres measures one backend alone, for profiling).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,7 +26,7 @@ use switchboard::config::{Config, Env, load_from_str};
 use switchboard::daemon::{Daemon, Gateway};
 
 mod support;
-use support::{SECRET, body, env_usize, gateway_toml};
+use support::{SECRET, body, env_usize, gateway_toml_on};
 
 struct Run {
     rate: f64,
@@ -107,9 +112,12 @@ async fn silent_model() -> String {
     format!("http://{addr}/v1")
 }
 
-async fn daemon(dir: &std::path::Path) -> (String, Gateway, tokio::sync::oneshot::Sender<()>) {
+async fn daemon(
+    dir: &std::path::Path,
+    storage: &str,
+) -> (String, Gateway, tokio::sync::oneshot::Sender<()>) {
     let model = silent_model().await;
-    let toml = gateway_toml(dir, "127.0.0.1:0", &model);
+    let toml = gateway_toml_on(dir, "127.0.0.1:0", &model, storage);
     let env = Env::from_pairs([("GITHUB_WEBHOOK_SECRET", SECRET)]);
     let config: Config = load_from_str(&toml, &env).unwrap();
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
@@ -133,6 +141,98 @@ async fn daemon(dir: &std::path::Path) -> (String, Gateway, tokio::sync::oneshot
     (format!("http://{addr}/webhooks/github"), gateway, stop_tx)
 }
 
+/// `requests` deliveries into a daemon on `storage`, after a warm-up;
+/// returns the run and how many rows the inbox then holds.
+async fn ingest(storage: &str, requests: usize, connections: usize) -> (Run, usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, gateway, stop) = daemon(dir.path(), storage).await;
+    load(url.clone(), 20_000_000, 200, connections).await;
+    let run = load(url, 0, requests, connections).await;
+    let stored = gateway.store.inbox_pending(10_000_000).await.unwrap().len();
+    let _ = stop.send(());
+    assert_eq!(run.accepted, requests, "every delivery was accepted");
+    (run, stored - 200)
+}
+
+/// A fresh schema on the PostgreSQL server at `TEST_DATABASE_URL` (the
+/// tests' default otherwise), as a URL selecting it; `None` with the reason
+/// printed when the server is unreachable.
+async fn postgres_schema() -> Option<String> {
+    let url = std::env::var("TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let admin = match sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect(&url)
+        .await
+    {
+        Ok(pool) => pool,
+        Err(err) => {
+            println!("PostgreSQL at {url} unreachable ({err}): measuring SQLite only");
+            return None;
+        }
+    };
+    let schema = format!("bench_{}", switchboard::store::new_id());
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&admin)
+        .await
+        .unwrap();
+    let sep = if url.contains('?') { '&' } else { '?' };
+    Some(format!("{url}{sep}options=-c%20search_path%3D{schema}"))
+}
+
+/// pgbench's naive insert (`support/naive_insert.sql`: one `INSERT … ON
+/// CONFLICT DO NOTHING` of an inbox-shaped row per transaction) from
+/// `clients` connections for 5 s, on a table beside the daemon's; its
+/// transactions per second, or `None` with the reason printed.
+async fn pgbench(url: &str, clients: usize) -> Option<f64> {
+    let pool = sqlx::PgPool::connect(url).await.unwrap();
+    sqlx::query(
+        "CREATE TABLE naive_inbox (id BIGSERIAL PRIMARY KEY, platform TEXT NOT NULL, \
+         dedupe_key TEXT NOT NULL UNIQUE, session_key TEXT NOT NULL, payload TEXT NOT NULL, \
+         received_at BIGINT NOT NULL)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/benches/support/naive_insert.sql"
+    );
+    let out = tokio::process::Command::new("pgbench")
+        .args(["-n", "-T", "5", "-j", "2", "-f", script])
+        .arg(format!("-c{clients}"))
+        .arg(url)
+        .output()
+        .await;
+    let out = match out {
+        Ok(out) if out.status.success() => out,
+        Ok(out) => {
+            println!("pgbench failed: {}", String::from_utf8_lossy(&out.stderr));
+            return None;
+        }
+        Err(err) => {
+            println!("pgbench not runnable ({err}): no naive baseline");
+            return None;
+        }
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("tps = "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
+fn print(name: &str, run: &Run, bare: &Run) {
+    println!(
+        "  {name:<20}: {:>8.0} req/s   p50 {:>7.2?}   p99 {:>7.2?}   {:>5.1} % of bare",
+        run.rate,
+        run.p50,
+        run.p99,
+        100.0 * run.rate / bare.rate
+    );
+}
+
 fn main() {
     let requests = env_usize("REQUESTS", 4000);
     let connections = env_usize("CONNECTIONS", 32);
@@ -141,42 +241,36 @@ fn main() {
     let rt = switchboard::runtime::build().unwrap();
     rt.block_on(async {
         let dir = tempfile::tempdir().unwrap();
-        let bare_url = bare_handler().await;
-        let (daemon_url, gateway, stop) = daemon(dir.path()).await;
-        // Warm both up (connections, SQLite pages, code paths).
-        load(bare_url.clone(), 10_000_000, 200, connections).await;
-        load(daemon_url.clone(), 20_000_000, 200, connections).await;
-
-        if std::env::var("INGEST_ONLY").is_ok() {
-            // For profilers: the ingest path alone.
-            let ingest = load(daemon_url, 0, requests, connections).await;
-            println!("switchboard ingest: {:.0} req/s", ingest.rate);
-            let _ = stop.send(());
+        let sqlite = format!("sqlite://{}", dir.path().join("bench.db").display());
+        let postgres = postgres_schema().await;
+        if let Ok(only) = std::env::var("INGEST_ONLY") {
+            // For profilers: the ingest path alone, on one backend.
+            let url = match only.as_str() {
+                "postgres" => postgres.expect("INGEST_ONLY=postgres needs PostgreSQL"),
+                _ => sqlite,
+            };
+            let (run, _) = ingest(&url, requests, connections).await;
+            println!("switchboard ingest ({only}): {:.0} req/s", run.rate);
             return;
         }
+        let bare_url = bare_handler().await;
+        load(bare_url.clone(), 10_000_000, 200, connections).await;
         let bare = load(bare_url, 0, requests, connections).await;
-        let ingest = load(daemon_url, 0, requests, connections).await;
-        let stored = gateway
-            .store
-            .inbox_pending(1_000_000)
-            .await
-            .unwrap()
-            .len();
+        let (on_sqlite, stored) = ingest(&sqlite, requests, connections).await;
+        assert_eq!(stored, requests, "SQLite holds every delivery");
         println!("webhook ingest, {requests} signed pull_request deliveries over {connections} connections");
-        println!(
-            "  bare axum handler : {:>8.0} req/s   p50 {:>7.2?}   p99 {:>7.2?}",
-            bare.rate, bare.p50, bare.p99
-        );
-        println!(
-            "  switchboard ingest: {:>8.0} req/s   p50 {:>7.2?}   p99 {:>7.2?}   ({} accepted with 202)",
-            ingest.rate, ingest.p50, ingest.p99, ingest.accepted
-        );
-        println!(
-            "  ratio             : {:.1} % of the bare handler's rate (target >= 25 %)",
-            100.0 * ingest.rate / bare.rate
-        );
-        println!("  committed to the inbox: {stored} rows (the agent has not run them yet)");
-        assert_eq!(ingest.accepted, requests, "every delivery was accepted");
-        let _ = stop.send(());
+        print("bare axum handler", &bare, &bare);
+        print("switchboard, SQLite", &on_sqlite, &bare);
+        println!("    (target >= 25 % of the bare handler)");
+        let Some(pg) = postgres else { return };
+        let (on_pg, stored) = ingest(&pg, requests, connections).await;
+        assert_eq!(stored, requests, "PostgreSQL holds every delivery");
+        print("switchboard, Postgres", &on_pg, &bare);
+        if let Some(tps) = pgbench(&pg, connections).await {
+            println!(
+                "  pgbench naive insert: {tps:>8.0} tps from {connections} clients; switchboard on PostgreSQL at {:.1} % of it (target >= 50 %)",
+                100.0 * on_pg.rate / tps
+            );
+        }
     });
 }

@@ -42,12 +42,18 @@ pub fn body(i: usize, pr: usize) -> Vec<u8> {
 /// one GitHub route (`/webhooks/github`, secret from
 /// `GITHUB_WEBHOOK_SECRET`) whose rate limit and queues never refuse.
 pub fn gateway_toml(dir: &Path, listen: &str, model: &str) -> String {
+    let db = format!("sqlite://{}", dir.join("bench.db").display());
+    gateway_toml_on(dir, listen, model, &db)
+}
+
+/// [`gateway_toml`] with the database at `storage` (a URL).
+pub fn gateway_toml_on(dir: &Path, listen: &str, model: &str, storage: &str) -> String {
     format!(
         r#"
         [server]
         listen = "{listen}"
         [storage]
-        url = "sqlite://{db}"
+        url = "{storage}"
         [log]
         level = "error"
         [llm]
@@ -68,7 +74,6 @@ pub fn gateway_toml(dir: &Path, listen: &str, model: &str) -> String {
         secret_env = "GITHUB_WEBHOOK_SECRET"
         rate_limit_per_minute = 100000000
         "#,
-        db = dir.join("bench.db").display(),
         ws = dir.join("ws").display(),
     )
 }
