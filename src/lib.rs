@@ -13,6 +13,7 @@ pub mod adapters;
 pub mod agent;
 pub mod approvals;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod daemon;
 pub mod http;

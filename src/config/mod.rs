@@ -61,6 +61,8 @@ pub struct Config {
     pub tools: ToolsConfig,
     /// MCP tool servers.
     pub mcp: McpConfig,
+    /// Several replicas on one PostgreSQL database.
+    pub cluster: ClusterConfig,
 }
 
 /// `[server]`: the HTTP listener.
@@ -132,6 +134,29 @@ impl Default for StorageConfig {
             url: "sqlite://data/switchboard.db".into(),
             max_connections: 8,
             busy_timeout_ms: 5000,
+        }
+    }
+}
+
+/// `[cluster]`: replicas sharing one PostgreSQL database (SQLite runs one
+/// replica and ignores it).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// This replica's name in `switchboard cluster status` and the logs;
+    /// empty: `<hostname>:<pid>`.
+    pub name: String,
+    /// How long a lease (the leadership of a single-connection ingress, the
+    /// ownership of a session) outlives its holder's last renewal: a
+    /// replica that dies is taken over within this, plus a second.
+    pub lease_secs: u64,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            lease_secs: 6,
         }
     }
 }

@@ -302,6 +302,12 @@ impl Validator<'_> {
             );
         }
         self.positive("storage.max_connections", c.storage.max_connections.into());
+        if c.cluster.lease_secs < 3 {
+            self.push(
+                "cluster.lease_secs",
+                "must be at least 3 (a lease is renewed every third of it)",
+            );
+        }
     }
 
     fn log(&mut self, c: &Config) {

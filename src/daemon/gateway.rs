@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::approvals::Broker;
+use crate::cluster::Cluster;
 use crate::config::{Config, Env};
 use crate::platform::{Platform, Platforms};
 use crate::sessions::SessionManager;
@@ -29,6 +30,8 @@ pub struct Gateway {
     pub platforms: Arc<Platforms>,
     /// Component readiness.
     pub health: Health,
+    /// This replica among the others on the database (one on SQLite).
+    pub cluster: Cluster,
     /// The daemon's task tracker: work an adapter starts beside a request
     /// (a button press answered after its acknowledgement) runs here, so
     /// shutdown waits for it.

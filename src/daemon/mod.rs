@@ -23,11 +23,12 @@ use tokio_util::task::TaskTracker;
 
 use crate::agent::AgentDeps;
 use crate::approvals::{ApprovalPolicy, Broker};
+use crate::cluster::Cluster;
 use crate::config::{Config, Env, component_statuses};
 use crate::http::{AppState, Limits, router};
 use crate::platform::Platforms;
 use crate::sessions::{ManagerSettings, SessionManager};
-use crate::store::{Store, StoreError};
+use crate::store::{BackendKind, Store, StoreError};
 use crate::tools::{ToolRuntime, mcp};
 
 /// Why the daemon could not start or keep running.
@@ -68,6 +69,35 @@ pub struct ComponentContext {
     pub gateway: Gateway,
     /// Where the HTTP server listens.
     pub local_addr: SocketAddr,
+}
+
+impl ComponentContext {
+    /// Waits until this replica may open `platform`'s single connection
+    /// (one replica at a time does; the others stand by, ready, and one of
+    /// them takes over when it dies). `None` once the daemon stops. Give
+    /// the term back with `gateway.cluster.release` when the connection
+    /// is closed.
+    pub async fn lead(&self, platform: &str) -> Option<crate::cluster::Term> {
+        let cluster = &self.gateway.cluster;
+        let name = format!("ingress:{platform}");
+        if cluster.is_shared() {
+            match cluster.try_hold(&name, &self.stop).await {
+                Ok(Some(term)) => return Some(term),
+                Ok(None) => {}
+                Err(err) => tracing::warn!(lease = %name, error = %err, "lease not taken"),
+            }
+            self.health.set(
+                platform,
+                true,
+                "standby: another replica holds the connection",
+            );
+            tracing::info!(
+                platform,
+                "standing by: another replica holds the connection"
+            );
+        }
+        cluster.lead(&name, &self.stop).await
+    }
 }
 
 type ComponentFn = Box<dyn FnOnce(ComponentContext) -> BoxFuture<'static, ()> + Send>;
@@ -180,6 +210,23 @@ impl Daemon {
         let health = Health::default();
         let root = CancellationToken::new();
         let tracker = TaskTracker::new();
+        // Renewed until everything else has stopped: running turns keep
+        // their sessions through the drain.
+        let leaving = CancellationToken::new();
+        let membership = TaskTracker::new();
+        let cluster = match store.kind() {
+            BackendKind::Postgres => {
+                Cluster::join(
+                    &store,
+                    &config.cluster,
+                    health.clone(),
+                    &membership,
+                    leaving.clone(),
+                )
+                .await?
+            }
+            BackendKind::Sqlite => Cluster::single(),
+        };
         let tools = ToolRuntime::build(&config, &env, platforms.clone())?;
         let processes = tools.processes.clone();
         for server in &config.mcp.servers {
@@ -214,6 +261,7 @@ impl Daemon {
             broker,
             platforms,
             health: health.clone(),
+            cluster,
             tasks: tracker.clone(),
         };
         // Before intake opens: what this run accepts is never replayed as
@@ -312,6 +360,9 @@ impl Daemon {
         root.cancel();
         tracker.close();
         if tokio::time::timeout(grace, tracker.wait()).await.is_ok() {
+            leaving.cancel();
+            membership.close();
+            membership.wait().await;
             store.close().await;
         } else {
             // Connections still checked out by overrunning work are dropped

@@ -12,6 +12,7 @@ mod audit;
 mod deliveries;
 mod health;
 mod inbox;
+mod leases;
 mod memory;
 mod outbox;
 mod pairing;
@@ -24,6 +25,7 @@ pub use audit::{AuditEvent, AuditKind, AuditRow, ChainCheck, GENESIS, PromptRef}
 pub use deliveries::DeliveryRow;
 pub use health::{DISK_FLOOR, PROBE_TIMEOUT};
 pub use inbox::{InboxInsert, InboxRow, NewInboxEvent};
+pub use leases::{LeaseRow, ReplicaRow};
 pub use memory::MemoryNote;
 pub use outbox::{Outbound, OutboxRow};
 pub use pairing::{PairedUser, PairingRequest};

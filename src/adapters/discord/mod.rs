@@ -590,8 +590,9 @@ async fn interactions_loop(
     }
 }
 
-/// Starts the gateway thread, builds the adapter on the first READY, and
-/// takes events until `stop`.
+/// Builds the adapter from the bot's identity (over REST, so a replica
+/// that does not hold the gateway still sends and edits), then, while this
+/// replica holds the gateway, takes its events.
 async fn run(ctx: ComponentContext) {
     let gw = ctx.gateway.clone();
     let config = gw.config.discord.clone();
@@ -604,6 +605,52 @@ async fn run(ctx: ComponentContext) {
         .unwrap_or_default()
         .to_string();
     ctx.health.set(ID, false, "connecting");
+    let http = Arc::new(rest(&token, &config.api_url));
+    let mut backoff =
+        crate::platform::Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
+    let me = loop {
+        tokio::select! {
+            _ = ctx.stop.cancelled() => return,
+            me = http.get_current_user() => match me {
+                Ok(me) => break me,
+                Err(err) => {
+                    ctx.health.set(ID, false, format!("identity not read: {err}"));
+                    if !backoff.pause(&ctx.stop, None).await {
+                        return;
+                    }
+                }
+            }
+        }
+    };
+    let adapter = Arc::new(Discord {
+        http: http.clone(),
+        me: me.id,
+        gateway: gw.clone(),
+        places: Places::default(),
+        threads: Mutex::new(HashSet::new()),
+        starting: tokio::sync::Mutex::new(()),
+        openers: Mutex::new(HashMap::new()),
+        seen: Mutex::new(HashMap::new()),
+        interactions: Interactions::default(),
+    });
+    gw.attach(ID, adapter.clone()).await;
+    tracing::info!(bot = %me.name, id = %me.id, "discord connected");
+    while let Some(term) = ctx.lead(ID).await {
+        take_events(&adapter, &ctx, &token, &term.ended).await;
+        gw.cluster.release(term).await;
+    }
+    gw.detach(ID);
+}
+
+/// Runs the gateway thread and takes its events until `stop` (the
+/// daemon's, or the end of this replica's term as the gateway's holder).
+async fn take_events(
+    adapter: &Arc<Discord>,
+    ctx: &ComponentContext,
+    token: &str,
+    stop: &CancellationToken,
+) {
+    let gw = &ctx.gateway;
     let (tx, mut rx) = mpsc::channel(gateway::EVENTS_WAITING);
     let (itx, irx) = mpsc::channel(gateway::INTERACTIONS_WAITING);
     let senders = Senders {
@@ -612,87 +659,74 @@ async fn run(ctx: ComponentContext) {
     };
     let (ready_tx, ready_rx) = tokio::sync::watch::channel(None);
     gw.tasks
-        .spawn(interactions_loop(irx, ready_rx, ctx.stop.child_token()));
+        .spawn(interactions_loop(irx, ready_rx, stop.child_token()));
     let thread = match spawn_gateway(
-        token.clone(),
-        config.api_url.clone(),
+        token.to_string(),
+        gw.config.discord.api_url.clone(),
         senders,
-        ctx.stop.clone(),
+        stop.clone(),
     ) {
         Ok(thread) => thread,
         Err(err) => {
             ctx.health.set(ID, false, format!("gateway thread: {err}"));
+            stop.cancelled().await;
             return;
         }
     };
-    let http = Arc::new(rest(&token, &config.api_url));
-    let mut adapter: Option<Arc<Discord>> = None;
+    let mut ready = false;
     loop {
         let incoming = tokio::select! {
             incoming = rx.recv() => incoming,
-            _ = ctx.stop.cancelled() => None,
+            _ = stop.cancelled() => None,
         };
         let Some(incoming) = incoming else {
             break;
         };
         match incoming {
-            Incoming::Ready(ready) => {
+            Incoming::Ready(r) => {
                 ctx.health
-                    .set(ID, true, format!("connected as {}", ready.user.name));
-                if let Some(a) = &adapter {
+                    .set(ID, true, format!("connected as {}", r.user.name));
+                if ready {
                     // A new session, not a resume: events of the gap were lost.
-                    a.catch_up().await;
-                } else {
-                    http.set_application_id(ready.application.id);
-                    let a = Arc::new(Discord {
-                        http: http.clone(),
-                        me: ready.user.id,
-                        gateway: gw.clone(),
-                        places: Places::default(),
-                        threads: Mutex::new(HashSet::new()),
-                        starting: tokio::sync::Mutex::new(()),
-                        openers: Mutex::new(HashMap::new()),
-                        seen: Mutex::new(HashMap::new()),
-                        interactions: Interactions::default(),
-                    });
-                    gw.attach(ID, a.clone()).await;
-                    let http = http.clone();
-                    gw.tasks.spawn(async move {
-                        match Command::set_global_commands(&*http, interactions::commands()).await {
-                            Ok(cmds) => tracing::info!(
-                                count = cmds.len(),
-                                "discord slash commands registered"
-                            ),
-                            Err(err) => {
-                                tracing::warn!(error = %err, "discord slash commands not registered")
-                            }
-                        }
-                    });
-                    tracing::info!(bot = %ready.user.name, id = %ready.user.id, "discord connected");
-                    let _ = ready_tx.send(Some(a.clone()));
-                    // What was written while the daemon was down.
-                    a.recall_seen().await;
-                    a.catch_up().await;
-                    adapter = Some(a);
+                    adapter.catch_up().await;
+                    continue;
                 }
+                ready = true;
+                adapter.http.set_application_id(r.application.id);
+                let http = adapter.http.clone();
+                gw.tasks.spawn(async move {
+                    match Command::set_global_commands(&*http, interactions::commands()).await {
+                        Ok(cmds) => {
+                            tracing::info!(count = cmds.len(), "discord slash commands registered")
+                        }
+                        Err(err) => {
+                            tracing::warn!(error = %err, "discord slash commands not registered")
+                        }
+                    }
+                });
+                let _ = ready_tx.send(Some(adapter.clone()));
+                // What was written while no replica read the gateway.
+                adapter.recall_seen().await;
+                adapter.catch_up().await;
             }
-            Incoming::Up if adapter.is_some() => ctx.health.set(ID, true, "connected"),
+            Incoming::Up if ready => ctx.health.set(ID, true, "connected"),
             Incoming::Up => {}
             Incoming::Down(reason) => ctx.health.set(ID, false, reason),
             Incoming::Message(msg) => {
-                let Some(a) = &adapter else { continue };
+                if !ready {
+                    continue;
+                }
                 // Discord does not send a gateway event again: while storage
                 // is away the message is held (later ones wait behind it in
                 // the channel, in order) and offered again once it is back.
                 // A stop first leaves it to the next start's catch-up.
-                while !a.on_message(&msg).await {
-                    if !gw.store.until_back(&ctx.stop).await {
+                while !adapter.on_message(&msg).await {
+                    if !gw.store.until_back(stop).await {
                         break;
                     }
                 }
             }
         }
     }
-    gw.detach(ID);
     let _ = tokio::task::spawn_blocking(move || thread.join()).await;
 }

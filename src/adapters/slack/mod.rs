@@ -650,7 +650,10 @@ async fn run(ctx: ComponentContext, slot: Slot) {
                     .to_string()
                     .into(),
             );
-            socket_mode(&adapter, &ctx, &app_token).await;
+            while let Some(term) = ctx.lead(ID).await {
+                socket_mode(&adapter, &ctx.health, &term.ended, &app_token).await;
+                gw.cluster.release(term).await;
+            }
         }
     }
     gw.detach(ID);
@@ -658,8 +661,14 @@ async fn run(ctx: ComponentContext, slot: Slot) {
 
 /// Socket Mode: slack-morphism keeps the websocket (and reconnects); each
 /// envelope is acknowledged after its callback returns, so an event that
-/// could not be stored is not acknowledged and Slack sends it again.
-async fn socket_mode(adapter: &Arc<Slack>, ctx: &ComponentContext, app_token: &SlackApiToken) {
+/// could not be stored is not acknowledged and Slack sends it again. Runs
+/// until `stop` (the daemon's, or the end of this replica's term).
+async fn socket_mode(
+    adapter: &Arc<Slack>,
+    health: &crate::telemetry::Health,
+    stop: &tokio_util::sync::CancellationToken,
+    app_token: &SlackApiToken,
+) {
     let mut callbacks = SlackSocketModeListenerCallbacks::<SlackClientHyperHttpsConnector>::new();
     let on_push = adapter.clone();
     callbacks.push_events_callback = Box::new(
@@ -703,16 +712,16 @@ async fn socket_mode(adapter: &Arc<Slack>, ctx: &ComponentContext, app_token: &S
         match listener.listen_for(app_token).await {
             Ok(()) => break,
             Err(err) => {
-                ctx.health.set(ID, false, format!("socket mode: {err}"));
+                health.set(ID, false, format!("socket mode: {err}"));
                 tokio::select! {
-                    _ = ctx.stop.cancelled() => return,
+                    _ = stop.cancelled() => return,
                     _ = tokio::time::sleep(wait) => wait = (wait * 2).min(Duration::from_secs(30)),
                 }
             }
         }
     }
     listener.start().await;
-    ctx.health.set(ID, true, "socket mode");
-    ctx.stop.cancelled().await;
+    health.set(ID, true, "socket mode");
+    stop.cancelled().await;
     listener.shutdown().await;
 }

@@ -469,7 +469,12 @@ async fn run(ctx: ComponentContext, slot: Slot) {
     }
     tracing::info!(bot = %adapter.me.username, mode = ?config.mode, "telegram connected");
     match config.mode {
-        TelegramMode::Polling => poll(&adapter, &ctx).await,
+        TelegramMode::Polling => {
+            while let Some(term) = ctx.lead(ID).await {
+                poll(&adapter, &ctx.health, &term.ended).await;
+                gw.cluster.release(term).await;
+            }
+        }
         TelegramMode::Webhook => {
             let url = format!(
                 "{}{WEBHOOK_PATH}",
@@ -514,7 +519,13 @@ fn backoff() -> Backoff {
 /// getUpdates in a loop. The offset moves past an update only once it is
 /// committed to the inbox (or deliberately ignored), so a crash or a
 /// storage failure makes Telegram send it again.
-async fn poll(adapter: &Arc<Telegram>, ctx: &ComponentContext) {
+/// Long-polls until `stop` (the daemon's, or the end of this replica's
+/// term as the poller).
+async fn poll(
+    adapter: &Arc<Telegram>,
+    health: &crate::telemetry::Health,
+    stop: &CancellationToken,
+) {
     if let Err(err) = adapter.bot.delete_webhook().await {
         tracing::warn!(error = %err, "deleteWebhook failed");
     }
@@ -528,12 +539,12 @@ async fn poll(adapter: &Arc<Telegram>, ctx: &ComponentContext) {
             .timeout(POLL_SECS)
             .allowed_updates([AllowedUpdate::Message, AllowedUpdate::CallbackQuery]);
         let result = tokio::select! {
-            _ = ctx.stop.cancelled() => return,
+            _ = stop.cancelled() => return,
             r = request.send() => r,
         };
         match result {
             Ok(updates) => {
-                ctx.health.set(ID, true, "polling");
+                health.set(ID, true, "polling");
                 // The offset stays before an update that could not be
                 // stored, so Telegram keeps it; while storage is away,
                 // asking again at once would only fail again.
@@ -553,14 +564,14 @@ async fn poll(adapter: &Arc<Telegram>, ctx: &ComponentContext) {
                 }
                 if stored {
                     backoff.reset();
-                } else if !backoff.pause(&ctx.stop, None).await {
+                } else if !backoff.pause(stop, None).await {
                     return;
                 }
             }
             Err(err) => {
                 tracing::warn!(error = %err, "getUpdates failed");
-                ctx.health.set(ID, false, format!("reconnecting: {err}"));
-                if !wait_after(&mut backoff, &ctx.stop, &err).await {
+                health.set(ID, false, format!("reconnecting: {err}"));
+                if !wait_after(&mut backoff, stop, &err).await {
                     return;
                 }
             }

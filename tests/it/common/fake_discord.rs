@@ -327,6 +327,7 @@ async fn rest(
     };
     match (method.as_str(), parts.as_slice()) {
         ("GET", ["gateway"]) => Json(json!({"url": *shared.gateway_url.lock().unwrap()})).into_response(),
+        ("GET", ["users", "@me"]) => Json(user(BOT_ID, "switchboard", true)).into_response(),
         ("GET", ["gateway", "bot"]) => Json(json!({
             "url": *shared.gateway_url.lock().unwrap(), "shards": 1,
             "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}

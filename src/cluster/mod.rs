@@ -1,0 +1,379 @@
+//! Several replicas on one PostgreSQL database. Each replica joins with an
+//! id of its own and holds leases (see `store::leases`): the leadership of
+//! an ingress that takes one connection per bot (Telegram polling, the
+//! Discord gateway, Slack Socket Mode) and, later, the ownership of
+//! sessions. One task renews all of a replica's leases every third of
+//! `cluster.lease_secs`; a lease another replica took over, or one that
+//! lapsed, ends its [`Term`]. A replica that cannot renew ends every term
+//! itself before its leases can lapse (fencing: the deposed leader stops
+//! consuming before anyone else may start), so two replicas never hold one
+//! term at the same time by their own reckoning.
+//!
+//! On SQLite there is one replica ([`Cluster::single`]) and every term is
+//! granted at once, ending only with the daemon.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ClusterConfig;
+use crate::store::{Store, StoreError, new_id};
+use crate::telemetry::Health;
+
+/// The readiness component the cluster reports as.
+pub const COMPONENT: &str = "cluster";
+
+/// A lease held: the work it covers runs until `ended` fires.
+#[derive(Debug)]
+pub struct Term {
+    name: String,
+    /// The lease's fencing token: greater for each later holder.
+    pub token: i64,
+    /// Fires when the lease is lost (taken over, lapsed, or this replica
+    /// could not renew it in time) or the daemon stops.
+    pub ended: CancellationToken,
+}
+
+struct Held {
+    token: i64,
+    ended: CancellationToken,
+}
+
+struct Shared {
+    store: Store,
+    ttl: Duration,
+    health: Health,
+    held: Mutex<HashMap<String, Held>>,
+}
+
+struct Inner {
+    id: String,
+    name: String,
+    shared: Option<Shared>,
+}
+
+/// This replica's membership; cheap to clone.
+#[derive(Clone)]
+pub struct Cluster {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("replica", &self.inner.name)
+            .field("shared", &self.is_shared())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The name a replica goes by when `cluster.name` is empty.
+fn default_name() -> String {
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".into());
+    format!("{host}:{}", std::process::id())
+}
+
+impl Cluster {
+    /// The only replica: every term is granted at once.
+    pub fn single() -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                id: new_id(),
+                name: default_name(),
+                shared: None,
+            }),
+        }
+    }
+
+    /// Joins the replicas sharing `store`'s database and renews this
+    /// one's leases until `stop`, then leaves (giving its leases up so the
+    /// others take over at once).
+    pub async fn join(
+        store: &Store,
+        config: &ClusterConfig,
+        health: Health,
+        tasks: &tokio_util::task::TaskTracker,
+        stop: CancellationToken,
+    ) -> Result<Self, StoreError> {
+        let name = if config.name.is_empty() {
+            default_name()
+        } else {
+            config.name.clone()
+        };
+        let id = new_id();
+        store.replica_join(&id, &name).await?;
+        let ttl = Duration::from_secs(config.lease_secs);
+        // Replicas gone for ten leases are history.
+        let pruned = store.replicas_prune(10 * millis(ttl)).await?;
+        if pruned > 0 {
+            tracing::info!(
+                replicas.pruned = pruned,
+                "replicas not seen for long forgotten"
+            );
+        }
+        let cluster = Self {
+            inner: Arc::new(Inner {
+                id,
+                name,
+                shared: Some(Shared {
+                    store: store.clone(),
+                    ttl,
+                    health,
+                    held: Mutex::new(HashMap::new()),
+                }),
+            }),
+        };
+        cluster.report();
+        tracing::info!(replica = %cluster.inner.name, replica.id = %cluster.inner.id, "joined the replicas on this database");
+        tasks.spawn(cluster.clone().renew(stop));
+        Ok(cluster)
+    }
+
+    /// Whether other replicas may share the database.
+    pub fn is_shared(&self) -> bool {
+        self.inner.shared.is_some()
+    }
+
+    /// This replica's id (unique per start).
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// This replica's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Waits until this replica holds lease `name` (trying again every
+    /// second while another replica has it), or `None` once `stop` fires.
+    pub async fn lead(&self, name: &str, stop: &CancellationToken) -> Option<Term> {
+        loop {
+            match self.try_hold(name, stop).await {
+                Ok(Some(term)) => return Some(term),
+                Ok(None) => {}
+                Err(err) => tracing::warn!(lease = name, error = %err, "lease not taken"),
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return None,
+                _ = tokio::time::sleep(self.retry_every()) => {}
+            }
+        }
+    }
+
+    /// Takes lease `name` if it is free; `None` while another replica has
+    /// it. The term also ends when `stop` fires.
+    pub async fn try_hold(
+        &self,
+        name: &str,
+        stop: &CancellationToken,
+    ) -> Result<Option<Term>, StoreError> {
+        if stop.is_cancelled() {
+            return Ok(None);
+        }
+        let Some(shared) = &self.inner.shared else {
+            return Ok(Some(Term {
+                name: name.to_string(),
+                token: 0,
+                ended: stop.child_token(),
+            }));
+        };
+        let Some(token) = shared
+            .store
+            .lease_acquire(name, &self.inner.id, millis(shared.ttl))
+            .await?
+        else {
+            return Ok(None);
+        };
+        let ended = stop.child_token();
+        let previous = shared.held().insert(
+            name.to_string(),
+            Held {
+                token,
+                ended: ended.clone(),
+            },
+        );
+        if let Some(previous) = previous {
+            previous.ended.cancel();
+        }
+        tracing::info!(lease = name, token, "lease taken");
+        self.report();
+        Ok(Some(Term {
+            name: name.to_string(),
+            token,
+            ended,
+        }))
+    }
+
+    /// Gives `term`'s lease up (when its work is done), so another
+    /// replica may take it at once.
+    pub async fn release(&self, term: Term) {
+        term.ended.cancel();
+        let Some(shared) = &self.inner.shared else {
+            return;
+        };
+        let mine = {
+            let mut held = shared.held();
+            match held.get(&term.name) {
+                Some(h) if h.token == term.token => held.remove(&term.name).is_some(),
+                _ => false,
+            }
+        };
+        if mine {
+            if let Err(err) = shared
+                .store
+                .lease_release(&term.name, &self.inner.id, term.token)
+                .await
+            {
+                tracing::warn!(lease = %term.name, error = %err, "lease not given up; it lapses");
+            }
+            self.report();
+        }
+    }
+
+    /// The leases this replica holds, by name, with their tokens.
+    pub fn held(&self) -> Vec<(String, i64)> {
+        let Some(shared) = &self.inner.shared else {
+            return Vec::new();
+        };
+        let mut all: Vec<_> = shared
+            .held()
+            .iter()
+            .map(|(name, h)| (name.clone(), h.token))
+            .collect();
+        all.sort();
+        all
+    }
+
+    fn retry_every(&self) -> Duration {
+        self.inner
+            .shared
+            .as_ref()
+            .map_or(Duration::from_secs(1), |s| {
+                (s.ttl / 6).min(Duration::from_secs(1))
+            })
+    }
+
+    /// Renews every third of the lease; ends the terms whose lease is gone,
+    /// and all of them when a renewal has not succeeded in time.
+    async fn renew(self, stop: CancellationToken) {
+        let Some(shared) = &self.inner.shared else {
+            return;
+        };
+        let every = shared.ttl / 3;
+        // Ends the terms a little before their leases can lapse, measured
+        // from when the last successful renewal was sent (the database
+        // stamped it later than that).
+        let margin = shared.ttl / 6;
+        let mut deadline = Instant::now() + shared.ttl - margin;
+        loop {
+            let sent = Instant::now();
+            let renewed = tokio::select! {
+                _ = stop.cancelled() => break,
+                r = tokio::time::timeout(every, shared.store.lease_renew(&self.inner.id, millis(shared.ttl))) => r,
+            };
+            match renewed {
+                Ok(Ok(held)) => {
+                    deadline = sent + shared.ttl - margin;
+                    self.keep_only(&held);
+                }
+                Ok(Err(err)) => tracing::warn!(error = %err, "leases not renewed"),
+                Err(_) => tracing::warn!("leases not renewed in time"),
+            }
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep_until((sent + every).min(deadline)) => {}
+            }
+            if Instant::now() >= deadline {
+                self.fence();
+            }
+        }
+        self.fence();
+        if let Err(err) = shared.store.replica_leave(&self.inner.id).await {
+            tracing::warn!(error = %err, "left without giving the leases up; they lapse");
+        }
+    }
+
+    /// Ends the terms whose lease is not in `renewed`.
+    fn keep_only(&self, renewed: &[(String, i64)]) {
+        let Some(shared) = &self.inner.shared else {
+            return;
+        };
+        let lost: Vec<(String, Held)> = {
+            let mut held = shared.held();
+            let gone: Vec<String> = held
+                .iter()
+                .filter(|(name, h)| !renewed.iter().any(|(n, t)| n == *name && *t == h.token))
+                .map(|(name, _)| name.clone())
+                .collect();
+            gone.into_iter()
+                .filter_map(|name| held.remove(&name).map(|h| (name, h)))
+                .collect()
+        };
+        for (name, h) in &lost {
+            tracing::warn!(lease = %name, token = h.token, "lease lost");
+            h.ended.cancel();
+        }
+        if !lost.is_empty() {
+            self.report();
+        }
+    }
+
+    /// Ends every term: this replica can no longer be sure of its leases.
+    fn fence(&self) {
+        let Some(shared) = &self.inner.shared else {
+            return;
+        };
+        let all: Vec<(String, Held)> = shared.held().drain().collect();
+        for (name, h) in &all {
+            tracing::warn!(lease = %name, "lease given up: it could not be renewed in time");
+            h.ended.cancel();
+        }
+        if !all.is_empty() {
+            self.report();
+        }
+    }
+
+    fn report(&self) {
+        let Some(shared) = &self.inner.shared else {
+            return;
+        };
+        let held = self.held();
+        let leads: Vec<&str> = held
+            .iter()
+            .filter_map(|(n, _)| n.strip_prefix("ingress:"))
+            .collect();
+        let sessions = held
+            .iter()
+            .filter(|(n, _)| n.starts_with("session:"))
+            .count();
+        let role = if leads.is_empty() {
+            "standby".to_string()
+        } else {
+            format!("leads {}", leads.join(", "))
+        };
+        shared.health.set(
+            COMPONENT,
+            true,
+            format!(
+                "replica {}: {role}; owns {sessions} sessions",
+                self.inner.name
+            ),
+        );
+    }
+}
+
+impl Shared {
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, Held>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,169 @@
+//! Leases and the replicas that hold them (see migration 0009): a lease is
+//! its holder's until it expires by the database's clock; the holder
+//! renews all of its leases at once; a takeover increments the lease's
+//! fencing token.
+
+use super::{Backend, Result, Store, with_pool};
+
+/// A lease as stored.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct LeaseRow {
+    /// What it is the lease of (`ingress:telegram`, `session:<key>`).
+    pub name: String,
+    /// The replica holding it.
+    pub holder: String,
+    /// Incremented by each takeover.
+    pub token: i64,
+    /// When its holder took it (database clock, Unix ms).
+    pub acquired_at: i64,
+    /// When it lapses unless renewed.
+    pub expires_at: i64,
+}
+
+/// A replica as stored.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct ReplicaRow {
+    /// Its id, unique per start.
+    pub id: String,
+    /// Its name (`cluster.name`, or host and pid).
+    pub name: String,
+    /// When it joined (database clock, Unix ms).
+    pub started_at: i64,
+    /// Its last renewal.
+    pub seen_at: i64,
+}
+
+/// `NOW` in `sql` as the backend's clock in Unix ms: every replica reads
+/// the same clock, so theirs need not agree.
+fn clocked(backend: &Backend, sql: &'static str) -> String {
+    let now = match backend {
+        Backend::Sqlite(_) => "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
+        Backend::Postgres(_) => "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT",
+    };
+    sql.replace("NOW", now)
+}
+
+impl Store {
+    /// The database's clock (Unix ms).
+    pub async fn db_now_ms(&self) -> Result<i64> {
+        let sql = clocked(&self.backend, "SELECT NOW");
+        Ok(
+            with_pool!(self, pool => sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).fetch_one(pool).await?),
+        )
+    }
+
+    /// Records replica `id` as joined.
+    pub async fn replica_join(&self, id: &str, name: &str) -> Result<()> {
+        let sql = clocked(
+            &self.backend,
+            "INSERT INTO replicas (id, name, started_at, seen_at) VALUES ($1, $2, NOW, NOW) \
+             ON CONFLICT (id) DO UPDATE SET seen_at = NOW",
+        );
+        with_pool!(self, pool => sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).bind(name).execute(pool).await?.rows_affected());
+        Ok(())
+    }
+
+    /// Removes replica `id` and every lease it holds (a clean stop: the
+    /// others take over at once instead of waiting for the leases to lapse).
+    pub async fn replica_leave(&self, id: &str) -> Result<()> {
+        with_pool!(self, pool => {
+            sqlx::query("DELETE FROM leases WHERE holder = $1").bind(id).execute(pool).await?;
+            sqlx::query("DELETE FROM replicas WHERE id = $1").bind(id).execute(pool).await?.rows_affected()
+        });
+        Ok(())
+    }
+
+    /// The replicas on record, first joined first, and the database's
+    /// clock (to judge how long ago each was seen).
+    pub async fn replicas(&self) -> Result<(Vec<ReplicaRow>, i64)> {
+        let rows = with_pool!(self, pool => sqlx::query_as(
+            "SELECT id, name, started_at, seen_at FROM replicas ORDER BY started_at, id")
+            .fetch_all(pool).await?);
+        Ok((rows, self.db_now_ms().await?))
+    }
+
+    /// Replicas not seen for `older_than_ms` are forgotten, and their
+    /// leases with them once lapsed. Returns how many were.
+    pub async fn replicas_prune(&self, older_than_ms: i64) -> Result<u64> {
+        let sql = clocked(
+            &self.backend,
+            "DELETE FROM replicas WHERE seen_at < NOW - $1",
+        );
+        Ok(
+            with_pool!(self, pool => sqlx::query(sqlx::AssertSqlSafe(sql)).bind(older_than_ms).execute(pool).await?.rows_affected()),
+        )
+    }
+
+    /// Takes lease `name` for `holder` for `ttl_ms` if it is free or has
+    /// lapsed (or `holder` has it already). Returns its fencing token, or
+    /// `None` while another holder has it.
+    pub async fn lease_acquire(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl_ms: i64,
+    ) -> Result<Option<i64>> {
+        let sql = clocked(
+            &self.backend,
+            "INSERT INTO leases (name, holder, token, acquired_at, expires_at) \
+             VALUES ($1, $2, 1, NOW, NOW + $3) \
+             ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, \
+             token = leases.token + 1, acquired_at = excluded.acquired_at, \
+             expires_at = excluded.expires_at \
+             WHERE leases.expires_at <= NOW OR leases.holder = excluded.holder \
+             RETURNING token",
+        );
+        macro_rules! once {
+            ($ex:expr) => {
+                sqlx::query_scalar(sqlx::AssertSqlSafe(sql.clone()))
+                    .bind(name)
+                    .bind(holder)
+                    .bind(ttl_ms)
+                    .fetch_optional($ex)
+                    .await?
+            };
+        }
+        Ok(super::returning!(&self.backend, ex => once!(ex)))
+    }
+
+    /// Extends every unlapsed lease of `holder` (and its replica record) to
+    /// `ttl_ms` from now. Returns the leases it holds: one missing from it
+    /// was taken over or had lapsed.
+    pub async fn lease_renew(&self, holder: &str, ttl_ms: i64) -> Result<Vec<(String, i64)>> {
+        let seen = clocked(
+            &self.backend,
+            "UPDATE replicas SET seen_at = NOW WHERE id = $1",
+        );
+        let renew = clocked(
+            &self.backend,
+            "UPDATE leases SET expires_at = NOW + $2 WHERE holder = $1 AND expires_at > NOW \
+             RETURNING name, token",
+        );
+        macro_rules! once {
+            ($ex:expr) => {
+                sqlx::query_as(sqlx::AssertSqlSafe(renew.clone()))
+                    .bind(holder)
+                    .bind(ttl_ms)
+                    .fetch_all($ex)
+                    .await?
+            };
+        }
+        with_pool!(self, pool => sqlx::query(sqlx::AssertSqlSafe(seen)).bind(holder).execute(pool).await?.rows_affected());
+        Ok(super::returning!(&self.backend, ex => once!(ex)))
+    }
+
+    /// Gives lease `name` up, if `holder` still has it under `token`.
+    pub async fn lease_release(&self, name: &str, holder: &str, token: i64) -> Result<()> {
+        with_pool!(self, pool => sqlx::query(
+            "DELETE FROM leases WHERE name = $1 AND holder = $2 AND token = $3")
+            .bind(name).bind(holder).bind(token).execute(pool).await?.rows_affected());
+        Ok(())
+    }
+
+    /// Every lease on record, by name.
+    pub async fn leases(&self) -> Result<Vec<LeaseRow>> {
+        Ok(with_pool!(self, pool => sqlx::query_as(
+            "SELECT name, holder, token, acquired_at, expires_at FROM leases ORDER BY name")
+            .fetch_all(pool).await?))
+    }
+}
