@@ -21,3 +21,7 @@ CREATE TABLE leases (
 );
 
 CREATE INDEX leases_by_holder ON leases (holder);
+
+-- A background process runs on one machine: only a replica there can
+-- watch it after a restart.
+ALTER TABLE process_watches ADD COLUMN host TEXT NOT NULL DEFAULT '';

@@ -123,7 +123,31 @@ impl Broker {
     /// as expired; their prompts are closed when their platform connects.
     /// Returns how many there were.
     pub async fn expire_stale(&self) -> crate::store::Result<usize> {
-        let stale = self.store.pending_prompts().await?;
+        self.expire_left(None).await
+    }
+
+    /// Expires the approvals session `key` left pending on a replica that
+    /// died (the turns waiting for them died with it) and closes their
+    /// prompts: called when another replica takes the session over.
+    pub async fn expire_left_by(&self, key: &str) -> crate::store::Result<usize> {
+        let count = self.expire_left(Some(key)).await?;
+        if count > 0 {
+            let platforms: std::collections::BTreeSet<String> = self
+                .stale
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .filter_map(|p| p.prompt_platform.clone())
+                .collect();
+            for platform in platforms {
+                self.platform_attached(&platform).await;
+            }
+        }
+        Ok(count)
+    }
+
+    async fn expire_left(&self, key: Option<&str>) -> crate::store::Result<usize> {
+        let stale = self.store.pending_prompts(key).await?;
         for p in &stale {
             if self
                 .store

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod approvals;
 mod chat;
+mod cluster;
 mod pairing;
 mod sessions;
 mod tools;
@@ -69,6 +70,12 @@ pub enum Command {
         /// What to do.
         #[command(subcommand)]
         command: pairing::PairingCommand,
+    },
+    /// Replicas sharing the PostgreSQL database, and who holds what.
+    Cluster {
+        /// What to do.
+        #[command(subcommand)]
+        command: cluster::ClusterCommand,
     },
     /// Inspect stored sessions.
     Sessions {
@@ -196,6 +203,7 @@ async fn dispatch(
         Command::Approvals { command } => approvals::run(&config, command).await,
         Command::Pairing { command } => pairing::run(&config, command).await,
         Command::Sessions { command } => sessions::run(&config, command).await,
+        Command::Cluster { command } => cluster::run(&config, command).await,
         #[cfg(feature = "webhook")]
         Command::Webhook { command } => webhook::run(&config, &env, command).await,
         Command::Healthcheck { url } => {

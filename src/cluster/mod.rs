@@ -70,13 +70,17 @@ impl std::fmt::Debug for Cluster {
     }
 }
 
-/// The name a replica goes by when `cluster.name` is empty.
-fn default_name() -> String {
-    let host = nix::unistd::gethostname()
+/// This machine's host name.
+pub fn host() -> String {
+    nix::unistd::gethostname()
         .ok()
         .and_then(|h| h.into_string().ok())
-        .unwrap_or_else(|| "localhost".into());
-    format!("{host}:{}", std::process::id())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// The name a replica goes by when `cluster.name` is empty.
+fn default_name() -> String {
+    format!("{}:{}", host(), std::process::id())
 }
 
 impl Cluster {
@@ -236,6 +240,16 @@ impl Cluster {
         }
     }
 
+    /// What a write made under `term` is checked against: `None` with one
+    /// replica, where nobody else can take the lease.
+    pub fn fence(&self, term: &Term) -> Option<crate::store::Fence> {
+        self.inner.shared.as_ref().map(|_| crate::store::Fence {
+            name: term.name.clone(),
+            holder: self.inner.id.clone(),
+            token: term.token,
+        })
+    }
+
     /// The leases this replica holds, by name, with their tokens.
     pub fn held(&self) -> Vec<(String, i64)> {
         let Some(shared) = &self.inner.shared else {
@@ -290,10 +304,10 @@ impl Cluster {
                 _ = tokio::time::sleep_until((sent + every).min(deadline)) => {}
             }
             if Instant::now() >= deadline {
-                self.fence();
+                self.end_all();
             }
         }
-        self.fence();
+        self.end_all();
         if let Err(err) = shared.store.replica_leave(&self.inner.id).await {
             tracing::warn!(error = %err, "left without giving the leases up; they lapse");
         }
@@ -325,7 +339,7 @@ impl Cluster {
     }
 
     /// Ends every term: this replica can no longer be sure of its leases.
-    fn fence(&self) {
+    fn end_all(&self) {
         let Some(shared) = &self.inner.shared else {
             return;
         };

@@ -200,13 +200,6 @@ impl Daemon {
             &config.approvals,
             platforms.clone(),
         ));
-        let expired = broker.expire_stale().await?;
-        if expired > 0 {
-            tracing::warn!(
-                approvals.expired = expired,
-                "approvals left pending by the previous run were expired"
-            );
-        }
         let health = Health::default();
         let root = CancellationToken::new();
         let tracker = TaskTracker::new();
@@ -214,6 +207,17 @@ impl Daemon {
         // their sessions through the drain.
         let leaving = CancellationToken::new();
         let membership = TaskTracker::new();
+        if store.kind() == BackendKind::Sqlite {
+            // With several replicas, those of a session are expired by
+            // whoever takes the session over (see sessions::ownership).
+            let expired = broker.expire_stale().await?;
+            if expired > 0 {
+                tracing::warn!(
+                    approvals.expired = expired,
+                    "approvals left pending by the previous run were expired"
+                );
+            }
+        }
         let cluster = match store.kind() {
             BackendKind::Postgres => {
                 Cluster::join(
@@ -252,7 +256,8 @@ impl Daemon {
             ManagerSettings::from_config(&config),
             root.child_token(),
         )
-        .with_broker(broker.clone());
+        .with_broker(broker.clone())
+        .with_cluster(cluster.clone());
         let gateway = Gateway {
             config: Arc::new(config.clone()),
             env,
@@ -261,19 +266,30 @@ impl Daemon {
             broker,
             platforms,
             health: health.clone(),
-            cluster,
+            cluster: cluster.clone(),
             tasks: tracker.clone(),
         };
-        // Before intake opens: what this run accepts is never replayed as
-        // well, and waits behind its session's backlog.
-        let backlog = sessions.backlog().await?;
-        if !backlog.is_empty() {
-            tracing::info!(
-                inbox.backlog = backlog.len(),
-                "replaying events a previous run left unprocessed"
-            );
+        if cluster.is_shared() {
+            // Sessions nobody owns (a replica died with them, or none ran)
+            // are taken before intake opens; the others stay with their
+            // owners, which this replica's events are handed to.
+            let taken = sessions.sweep().await?;
+            if taken > 0 {
+                tracing::info!(sessions.taken = taken, "took over sessions with work left");
+            }
+            tracker.spawn(sessions.clone().coordinate());
+        } else {
+            // Before intake opens: what this run accepts is never replayed
+            // as well, and waits behind its session's backlog.
+            let backlog = sessions.backlog().await?;
+            if !backlog.is_empty() {
+                tracing::info!(
+                    inbox.backlog = backlog.len(),
+                    "replaying events a previous run left unprocessed"
+                );
+            }
+            sessions.requeue(backlog).await?;
         }
-        sessions.requeue(backlog).await?;
         // Background processes report into their sessions; the ones a
         // previous run was to report are taken over.
         processes.report_to(Arc::new(sessions.clone()));

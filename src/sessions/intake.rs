@@ -16,7 +16,7 @@
 //! Button presses come in through [`SessionManager::press`]: approval
 //! choices go to the broker, question choices to the questions.
 
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use super::access::{self, Access};
 use super::keys::session_key;
@@ -155,11 +155,26 @@ impl SessionManager {
         from_person: bool,
     ) -> Result<(Submitted, Option<oneshot::Receiver<()>>), StoreError> {
         let inner = &self.inner;
-        let (tx, state) = self.worker(key);
+        let (tx, state) = if self.shared() {
+            match self.live_worker(key) {
+                Some(worker) => worker,
+                None => return self.enqueue_shared(key, event, dedupe).await,
+            }
+        } else {
+            self.worker(key)
+        };
         let permit = if self.pending() >= inner.settings.max_pending {
             None
         } else {
-            tx.try_reserve_owned().ok()
+            match tx.try_reserve_owned() {
+                Ok(permit) => Some(permit),
+                // Its lease just ended here: the session is the next
+                // owner's (or this replica's again).
+                Err(mpsc::error::TrySendError::Closed(_)) if self.shared() => {
+                    return self.enqueue_shared(key, event, dedupe).await;
+                }
+                Err(_) => None,
+            }
         };
         let Some(permit) = permit else {
             events::emit(events::EventRefused {

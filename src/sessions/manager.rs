@@ -18,6 +18,7 @@ use super::replies::Replies;
 use super::worker::{Job, Seed, WorkerState, run_worker};
 use crate::agent::AgentDeps;
 use crate::approvals::Broker;
+use crate::cluster::{Cluster, Term};
 use crate::config::{BusyInputMode, Config};
 use crate::platform::{InboundEvent, Platforms};
 use crate::store::{Store, StoreError};
@@ -138,6 +139,10 @@ pub(super) struct Inner {
     pub(super) questions: Arc<Questions>,
     pub(super) approvals: Arc<dyn ApprovalHook>,
     pub(super) broker: std::sync::OnceLock<Arc<Broker>>,
+    /// This replica among the others (one replica unless set).
+    pub(super) cluster: std::sync::OnceLock<Cluster>,
+    /// Serialises taking sessions over, so one is started once here.
+    pub(super) claiming: tokio::sync::Mutex<()>,
     pub(super) settings: ManagerSettings,
     pub(super) workers: Mutex<HashMap<String, Worker>>,
     pub(super) pending: AtomicUsize,
@@ -151,6 +156,10 @@ pub(super) struct Inner {
 impl Inner {
     pub(super) fn platforms(&self) -> &Arc<Platforms> {
         self.replies.platforms()
+    }
+
+    pub(super) fn cluster(&self) -> &Cluster {
+        self.cluster.get_or_init(Cluster::single)
     }
 
     pub(super) fn workers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Worker>> {
@@ -204,6 +213,8 @@ impl SessionManager {
                 config,
                 approvals,
                 broker: std::sync::OnceLock::new(),
+                cluster: std::sync::OnceLock::new(),
+                claiming: tokio::sync::Mutex::new(()),
                 settings,
                 workers: Mutex::new(HashMap::new()),
                 pending: AtomicUsize::new(0),
@@ -218,6 +229,13 @@ impl SessionManager {
     /// (the first broker given stays).
     pub fn with_broker(self, broker: Arc<Broker>) -> Self {
         let _ = self.inner.broker.set(broker);
+        self
+    }
+
+    /// Runs sessions as one replica of `cluster` (the first cluster given
+    /// stays): a session's events are processed where its lease is held.
+    pub fn with_cluster(self, cluster: Cluster) -> Self {
+        let _ = self.inner.cluster.set(cluster);
         self
     }
 
@@ -296,24 +314,10 @@ impl SessionManager {
         }
         let mut jobs = Vec::new();
         for row in backlog.events {
-            let event = match serde_json::from_str::<InboundEvent>(&row.payload) {
-                Ok(event) => event,
-                Err(err) => {
-                    tracing::warn!(inbox.id = row.id, error = %err, "unreadable inbox event skipped");
-                    self.inner
-                        .store
-                        .inbox_mark_processed(row.id, "unreadable")
-                        .await?;
-                    continue;
-                }
-            };
-            let job = Job {
-                inbox_id: row.id,
-                event: Box::new(event),
-                resumed: row.attempts > 0,
-                done: None,
-            };
-            jobs.push((seed(&row.session_key), job));
+            let at = seed(&row.session_key);
+            if let Some(job) = self.job_of(row).await? {
+                jobs.push((at, job));
+            }
         }
         for (i, id, out) in owed {
             seeds[i].1.owed.push((id, out));
@@ -331,6 +335,30 @@ impl SessionManager {
         Ok(count)
     }
 
+    /// The job of stored event `row`; `None` (and the row marked processed)
+    /// when it cannot be read.
+    pub(super) async fn job_of(
+        &self,
+        row: crate::store::InboxRow,
+    ) -> Result<Option<Job>, StoreError> {
+        match serde_json::from_str::<InboundEvent>(&row.payload) {
+            Ok(event) => Ok(Some(Job {
+                inbox_id: row.id,
+                event: Box::new(event),
+                resumed: row.attempts > 0,
+                done: None,
+            })),
+            Err(err) => {
+                tracing::warn!(inbox.id = row.id, error = %err, "unreadable inbox event skipped");
+                self.inner
+                    .store
+                    .inbox_mark_processed(row.id, "unreadable")
+                    .await?;
+                Ok(None)
+            }
+        }
+    }
+
     pub(super) fn enqueued(&self, state: &WorkerState) {
         state.queued();
         let now = self.inner.pending.fetch_add(1, Ordering::SeqCst) + 1;
@@ -345,7 +373,16 @@ impl SessionManager {
         {
             return (w.tx.clone(), w.state.clone());
         }
-        self.start_worker(&mut workers, key, Seed::default())
+        self.start_worker(&mut workers, key, Seed::default(), None)
+    }
+
+    /// The worker of `key` if one runs (and takes jobs).
+    pub(super) fn live_worker(&self, key: &str) -> Option<(mpsc::Sender<Job>, Arc<WorkerState>)> {
+        let workers = self.inner.workers();
+        workers
+            .get(key)
+            .filter(|w| !w.tx.is_closed())
+            .map(|w| (w.tx.clone(), w.state.clone()))
     }
 
     /// Starts `key`'s worker on `seed`; a worker that runs already gets the
@@ -371,21 +408,29 @@ impl SessionManager {
                 });
                 state
             }
-            _ => self.start_worker(&mut workers, key, seed).1,
+            _ => self.start_worker(&mut workers, key, seed, None).1,
         }
     }
 
-    fn start_worker(
+    pub(super) fn start_worker(
         &self,
         workers: &mut HashMap<String, Worker>,
         key: &str,
         seed: Seed,
+        term: Option<Term>,
     ) -> (mpsc::Sender<Job>, Arc<WorkerState>) {
         let (tx, rx) = mpsc::channel(self.inner.settings.queue_cap);
         let state = Arc::new(WorkerState::default());
         let span = tracing::info_span!("session", session.key = %key);
         self.inner.tracker.spawn(tracing::Instrument::instrument(
-            run_worker(self.inner.clone(), key.to_string(), rx, state.clone(), seed),
+            run_worker(
+                self.inner.clone(),
+                key.to_string(),
+                rx,
+                state.clone(),
+                seed,
+                term,
+            ),
             span,
         ));
         workers.insert(

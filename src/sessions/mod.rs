@@ -11,6 +11,7 @@ pub mod keys;
 pub mod manager;
 mod notify;
 mod outbox;
+mod ownership;
 pub mod questions;
 pub mod replies;
 pub mod reset;

@@ -322,15 +322,24 @@ pub(super) struct Seed {
     pub(super) jobs: VecDeque<Job>,
 }
 
+/// Runs session `key`'s jobs: the seed's, then its mailbox's, until it is
+/// idle long enough, the daemon stops, or `term` (the session's lease, with
+/// several replicas) ends: then what waits in the mailbox is left to the
+/// replica that takes the session over (it is all in the inbox).
 pub(super) async fn run_worker(
     inner: Arc<Inner>,
     key: String,
     mut rx: mpsc::Receiver<Job>,
     state: Arc<WorkerState>,
     seed: Seed,
+    term: Option<crate::cluster::Term>,
 ) {
+    let ended = term
+        .as_ref()
+        .map_or_else(CancellationToken::new, |t| t.ended.clone());
+    let fence = term.as_ref().and_then(|t| inner.cluster().fence(t));
     for (id, out) in seed.owed {
-        if !outbox::send(&inner, id, &out).await {
+        if ended.is_cancelled() || !outbox::send(&inner, id, &out).await {
             break;
         }
     }
@@ -341,13 +350,16 @@ pub(super) async fn run_worker(
     // The quiet-time check below ran since the last job.
     let mut settled = false;
     loop {
-        let next = seeded.pop_front().filter(|_| !inner.stop.is_cancelled());
+        let next = seeded
+            .pop_front()
+            .filter(|_| !inner.stop.is_cancelled() && !ended.is_cancelled());
         let job = if next.is_some() {
             next
         } else {
             tokio::select! {
                 biased;
                 _ = inner.stop.cancelled() => None,
+                _ = ended.cancelled() => None,
                 job = rx.recv() => job,
                 _ = tokio::time::sleep_until(last_job + inner.settings.unload_after), if !settled && !closing => {
                     settled = true;
@@ -383,7 +395,19 @@ pub(super) async fn run_worker(
         }
         // Boxed: the turn's state exists only while it runs, so an idle
         // worker's task stays small.
-        Box::pin(run_job(&inner, &key, &state, &mut held.conversation, job)).await;
+        let context = JobContext {
+            fence: fence.as_ref(),
+            ended: &ended,
+        };
+        Box::pin(run_job(
+            &inner,
+            &key,
+            &state,
+            &mut held.conversation,
+            job,
+            context,
+        ))
+        .await;
         state
             .loaded
             .store(held.conversation.is_some(), Ordering::SeqCst);
@@ -400,6 +424,29 @@ pub(super) async fn run_worker(
     }
     held.unload(&inner, &state);
     leave(&inner, &key, &state);
+    if let Some(term) = term {
+        let lost = term.ended.is_cancelled();
+        // What waits here is the next owner's: it is in the inbox.
+        rx.close();
+        while rx.try_recv().is_ok() {
+            state.waiting.fetch_sub(1, Ordering::SeqCst);
+            inner.processed();
+        }
+        drop(seeded);
+        inner.cluster().release(term).await;
+        if !lost {
+            super::ownership::adopt_left(&inner, &key).await;
+        }
+    }
+}
+
+/// What a job runs under besides its session.
+#[derive(Clone, Copy)]
+struct JobContext<'a> {
+    /// The session's lease its commit is made under (several replicas).
+    fence: Option<&'a crate::store::Fence>,
+    /// Fires when the lease is lost: nothing more is sent from here.
+    ended: &'a CancellationToken,
 }
 
 fn leave(inner: &Inner, key: &str, state: &Arc<WorkerState>) {
@@ -419,6 +466,7 @@ async fn run_job(
     state: &WorkerState,
     conversation: &mut Option<(Conversation, i64)>,
     job: Job,
+    context: JobContext<'_>,
 ) {
     let Job {
         inbox_id,
@@ -427,7 +475,14 @@ async fn run_job(
         done,
     } = job;
     let event = *event;
-    let _ = inner.store.inbox_record_attempt(inbox_id).await;
+    if let Ok(false) = inner.store.inbox_start(inbox_id).await {
+        // Processed already (a second job for it, from another replica's
+        // notice or a takeover's read of the inbox).
+        if let Some(done) = done {
+            let _ = done.send(());
+        }
+        return;
+    }
     let answered = answer(inner, key, state, conversation, inbox_id, &event, resumed).await;
     // The answer is on its way: a message arriving now is not "queued".
     state.active.store(false, Ordering::SeqCst);
@@ -446,9 +501,13 @@ async fn run_job(
         }
         Answered::Stopped => return,
     };
+    let completion = Completion {
+        fence: context.fence.cloned(),
+        ..completion
+    };
     if let Some(rows) = commit(inner, conversation, turn.as_deref(), &completion).await {
         for (id, out) in rows {
-            if !outbox::send(inner, id, &out).await {
+            if context.ended.is_cancelled() || !outbox::send(inner, id, &out).await {
                 break;
             }
         }
@@ -596,6 +655,7 @@ fn done_with<'a>(
         session_key: key.to_string(),
         outcome: outcome.to_string(),
         outbox: notices(inner, event, texts),
+        fence: None,
     }
 }
 
@@ -672,6 +732,17 @@ async fn commit(
                         None
                     }
                 };
+            }
+            Err(crate::store::StoreError::Fenced { lease }) => {
+                // Another replica took the session over: the event is its
+                // to answer.
+                tracing::warn!(
+                    inbox.id = completion.inbox_id,
+                    lease,
+                    "session taken over before the end of its turn; the answer is left to the new owner"
+                );
+                *conversation = None;
+                return None;
             }
             Err(err) if inner.store.failed_from_away(&err).await => {
                 tracing::warn!(inbox.id = completion.inbox_id, error = %err, "storage down at the end of a turn; waiting for it");

@@ -245,10 +245,13 @@ impl Store {
         Ok(())
     }
 
-    /// Pending approvals with their prompt locations.
-    pub async fn pending_prompts(&self) -> Result<Vec<PromptRef>> {
+    /// Pending approvals with their prompt locations: all of them, or
+    /// those of the session with key `session_key`.
+    pub async fn pending_prompts(&self, session_key: Option<&str>) -> Result<Vec<PromptRef>> {
         Ok(with_pool!(self, pool => sqlx::query_as(
-            "SELECT id, prompt_platform, prompt_chat, prompt_message FROM approvals WHERE status = 'pending' ORDER BY created_at")
-            .fetch_all(pool).await?))
+            "SELECT id, prompt_platform, prompt_chat, prompt_message FROM approvals \
+             WHERE status = 'pending' AND ($1 IS NULL OR session_id IN \
+               (SELECT id FROM sessions WHERE key = $1)) ORDER BY created_at")
+            .bind(session_key).fetch_all(pool).await?))
     }
 }

@@ -267,11 +267,14 @@ impl Store {
             .map_err(|_| super::StoreError::Unavailable(sqlx::Error::PoolClosed))?
     }
 
-    /// Counts a processing attempt of an event.
-    pub async fn inbox_record_attempt(&self, id: i64) -> Result<()> {
-        with_pool!(self, pool => sqlx::query("UPDATE inbox SET attempts = attempts + 1 WHERE id = $1")
+    /// Starts processing an event: counts the attempt, unless the event
+    /// was processed already (by an earlier job for it, here or on another
+    /// replica), which returns false.
+    pub async fn inbox_start(&self, id: i64) -> Result<bool> {
+        let n = with_pool!(self, pool => sqlx::query(
+            "UPDATE inbox SET attempts = attempts + 1 WHERE id = $1 AND processed_at IS NULL")
             .bind(id).execute(pool).await?.rows_affected());
-        Ok(())
+        Ok(n == 1)
     }
 
     /// Marks an event processed. Returns false if it already was.
@@ -305,6 +308,16 @@ impl Store {
         Ok(
             with_pool!(self, pool => sqlx::query_as(sql).bind(window).bind(platform).fetch_all(pool).await?),
         )
+    }
+
+    /// Session `key`'s unprocessed events, in arrival order.
+    pub async fn inbox_pending_of(&self, key: &str) -> Result<Vec<InboxRow>> {
+        let sql = concat!(
+            "SELECT ",
+            inbox_columns!(),
+            " FROM inbox WHERE session_key = $1 AND processed_at IS NULL ORDER BY id"
+        );
+        Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(key).fetch_all(pool).await?))
     }
 
     /// The newest event of session `key`.

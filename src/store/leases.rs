@@ -33,6 +33,49 @@ pub struct ReplicaRow {
     pub seen_at: i64,
 }
 
+/// A lease a write is made under: the write happens only while `holder`
+/// still has lease `name` under `token`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    /// The lease (`session:<key>`).
+    pub name: String,
+    /// The replica that holds it.
+    pub holder: String,
+    /// The token it holds it under.
+    pub token: i64,
+}
+
+/// Inside a write transaction `$tx` on `$ex`: returns
+/// [`StoreError::Fenced`](super::StoreError::Fenced) (rolling back) unless
+/// `$fence` is still held. On PostgreSQL the lease row is locked until the
+/// transaction ends, so a takeover waits for the write and then sees it.
+macro_rules! check_fence {
+    ($store:expr, $ex:expr, $fence:expr, $tx:ident) => {{
+        let fence: &$crate::store::Fence = $fence;
+        let sql = match $store.kind() {
+            $crate::store::BackendKind::Sqlite => {
+                "SELECT token FROM leases WHERE name = $1 AND holder = $2 AND token = $3"
+            }
+            $crate::store::BackendKind::Postgres => {
+                "SELECT token FROM leases WHERE name = $1 AND holder = $2 AND token = $3 FOR SHARE"
+            }
+        };
+        let held: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .bind(fence.name.as_str())
+            .bind(fence.holder.as_str())
+            .bind(fence.token)
+            .fetch_optional($ex)
+            .await?;
+        if held.is_none() {
+            $tx.rollback().await?;
+            return Err($crate::store::StoreError::Fenced {
+                lease: fence.name.clone(),
+            });
+        }
+    }};
+}
+pub(crate) use check_fence;
+
 /// `NOW` in `sql` as the backend's clock in Unix ms: every replica reads
 /// the same clock, so theirs need not agree.
 fn clocked(backend: &Backend, sql: &'static str) -> String {
@@ -158,6 +201,47 @@ impl Store {
             "DELETE FROM leases WHERE name = $1 AND holder = $2 AND token = $3")
             .bind(name).bind(holder).bind(token).execute(pool).await?.rows_affected());
         Ok(())
+    }
+
+    /// Sessions with unprocessed events or unsent answers whose lease
+    /// (`session:<key>`) nobody holds: a replica that died left them, or
+    /// the notice of an event for them went astray. At most `limit`.
+    pub async fn sessions_unowned(&self, limit: i64) -> Result<Vec<String>> {
+        let sql = clocked(
+            &self.backend,
+            "SELECT key FROM (\
+               SELECT DISTINCT session_key AS key FROM inbox WHERE processed_at IS NULL \
+               UNION SELECT DISTINCT session_key AS key FROM outbox WHERE status = 'pending'\
+             ) owed WHERE NOT EXISTS (SELECT 1 FROM leases \
+               WHERE leases.name = 'session:' || owed.key AND leases.expires_at > NOW) \
+             LIMIT $1",
+        );
+        Ok(
+            with_pool!(self, pool => sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(limit).fetch_all(pool).await?),
+        )
+    }
+
+    /// Tells every replica listening on `channel` (PostgreSQL's NOTIFY;
+    /// nothing on SQLite, where there is one replica).
+    pub async fn notify(&self, channel: &str, payload: &str) -> Result<()> {
+        if let Backend::Postgres(pool) = &self.backend {
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(channel)
+                .bind(payload)
+                .execute(pool)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// A connection listening on `channels` (PostgreSQL only).
+    pub async fn listen(&self, channels: &[&str]) -> Result<Option<sqlx::postgres::PgListener>> {
+        let Backend::Postgres(pool) = &self.backend else {
+            return Ok(None);
+        };
+        let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
+        listener.listen_all(channels.iter().copied()).await?;
+        Ok(Some(listener))
     }
 
     /// Every lease on record, by name.

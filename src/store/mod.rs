@@ -25,7 +25,7 @@ pub use audit::{AuditEvent, AuditKind, AuditRow, ChainCheck, GENESIS, PromptRef}
 pub use deliveries::DeliveryRow;
 pub use health::{DISK_FLOOR, PROBE_TIMEOUT};
 pub use inbox::{InboxInsert, InboxRow, NewInboxEvent};
-pub use leases::{LeaseRow, ReplicaRow};
+pub use leases::{Fence, LeaseRow, ReplicaRow};
 pub use memory::MemoryNote;
 pub use outbox::{Outbound, OutboxRow};
 pub use pairing::{PairedUser, PairingRequest};
@@ -121,6 +121,13 @@ pub enum StoreError {
         dir: String,
         /// Free space, or why it could not be read.
         detail: String,
+    },
+    /// The lease a write was made under is no longer this replica's:
+    /// another replica took the session over, and the write was not made.
+    #[error("lease {lease} is no longer held by this replica")]
+    Fenced {
+        /// The lease's name.
+        lease: String,
     },
     /// A stored value could not be decoded.
     #[error("corrupt stored value in {what}: {reason}")]

@@ -126,6 +126,16 @@ impl Store {
         Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(limit).fetch_all(pool).await?))
     }
 
+    /// Session `key`'s rows not sent yet, in sending order.
+    pub async fn outbox_pending_of(&self, key: &str) -> Result<Vec<OutboxRow>> {
+        let sql = concat!(
+            "SELECT ",
+            outbox_columns!(),
+            " FROM outbox WHERE status = 'pending' AND session_key = $1 ORDER BY id"
+        );
+        Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(key).fetch_all(pool).await?))
+    }
+
     /// What was written for inbox event `inbox_id`, in sending order.
     pub async fn outbox_for(&self, inbox_id: i64) -> Result<Vec<OutboxRow>> {
         let sql = concat!(

@@ -25,10 +25,10 @@ impl Store {
     /// Keeps `watch` until [`Store::unwatch_process`].
     pub async fn watch_process(&self, watch: &ProcessWatch) -> Result<()> {
         with_pool!(self, pool => sqlx::query(
-            "INSERT INTO process_watches (id, session_key, command, pid, pid_start, started_at) \
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING")
+            "INSERT INTO process_watches (id, session_key, command, pid, pid_start, started_at, host) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING")
             .bind(&watch.id).bind(&watch.session_key).bind(storable(&watch.command))
-            .bind(watch.pid).bind(watch.pid_start).bind(watch.started_at)
+            .bind(watch.pid).bind(watch.pid_start).bind(watch.started_at).bind(crate::cluster::host())
             .execute(pool).await?.rows_affected());
         Ok(())
     }
@@ -40,11 +40,12 @@ impl Store {
         Ok(())
     }
 
-    /// Every watch not told yet, oldest first.
+    /// Every watch of a process on this machine not told yet, oldest
+    /// first (replicas on other machines watch theirs).
     pub async fn process_watches(&self) -> Result<Vec<ProcessWatch>> {
         Ok(with_pool!(self, pool => sqlx::query_as(
             "SELECT id, session_key, command, pid, pid_start, started_at \
-             FROM process_watches ORDER BY started_at, id")
-            .fetch_all(pool).await?))
+             FROM process_watches WHERE host = $1 OR host = '' ORDER BY started_at, id")
+            .bind(crate::cluster::host()).fetch_all(pool).await?))
     }
 }

@@ -71,6 +71,9 @@ pub struct Completion {
     pub outcome: String,
     /// What to send for it, in order.
     pub outbox: Vec<Outbound>,
+    /// The session's lease it is written under, with several replicas:
+    /// nothing is written unless it is still held.
+    pub fence: Option<super::Fence>,
 }
 
 /// What [`Store::commit_turn`] wrote.
@@ -97,6 +100,9 @@ impl Store {
             let mut tx = super::begin_write!(self, pool);
             // The inbox row first: a second commit of the same event stops
             // here.
+            if let Some(fence) = done.and_then(|d| d.fence.as_ref()) {
+                super::leases::check_fence!(self, &mut *tx, fence, tx);
+            }
             if let Some(done) = done {
                 let completed = sqlx::query(
                     "UPDATE inbox SET processed_at = $1, outcome = $2 WHERE id = $3 AND processed_at IS NULL")

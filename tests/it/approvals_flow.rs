@@ -345,7 +345,7 @@ async fn a_restart_expires_pending_requests_and_closes_their_prompts() {
     // comes after that.
     let mut stored = false;
     for _ in 0..500 {
-        if s.store.pending_prompts().await.unwrap()[0]
+        if s.store.pending_prompts(None).await.unwrap()[0]
             .prompt_message
             .is_some()
         {

@@ -257,7 +257,11 @@ async fn inbox_dedupes_and_replays_unprocessed_in_order(store: Store) {
         !store.inbox_mark_processed(ids[1], "ok").await.unwrap(),
         "processed once"
     );
-    store.inbox_record_attempt(ids[0]).await.unwrap();
+    assert!(store.inbox_start(ids[0]).await.unwrap(), "started");
+    assert!(
+        !store.inbox_start(ids[1]).await.unwrap(),
+        "a processed event is not started again"
+    );
 
     let pending = store.inbox_pending(100).await.unwrap();
     let pending_ids: Vec<i64> = pending.iter().map(|r| r.id).collect();

@@ -171,7 +171,7 @@ pub async fn a_prompt_left_open_is_closed_after_a_restart<R: Rig>() {
     // The prompt's message is stored just after it is shown; the restart
     // has to find it.
     crate::common::eventually("the prompt's message stored", || async {
-        let stored = rig.gateway().store.pending_prompts().await.unwrap();
+        let stored = rig.gateway().store.pending_prompts(None).await.unwrap();
         stored.iter().any(|p| p.prompt_message.is_some())
     })
     .await;

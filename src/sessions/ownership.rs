@@ -1,0 +1,284 @@
+//! Sessions among several replicas (PostgreSQL): one replica at a time
+//! owns a session, by holding its lease `session:<key>`, and only the
+//! owner runs its turns, in inbox order. An event taken by another replica
+//! is stored and the owner is told (NOTIFY on [`INBOX_CHANNEL`]); an event
+//! for a session nobody owns makes the replica that stored it the owner,
+//! which reads the session's unprocessed events and unsent answers from
+//! the inbox and the outbox. A worker that goes idle gives its lease up
+//! and looks once more for events that arrived meanwhile; every replica
+//! also sweeps for sessions with work and no owner (their owner died, or a
+//! notice went astray), so nothing waits longer than a lease.
+//!
+//! With one replica none of this runs: the session's worker is the only
+//! one there can be.
+
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use super::manager::{Inner, SessionManager, Submitted};
+use super::worker::Seed;
+use crate::platform::InboundEvent;
+use crate::store::{InboxInsert, NewInboxEvent, StoreError};
+
+/// Where a replica tells the others of an event it stored: `<id> <key>`.
+pub const INBOX_CHANNEL: &str = "switchboard_inbox";
+
+/// How often a replica looks for sessions nobody owns.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// The lease of session `key`.
+fn lease(key: &str) -> String {
+    format!("session:{key}")
+}
+
+impl SessionManager {
+    /// Whether sessions are shared with other replicas.
+    pub(super) fn shared(&self) -> bool {
+        self.inner.cluster().is_shared()
+    }
+
+    /// [`enqueue`](Self::enqueue) for a session this replica runs no
+    /// worker for, with several replicas: stores the event, then takes the
+    /// session (when nobody owns it) or tells its owner.
+    pub(super) async fn enqueue_shared(
+        &self,
+        key: &str,
+        event: InboundEvent,
+        dedupe: &str,
+    ) -> Result<(Submitted, Option<oneshot::Receiver<()>>), StoreError> {
+        let inner = &self.inner;
+        if self.pending() >= inner.settings.max_pending {
+            crate::telemetry::events::emit(crate::telemetry::events::EventRefused {
+                platform: &event.platform,
+                session_key: key,
+                pending: self.pending(),
+            });
+            return Ok((Submitted::Busy, None));
+        }
+        let payload = serde_json::to_string(&event).unwrap_or_default();
+        let inserted = inner
+            .store
+            .inbox_insert(&NewInboxEvent {
+                platform: &event.platform,
+                dedupe_key: dedupe,
+                session_key: key,
+                payload: &payload,
+            })
+            .await?;
+        let InboxInsert::Inserted(inbox_id) = inserted else {
+            return Ok((Submitted::Duplicate, None));
+        };
+        let (done, rx) = oneshot::channel();
+        match adopt(inner, key, Some((inbox_id, done))).await {
+            Ok(Adopted::Taken | Adopted::Runs) => Ok((Submitted::Accepted, Some(rx))),
+            Ok(Adopted::Elsewhere) => {
+                // The owner reads it from the inbox; should the notice go
+                // astray, the sweep finds it once the owner is gone.
+                if let Err(err) = inner
+                    .store
+                    .notify(INBOX_CHANNEL, &format!("{inbox_id} {key}"))
+                    .await
+                {
+                    tracing::warn!(session.key = %key, error = %err, "owner not told of an event; it finds it later");
+                }
+                Ok((Submitted::Accepted, None))
+            }
+            Err(err) => {
+                tracing::warn!(session.key = %key, error = %err, "session not taken; the sweep finds its event");
+                Ok((Submitted::Accepted, None))
+            }
+        }
+    }
+
+    /// Takes every session that has work and no owner. Returns how many.
+    pub async fn sweep(&self) -> Result<usize, StoreError> {
+        let keys = self.inner.store.sessions_unowned(256).await?;
+        let mut taken = 0;
+        for key in keys {
+            if let Adopted::Taken = adopt(&self.inner, &key, None).await? {
+                taken += 1;
+            }
+        }
+        Ok(taken)
+    }
+
+    /// With several replicas: hands the events other replicas store for
+    /// this one's sessions to their workers, and sweeps for sessions nobody
+    /// owns, until the daemon stops. Returns at once with one replica.
+    pub async fn coordinate(self) {
+        if !self.shared() {
+            return;
+        }
+        let stop = self.inner.stop.clone();
+        let mut listener = None;
+        let mut sweep = tokio::time::interval(SWEEP_EVERY);
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            if listener.is_none() {
+                match self.inner.store.listen(&[INBOX_CHANNEL]).await {
+                    Ok(l) => listener = l,
+                    Err(err) => {
+                        tracing::warn!(error = %err, "not listening for other replicas' events; sweeping only")
+                    }
+                }
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = sweep.tick() => {
+                    if let Err(err) = self.sweep().await {
+                        tracing::warn!(error = %err, "sweep for unowned sessions failed");
+                    }
+                }
+                told = async { listener.as_mut()?.try_recv().await.transpose() }, if listener.is_some() => match told {
+                    Some(Ok(n)) => self.told(n.payload()).await,
+                    Some(Err(err)) => {
+                        tracing::warn!(error = %err, "listening for other replicas' events failed; listening again");
+                        listener = None;
+                    }
+                    None => listener = None,
+                },
+            }
+        }
+    }
+
+    /// Another replica stored event `<id> <key>`: if this replica runs the
+    /// session, its worker gets the event.
+    async fn told(&self, payload: &str) {
+        if let Some((id, key)) = payload
+            .split_once(' ')
+            .and_then(|(id, key)| Some((id.parse::<i64>().ok()?, key)))
+        {
+            self.hand_over(id, key, None).await;
+        }
+    }
+
+    /// Hands stored event `id` to session `key`'s worker, if one runs here;
+    /// `done` fires once it is processed.
+    async fn hand_over(&self, id: i64, key: &str, done: Option<oneshot::Sender<()>>) {
+        let Some((tx, state)) = self.live_worker(key) else {
+            return;
+        };
+        let row = match self.inner.store.inbox_event(id).await {
+            Ok(Some(row)) if row.processed_at.is_none() => row,
+            Ok(_) => return,
+            Err(err) => {
+                tracing::warn!(inbox.id = id, error = %err, "event of another replica not read; the sweep finds it");
+                return;
+            }
+        };
+        if let Ok(Some(mut job)) = self.job_of(row).await {
+            job.done = done;
+            self.enqueued(&state);
+            let inner = self.inner.clone();
+            // Not on the listener: a full mailbox must not hold up the
+            // other sessions' notices.
+            self.inner.tracker.spawn(async move {
+                if tx.send(job).await.is_err() {
+                    inner.processed();
+                }
+            });
+        }
+    }
+}
+
+/// What [`adopt`] found.
+enum Adopted {
+    /// This replica runs the session already.
+    Runs,
+    /// It took the session over and started its worker.
+    Taken,
+    /// Another replica owns it.
+    Elsewhere,
+}
+
+/// Takes session `key` if nobody owns it, starting its worker on the
+/// session's unprocessed events and unsent answers; `tracked` is an event
+/// among them whose caller waits for it.
+async fn adopt(
+    inner: &std::sync::Arc<Inner>,
+    key: &str,
+    tracked: Option<(i64, oneshot::Sender<()>)>,
+) -> Result<Adopted, StoreError> {
+    let manager = SessionManager {
+        inner: inner.clone(),
+    };
+    let _claiming = inner.claiming.lock().await;
+    if manager.live_worker(key).is_some() {
+        if let Some((id, done)) = tracked {
+            // Started meanwhile (by a notice or the sweep), perhaps on the
+            // inbox's events before this one was stored: handed to it
+            // again, it is run once (a processed event is skipped).
+            manager.hand_over(id, key, Some(done)).await;
+        }
+        return Ok(Adopted::Runs);
+    }
+    let Some(term) = inner.cluster().try_hold(&lease(key), &inner.stop).await? else {
+        return Ok(Adopted::Elsewhere);
+    };
+    if let Some(broker) = inner.broker.get() {
+        // A turn waiting for one died with the session's previous owner.
+        let expired = broker.expire_left_by(key).await;
+        if let Err(err) = expired {
+            tracing::warn!(session.key = %key, error = %err, "approvals left pending not expired");
+        }
+    }
+    let seed = match read_seed(&manager, key, tracked).await {
+        Ok(seed) => seed,
+        Err(err) => {
+            inner.cluster().release(term).await;
+            return Err(err);
+        }
+    };
+    let jobs = seed.jobs.len();
+    let state = {
+        let mut workers = inner.workers();
+        manager.start_worker(&mut workers, key, seed, Some(term)).1
+    };
+    for _ in 0..jobs {
+        manager.enqueued(&state);
+    }
+    Ok(Adopted::Taken)
+}
+
+/// Session `key`'s work as stored: answers not sent, then events not
+/// processed, in order.
+async fn read_seed(
+    manager: &SessionManager,
+    key: &str,
+    mut tracked: Option<(i64, oneshot::Sender<()>)>,
+) -> Result<Seed, StoreError> {
+    let store = &manager.inner.store;
+    let mut seed = Seed::default();
+    for row in store.outbox_pending_of(key).await? {
+        seed.owed.push((row.id, row.outbound()));
+    }
+    for row in store.inbox_pending_of(key).await? {
+        if let Some(mut job) = manager.job_of(row).await? {
+            if tracked.as_ref().is_some_and(|(id, _)| *id == job.inbox_id) {
+                job.done = tracked.take().map(|(_, done)| done);
+            }
+            seed.jobs.push_back(job);
+        }
+    }
+    Ok(seed)
+}
+
+/// After session `key`'s worker gave its lease up: takes the session again
+/// if events arrived for it meanwhile (their replica found it owned and
+/// told this one, which had stopped listening for it).
+pub(super) async fn adopt_left(inner: &std::sync::Arc<Inner>, key: &str) {
+    if inner.stop.is_cancelled() {
+        return;
+    }
+    let left = match inner.store.inbox_pending_of(key).await {
+        Ok(rows) => !rows.is_empty(),
+        Err(err) => {
+            tracing::warn!(session.key = %key, error = %err, "events left behind not looked for; the sweep finds them");
+            return;
+        }
+    };
+    if left && let Err(err) = adopt(inner, key, None).await {
+        tracing::warn!(session.key = %key, error = %err, "session not taken again; the sweep finds it");
+    }
+}
