@@ -106,11 +106,11 @@ impl Store {
         Ok(())
     }
 
-    /// Removes replica `id` and every lease it holds (a clean stop: the
-    /// others take over at once instead of waiting for the leases to lapse).
+    /// Removes replica `id` and lets every lease it holds lapse now (a
+    /// clean stop: the others take over at once instead of waiting).
     pub async fn replica_leave(&self, id: &str) -> Result<()> {
         with_pool!(self, pool => {
-            sqlx::query("DELETE FROM leases WHERE holder = $1").bind(id).execute(pool).await?;
+            sqlx::query("UPDATE leases SET expires_at = 0 WHERE holder = $1").bind(id).execute(pool).await?;
             sqlx::query("DELETE FROM replicas WHERE id = $1").bind(id).execute(pool).await?.rows_affected()
         });
         Ok(())
@@ -125,16 +125,23 @@ impl Store {
         Ok((rows, self.db_now_ms().await?))
     }
 
-    /// Replicas not seen for `older_than_ms` are forgotten, and their
-    /// leases with them once lapsed. Returns how many were.
+    /// Replicas not seen for `older_than_ms` are forgotten, and so are
+    /// leases lapsed for a day (a lease given up stays, lapsed, so that
+    /// its next holder's token is still greater than any before). Returns
+    /// how many replicas were.
     pub async fn replicas_prune(&self, older_than_ms: i64) -> Result<u64> {
-        let sql = clocked(
+        let leases = clocked(
+            &self.backend,
+            "DELETE FROM leases WHERE expires_at < NOW - 86400000",
+        );
+        let replicas = clocked(
             &self.backend,
             "DELETE FROM replicas WHERE seen_at < NOW - $1",
         );
-        Ok(
-            with_pool!(self, pool => sqlx::query(sqlx::AssertSqlSafe(sql)).bind(older_than_ms).execute(pool).await?.rows_affected()),
-        )
+        Ok(with_pool!(self, pool => {
+            sqlx::query(sqlx::AssertSqlSafe(leases)).execute(pool).await?;
+            sqlx::query(sqlx::AssertSqlSafe(replicas)).bind(older_than_ms).execute(pool).await?.rows_affected()
+        }))
     }
 
     /// Takes lease `name` for `holder` for `ttl_ms` if it is free or has
@@ -195,10 +202,11 @@ impl Store {
         Ok(super::returning!(&self.backend, ex => once!(ex)))
     }
 
-    /// Gives lease `name` up, if `holder` still has it under `token`.
+    /// Gives lease `name` up, if `holder` still has it under `token`: it
+    /// lapses now (and keeps its token, which the next holder increments).
     pub async fn lease_release(&self, name: &str, holder: &str, token: i64) -> Result<()> {
         with_pool!(self, pool => sqlx::query(
-            "DELETE FROM leases WHERE name = $1 AND holder = $2 AND token = $3")
+            "UPDATE leases SET expires_at = 0 WHERE name = $1 AND holder = $2 AND token = $3")
             .bind(name).bind(holder).bind(token).execute(pool).await?.rows_affected());
         Ok(())
     }

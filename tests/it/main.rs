@@ -27,6 +27,7 @@ mod http_limits;
 mod lifecycle;
 mod mcp;
 mod process_reports;
+mod replicas;
 mod runtime;
 mod secrets;
 mod sessions_manager;

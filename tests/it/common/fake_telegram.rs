@@ -39,6 +39,11 @@ struct Inner {
     send_outage: Outage,
     reject_entities: usize,
     next_message: i64,
+    /// Incremented by every getUpdates: a poll still waiting when another
+    /// starts is ended with Telegram's 409 Conflict.
+    poll_generation: u64,
+    /// How many polls were ended so (two pollers on one bot).
+    conflicts: usize,
 }
 
 #[derive(Clone, Default)]
@@ -125,6 +130,12 @@ impl FakeTelegram {
     /// when it cannot parse them.
     pub fn reject_entities(&self, n: usize) {
         self.shared.0.lock().unwrap().reject_entities = n;
+    }
+
+    /// How many getUpdates were ended by another one starting (Telegram's
+    /// "409 Conflict: terminated by other getUpdates request").
+    pub fn conflicts(&self) -> usize {
+        self.shared.0.lock().unwrap().conflicts
     }
 
     pub fn calls(&self, method: &str) -> Vec<Call> {
@@ -328,7 +339,7 @@ async fn method(
 
 async fn get_updates(shared: Shared, body: Value) -> Response {
     let offset = body["offset"].as_i64().unwrap_or(0);
-    {
+    let mine = {
         let mut inner = shared.0.lock().unwrap();
         inner.calls.push(Call {
             method: "getUpdates".into(),
@@ -339,20 +350,36 @@ async fn get_updates(shared: Shared, body: Value) -> Response {
         if let Some((status, answer)) = inner.poll_failures.pop_front() {
             return (StatusCode::from_u16(status).unwrap(), Json(answer)).into_response();
         }
-    }
+        inner.poll_generation += 1;
+        inner.poll_generation
+    };
     // A short long-poll: answer as soon as something is queued.
     for _ in 0..10 {
-        let pending: Vec<Value> = shared
-            .0
-            .lock()
-            .unwrap()
-            .updates
-            .iter()
-            .filter(|u| u["update_id"].as_i64().unwrap_or(0) >= offset)
-            .cloned()
-            .collect();
-        if !pending.is_empty() {
-            return ok(Value::Array(pending));
+        let pending: Result<Vec<Value>, ()> = {
+            let mut inner = shared.0.lock().unwrap();
+            if inner.poll_generation == mine {
+                Ok(inner
+                    .updates
+                    .iter()
+                    .filter(|u| u["update_id"].as_i64().unwrap_or(0) >= offset)
+                    .cloned()
+                    .collect())
+            } else {
+                inner.conflicts += 1;
+                Err(())
+            }
+        };
+        match pending {
+            Err(()) => {
+                return (
+                    StatusCode::CONFLICT,
+                    Json(json!({"ok": false, "error_code": 409,
+                        "description": "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"})),
+                )
+                    .into_response();
+            }
+            Ok(pending) if !pending.is_empty() => return ok(Value::Array(pending)),
+            Ok(_) => {}
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -45,6 +45,23 @@ pub fn pr_push(pr: usize, title: &str) -> Vec<u8> {
     .unwrap()
 }
 
+/// The marker of the newest user message of a model request.
+pub fn marker(request: &serde_json::Value) -> Option<usize> {
+    let messages = request["messages"].as_array()?;
+    let last = messages.iter().rev().find(|m| m["role"] == "user")?;
+    marker_in(last["content"].as_str()?)
+}
+
+/// The number after the first `marker-` in `text`.
+pub fn marker_in(text: &str) -> Option<usize> {
+    let at = text.find("marker-")? + "marker-".len();
+    let digits: String = text[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
 /// A migrated store on a fresh SQLite file; keep the dir alive.
 pub async fn sqlite_store() -> (Store, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();

@@ -16,9 +16,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::PgTestDb;
 use common::fake_github::FakeGithub;
 use common::fake_llm::{FakeLlm, Reply, text};
+use common::{PgTestDb, marker, marker_in};
 use serde_json::{Value, json};
 use switchboard::adapters::webhook::verify::github_signature;
 use switchboard::config::StorageConfig;
@@ -159,23 +159,6 @@ async fn send(client: &reqwest::Client, addr: &str, delivery: &str, body: Vec<u8
         .await
         .ok()
         .map(|r| r.status().as_u16())
-}
-
-/// The marker of the newest user message of a model request.
-fn marker(request: &Value) -> Option<usize> {
-    let messages = request["messages"].as_array()?;
-    let last = messages.iter().rev().find(|m| m["role"] == "user")?;
-    marker_in(last["content"].as_str()?)
-}
-
-/// The number after the first `marker-` in `text`.
-fn marker_in(text: &str) -> Option<usize> {
-    let at = text.find("marker-")? + "marker-".len();
-    let digits: String = text[at..]
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().ok()
 }
 
 async fn crash_and_recover(storage: StorageConfig) {

@@ -1,0 +1,406 @@
+//! Several replicas on one PostgreSQL database (#21): leases by the
+//! database's clock, sessions owned by one replica at a time whichever
+//! replica takes their events, single-connection ingress held by one
+//! replica with the others standing by. Real daemons in this process on a
+//! schema of their own; skipped without PostgreSQL (not under `CI=true`).
+
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::cut_proxy::CutProxy;
+use common::fake_github::FakeGithub;
+use common::fake_llm::{FakeLlm, Reply, text};
+use common::fake_telegram::FakeTelegram;
+use common::in_process::{InProcess, daemon_config};
+use common::{PgTestDb, eventually_within, marker, marker_in};
+use switchboard::adapters::webhook::verify::github_signature;
+use switchboard::config::{Config, Env, StorageConfig, load_from_str};
+use switchboard::store::Store;
+
+const SECRET: &str = "replica-secret";
+const ANN: i64 = 1001;
+
+async fn leases_are_taken_renewed_lapsed_and_given_up(store: Store) {
+    assert_eq!(
+        store.lease_acquire("ingress:x", "a", 60_000).await.unwrap(),
+        Some(1)
+    );
+    assert_eq!(
+        store.lease_acquire("ingress:x", "b", 60_000).await.unwrap(),
+        None,
+        "held by a"
+    );
+    // The holder taking it again starts a new term.
+    assert_eq!(
+        store.lease_acquire("ingress:x", "a", 60_000).await.unwrap(),
+        Some(2)
+    );
+    assert_eq!(
+        store.lease_renew("a", 60_000).await.unwrap(),
+        [("ingress:x".to_string(), 2)]
+    );
+    assert!(store.lease_renew("b", 60_000).await.unwrap().is_empty());
+    // A lapsed lease is taken over with a greater token, and its old
+    // holder's renewal no longer has it.
+    assert_eq!(
+        store.lease_acquire("session:s", "a", 1).await.unwrap(),
+        Some(1)
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(
+        store.lease_acquire("session:s", "b", 60_000).await.unwrap(),
+        Some(2)
+    );
+    let renewed = store.lease_renew("a", 60_000).await.unwrap();
+    assert!(
+        !renewed.iter().any(|(n, _)| n == "session:s"),
+        "{renewed:?}"
+    );
+    // Giving up needs the current token.
+    store.lease_release("session:s", "b", 1).await.unwrap();
+    assert_eq!(
+        store.lease_acquire("session:s", "a", 60_000).await.unwrap(),
+        None
+    );
+    store.lease_release("session:s", "b", 2).await.unwrap();
+    assert_eq!(
+        store.lease_acquire("session:s", "a", 60_000).await.unwrap(),
+        Some(3)
+    );
+    let names: Vec<String> = store
+        .leases()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| format!("{}={}:{}", l.name, l.holder, l.token))
+        .collect();
+    assert_eq!(names, ["ingress:x=a:2", "session:s=a:3"]);
+    let now = store.db_now_ms().await.unwrap();
+    assert!((now - switchboard::store::now_ms()).abs() < 60_000);
+}
+
+crate::backend_tests!(leases_are_taken_renewed_lapsed_and_given_up);
+
+/// A replica's config: the webhook route (comments to `github`), Telegram
+/// polling `tg` when given, on `storage`, with short leases.
+fn replica(
+    dir: &std::path::Path,
+    name: &str,
+    storage: &StorageConfig,
+    llm: &FakeLlm,
+    github: &FakeGithub,
+    tg: Option<&FakeTelegram>,
+) -> Config {
+    let mut config = daemon_config(dir, &llm.url);
+    config.storage = storage.clone();
+    config.cluster.name = name.into();
+    config.cluster.lease_secs = 3;
+    config.webhook.enabled = true;
+    config.webhook.routes = load_from_str(
+        &format!(
+            r#"
+            [[webhook.routes]]
+            name = "github"
+            path = "/webhooks/github"
+            scheme = "github"
+            secret_env = "GITHUB_WEBHOOK_SECRET"
+            [webhook.routes.deliver]
+            kind = "github_comment"
+            api_url = "{}"
+            token_env = "GITHUB_TOKEN"
+            "#,
+            github.url
+        ),
+        &Env::default(),
+    )
+    .unwrap()
+    .webhook
+    .routes;
+    if let Some(tg) = tg {
+        config.telegram.enabled = true;
+        config.telegram.api_url = tg.url.clone();
+        config.telegram.allowed_users = vec![ANN];
+    }
+    config
+}
+
+fn env() -> Env {
+    Env::from_pairs([
+        ("GITHUB_WEBHOOK_SECRET", SECRET),
+        ("GITHUB_TOKEN", "ghs_replicas"),
+        ("TELEGRAM_BOT_TOKEN", "123:replicas"),
+    ])
+}
+
+/// How long the model takes to answer.
+const THINKING: Duration = Duration::from_millis(60);
+
+/// The model answers `answer marker-N` to the event with marker N after
+/// [`THINKING`], and notes when it was asked.
+async fn marking_model() -> (FakeLlm, Arc<Mutex<Vec<(Instant, usize)>>>) {
+    let asked: Arc<Mutex<Vec<(Instant, usize)>>> = Arc::default();
+    let log = asked.clone();
+    let llm = FakeLlm::responding(move |request| {
+        let m = marker(request).expect("every request names its event");
+        log.lock().unwrap().push((Instant::now(), m));
+        let answer = Reply::Json(text(&format!("answer marker-{m:03}")));
+        Reply::Delayed(THINKING, Box::new(answer))
+    })
+    .await;
+    (llm, asked)
+}
+
+async fn deliver(client: &reqwest::Client, base: &str, delivery: &str, body: Vec<u8>) -> u16 {
+    client
+        .post(format!("{base}/webhooks/github"))
+        .header("x-github-event", "pull_request")
+        .header("x-github-delivery", delivery)
+        .header("x-hub-signature-256", github_signature(SECRET, &body))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// Firsts of each marker's times, per pull request, are in marker order.
+fn assert_in_order(what: &str, seen: &BTreeMap<usize, Vec<Instant>>, prs: usize) {
+    for pr in 0..prs {
+        let mut firsts: Vec<(Instant, usize)> = seen
+            .iter()
+            .filter(|(m, _)| *m % prs == pr)
+            .map(|(m, at)| (at[0], *m))
+            .collect();
+        firsts.sort();
+        let order: Vec<usize> = firsts.iter().map(|(_, m)| *m).collect();
+        let mut sorted = order.clone();
+        sorted.sort();
+        assert_eq!(order, sorted, "PR {pr} {what} out of order");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_take_one_pull_requests_events_in_turn_and_answer_each_once() {
+    const PRS: usize = 4;
+    const PER_PR: usize = 8;
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let (llm, asked) = marking_model().await;
+    let github = FakeGithub::start().await;
+    let (da, dbb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = InProcess::start(
+        replica(da.path(), "a", &db.config, &llm, &github, None),
+        env(),
+    )
+    .await;
+    let b = InProcess::start(
+        replica(dbb.path(), "b", &db.config, &llm, &github, None),
+        env(),
+    )
+    .await;
+    let client = switchboard::http::client::client();
+    // Each pull request's events go to the replicas in turn, so every
+    // session's events arrive at both, one after the other.
+    let mut senders = tokio::task::JoinSet::new();
+    for pr in 0..PRS {
+        let (client, bases) = (client.clone(), [a.base.clone(), b.base.clone()]);
+        senders.spawn(async move {
+            for k in 0..PER_PR {
+                let i = k * PRS + pr;
+                let body = common::pr_push(pr + 1, &format!("marker-{i:03}"));
+                let status =
+                    deliver(&client, &bases[(k + pr) % 2], &format!("rep-{i}"), body).await;
+                assert_eq!(status, 202, "delivery {i}");
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+        });
+    }
+    while let Some(r) = senders.join_next().await {
+        r.unwrap();
+    }
+    let events = PRS * PER_PR;
+    let store = a.gateway.store.clone();
+    eventually_within("every event answered", Duration::from_secs(60), || async {
+        store.inbox_pending(10).await.unwrap().is_empty()
+            && store.outbox_pending(10).await.unwrap().is_empty()
+            && github.seen().len() >= events
+    })
+    .await;
+    let mut asks: BTreeMap<usize, Vec<Instant>> = BTreeMap::new();
+    for (at, m) in asked.lock().unwrap().iter() {
+        asks.entry(*m).or_default().push(*at);
+    }
+    let mut answers: BTreeMap<usize, Vec<Instant>> = BTreeMap::new();
+    for s in github.seen() {
+        if let Some(m) = s.body["body"].as_str().and_then(marker_in) {
+            answers.entry(m).or_default().push(s.at);
+        }
+    }
+    assert_eq!(asks.len(), events, "every event asked");
+    assert!(
+        asks.values().all(|a| a.len() == 1),
+        "each asked once: {asks:?}"
+    );
+    assert_eq!(answers.len(), events, "every event answered");
+    assert!(answers.values().all(|a| a.len() == 1), "each answered once");
+    assert_in_order("asked", &asks, PRS);
+    assert_in_order("answered", &answers, PRS);
+    // One replica at a time runs a session: a pull request's next turn
+    // starts after the model answered the one before.
+    for pr in 0..PRS {
+        let mut at: Vec<Instant> = asks
+            .iter()
+            .filter(|(m, _)| *m % PRS == pr)
+            .map(|(_, a)| a[0])
+            .collect();
+        at.sort();
+        for pair in at.windows(2) {
+            assert!(
+                pair[1] - pair[0] >= THINKING - Duration::from_millis(5),
+                "PR {pr}: two turns ran at once ({:?} apart)",
+                pair[1] - pair[0]
+            );
+        }
+    }
+    let inbox = store.inbox_latest("webhook", 1000).await.unwrap();
+    assert_eq!(inbox.len(), events);
+    assert!(inbox.iter().all(|r| r.attempts == 1), "each started once");
+    a.shutdown().await;
+    b.shutdown().await;
+    let store = db.store().await;
+    let now = store.db_now_ms().await.unwrap();
+    let held: Vec<_> = store
+        .leases()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|l| l.expires_at > now)
+        .collect();
+    assert!(held.is_empty(), "both gave their leases up: {held:?}");
+    assert!(store.replicas().await.unwrap().0.is_empty(), "both left");
+    store.close().await;
+    db.drop().await;
+}
+
+/// `replica`'s readiness detail for `component`.
+fn detail(replica: &InProcess, component: &str) -> String {
+    replica
+        .gateway
+        .health
+        .snapshot()
+        .get(component)
+        .map(|h| h.detail.clone())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telegram_is_polled_by_one_replica_and_a_standby_takes_over() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let tg = FakeTelegram::start().await;
+    let llm = FakeLlm::start(vec![
+        Reply::Json(text("first answer")),
+        Reply::Json(text("second answer")),
+        Reply::Json(text("third answer")),
+    ])
+    .await;
+    let github = FakeGithub::start().await;
+    // Replica a reaches the database through a proxy the test can cut.
+    let (proxy, through_proxy) = CutProxy::before(&db).await;
+    let (da, dbb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = InProcess::start(
+        replica(da.path(), "a", &through_proxy, &llm, &github, Some(&tg)),
+        env(),
+    )
+    .await;
+    eventually_within("a polls", Duration::from_secs(10), || async {
+        detail(&a, "telegram") == "polling"
+    })
+    .await;
+    let b = InProcess::start(
+        replica(dbb.path(), "b", &db.config, &llm, &github, Some(&tg)),
+        env(),
+    )
+    .await;
+    eventually_within("b stands by", Duration::from_secs(10), || async {
+        detail(&b, "telegram").starts_with("standby")
+    })
+    .await;
+    assert!(
+        b.gateway.health.snapshot()["telegram"].ready,
+        "a standby is ready"
+    );
+    tg.push(FakeTelegram::message(ANN, ANN, "Ann", 10, "hello"));
+    tg.wait("sendMessage", 1).await;
+
+    // a stops cleanly: it gives the lease up and b polls within a second
+    // or two, without two polls ever overlapping.
+    let stopped = Instant::now();
+    a.shutdown().await;
+    eventually_within("b polls", Duration::from_secs(5), || async {
+        detail(&b, "telegram") == "polling"
+    })
+    .await;
+    let handover = stopped.elapsed();
+    tg.push(FakeTelegram::message(ANN, ANN, "Ann", 11, "still there?"));
+    tg.wait("sendMessage", 2).await;
+
+    // A replica cut off from the database stops polling before its lease
+    // lapses; the other takes over once it has.
+    let a = InProcess::start(
+        replica(da.path(), "a", &through_proxy, &llm, &github, Some(&tg)),
+        env(),
+    )
+    .await;
+    eventually_within("a stands by", Duration::from_secs(10), || async {
+        detail(&a, "telegram").starts_with("standby")
+    })
+    .await;
+    b.shutdown().await;
+    eventually_within("a polls again", Duration::from_secs(5), || async {
+        detail(&a, "telegram") == "polling"
+    })
+    .await;
+    let b = InProcess::start(
+        replica(dbb.path(), "b", &db.config, &llm, &github, Some(&tg)),
+        env(),
+    )
+    .await;
+    eventually_within("b stands by again", Duration::from_secs(10), || async {
+        detail(&b, "telegram").starts_with("standby")
+    })
+    .await;
+    let cut = Instant::now();
+    proxy.cut();
+    eventually_within("b polls after the cut", Duration::from_secs(10), || async {
+        detail(&b, "telegram") == "polling"
+    })
+    .await;
+    let takeover = cut.elapsed();
+    tg.push(FakeTelegram::message(ANN, ANN, "Ann", 12, "and now?"));
+    let sent = tg.wait("sendMessage", 3).await;
+    assert_eq!(sent.len(), 3, "each message answered once");
+    assert_eq!(
+        tg.conflicts(),
+        0,
+        "two replicas never polled at once (Telegram would answer 409)"
+    );
+    eprintln!(
+        "telegram: handover after a clean stop {handover:?}, takeover after a cut {takeover:?}"
+    );
+    assert!(
+        takeover < Duration::from_secs(3 + 2),
+        "taken over within the lease and a second: {takeover:?}"
+    );
+    proxy.restore();
+    a.shutdown().await;
+    b.shutdown().await;
+    db.drop().await;
+}
