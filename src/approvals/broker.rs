@@ -60,6 +60,9 @@ pub struct Broker {
     approvers: Vec<String>,
     timeout: Duration,
     route_to: Option<ChatTarget>,
+    /// With several replicas: where decisions for requests waiting on
+    /// another replica go.
+    relay: std::sync::OnceLock<Arc<super::relay::Relay>>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -82,7 +85,22 @@ impl Broker {
             approvers: config.approvers.clone(),
             timeout: Duration::from_secs(config.timeout_secs),
             route_to: config.route_to.clone(),
+            relay: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sends decisions for requests this replica does not wait for through
+    /// `relay` to the replica that does (the first relay given stays).
+    pub fn relay_through(&self, relay: Arc<super::relay::Relay>) {
+        let _ = self.relay.set(relay);
+    }
+
+    /// Whether a turn on this replica waits for approval `id`.
+    pub fn waits_for(&self, id: &str) -> bool {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(id)
     }
 
     /// `platform` has connected: prompts a previous run left open there
@@ -482,22 +500,49 @@ impl Broker {
         actor: &Actor,
         reason: Option<String>,
     ) -> Result<Decision, Refusal> {
-        self.decide(id, choice, actor, reason, false).await
+        self.decide(id, choice, actor, reason, None).await
     }
 
+    /// Decides approval `id` where its turn waits: here, or through the
+    /// relay on the replica that has it. `vouched`: the actor was
+    /// authorised by the caller, for requests asked in that chat only.
     async fn decide(
         &self,
         id: &str,
         choice: Choice,
         actor: &Actor,
         reason: Option<String>,
-        vouched: bool,
+        vouched: Option<&ChatRef>,
+    ) -> Result<Decision, Refusal> {
+        if let Some(relay) = self.relay.get()
+            && !self.waits_for(id)
+            && let Ok(Some(r)) = self.store.approval(id).await
+            && r.status == ApprovalStatus::Pending
+        {
+            return relay.forward(id, choice, actor, reason, vouched).await;
+        }
+        self.decide_here(id, choice, actor, reason, vouched).await
+    }
+
+    /// Decides approval `id` if a turn on this replica waits for it.
+    pub(super) async fn decide_here(
+        &self,
+        id: &str,
+        choice: Choice,
+        actor: &Actor,
+        reason: Option<String>,
+        vouched: Option<&ChatRef>,
     ) -> Result<Decision, Refusal> {
         let allowed = {
             let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-            pending
-                .get(id)
-                .map(|w| vouched || self.authorized(w, actor))
+            match (pending.get(id), vouched) {
+                (Some(w), Some(chat))
+                    if w.chat.platform != chat.platform || w.chat.chat != chat.chat =>
+                {
+                    return Err(Refusal::Unknown);
+                }
+                (w, vouched) => w.map(|w| vouched.is_some() || self.authorized(w, actor)),
+            }
         };
         match allowed {
             None => {
@@ -577,21 +622,35 @@ impl Broker {
             return Err(Refusal::NothingPending);
         };
         let here = |w: &Waiter| w.chat.platform == chat.platform && w.chat.chat == chat.chat;
+        let relayed = self.relay.get().is_some();
         let id = {
             let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
             match named {
-                Some(id) if vouched && !pending.get(&id).is_some_and(here) => {
+                // Asked elsewhere, or (with a relay) perhaps on another
+                // replica, which checks the chat.
+                Some(id) if vouched && !relayed && !pending.get(&id).is_some_and(here) => {
                     return Err(Refusal::Unknown);
                 }
-                Some(id) => id,
+                Some(id) => Some(id),
                 None => pending
                     .iter()
                     .filter(|(_, w)| here(w))
                     .min_by_key(|(_, w)| w.created_at)
-                    .map(|(id, _)| id.clone())
-                    .ok_or(Refusal::NothingPending)?,
+                    .map(|(id, _)| id.clone()),
             }
         };
-        self.decide(&id, choice, actor, reason, vouched).await
+        let id = match id {
+            Some(id) => id,
+            // Asked in this chat by a turn on another replica?
+            None if relayed => self
+                .store
+                .oldest_pending_prompt_in(&chat.platform, &chat.chat)
+                .await
+                .map_err(|_| Refusal::Storage)?
+                .ok_or(Refusal::NothingPending)?,
+            None => return Err(Refusal::NothingPending),
+        };
+        self.decide(&id, choice, actor, reason, vouched.then_some(chat))
+            .await
     }
 }

@@ -40,7 +40,7 @@ pub fn prompt(id: &str, command: &str, reasons: &[&str]) -> Prompt {
 }
 
 /// The four answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Choice {
     /// Run it this time.
     Once,
@@ -111,7 +111,7 @@ impl Choice {
 }
 
 /// How a request ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Decision {
     /// Allowed this once.
     Once {
@@ -193,7 +193,7 @@ impl Decision {
 }
 
 /// Why a press or command was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum Refusal {
     /// No such approval (a forged or mistyped id).
     #[error("This approval does not exist.")]

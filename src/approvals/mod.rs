@@ -7,6 +7,7 @@ pub mod decision;
 pub mod detect;
 pub mod patterns;
 pub mod policy;
+pub mod relay;
 pub mod shell;
 
 pub use crate::platform::{Actor, ChatRef};

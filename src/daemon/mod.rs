@@ -263,7 +263,7 @@ impl Daemon {
             env,
             store: store.clone(),
             sessions: sessions.clone(),
-            broker,
+            broker: broker.clone(),
             platforms,
             health: health.clone(),
             cluster: cluster.clone(),
@@ -278,6 +278,12 @@ impl Daemon {
                 tracing::info!(sessions.taken = taken, "took over sessions with work left");
             }
             tracker.spawn(sessions.clone().coordinate());
+            let relay = Arc::new(crate::approvals::relay::Relay::new(
+                store.clone(),
+                cluster.id(),
+            ));
+            broker.relay_through(relay.clone());
+            tracker.spawn(relay.run(broker.clone(), root.child_token()));
         } else {
             // Before intake opens: what this run accepts is never replayed
             // as well, and waits behind its session's backlog.

@@ -108,7 +108,7 @@ impl InboundEvent {
 }
 
 /// A person acting on a platform (writing, pressing a button).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Actor {
     /// Platform name.
     pub platform: PlatformId,

@@ -90,7 +90,7 @@ impl PartialEq<&str> for PlatformId {
 
 /// A place messages go: a chat (channel, group, DM, webhook route) and,
 /// where the platform has them, a thread in it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChatRef {
     /// The platform.
     pub platform: PlatformId,

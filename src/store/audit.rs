@@ -245,6 +245,18 @@ impl Store {
         Ok(())
     }
 
+    /// The oldest pending approval whose prompt is in `chat` of `platform`.
+    pub async fn oldest_pending_prompt_in(
+        &self,
+        platform: &str,
+        chat: &str,
+    ) -> Result<Option<String>> {
+        Ok(with_pool!(self, pool => sqlx::query_scalar(
+            "SELECT id FROM approvals WHERE status = 'pending' AND prompt_platform = $1 \
+             AND prompt_chat = $2 ORDER BY created_at LIMIT 1")
+            .bind(platform).bind(chat).fetch_optional(pool).await?))
+    }
+
     /// Pending approvals with their prompt locations: all of them, or
     /// those of the session with key `session_key`.
     pub async fn pending_prompts(&self, session_key: Option<&str>) -> Result<Vec<PromptRef>> {

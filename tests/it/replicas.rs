@@ -404,3 +404,94 @@ async fn telegram_is_polled_by_one_replica_and_a_standby_takes_over() {
     b.shutdown().await;
     db.drop().await;
 }
+
+fn fixture(name: &str) -> serde_json::Value {
+    let path = format!("tests/data/github/{name}.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+async fn post_github(base: &str, event: &str, delivery: &str, body: &[u8]) -> serde_json::Value {
+    switchboard::http::client::client()
+        .post(format!("{base}/webhooks/github"))
+        .header("x-github-event", event)
+        .header("x-github-delivery", delivery)
+        .header("x-hub-signature-256", github_signature(SECRET, body))
+        .header("content-type", "application/json")
+        .body(body.to_vec())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_given_through_one_replica_resumes_the_turn_on_another() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let llm = FakeLlm::start(vec![
+        Reply::Json(common::fake_llm::calls(&[(
+            "c1",
+            "terminal",
+            r#"{"command":"git reset --hard"}"#,
+        )])),
+        Reply::Json(text("Reset done.")),
+    ])
+    .await;
+    let github = FakeGithub::start().await;
+    let (da, dbb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let approving = |mut c: Config| {
+        let r = &mut c.webhook.routes[0];
+        r.toolsets = Some(vec!["terminal".into()]);
+        r.approval_comments = true;
+        r.approvers = vec!["octo-admin".into()];
+        c
+    };
+    let a = InProcess::start(
+        approving(replica(da.path(), "a", &db.config, &llm, &github, None)),
+        env(),
+    )
+    .await;
+    let b = InProcess::start(
+        approving(replica(dbb.path(), "b", &db.config, &llm, &github, None)),
+        env(),
+    )
+    .await;
+    let opened = serde_json::to_vec(&fixture("pull_request.opened")).unwrap();
+    assert_eq!(
+        post_github(&a.base, "pull_request", "x-1", &opened).await["status"],
+        "accepted"
+    );
+    let seen = github.wait(1).await;
+    let prompt = seen[0].body["body"].as_str().unwrap().to_string();
+    let id: String = prompt
+        .split("/approve ")
+        .nth(1)
+        .unwrap()
+        .chars()
+        .take(32)
+        .collect();
+    assert_eq!(a.gateway.broker.pending_count(), 1, "the turn waits on a");
+    assert_eq!(b.gateway.broker.pending_count(), 0);
+    let mut comment = fixture("issue_comment.created");
+    comment["comment"]["user"] = serde_json::json!({"login": "Octo-Admin", "type": "User"});
+    comment["comment"]["body"] = serde_json::json!(format!("/approve {id}"));
+    let comment = serde_json::to_vec(&comment).unwrap();
+    let answer = post_github(&b.base, "issue_comment", "x-2", &comment).await;
+    assert_eq!(answer["status"], "decided", "{answer}");
+    let seen = github.wait(3).await;
+    assert_eq!(seen[1].method, "PATCH", "the prompt shows the outcome");
+    assert!(
+        seen[1].body["body"]
+            .as_str()
+            .unwrap()
+            .contains("Allowed once by @Octo-Admin")
+    );
+    assert_eq!(seen[2].body["body"], "Reset done.");
+    assert_eq!(a.gateway.broker.pending_count(), 0);
+    a.shutdown().await;
+    b.shutdown().await;
+    db.drop().await;
+}
