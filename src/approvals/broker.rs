@@ -62,7 +62,7 @@ pub struct Broker {
     route_to: Option<ChatTarget>,
     /// With several replicas: where decisions for requests waiting on
     /// another replica go.
-    relay: std::sync::OnceLock<Arc<super::relay::Relay>>,
+    relay: std::sync::OnceLock<Arc<crate::cluster::relay::Relay>>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -91,7 +91,8 @@ impl Broker {
 
     /// Sends decisions for requests this replica does not wait for through
     /// `relay` to the replica that does (the first relay given stays).
-    pub fn relay_through(&self, relay: Arc<super::relay::Relay>) {
+    pub fn relay_through(self: &Arc<Self>, relay: Arc<crate::cluster::relay::Relay>) {
+        super::relay::Decider::register(self, &relay);
         let _ = self.relay.set(relay);
     }
 
@@ -519,7 +520,7 @@ impl Broker {
             && let Ok(Some(r)) = self.store.approval(id).await
             && r.status == ApprovalStatus::Pending
         {
-            return relay.forward(id, choice, actor, reason, vouched).await;
+            return super::relay::forward(relay, id, choice, actor, reason, vouched).await;
         }
         self.decide_here(id, choice, actor, reason, vouched).await
     }

@@ -12,6 +12,8 @@
 //! On SQLite there is one replica ([`Cluster::single`]) and every term is
 //! granted at once, ending only with the daemon.
 
+pub mod relay;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -278,12 +278,13 @@ impl Daemon {
                 tracing::info!(sessions.taken = taken, "took over sessions with work left");
             }
             tracker.spawn(sessions.clone().coordinate());
-            let relay = Arc::new(crate::approvals::relay::Relay::new(
+            let relay = Arc::new(crate::cluster::relay::Relay::new(
                 store.clone(),
                 cluster.id(),
             ));
             broker.relay_through(relay.clone());
-            tracker.spawn(relay.run(broker.clone(), root.child_token()));
+            sessions.relay_through(&relay);
+            tracker.spawn(relay.run(root.child_token()));
         } else {
             // Before intake opens: what this run accepts is never replayed
             // as well, and waits behind its session's backlog.

@@ -239,6 +239,11 @@ impl SessionManager {
                 .map_err(|refusal| refusal.to_string());
         }
         if super::questions::is_button(&press.data) {
+            if !self.inner.questions.holds(&press.data)
+                && let Some(answer) = self.relay_press(press).await
+            {
+                return answer;
+            }
             let answered = self
                 .inner
                 .questions
@@ -252,7 +257,7 @@ impl SessionManager {
     }
 
     /// Closes an answered question's prompt to show the answer.
-    async fn close_question(&self, answered: super::questions::Answered) {
+    pub(super) async fn close_question(&self, answered: super::questions::Answered) {
         let Some(message) = answered.message else {
             return;
         };

@@ -141,6 +141,9 @@ pub(super) struct Inner {
     pub(super) broker: std::sync::OnceLock<Arc<Broker>>,
     /// This replica among the others (one replica unless set).
     pub(super) cluster: std::sync::OnceLock<Cluster>,
+    /// With several replicas: where presses for questions asked on another
+    /// replica go.
+    pub(super) relay: std::sync::OnceLock<Arc<crate::cluster::relay::Relay>>,
     /// Serialises taking sessions over, so one is started once here.
     pub(super) claiming: tokio::sync::Mutex<()>,
     pub(super) settings: ManagerSettings,
@@ -214,6 +217,7 @@ impl SessionManager {
                 approvals,
                 broker: std::sync::OnceLock::new(),
                 cluster: std::sync::OnceLock::new(),
+                relay: std::sync::OnceLock::new(),
                 claiming: tokio::sync::Mutex::new(()),
                 settings,
                 workers: Mutex::new(HashMap::new()),

@@ -27,6 +27,9 @@ pub const INBOX_CHANNEL: &str = "switchboard_inbox";
 /// How often a replica looks for sessions nobody owns.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
+/// The relay kind of a question's button pressed on another replica.
+const QUESTION: &str = "question";
+
 /// The lease of session `key`.
 fn lease(key: &str) -> String {
     format!("session:{key}")
@@ -87,6 +90,31 @@ impl SessionManager {
             Err(err) => {
                 tracing::warn!(session.key = %key, error = %err, "session not taken; the sweep finds its event");
                 Ok((Submitted::Accepted, None))
+            }
+        }
+    }
+
+    /// Sends presses for questions this replica did not ask through
+    /// `relay`, and answers the others' for those it did.
+    pub fn relay_through(&self, relay: &std::sync::Arc<crate::cluster::relay::Relay>) {
+        relay.handle(
+            QUESTION,
+            std::sync::Arc::new(Answerer(std::sync::Arc::downgrade(&self.inner))),
+        );
+        let _ = self.inner.relay.set(relay.clone());
+    }
+
+    /// `press` on a question another replica asked: its answer there, or
+    /// `None` when no replica holds the question (nor a relay exists).
+    pub(super) async fn relay_press(&self, press: &super::Press) -> Option<Result<String, String>> {
+        let relay = self.inner.relay.get()?;
+        let body = serde_json::json!({"data": press.data, "user": press.actor.user_id}).to_string();
+        match relay.ask(QUESTION, body).await {
+            Ok(Some(answer)) => serde_json::from_str(&answer).ok(),
+            Ok(None) => None,
+            Err(err) => {
+                tracing::warn!(error = %err, "question press not relayed");
+                None
             }
         }
     }
@@ -169,6 +197,23 @@ impl SessionManager {
         };
         if let Ok(Some(mut job)) = self.job_of(row).await {
             job.done = done;
+            let event = &job.event;
+            if crate::platform::ChatCommand::parse(&event.text).is_none()
+                && let Some(answered) =
+                    self.inner
+                        .questions
+                        .answer_text(&event.chat(), &event.user_id, &event.text)
+            {
+                // The answer to a question the session's turn asked here.
+                if let Err(err) = self.inner.store.inbox_mark_processed(id, "answer").await {
+                    tracing::warn!(inbox.id = id, error = %err, "answer not marked processed");
+                }
+                self.close_question(answered).await;
+                if let Some(done) = job.done.take() {
+                    let _ = done.send(());
+                }
+                return;
+            }
             self.enqueued(&state);
             let inner = self.inner.clone();
             // Not on the listener: a full mailbox must not hold up the
@@ -280,5 +325,33 @@ pub(super) async fn adopt_left(inner: &std::sync::Arc<Inner>, key: &str) {
     };
     if left && let Err(err) = adopt(inner, key, None).await {
         tracing::warn!(session.key = %key, error = %err, "session not taken again; the sweep finds it");
+    }
+}
+
+/// Answers presses relayed from other replicas for this one's questions.
+struct Answerer(std::sync::Weak<Inner>);
+
+impl crate::cluster::relay::Handler for Answerer {
+    fn answer(
+        &self,
+        body: String,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<String>> + Send + '_>> {
+        Box::pin(async move {
+            let press: serde_json::Value = serde_json::from_str(&body).ok()?;
+            let (data, user) = (press["data"].as_str()?, press["user"].as_str()?);
+            let inner = self.0.upgrade()?;
+            if !inner.questions.holds(data) {
+                return None;
+            }
+            let result = match inner.questions.answer_button(data, user) {
+                Ok(answered) => {
+                    let answer = answered.answer.clone();
+                    SessionManager { inner }.close_question(answered).await;
+                    Ok(answer)
+                }
+                Err(why) => Err(why.to_string()),
+            };
+            serde_json::to_string(&result).ok()
+        })
     }
 }

@@ -153,6 +153,13 @@ impl Questions {
         Some(Self::answer(q, text.to_string()))
     }
 
+    /// Whether the question a button `cl:<id>:<n>` belongs to waits here.
+    pub fn holds(&self, data: &str) -> bool {
+        data.strip_prefix("cl:")
+            .and_then(|rest| rest.split_once(':'))
+            .is_some_and(|(id, _)| self.lock().contains_key(id))
+    }
+
     /// Answers by button data `cl:<id>:<n>` pressed by `user`, or says why
     /// the press does not count.
     pub fn answer_button(&self, data: &str, user: &str) -> Result<Answered, &'static str> {

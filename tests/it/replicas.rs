@@ -495,3 +495,141 @@ async fn an_approval_given_through_one_replica_resumes_the_turn_on_another() {
     b.shutdown().await;
     db.drop().await;
 }
+
+const SLACK_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+
+/// A signed Slack request to replica `base`.
+async fn slack_post(base: &str, path: &str, body: Vec<u8>) -> u16 {
+    let ts = switchboard::store::now_ms() / 1000;
+    let content_type = if path.ends_with("interactivity") {
+        "application/x-www-form-urlencoded"
+    } else {
+        "application/json"
+    };
+    switchboard::http::client::client()
+        .post(format!("{base}{path}"))
+        .header("content-type", content_type)
+        .header("x-slack-request-timestamp", ts.to_string())
+        .header(
+            "x-slack-signature",
+            switchboard::adapters::slack::verify::sign(SLACK_SECRET, ts, &body),
+        )
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// `text` written by U1 in their DM with the bot, as event `id`.
+async fn slack_dm(base: &str, id: &str, ts: &str, text: &str) {
+    let body = serde_json::json!({
+        "token": "legacy", "team_id": "T0001", "api_app_id": "A0001",
+        "type": "event_callback", "event_id": id, "event_time": 1_764_000_000,
+        "event": {"type": "message", "channel_type": "im", "user": "U1", "channel": "D1",
+                  "ts": ts, "text": text, "event_ts": ts},
+    });
+    let status = slack_post(base, "/slack/events", serde_json::to_vec(&body).unwrap()).await;
+    assert_eq!(status, 200, "event {id}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_asked_on_one_replica_is_answered_through_another() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let clarify = |q: &str, choices: &str| {
+        Reply::Json(common::fake_llm::calls(&[(
+            "q",
+            "clarify",
+            &format!(r#"{{"question":"{q}","choices":{choices}}}"#),
+        )]))
+    };
+    let llm = FakeLlm::start(vec![
+        clarify("Which environment?", r#"["staging","production"]"#),
+        clarify("Which region?", r#"["eu","us"]"#),
+        Reply::Json(text("Deploying to staging in eu.")),
+    ])
+    .await;
+    let slack = common::fake_slack::FakeSlack::start().await;
+    let github = FakeGithub::start().await;
+    let env = Env::from_pairs([
+        ("GITHUB_WEBHOOK_SECRET", SECRET),
+        ("GITHUB_TOKEN", "ghs_replicas"),
+        ("SLACK_BOT_TOKEN", "xoxb-test"),
+        ("SLACK_SIGNING_SECRET", SLACK_SECRET),
+    ]);
+    let slack_replica = |dir: &std::path::Path, name: &str| {
+        let mut c = replica(dir, name, &db.config, &llm, &github, None);
+        c.slack.enabled = true;
+        c.slack.mode = switchboard::config::SlackMode::Events;
+        c.slack.api_url = slack.url.clone();
+        c
+    };
+    let (da, dbb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = InProcess::start(slack_replica(da.path(), "a"), env.clone()).await;
+    let b = InProcess::start(slack_replica(dbb.path(), "b"), env).await;
+    common::ready(&a.gateway, "slack").await;
+    common::ready(&b.gateway, "slack").await;
+
+    // The conversation starts on a, which runs it from then on.
+    slack_dm(&a.base, "Ev1", "1764000000.000100", "deploy it").await;
+    let posts = slack.wait("chat.postMessage", 1).await;
+    assert!(posts[0].body.to_string().contains("Which environment?"));
+    // The typed answer reaches b (load balanced): it is a's question.
+    slack_dm(&b.base, "Ev2", "1764000000.000200", "staging").await;
+    let posts = slack.wait("chat.postMessage", 2).await;
+    let second = posts[1].body.to_string();
+    assert!(second.contains("Which region?"), "{second}");
+    // The button press reaches b too.
+    let value = posts[1].body["blocks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|b| b["elements"].as_array().cloned().unwrap_or_default())
+        .find(|e| e["text"]["text"] == "eu")
+        .and_then(|e| e["value"].as_str().map(str::to_string))
+        .expect("a button for eu");
+    let payload = serde_json::json!({
+        "type": "block_actions",
+        "user": {"id": "U1", "username": "u1", "team_id": "T0001"},
+        "team": {"id": "T0001"},
+        "channel": {"id": "D1", "name": "dm"},
+        "container": {"type": "message", "message_ts": "1764000000.000300", "channel_id": "D1"},
+        "message": {"type": "message", "ts": "1764000000.000300", "text": "Which region?"},
+        "trigger_id": "1.2.3",
+        "response_url": "https://hooks.slack.com/actions/T/1/x",
+        "actions": [{"type": "button", "action_id": "switchboard_question_1",
+                     "block_id": "switchboard_question", "value": value,
+                     "action_ts": "1764000001.000"}],
+    });
+    let form: String = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("payload", &payload.to_string())
+        .finish();
+    assert_eq!(
+        slack_post(&b.base, "/slack/interactivity", form.into_bytes()).await,
+        200
+    );
+    let posts = slack.wait("chat.postMessage", 3).await;
+    assert!(
+        posts[2]
+            .body
+            .to_string()
+            .contains("Deploying to staging in eu."),
+        "{:?}",
+        posts[2].body
+    );
+    let answers = llm.requests()[2]["messages"].to_string();
+    assert!(
+        answers.contains("staging") && answers.contains("eu"),
+        "{answers}"
+    );
+    assert!(
+        slack.calls("chat.postEphemeral").is_empty(),
+        "no press was refused"
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+    db.drop().await;
+}
