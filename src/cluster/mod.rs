@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::ClusterConfig;
 use crate::store::{Store, StoreError, new_id};
-use crate::telemetry::Health;
+use crate::telemetry::{Health, events};
 
 /// The readiness component the cluster reports as.
 pub const COMPONENT: &str = "cluster";
@@ -287,6 +287,7 @@ impl Cluster {
         // stamped it later than that).
         let margin = shared.ttl / 6;
         let mut deadline = Instant::now() + shared.ttl - margin;
+        let mut last_ok = Instant::now();
         loop {
             let sent = Instant::now();
             let renewed = tokio::select! {
@@ -296,11 +297,13 @@ impl Cluster {
             match renewed {
                 Ok(Ok(held)) => {
                     deadline = sent + shared.ttl - margin;
+                    last_ok = sent;
                     self.keep_only(&held);
                 }
                 Ok(Err(err)) => tracing::warn!(error = %err, "leases not renewed"),
                 Err(_) => tracing::warn!("leases not renewed in time"),
             }
+            events::emit(events::LeasesRenewed(last_ok.elapsed()));
             tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = tokio::time::sleep_until((sent + every).min(deadline)) => {}
@@ -368,6 +371,10 @@ impl Cluster {
             .iter()
             .filter(|(n, _)| n.starts_with("session:"))
             .count();
+        events::emit(events::ClusterHoldings {
+            leads: &leads,
+            sessions,
+        });
         let role = if leads.is_empty() {
             "standby".to_string()
         } else {

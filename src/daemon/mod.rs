@@ -184,11 +184,15 @@ impl Daemon {
             routes,
             components,
         } = self;
+        // The recorder first: what starting up records is kept.
+        crate::telemetry::metrics();
         for c in component_statuses(&config) {
             tracing::info!(component = c.name, enabled = c.enabled, detail = %c.detail, "adapter");
         }
 
-        let store = Store::open(&config.storage).await?;
+        let store = Store::connect(&config.storage).await?;
+        let _single = store.lock_single_replica()?;
+        store.migrate().await?;
         let schema_version = store.schema_version().await?;
         tracing::info!(
             storage.backend = ?store.kind(),

@@ -129,6 +129,15 @@ pub enum StoreError {
         /// The lease's name.
         lease: String,
     },
+    /// Another daemon runs on the same SQLite file.
+    #[error(
+        "another switchboard daemon is running on {file}: SQLite runs one replica \
+         (several replicas share a PostgreSQL database)"
+    )]
+    Busy {
+        /// The database file.
+        file: String,
+    },
     /// A stored value could not be decoded.
     #[error("corrupt stored value in {what}: {reason}")]
     Corrupt {
@@ -181,6 +190,8 @@ pub struct Store {
     /// SQLite: the directory of the database file, whose free space counts
     /// in [`Store::ping`].
     disk: Option<std::sync::Arc<Path>>,
+    /// SQLite: the database file.
+    file: Option<std::sync::Arc<Path>>,
 }
 
 /// Which database a store talks to.
@@ -198,6 +209,7 @@ impl Store {
     pub async fn connect(config: &StorageConfig) -> Result<Self> {
         let url = config.url.as_str();
         let mut disk = None;
+        let mut db_file = None;
         let backend = if url.starts_with("sqlite:") {
             let options = SqliteConnectOptions::from_str(url)
                 .map_err(|e| StoreError::Url(e.to_string()))?
@@ -224,6 +236,7 @@ impl Store {
                     StoreError::Url(format!("cannot create {}: {e}", dir.display()))
                 })?;
                 disk = Some(std::sync::Arc::from(dir));
+                db_file = Some(std::sync::Arc::from(file));
             }
             // A local file needs no liveness ping before each query, and no
             // recycling of its connections (which would also run a reaper
@@ -270,7 +283,33 @@ impl Store {
             audit_lock: Default::default(),
             inbox_queue: Default::default(),
             disk,
+            file: db_file,
         })
+    }
+
+    /// SQLite: takes the database file for this process alone, as long as
+    /// the returned lock lives (a second daemon on the same file is
+    /// refused: SQLite runs one replica). `None` for PostgreSQL and an
+    /// in-memory database.
+    pub fn lock_single_replica(&self) -> Result<Option<nix::fcntl::Flock<std::fs::File>>> {
+        let Some(file) = self.file.as_deref() else {
+            return Ok(None);
+        };
+        let mut name = file.as_os_str().to_owned();
+        name.push(".lock");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&name)
+            .map_err(|e| {
+                StoreError::Url(format!("cannot open {}: {e}", Path::new(&name).display()))
+            })?;
+        nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusiveNonblock)
+            .map(Some)
+            .map_err(|_| StoreError::Busy {
+                file: file.display().to_string(),
+            })
     }
 
     /// SQLite: copies the write-ahead log into the database without

@@ -244,3 +244,36 @@ impl InternalEvent for ApprovalStep<'_> {
             .increment(1);
     }
 }
+
+/// What this replica holds among the others on the database.
+pub struct ClusterHoldings<'a> {
+    /// The platforms whose single-connection ingress it leads, of those it
+    /// could lead.
+    pub leads: &'a [&'a str],
+    /// Sessions it owns.
+    pub sessions: usize,
+}
+
+impl InternalEvent for ClusterHoldings<'_> {
+    fn emit(self) {
+        for platform in ["telegram", "discord", "slack"] {
+            let on = self.leads.contains(&platform);
+            metrics::gauge!("switchboard_cluster_leader", "platform" => platform).set(if on {
+                1.0
+            } else {
+                0.0
+            });
+        }
+        metrics::gauge!("switchboard_cluster_sessions_owned").set(self.sessions as f64);
+    }
+}
+
+/// The leases were renewed (or a renewal failed): how long ago the last
+/// renewal succeeded.
+pub struct LeasesRenewed(pub Duration);
+
+impl InternalEvent for LeasesRenewed {
+    fn emit(self) {
+        metrics::gauge!("switchboard_cluster_lease_age_seconds").set(self.0.as_secs_f64());
+    }
+}

@@ -337,6 +337,20 @@ async fn telegram_is_polled_by_one_replica_and_a_standby_takes_over() {
         b.gateway.health.snapshot()["telegram"].ready,
         "a standby is ready"
     );
+    let client = switchboard::http::client::client();
+    for (replica, role) in [
+        (&a, "replica a: leads telegram"),
+        (&b, "replica b: standby"),
+    ] {
+        let ready = client
+            .get(format!("{}/readyz", replica.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(ready.status(), 200);
+        let body = ready.text().await.unwrap();
+        assert!(body.contains(role), "{body}");
+    }
     tg.push(FakeTelegram::message(ANN, ANN, "Ann", 10, "hello"));
     tg.wait("sendMessage", 1).await;
 
@@ -631,5 +645,115 @@ async fn a_question_asked_on_one_replica_is_answered_through_another() {
     );
     a.shutdown().await;
     b.shutdown().await;
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_second_daemon_on_one_sqlite_file_is_refused() {
+    let llm = FakeLlm::start(vec![]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let first = InProcess::start(daemon_config(dir.path(), &llm.url), Env::default()).await;
+    let second =
+        switchboard::daemon::Daemon::new(daemon_config(dir.path(), &llm.url), Env::default())
+            .run_until(std::future::pending())
+            .await
+            .expect_err("refused");
+    let said = second.to_string();
+    assert!(
+        said.contains("another switchboard daemon is running on") && said.contains("PostgreSQL"),
+        "{said}"
+    );
+    first.shutdown().await;
+    // Once the first is gone, the file is free again.
+    let again = InProcess::start(daemon_config(dir.path(), &llm.url), Env::default()).await;
+    again.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_status_and_metrics_name_the_leader_and_its_sessions() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let tg = FakeTelegram::start().await;
+    let llm = FakeLlm::start(vec![Reply::Delayed(
+        Duration::from_secs(30),
+        Box::new(Reply::Json(text("late"))),
+    )])
+    .await;
+    let github = FakeGithub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = InProcess::start(
+        replica(dir.path(), "alpha", &db.config, &llm, &github, Some(&tg)),
+        env(),
+    )
+    .await;
+    eventually_within("alpha polls", Duration::from_secs(10), || async {
+        detail(&a, "telegram") == "polling"
+    })
+    .await;
+    // A turn in flight: its session is owned.
+    tg.push(FakeTelegram::message(ANN, ANN, "Ann", 10, "think hard"));
+    eventually_within("a session owned", Duration::from_secs(10), || async {
+        detail(&a, "cluster").contains("owns 1 sessions")
+    })
+    .await;
+    let metrics = switchboard::http::client::client()
+        .get(format!("{}/metrics", a.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "switchboard_cluster_leader{platform=\"telegram\"} 1",
+        "switchboard_cluster_leader{platform=\"slack\"} 0",
+        "switchboard_cluster_sessions_owned 1",
+        "switchboard_cluster_lease_age_seconds",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
+    std::fs::write(
+        dir.path().join("gateway.toml"),
+        format!("[storage]\nurl = \"{}\"\n", db.config.url),
+    )
+    .unwrap();
+    let cli = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .current_dir(dir.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = cli(&["cluster", "status", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let replicas = status["replicas"].as_array().unwrap();
+    assert_eq!(replicas.len(), 1, "{status}");
+    assert_eq!(replicas[0]["name"], "alpha");
+    assert_eq!(replicas[0]["alive"], true);
+    let holds: Vec<&str> = replicas[0]["holds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h["lease"].as_str())
+        .collect();
+    assert!(holds.contains(&"ingress:telegram"), "{holds:?}");
+    assert!(
+        holds.iter().any(|h| h.starts_with("session:telegram:dm:")),
+        "{holds:?}"
+    );
+    let text = String::from_utf8(cli(&["cluster", "status"]).stdout).unwrap();
+    assert!(
+        text.contains("alpha") && text.contains("leads telegram; owns 1 sessions"),
+        "{text}"
+    );
+    a.shutdown().await;
     db.drop().await;
 }
