@@ -290,15 +290,16 @@ impl Cluster {
         let mut last_ok = Instant::now();
         loop {
             let sent = Instant::now();
+            let asked = self.held();
             let renewed = tokio::select! {
                 _ = stop.cancelled() => break,
-                r = tokio::time::timeout(every, shared.store.lease_renew(&self.inner.id, millis(shared.ttl))) => r,
+                r = tokio::time::timeout(every, shared.store.lease_renew(&self.inner.id, &asked, millis(shared.ttl))) => r,
             };
             match renewed {
                 Ok(Ok(held)) => {
                     deadline = sent + shared.ttl - margin;
                     last_ok = sent;
-                    self.keep_only(&held);
+                    self.keep_only(&asked, &held);
                 }
                 Ok(Err(err)) => tracing::warn!(error = %err, "leases not renewed"),
                 Err(_) => tracing::warn!("leases not renewed in time"),
@@ -318,20 +319,21 @@ impl Cluster {
         }
     }
 
-    /// Ends the terms whose lease is not in `renewed`.
-    fn keep_only(&self, renewed: &[(String, i64)]) {
+    /// Ends the terms of `asked` (the leases a renewal was asked for) that
+    /// are not in `renewed`; terms taken since are left alone.
+    fn keep_only(&self, asked: &[(String, i64)], renewed: &[(String, i64)]) {
         let Some(shared) = &self.inner.shared else {
             return;
         };
         let lost: Vec<(String, Held)> = {
             let mut held = shared.held();
-            let gone: Vec<String> = held
+            asked
                 .iter()
-                .filter(|(name, h)| !renewed.iter().any(|(n, t)| n == *name && *t == h.token))
-                .map(|(name, _)| name.clone())
-                .collect();
-            gone.into_iter()
-                .filter_map(|name| held.remove(&name).map(|h| (name, h)))
+                .filter(|pair| !renewed.contains(pair))
+                .filter_map(|(name, token)| match held.get(name) {
+                    Some(h) if h.token == *token => held.remove(name).map(|h| (name.clone(), h)),
+                    _ => None,
+                })
                 .collect()
         };
         for (name, h) in &lost {

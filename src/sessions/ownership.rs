@@ -27,6 +27,10 @@ pub const INBOX_CHANNEL: &str = "switchboard_inbox";
 /// How often a replica looks for sessions nobody owns.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
+/// An event of an owned session stored this long ago and not processed
+/// while its worker idles was not handed to it.
+const MISSED_AFTER_MS: i64 = 2000;
+
 /// The relay kind of a question's button pressed on another replica.
 const QUESTION: &str = "question";
 
@@ -119,13 +123,28 @@ impl SessionManager {
         }
     }
 
-    /// Takes every session that has work and no owner. Returns how many.
+    /// Takes every session that has work and no owner, and has the
+    /// workers of this replica's sessions read the events they were not
+    /// handed (their notice went astray). Returns how many it took.
     pub async fn sweep(&self) -> Result<usize, StoreError> {
-        let keys = self.inner.store.sessions_unowned(256).await?;
+        let store = &self.inner.store;
+        let keys = store.sessions_unowned(256).await?;
         let mut taken = 0;
         for key in keys {
             if let Adopted::Taken = adopt(&self.inner, &key, None).await? {
                 taken += 1;
+            }
+        }
+        let missed = store
+            .sessions_owned_waiting(self.inner.cluster().id(), MISSED_AFTER_MS)
+            .await?;
+        for key in missed {
+            if let Some((_, state)) = self.live_worker(&key)
+                && !state.busy()
+                && state.waiting() == 0
+            {
+                tracing::debug!(session.key = %key, "events not handed to the worker; it reads them");
+                state.nudge();
             }
         }
         Ok(taken)
@@ -214,15 +233,21 @@ impl SessionManager {
                 }
                 return;
             }
+            if state.behind() {
+                // Read from the inbox in order once the mailbox is empty.
+                return;
+            }
             self.enqueued(&state);
-            let inner = self.inner.clone();
-            // Not on the listener: a full mailbox must not hold up the
-            // other sessions' notices.
-            self.inner.tracker.spawn(async move {
-                if tx.send(job).await.is_err() {
-                    inner.processed();
+            match tx.try_send(job) {
+                Ok(()) => {}
+                Err(err) => {
+                    self.inner.processed();
+                    state.unqueued();
+                    if matches!(err, tokio::sync::mpsc::error::TrySendError::Full(_)) {
+                        state.fell_behind();
+                    }
                 }
-            });
+            }
         }
     }
 }
@@ -307,6 +332,61 @@ async fn read_seed(
         }
     }
     Ok(seed)
+}
+
+/// Session `key`'s events in the inbox, for its worker that fell behind
+/// (see `WorkerState::behind`), counted as waiting.
+pub(super) async fn catch_up(
+    inner: &std::sync::Arc<Inner>,
+    key: &str,
+    state: &super::worker::WorkerState,
+) -> std::collections::VecDeque<super::worker::Job> {
+    let manager = SessionManager {
+        inner: inner.clone(),
+    };
+    let mut jobs = std::collections::VecDeque::new();
+    match inner.store.inbox_pending_of(key).await {
+        Ok(rows) => {
+            for row in rows {
+                if let Ok(Some(job)) = manager.job_of(row).await {
+                    manager.enqueued(state);
+                    jobs.push_back(job);
+                }
+            }
+        }
+        Err(err) => {
+            tracing::warn!(session.key = %key, error = %err, "events not read from the inbox; trying again later");
+            state.fell_behind();
+        }
+    }
+    jobs
+}
+
+/// With several replicas, before `job` runs: when session `key` has an
+/// earlier event not processed (stored by another replica, its notice not
+/// here yet), its events from the inbox in order, `job`'s caller's wait
+/// moved to its copy; `None` when `job` is next.
+pub(super) async fn before(
+    inner: &std::sync::Arc<Inner>,
+    key: &str,
+    state: &super::worker::WorkerState,
+    job: &mut super::worker::Job,
+) -> Option<std::collections::VecDeque<super::worker::Job>> {
+    let first = match inner.store.inbox_first_pending_of(key).await {
+        Ok(first) => first?,
+        Err(err) => {
+            tracing::warn!(session.key = %key, error = %err, "the inbox's order not checked");
+            return None;
+        }
+    };
+    if first >= job.inbox_id {
+        return None;
+    }
+    let mut jobs = catch_up(inner, key, state).await;
+    if let Some(copy) = jobs.iter_mut().find(|j| j.inbox_id == job.inbox_id) {
+        copy.done = job.done.take();
+    }
+    Some(jobs)
 }
 
 /// After session `key`'s worker gave its lease up: takes the session again

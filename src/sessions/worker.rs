@@ -46,6 +46,13 @@ pub(super) struct WorkerState {
     running: Mutex<Option<CancellationToken>>,
     waiting: AtomicUsize,
     last_ack: Mutex<Option<Instant>>,
+    /// With several replicas: an event another replica stored did not fit
+    /// the mailbox; the worker reads its session's events from the inbox
+    /// once the mailbox is empty, and until then later ones wait there too
+    /// (their order is the inbox's).
+    behind: std::sync::atomic::AtomicBool,
+    /// Wakes an idle worker to read the inbox (after `behind` was set).
+    nudged: tokio::sync::Notify,
 }
 
 impl WorkerState {
@@ -67,8 +74,28 @@ impl WorkerState {
         self.stale.store(true, Ordering::SeqCst);
     }
 
+    /// Whether events wait in the inbox that the mailbox had no room for.
+    pub(super) fn behind(&self) -> bool {
+        self.behind.load(Ordering::SeqCst)
+    }
+
+    pub(super) fn fell_behind(&self) {
+        self.behind.store(true, Ordering::SeqCst);
+    }
+
+    /// Has the worker read its session's events from the inbox as soon as
+    /// it is free (some were stored that it was not handed).
+    pub(super) fn nudge(&self) {
+        self.fell_behind();
+        self.nudged.notify_one();
+    }
+
     pub(super) fn queued(&self) {
         self.waiting.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(super) fn unqueued(&self) {
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Cancels the running turn, if any; true when there was one.
@@ -350,6 +377,9 @@ pub(super) async fn run_worker(
     // The quiet-time check below ran since the last job.
     let mut settled = false;
     loop {
+        if seeded.is_empty() && rx.is_empty() && state.behind.swap(false, Ordering::SeqCst) {
+            seeded = super::ownership::catch_up(&inner, &key, &state).await;
+        }
         let next = seeded
             .pop_front()
             .filter(|_| !inner.stop.is_cancelled() && !ended.is_cancelled());
@@ -360,6 +390,7 @@ pub(super) async fn run_worker(
                 biased;
                 _ = inner.stop.cancelled() => None,
                 _ = ended.cancelled() => None,
+                _ = state.nudged.notified() => continue,
                 job = rx.recv() => job,
                 _ = tokio::time::sleep_until(last_job + inner.settings.unload_after), if !settled && !closing => {
                     settled = true;
@@ -387,7 +418,17 @@ pub(super) async fn run_worker(
                 }
             }
         };
-        let Some(job) = job else { break };
+        let Some(mut job) = job else { break };
+        if term.is_some()
+            && let Some(earlier) = super::ownership::before(&inner, &key, &state, &mut job).await
+        {
+            // An earlier event of the session, stored by another replica,
+            // is still on its way here: the inbox's order comes first.
+            state.waiting.fetch_sub(1, Ordering::SeqCst);
+            inner.processed();
+            seeded = earlier;
+            continue;
+        }
         state.active.store(true, Ordering::SeqCst);
         state.waiting.fetch_sub(1, Ordering::SeqCst);
         if state.stale.swap(false, Ordering::SeqCst) {

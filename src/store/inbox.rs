@@ -320,6 +320,13 @@ impl Store {
         Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(key).fetch_all(pool).await?))
     }
 
+    /// The id of session `key`'s oldest unprocessed event.
+    pub async fn inbox_first_pending_of(&self, key: &str) -> Result<Option<i64>> {
+        Ok(with_pool!(self, pool => sqlx::query_scalar(
+            "SELECT MIN(id) FROM inbox WHERE session_key = $1 AND processed_at IS NULL")
+            .bind(key).fetch_one(pool).await?))
+    }
+
     /// The newest event of session `key`.
     pub async fn inbox_last_of(&self, key: &str) -> Result<Option<InboxRow>> {
         let sql = concat!(

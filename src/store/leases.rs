@@ -176,30 +176,57 @@ impl Store {
         Ok(super::returning!(&self.backend, ex => once!(ex)))
     }
 
-    /// Extends every unlapsed lease of `holder` (and its replica record) to
-    /// `ttl_ms` from now. Returns the leases it holds: one missing from it
-    /// was taken over or had lapsed.
-    pub async fn lease_renew(&self, holder: &str, ttl_ms: i64) -> Result<Vec<(String, i64)>> {
+    /// Extends those of `held` (name and token) that `holder` still has,
+    /// unlapsed, to `ttl_ms` from now, and its replica record. Returns the
+    /// ones it extended: one missing was taken over or had lapsed. A lease
+    /// the holder no longer counts as its own is left to lapse.
+    pub async fn lease_renew(
+        &self,
+        holder: &str,
+        held: &[(String, i64)],
+        ttl_ms: i64,
+    ) -> Result<Vec<(String, i64)>> {
         let seen = clocked(
             &self.backend,
             "UPDATE replicas SET seen_at = NOW WHERE id = $1",
         );
-        let renew = clocked(
-            &self.backend,
-            "UPDATE leases SET expires_at = NOW + $2 WHERE holder = $1 AND expires_at > NOW \
-             RETURNING name, token",
-        );
-        macro_rules! once {
-            ($ex:expr) => {
-                sqlx::query_as(sqlx::AssertSqlSafe(renew.clone()))
-                    .bind(holder)
-                    .bind(ttl_ms)
-                    .fetch_all($ex)
-                    .await?
-            };
-        }
         with_pool!(self, pool => sqlx::query(sqlx::AssertSqlSafe(seen)).bind(holder).execute(pool).await?.rows_affected());
-        Ok(super::returning!(&self.backend, ex => once!(ex)))
+        let head = clocked(&self.backend, "UPDATE leases SET expires_at = NOW + ");
+        let guard = clocked(&self.backend, " WHERE expires_at > NOW AND holder = ");
+        let mut renewed = Vec::new();
+        for chunk in held.chunks(500) {
+            macro_rules! once {
+                ($db:ty, $ex:expr) => {{
+                    let mut qb = sqlx::QueryBuilder::<$db>::new(head.clone());
+                    qb.push_bind(ttl_ms);
+                    qb.push(guard.as_str());
+                    qb.push_bind(holder);
+                    qb.push(" AND (");
+                    let mut any = qb.separated(" OR ");
+                    for (name, token) in chunk {
+                        any.push("(name = ");
+                        any.push_bind_unseparated(name.as_str());
+                        any.push_unseparated(" AND token = ");
+                        any.push_bind_unseparated(*token);
+                        any.push_unseparated(")");
+                    }
+                    qb.push(") RETURNING name, token");
+                    let rows: Vec<(String, i64)> = qb.build_query_as().fetch_all($ex).await?;
+                    rows
+                }};
+            }
+            let rows = match &self.backend {
+                Backend::Sqlite(pool) => {
+                    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+                    let rows = once!(sqlx::Sqlite, &mut *tx);
+                    tx.commit().await?;
+                    rows
+                }
+                Backend::Postgres(pool) => once!(sqlx::Postgres, pool),
+            };
+            renewed.extend(rows);
+        }
+        Ok(renewed)
     }
 
     /// Gives lease `name` up, if `holder` still has it under `token`: it
@@ -226,6 +253,26 @@ impl Store {
         );
         Ok(
             with_pool!(self, pool => sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(limit).fetch_all(pool).await?),
+        )
+    }
+
+    /// Sessions whose lease `holder` has and that have events stored more
+    /// than `older_than_ms` ago and not processed: the notice of one went
+    /// astray (this replica was not listening yet, or again).
+    pub async fn sessions_owned_waiting(
+        &self,
+        holder: &str,
+        older_than_ms: i64,
+    ) -> Result<Vec<String>> {
+        let sql = clocked(
+            &self.backend,
+            "SELECT DISTINCT session_key FROM inbox WHERE processed_at IS NULL \
+             AND received_at < NOW - $2 AND EXISTS (SELECT 1 FROM leases \
+               WHERE leases.name = 'session:' || inbox.session_key AND leases.holder = $1 \
+               AND leases.expires_at > NOW)",
+        );
+        Ok(
+            with_pool!(self, pool => sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(holder).bind(older_than_ms).fetch_all(pool).await?),
         )
     }
 

@@ -38,11 +38,23 @@ async fn leases_are_taken_renewed_lapsed_and_given_up(store: Store) {
         store.lease_acquire("ingress:x", "a", 60_000).await.unwrap(),
         Some(2)
     );
-    assert_eq!(
-        store.lease_renew("a", 60_000).await.unwrap(),
-        [("ingress:x".to_string(), 2)]
+    let x = |t: i64| vec![("ingress:x".to_string(), t)];
+    assert_eq!(store.lease_renew("a", &x(2), 60_000).await.unwrap(), x(2));
+    assert!(
+        store
+            .lease_renew("a", &x(1), 60_000)
+            .await
+            .unwrap()
+            .is_empty(),
+        "an earlier term is not renewed"
     );
-    assert!(store.lease_renew("b", 60_000).await.unwrap().is_empty());
+    assert!(
+        store
+            .lease_renew("b", &x(2), 60_000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     // A lapsed lease is taken over with a greater token, and its old
     // holder's renewal no longer has it.
     assert_eq!(
@@ -54,7 +66,10 @@ async fn leases_are_taken_renewed_lapsed_and_given_up(store: Store) {
         store.lease_acquire("session:s", "b", 60_000).await.unwrap(),
         Some(2)
     );
-    let renewed = store.lease_renew("a", 60_000).await.unwrap();
+    let renewed = store
+        .lease_renew("a", &[("session:s".to_string(), 1)], 60_000)
+        .await
+        .unwrap();
     assert!(
         !renewed.iter().any(|(n, _)| n == "session:s"),
         "{renewed:?}"

@@ -49,7 +49,8 @@ struct Inner {
 #[derive(Clone, Default)]
 struct Shared(Arc<Mutex<Inner>>);
 
-/// A running fake.
+/// A running fake (a clone is another handle on it).
+#[derive(Clone)]
 pub struct FakeTelegram {
     /// Base URL, used as `telegram.api_url`.
     pub url: String,

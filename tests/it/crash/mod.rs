@@ -6,6 +6,7 @@
 //! sustained load.
 
 mod chaos;
+mod replicas;
 
 use crate::common;
 
@@ -53,6 +54,7 @@ impl Daemon {
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("GITHUB_WEBHOOK_SECRET", SECRET)
             .env("GITHUB_TOKEN", "ghs_crash")
+            .env("TELEGRAM_BOT_TOKEN", "123:crash")
             .current_dir(dir)
             .arg("run")
             .stderr(Stdio::piped())
@@ -99,6 +101,11 @@ impl Daemon {
 /// A daemon on `storage` asking `llm`, commenting on pull requests through
 /// `github`.
 fn write_config(dir: &Path, storage: &str, llm: &str, github: &str) {
+    write_config_with(dir, storage, llm, github, "");
+}
+
+/// [`write_config`] followed by the sections in `more`.
+fn write_config_with(dir: &Path, storage: &str, llm: &str, github: &str, more: &str) {
     let config = format!(
         r#"
 [server]
@@ -127,6 +134,7 @@ rate_limit_per_minute = 100000
 kind = "github_comment"
 api_url = "{github}"
 token_env = "GITHUB_TOKEN"
+{more}
 "#,
         ws = dir.join("ws").display()
     );
