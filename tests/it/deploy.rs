@@ -301,3 +301,120 @@ fn the_image_builds_where_a_docker_engine_runs() {
         String::from_utf8_lossy(&check.stderr)
     );
 }
+
+/// The values of `key:` lines in `text`, in order.
+fn yaml_values<'a>(text: &'a str, key: &str) -> Vec<&'a str> {
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix(key))
+        .map(|v| v.trim().trim_matches('"'))
+        .collect()
+}
+
+#[test]
+fn the_replicas_profile_puts_two_gateways_behind_a_proxy_that_checks_readyz() {
+    let compose = read("deploy/docker-compose.yml");
+    assert_eq!(
+        yaml_values(&compose, "SWITCHBOARD_CLUSTER__NAME:"),
+        ["gateway-a", "gateway-b"]
+    );
+    assert_eq!(
+        yaml_values(&compose, "profiles:"),
+        ["[replicas]", "[replicas]"],
+        "the second gateway and the proxy only in the profile"
+    );
+    assert!(
+        compose.contains("<<: *gateway-environment"),
+        "b runs a's settings"
+    );
+    assert!(compose.contains("- state-b:/var/lib/switchboard"));
+    assert!(compose.contains("./Caddyfile:/etc/caddy/Caddyfile:ro"));
+    let caddy = read("deploy/Caddyfile");
+    assert!(caddy.contains("reverse_proxy gateway:8080 gateway-b:8080"));
+    assert!(caddy.contains("health_uri /readyz"));
+}
+
+/// Starts the real binary in `dir` with `env`; returns it and the address
+/// it listens on (from its JSON log).
+fn spawn_gateway(dir: &Path, env: &[(&str, String)]) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    std::fs::write(dir.join("gateway.toml"), "[log]\nformat = \"json\"\n").unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .current_dir(dir)
+        .arg("run")
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+                && v["message"] == "listening"
+            {
+                let _ = tx.send(v["http.addr"].as_str().unwrap_or_default().to_string());
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the gateway listens");
+    (child, addr)
+}
+
+/// What the profile's two gateways are, short of Docker (no engine here):
+/// the real binary twice with the compose file's environment, on one
+/// PostgreSQL database; both pass /readyz and know each other's role.
+#[tokio::test]
+async fn two_gateways_with_the_compose_environment_pass_readyz() {
+    let Some(db) = crate::common::PgTestDb::create().await else {
+        return;
+    };
+    let compose = read("deploy/docker-compose.yml");
+    let names = yaml_values(&compose, "SWITCHBOARD_CLUSTER__NAME:");
+    let mut running = Vec::new();
+    for name in &names {
+        let dir = tempfile::tempdir().unwrap();
+        let env = [
+            ("SWITCHBOARD_STORAGE__URL", db.config.url.clone()),
+            ("SWITCHBOARD_SERVER__LISTEN", "127.0.0.1:0".to_string()),
+            ("SWITCHBOARD_CLUSTER__NAME", name.to_string()),
+            (
+                "SWITCHBOARD_AGENT__WORKSPACE",
+                dir.path().join("ws").display().to_string(),
+            ),
+        ];
+        let (child, addr) = spawn_gateway(dir.path(), &env);
+        running.push((child, addr, dir));
+    }
+    let client = switchboard::http::client::client();
+    for ((_, addr, _), name) in running.iter().zip(&names) {
+        let ready = client
+            .get(format!("http://{addr}/readyz"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(ready.status(), 200);
+        let body = ready.text().await.unwrap();
+        assert!(body.contains(&format!("replica {name}: standby")), "{body}");
+    }
+    let store = db.store().await;
+    let (replicas, _) = store.replicas().await.unwrap();
+    let mut seen: Vec<String> = replicas.into_iter().map(|r| r.name).collect();
+    seen.sort();
+    assert_eq!(seen, names);
+    for (mut child, _, _) in running {
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        assert!(child.wait().unwrap().success());
+    }
+    assert!(store.replicas().await.unwrap().0.is_empty(), "both left");
+    store.close().await;
+    db.drop().await;
+}
