@@ -10,7 +10,8 @@
 //! The same deliveries then go to the daemon on PostgreSQL (a fresh schema
 //! at `TEST_DATABASE_URL`, the tests' server by default), and pgbench's
 //! naive insert of the same rows from as many clients gives that backend's
-//! baseline.
+//! baseline; then to two and three replicas (in this process) sharing one
+//! database, the deliveries spread over them in turn.
 //!
 //! Run: `cargo bench --bench webhook_ingest` (REQUESTS=N, CONNECTIONS=C;
 //! INGEST_ONLY=sqlite|postgres measures one backend alone, for profiling).
@@ -36,6 +37,12 @@ struct Run {
 }
 
 async fn load(url: String, offset: usize, requests: usize, connections: usize) -> Run {
+    load_across(vec![url], offset, requests, connections).await
+}
+
+/// [`load`] with the deliveries spread over `urls` in turn.
+async fn load_across(urls: Vec<String>, offset: usize, requests: usize, connections: usize) -> Run {
+    let urls = Arc::new(urls);
     let client = switchboard::http::client::builder()
         .pool_max_idle_per_host(connections)
         .build()
@@ -45,8 +52,8 @@ async fn load(url: String, offset: usize, requests: usize, connections: usize) -
     let began = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..connections {
-        let (client, url, next, accepted) =
-            (client.clone(), url.clone(), next.clone(), accepted.clone());
+        let (client, urls, next, accepted) =
+            (client.clone(), urls.clone(), next.clone(), accepted.clone());
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             loop {
@@ -58,7 +65,7 @@ async fn load(url: String, offset: usize, requests: usize, connections: usize) -
                 let sig = github_signature(SECRET, &body);
                 let start = Instant::now();
                 let resp = client
-                    .post(&url)
+                    .post(&urls[i % urls.len()])
                     .header("x-github-event", "pull_request")
                     .header("x-github-delivery", format!("bench-{}", offset + i))
                     .header("x-hub-signature-256", sig)
@@ -152,6 +159,45 @@ async fn ingest(storage: &str, requests: usize, connections: usize) -> (Run, usi
     let _ = stop.send(());
     assert_eq!(run.accepted, requests, "every delivery was accepted");
     (run, stored - 200)
+}
+
+/// `requests` deliveries spread over `replicas` daemons sharing `storage`
+/// (PostgreSQL), after a warm-up.
+async fn ingest_replicas(
+    storage: &str,
+    replicas: usize,
+    requests: usize,
+    connections: usize,
+) -> Run {
+    let mut dirs = Vec::new();
+    let mut urls = Vec::new();
+    let mut stops = Vec::new();
+    for _ in 0..replicas {
+        let dir = tempfile::tempdir().unwrap();
+        let (url, _, stop) = daemon(dir.path(), storage).await;
+        dirs.push(dir);
+        urls.push(url);
+        stops.push(stop);
+    }
+    load_across(
+        urls.clone(),
+        30_000_000 + replicas * 1_000_000,
+        200,
+        connections,
+    )
+    .await;
+    let run = load_across(
+        urls,
+        40_000_000 + replicas * 1_000_000,
+        requests,
+        connections,
+    )
+    .await;
+    for stop in stops {
+        let _ = stop.send(());
+    }
+    assert_eq!(run.accepted, requests, "every delivery was accepted");
+    run
 }
 
 /// A fresh schema on the PostgreSQL server at `TEST_DATABASE_URL` (the
@@ -266,6 +312,20 @@ fn main() {
         let (on_pg, stored) = ingest(&pg, requests, connections).await;
         assert_eq!(stored, requests, "PostgreSQL holds every delivery");
         print("switchboard, Postgres", &on_pg, &bare);
+        for replicas in [2, 3] {
+            // Each replica on a schema of its own run's, the deliveries
+            // spread over them: an event's session is often another
+            // replica's, which is told.
+            let schema = postgres_schema().await.expect("PostgreSQL answered above");
+            let run = ingest_replicas(&schema, replicas, requests, connections).await;
+            println!(
+                "  {replicas} replicas, Postgres: {:>8.0} req/s   p50 {:>7.2?}   p99 {:>7.2?}   {:.2}x one replica",
+                run.rate,
+                run.p50,
+                run.p99,
+                run.rate / on_pg.rate
+            );
+        }
         if let Some(tps) = pgbench(&pg, connections).await {
             println!(
                 "  pgbench naive insert: {tps:>8.0} tps from {connections} clients; switchboard on PostgreSQL at {:.1} % of it (target >= 50 %)",

@@ -144,6 +144,8 @@ pub(super) struct Inner {
     /// With several replicas: where presses for questions asked on another
     /// replica go.
     pub(super) relay: std::sync::OnceLock<Arc<crate::cluster::relay::Relay>>,
+    /// Sessions lately found owned by another replica, until when.
+    pub(super) elsewhere: Mutex<HashMap<String, std::time::Instant>>,
     /// Serialises taking sessions over, so one is started once here.
     pub(super) claiming: tokio::sync::Mutex<()>,
     pub(super) settings: ManagerSettings,
@@ -218,6 +220,7 @@ impl SessionManager {
                 broker: std::sync::OnceLock::new(),
                 cluster: std::sync::OnceLock::new(),
                 relay: std::sync::OnceLock::new(),
+                elsewhere: Mutex::new(HashMap::new()),
                 claiming: tokio::sync::Mutex::new(()),
                 settings,
                 workers: Mutex::new(HashMap::new()),

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::manager::{Inner, SessionManager, Submitted};
-use super::worker::Seed;
+use super::worker::{Job, Seed};
 use crate::platform::InboundEvent;
 use crate::store::{InboxInsert, NewInboxEvent, StoreError};
 
@@ -27,12 +27,53 @@ pub const INBOX_CHANNEL: &str = "switchboard_inbox";
 /// How often a replica looks for sessions nobody owns.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
+/// How long a session found owned by another replica is taken to stay
+/// so: its next events go to the owner without trying for the lease (were
+/// it given up meanwhile, the owner takes it again or the sweep finds it).
+const OWNED_ELSEWHERE: Duration = Duration::from_secs(1);
+
+/// Most sessions remembered as owned elsewhere.
+const ELSEWHERE_ENTRIES: usize = 10_000;
+
+impl Inner {
+    /// Whether session `key` was found owned by another replica lately.
+    pub(super) fn owned_elsewhere(&self, key: &str) -> bool {
+        let elsewhere = self.elsewhere.lock().unwrap_or_else(|e| e.into_inner());
+        elsewhere
+            .get(key)
+            .is_some_and(|until| *until > std::time::Instant::now())
+    }
+
+    fn seen_elsewhere(&self, key: &str) {
+        let now = std::time::Instant::now();
+        let mut elsewhere = self.elsewhere.lock().unwrap_or_else(|e| e.into_inner());
+        if elsewhere.len() >= ELSEWHERE_ENTRIES {
+            elsewhere.retain(|_, until| *until > now);
+        }
+        elsewhere.insert(key.to_string(), now + OWNED_ELSEWHERE);
+    }
+}
+
 /// An event of an owned session stored this long ago and not processed
 /// while its worker idles was not handed to it.
 const MISSED_AFTER_MS: i64 = 2000;
 
 /// The relay kind of a question's button pressed on another replica.
 const QUESTION: &str = "question";
+
+/// Largest event carried in a notice (PostgreSQL's payloads hold 8000
+/// bytes); a larger one is read from the inbox by its owner.
+const NOTICE_EVENT_BYTES: usize = 7000;
+
+/// The notice of event `id` of session `key`: `<id> <key>`, then the event
+/// (its stored JSON) on the next line when it is small enough.
+fn notice(id: i64, key: &str, event: &str) -> String {
+    if event.len() + key.len() <= NOTICE_EVENT_BYTES {
+        format!("{id} {key}\n{event}")
+    } else {
+        format!("{id} {key}")
+    }
+}
 
 /// The lease of session `key`.
 fn lease(key: &str) -> String {
@@ -77,18 +118,19 @@ impl SessionManager {
             return Ok((Submitted::Duplicate, None));
         };
         let (done, rx) = oneshot::channel();
-        match adopt(inner, key, Some((inbox_id, done))).await {
+        let adopted = if inner.owned_elsewhere(key) {
+            Ok(Adopted::Elsewhere)
+        } else {
+            adopt(inner, key, Some((inbox_id, done))).await
+        };
+        match adopted {
             Ok(Adopted::Taken | Adopted::Runs) => Ok((Submitted::Accepted, Some(rx))),
             Ok(Adopted::Elsewhere) => {
                 // The owner reads it from the inbox; should the notice go
-                // astray, the sweep finds it once the owner is gone.
-                if let Err(err) = inner
+                // astray, the owner's sweep finds it.
+                inner
                     .store
-                    .notify(INBOX_CHANNEL, &format!("{inbox_id} {key}"))
-                    .await
-                {
-                    tracing::warn!(session.key = %key, error = %err, "owner not told of an event; it finds it later");
-                }
+                    .notify_soon(INBOX_CHANNEL, notice(inbox_id, key, &payload));
                 Ok((Submitted::Accepted, None))
             }
             Err(err) => {
@@ -192,20 +234,33 @@ impl SessionManager {
     /// Another replica stored event `<id> <key>`: if this replica runs the
     /// session, its worker gets the event.
     async fn told(&self, payload: &str) {
-        if let Some((id, key)) = payload
+        let (head, event) = payload.split_once('\n').unwrap_or((payload, ""));
+        let Some((id, key)) = head
             .split_once(' ')
             .and_then(|(id, key)| Some((id.parse::<i64>().ok()?, key)))
-        {
-            self.hand_over(id, key, None).await;
+        else {
+            return;
+        };
+        match serde_json::from_str::<InboundEvent>(event) {
+            Ok(event) => {
+                let job = Job {
+                    inbox_id: id,
+                    event: Box::new(event),
+                    resumed: false,
+                    done: None,
+                };
+                self.hand_job(key, job).await;
+            }
+            Err(_) => self.hand_over(id, key, None).await,
         }
     }
 
     /// Hands stored event `id` to session `key`'s worker, if one runs here;
     /// `done` fires once it is processed.
     async fn hand_over(&self, id: i64, key: &str, done: Option<oneshot::Sender<()>>) {
-        let Some((tx, state)) = self.live_worker(key) else {
+        if self.live_worker(key).is_none() {
             return;
-        };
+        }
         let row = match self.inner.store.inbox_event(id).await {
             Ok(Some(row)) if row.processed_at.is_none() => row,
             Ok(_) => return,
@@ -216,6 +271,18 @@ impl SessionManager {
         };
         if let Ok(Some(mut job)) = self.job_of(row).await {
             job.done = done;
+            self.hand_job(key, job).await;
+        }
+    }
+
+    /// Hands `job` to session `key`'s worker, if one runs here, unless it
+    /// answers a question the session's turn asked here.
+    async fn hand_job(&self, key: &str, mut job: Job) {
+        let Some((tx, state)) = self.live_worker(key) else {
+            return;
+        };
+        let id = job.inbox_id;
+        {
             let event = &job.event;
             if crate::platform::ChatCommand::parse(&event.text).is_none()
                 && let Some(answered) =
@@ -284,6 +351,7 @@ async fn adopt(
         return Ok(Adopted::Runs);
     }
     let Some(term) = inner.cluster().try_hold(&lease(key), &inner.stop).await? else {
+        inner.seen_elsewhere(key);
         return Ok(Adopted::Elsewhere);
     };
     if let Some(broker) = inner.broker.get() {

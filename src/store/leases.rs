@@ -289,6 +289,52 @@ impl Store {
         Ok(())
     }
 
+    /// [`notify`](Self::notify) without waiting: notices given together
+    /// go out in one statement (a notifying commit takes PostgreSQL's
+    /// notify lock, once per statement instead of once per notice). One
+    /// that cannot be sent is logged and dropped: whoever it was for finds
+    /// the work by sweeping.
+    pub fn notify_soon(&self, channel: &'static str, payload: String) {
+        let Backend::Postgres(pool) = &self.backend else {
+            return;
+        };
+        let queue = self.notices.get_or_init(|| {
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<(&'static str, String)>(4096);
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                let mut batch = Vec::with_capacity(256);
+                while rx.recv_many(&mut batch, 256).await > 0 {
+                    let mut channels: Vec<&'static str> = batch.iter().map(|(c, _)| *c).collect();
+                    channels.sort_unstable();
+                    channels.dedup();
+                    for channel in channels {
+                        let payloads: Vec<String> = batch
+                            .iter()
+                            .filter(|(c, _)| *c == channel)
+                            .map(|(_, p)| p.clone())
+                            .collect();
+                        let sent = sqlx::query("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p")
+                            .bind(channel)
+                            .bind(&payloads)
+                            .execute(&pool)
+                            .await;
+                        if let Err(err) = sent {
+                            tracing::warn!(channel, notices = payloads.len(), error = %err, "notices not sent; the sweep finds their work");
+                        }
+                    }
+                    batch.clear();
+                }
+            });
+            tx
+        });
+        if queue.try_send((channel, payload)).is_err() {
+            tracing::warn!(
+                channel,
+                "too many notices waiting; one dropped (the sweep finds its work)"
+            );
+        }
+    }
+
     /// A connection listening on `channels` (PostgreSQL only).
     pub async fn listen(&self, channels: &[&str]) -> Result<Option<sqlx::postgres::PgListener>> {
         let Backend::Postgres(pool) = &self.backend else {

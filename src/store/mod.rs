@@ -192,6 +192,8 @@ pub struct Store {
     disk: Option<std::sync::Arc<Path>>,
     /// SQLite: the database file.
     file: Option<std::sync::Arc<Path>>,
+    /// PostgreSQL: notices on their way out (see `notify_soon`).
+    notices: std::sync::Arc<std::sync::OnceLock<tokio::sync::mpsc::Sender<(&'static str, String)>>>,
 }
 
 /// Which database a store talks to.
@@ -284,6 +286,7 @@ impl Store {
             inbox_queue: Default::default(),
             disk,
             file: db_file,
+            notices: Default::default(),
         })
     }
 

@@ -253,6 +253,21 @@ async fn three_replicas_killed_at_random_answer_every_event_once_in_order() {
         .collect();
     let asked_twice = asks.values().filter(|a| a.len() > 1).count();
     let resent = answers.values().filter(|a| a.len() > 1).count();
+    // Of those, what a person would see twice: a second comment created
+    // (a repeated edit of the PR's comment shows nothing new) or a second
+    // chat message.
+    let mut shown: BTreeMap<usize, usize> = BTreeMap::new();
+    for s in github.seen().iter().filter(|s| s.method == "POST") {
+        if let Some(m) = s.body["body"].as_str().and_then(marker_in) {
+            *shown.entry(m).or_default() += 1;
+        }
+    }
+    for c in tg.calls("sendMessage") {
+        if let Some(m) = c.body["text"].as_str().and_then(marker_in) {
+            *shown.entry(m).or_default() += 1;
+        }
+    }
+    let shown_twice = shown.values().filter(|n| **n > 1).count();
     // The first poll after each kill of the poller: the takeover.
     let polls: Vec<Instant> = tg.calls("getUpdates").iter().map(|c| c.at).collect();
     let takeovers: Vec<Duration> = poller_kills
@@ -263,7 +278,8 @@ async fn three_replicas_killed_at_random_answer_every_event_once_in_order() {
         "{REPLICAS} replicas: {EVENTS} webhook events over {PRS} PRs and {MESSAGES} Telegram \
          messages in {took:?}; {KILLS} kills ({} of the poller), sender retries {retried}; \
          lost {}, run again after their answer {}, asked twice (cut off mid-turn) {asked_twice}, \
-         answered twice (cut off mid-send) {resent}; Telegram takeovers {takeovers:?}, \
+         answered twice (cut off mid-send) {resent}, of them shown twice {shown_twice}; \
+         Telegram takeovers {takeovers:?}, \
          409 conflicts {}",
         poller_kills.len(),
         lost.len(),
