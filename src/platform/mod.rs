@@ -247,6 +247,21 @@ pub trait Platform: Send + Sync {
         text: &str,
     ) -> Result<String, PlatformError>;
 
+    /// [`send`](Self::send), with `key` naming this message among every
+    /// one the gateway sends: a platform that recognises a message sent
+    /// again under the same key (Discord's enforced nonce) shows it once,
+    /// so sending again what a crash left unconfirmed cannot duplicate it.
+    /// Elsewhere it is `send`.
+    async fn send_keyed(
+        &self,
+        to: &ChatRef,
+        reply_to: Option<&str>,
+        text: &str,
+        _key: &str,
+    ) -> Result<String, PlatformError> {
+        self.send(to, reply_to, text).await
+    }
+
     /// A turn for `message` in `at` is running (`on`, repeated every few
     /// seconds) or has ended.
     async fn working(

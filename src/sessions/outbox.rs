@@ -23,11 +23,16 @@ pub(super) async fn send(inner: &Inner, id: i64, out: &Outbound) -> bool {
         thread: out.thread_id.clone(),
     };
     let platforms = inner.platforms();
+    // The row's id: a resend after a crash is the same message.
+    let key = format!("sb{id}");
     let started = Instant::now();
     let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
     loop {
         let result = match platforms.port(&to.platform) {
-            Some(port) => port.send(&to, out.reply_to.as_deref(), &out.body).await,
+            Some(port) => {
+                port.send_keyed(&to, out.reply_to.as_deref(), &out.body, &key)
+                    .await
+            }
             None if platforms.profile(&to.platform).is_none() => Err(PlatformError::Rejected(
                 format!("platform {} is not configured", to.platform),
             )),

@@ -52,6 +52,12 @@ async fn a_mention_gets_a_reply_that_references_it() {
     );
     assert_eq!(content(&posted[0]), "**Done.** See `x_y`.");
     assert_eq!(posted[0].body["message_reference"]["message_id"], "1002");
+    let nonce = posted[0].body["nonce"].as_str().unwrap_or_default();
+    assert!(
+        nonce.starts_with("sb") && nonce.ends_with(".0") && nonce.len() <= 25,
+        "an answer carries its outbox row as an enforced nonce: {nonce:?}"
+    );
+    assert_eq!(posted[0].body["enforce_nonce"], true);
     assert_eq!(posted[0].body["allowed_mentions"]["parse"], json!([]));
     assert_eq!(posted[0].auth, "Bot test-token");
     assert!(
@@ -569,5 +575,37 @@ async fn a_minute_of_5xx_and_429_on_sends_delays_the_replies_without_a_tight_loo
     )
     .await;
     assert_eq!(s.llm.requests().len(), 2, "each question asked once");
+    s.daemon.shutdown().await;
+}
+
+/// An answer sent again under the same key (what the outbox does for a
+/// reply a crash left unconfirmed) is the message Discord created the first
+/// time: its enforced nonce makes the repeat show nothing new.
+#[tokio::test]
+async fn a_reply_sent_again_under_its_key_is_shown_once() {
+    let s = start(vec![], |_| {}).await;
+    let port = s.daemon.gateway.platforms.port("discord").unwrap();
+    let to = switchboard::platform::ChatRef {
+        platform: "discord".into(),
+        chat: CHANNEL.into(),
+        thread: None,
+    };
+    let first = port
+        .send_keyed(&to, None, "the answer", "sb42")
+        .await
+        .unwrap();
+    let again = port
+        .send_keyed(&to, None, "the answer", "sb42")
+        .await
+        .unwrap();
+    assert_eq!(first, again, "the same message");
+    let posted = s.dc.posted();
+    assert_eq!(posted.len(), 2);
+    assert!(
+        !posted[0].repeat && posted[1].repeat,
+        "the second created nothing"
+    );
+    let other = port.send_keyed(&to, None, "another", "sb43").await.unwrap();
+    assert_ne!(other, first);
     s.daemon.shutdown().await;
 }

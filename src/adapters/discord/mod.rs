@@ -157,12 +157,16 @@ fn thread_name(text: &str) -> String {
 
 impl Discord {
     /// Sends `text` to `channel` in chunks; the first references
-    /// `reference` (in the same channel). Returns the last message's id.
+    /// `reference` (in the same channel). With a `key`, each chunk carries
+    /// an enforced nonce made of it: Discord answers a repeat within a few
+    /// minutes with the message it created the first time. Returns the
+    /// last message's id.
     async fn post(
         &self,
         channel: &str,
         reference: Option<&str>,
         text: &str,
+        key: Option<&str>,
     ) -> Result<String, PlatformError> {
         let channel = channel_id(channel)?;
         let reference = reference.and_then(|m| m.parse::<MessageId>().ok());
@@ -171,6 +175,13 @@ impl Discord {
             let mut msg = CreateMessage::new()
                 .content(part)
                 .allowed_mentions(CreateAllowedMentions::new().replied_user(true));
+            if let Some(key) = key {
+                // Discord takes nonces of up to 25 characters.
+                let nonce: String = format!("{key}.{i}").chars().take(25).collect();
+                msg = msg
+                    .nonce(serenity::all::Nonce::String(nonce))
+                    .enforce_nonce(true);
+            }
             if i == 0
                 && let Some(m) = reference
             {
@@ -188,6 +199,26 @@ impl Discord {
             last = sent.id.to_string();
         }
         Ok(last)
+    }
+
+    /// Sends `text` to `to`: as the answer of the slash command `reply_to`
+    /// names, or posted where replies to `reply_to` go (see [`post`]).
+    async fn reply(
+        &self,
+        to: &ChatRef,
+        reply_to: Option<&str>,
+        text: &str,
+        key: Option<&str>,
+    ) -> Result<String, PlatformError> {
+        if let Some(pending) = reply_to
+            .filter(|r| r.starts_with(INTERACTION))
+            .and_then(|r| self.interactions.take(r))
+        {
+            pending.answer(&self.http, &chunks(text), false).await;
+            return Ok(String::new());
+        }
+        let (channel, reference) = self.destination(to, reply_to).await;
+        self.post(&channel, reference.as_deref(), text, key).await
     }
 
     /// Where replies to `message` in `chat` go, and the message they
@@ -483,15 +514,17 @@ impl Platform for Discord {
         reply_to: Option<&str>,
         text: &str,
     ) -> Result<String, PlatformError> {
-        if let Some(pending) = reply_to
-            .filter(|r| r.starts_with(INTERACTION))
-            .and_then(|r| self.interactions.take(r))
-        {
-            pending.answer(&self.http, &chunks(text), false).await;
-            return Ok(String::new());
-        }
-        let (channel, reference) = self.destination(to, reply_to).await;
-        self.post(&channel, reference.as_deref(), text).await
+        self.reply(to, reply_to, text, None).await
+    }
+
+    async fn send_keyed(
+        &self,
+        to: &ChatRef,
+        reply_to: Option<&str>,
+        text: &str,
+        key: &str,
+    ) -> Result<String, PlatformError> {
+        self.reply(to, reply_to, text, Some(key)).await
     }
 
     async fn working(

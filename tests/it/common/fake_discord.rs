@@ -32,6 +32,9 @@ pub struct Call {
     pub id: String,
     /// Answered with an outage's error.
     pub refused: bool,
+    /// A message creation Discord answered with the message an earlier
+    /// one with the same enforced nonce created (nothing new was shown).
+    pub repeat: bool,
     /// When it came.
     pub at: std::time::Instant,
 }
@@ -56,6 +59,8 @@ struct Shared {
     history: Arc<Mutex<HashMap<String, Vec<Value>>>>,
     /// While open, creating a message fails.
     sends_down: Outage,
+    /// Messages created with `enforce_nonce`, by channel and nonce.
+    nonces: Arc<Mutex<HashMap<(String, String), Value>>>,
 }
 
 pub struct FakeDiscord {
@@ -316,6 +321,7 @@ async fn rest(
         body: body.clone(),
         id: id.clone(),
         refused: false,
+        repeat: false,
         at: std::time::Instant::now(),
     });
     let parts: Vec<&str> = rest.split('/').collect();
@@ -377,7 +383,24 @@ async fn rest(
                 }
                 failure
             }
-            None => Json(bot_message(channel, id)).into_response(),
+            None => {
+                let nonce = body["nonce"]
+                    .as_str()
+                    .filter(|_| body["enforce_nonce"] == true)
+                    .map(|n| ((*channel).to_string(), n.to_string()));
+                let mut nonces = shared.nonces.lock().unwrap();
+                if let Some(earlier) = nonce.as_ref().and_then(|n| nonces.get(n)) {
+                    if let Some(call) = shared.calls.lock().unwrap().last_mut() {
+                        call.repeat = true;
+                    }
+                    return Json(earlier.clone()).into_response();
+                }
+                let created = bot_message(channel, id);
+                if let Some(n) = nonce {
+                    nonces.insert(n, created.clone());
+                }
+                Json(created).into_response()
+            }
         },
         ("PATCH", ["channels", channel, "messages", id]) => {
             let delay = *shared.edit_delay.lock().unwrap();
