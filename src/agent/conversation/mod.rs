@@ -1,9 +1,12 @@
 //! One session's agent and its turn loop; keeping it inside the context
-//! window is in `context.rs`.
+//! window is in `context.rs`, running a turn's tool calls in `calls.rs`.
 
+mod calls;
 mod context;
 
 pub use context::SPLIT_NOTICE;
+
+use calls::{Slot, distinct_calls};
 
 use crate::telemetry::events;
 use std::path::PathBuf;
@@ -12,9 +15,9 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::execute::{Checked, check, parallel_safe, run_parallel};
+use super::execute::{Checked, check};
 use super::history::sanitize;
-use super::layer::{self, AGENT_TOOLS, ClarifyBroker, Owner, Todos};
+use super::layer::{self, ClarifyBroker, Owner, Todos};
 use super::message::{ChatMessage, Role, ToolCall};
 use super::provider::{ChatModel, ChatRequest, ChatResponse, ModelEndpoint, ProviderError, Usage};
 use super::{AgentError, IterationBudget};
@@ -22,8 +25,7 @@ use crate::config::{Config, Env};
 use crate::store::{
     Committed, Completion, Session, Store, StoreError, TurnCommit, TurnRecord, now_ms,
 };
-use crate::tools::registry::error_json;
-use crate::tools::{ApprovalHook, ToolContext, ToolRuntime, workspace};
+use crate::tools::{ApprovalHook, ToolRuntime, workspace};
 
 /// Invalid JSON arguments make the loop ask the model again this many times.
 const JSON_RETRIES: u32 = 3;
@@ -193,37 +195,6 @@ pub const EMPTY_ANSWER: &str =
 /// Said to the model, unstored, for its last call when the step budget
 /// ran out.
 const GRACE_NUDGE: &str = "You have used all the steps for this request and cannot call tools any more. In a few sentences, tell me what you did, what you found, and what is left to do.";
-
-/// Where a runnable call's result comes from after identical calls of a
-/// batch were merged: its own run, or the run of the first identical one.
-enum Slot {
-    First(usize),
-    Repeat(usize),
-}
-
-/// The distinct runnable calls of a batch (same tool, same arguments run
-/// once: one command, one approval prompt) and, for each runnable call in
-/// order, which of them answers it.
-fn distinct_calls(checked: &[Checked]) -> (Vec<(ToolCall, Value)>, Vec<Slot>) {
-    let mut unique: Vec<(ToolCall, Value)> = Vec::new();
-    let mut slots = Vec::new();
-    for c in checked {
-        let Checked::Ready(call, args) = c else {
-            continue;
-        };
-        match unique
-            .iter()
-            .position(|(u, a)| u.name == call.name && a == args)
-        {
-            Some(u) => slots.push(Slot::Repeat(u)),
-            None => {
-                unique.push((call.clone(), args.clone()));
-                slots.push(Slot::First(unique.len() - 1));
-            }
-        }
-    }
-    (unique, slots)
-}
 
 /// Output of one call this turn could no longer afford keeps this much.
 const TOOL_OUTPUT_FLOOR: usize = 1000;
@@ -728,78 +699,6 @@ impl Conversation {
             Err(err) => tracing::warn!(error = %err, "the wrap-up call failed"),
         }
         Ok(turn.stop(StopReason::BudgetExhausted))
-    }
-
-    fn tool_context(&self, cancel: &CancellationToken) -> ToolContext {
-        ToolContext {
-            session_id: self.session.id.clone(),
-            session_key: self.session.key.clone(),
-            user: self
-                .owner
-                .as_ref()
-                .map(|o| format!("{}:{}", o.platform, o.user_id)),
-            workspace: self.workspace.clone(),
-            approvals: self.approvals.clone(),
-            cancel: cancel.clone(),
-        }
-    }
-
-    async fn run_one(&self, call: &ToolCall, args: &Value, ctx: &ToolContext) -> String {
-        if ctx.cancel.is_cancelled() {
-            return error_json("Tool execution failed: cancelled before it started");
-        }
-        self.events.tool_started(call);
-        let span = tracing::info_span!("tool", tool.name = %call.name, tool.call_id = %call.id);
-        let result = tracing::Instrument::instrument(self.run_handler(call, args, ctx), span).await;
-        self.events.tool_finished(call, &result);
-        result
-    }
-
-    async fn run_handler(&self, call: &ToolCall, args: &Value, ctx: &ToolContext) -> String {
-        if AGENT_TOOLS.contains(&call.name.as_str()) {
-            let args = self.deps.tools.registry.coerce(&call.name, args.clone());
-            let outcome = layer::run(
-                &call.name,
-                &args,
-                &self.todos,
-                &self.deps.store,
-                self.owner.as_ref(),
-                self.clarify.as_deref(),
-                &ctx.cancel,
-            )
-            .await;
-            match outcome {
-                Ok(text) => text,
-                Err(err) => error_json(&format!("Tool execution failed: {err}")),
-            }
-        } else {
-            self.deps
-                .tools
-                .registry
-                .dispatch(&call.name, args.clone(), ctx)
-                .await
-        }
-    }
-
-    async fn run_batch(
-        &self,
-        calls: &[(ToolCall, Value)],
-        cancel: &CancellationToken,
-    ) -> Vec<String> {
-        let ctx = self.tool_context(cancel);
-        if parallel_safe(calls, &self.deps.tools.registry) {
-            let batch: Vec<std::pin::Pin<Box<dyn Future<Output = String> + Send + '_>>> = calls
-                .iter()
-                .map(|(call, args)| Box::pin(self.run_one(call, args, &ctx)) as _)
-                .collect();
-            run_parallel(batch).await
-        } else {
-            let mut out = Vec::with_capacity(calls.len());
-            for (call, args) in calls {
-                out.push(self.run_one(call, args, &ctx).await);
-            }
-            out
-        }
     }
 }
 

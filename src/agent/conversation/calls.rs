@@ -1,0 +1,118 @@
+//! A turn's tool calls: identical calls of a batch merged, each run
+//! through the agent layer or the registry with its span and events, a
+//! batch in parallel when every call in it may be.
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::Conversation;
+use crate::agent::execute::{Checked, parallel_safe, run_parallel};
+use crate::agent::layer::{self, AGENT_TOOLS};
+use crate::agent::message::ToolCall;
+use crate::tools::ToolContext;
+use crate::tools::registry::error_json;
+
+/// Where a runnable call's result comes from after identical calls of a
+/// batch were merged: its own run, or the run of the first identical one.
+pub(super) enum Slot {
+    First(usize),
+    Repeat(usize),
+}
+
+/// The distinct runnable calls of a batch (same tool, same arguments run
+/// once: one command, one approval prompt) and, for each runnable call in
+/// order, which of them answers it.
+pub(super) fn distinct_calls(checked: &[Checked]) -> (Vec<(ToolCall, Value)>, Vec<Slot>) {
+    let mut unique: Vec<(ToolCall, Value)> = Vec::new();
+    let mut slots = Vec::new();
+    for c in checked {
+        let Checked::Ready(call, args) = c else {
+            continue;
+        };
+        match unique
+            .iter()
+            .position(|(u, a)| u.name == call.name && a == args)
+        {
+            Some(u) => slots.push(Slot::Repeat(u)),
+            None => {
+                unique.push((call.clone(), args.clone()));
+                slots.push(Slot::First(unique.len() - 1));
+            }
+        }
+    }
+    (unique, slots)
+}
+
+impl Conversation {
+    pub(super) fn tool_context(&self, cancel: &CancellationToken) -> ToolContext {
+        ToolContext {
+            session_id: self.session.id.clone(),
+            session_key: self.session.key.clone(),
+            user: self
+                .owner
+                .as_ref()
+                .map(|o| format!("{}:{}", o.platform, o.user_id)),
+            workspace: self.workspace.clone(),
+            approvals: self.approvals.clone(),
+            cancel: cancel.clone(),
+        }
+    }
+
+    async fn run_one(&self, call: &ToolCall, args: &Value, ctx: &ToolContext) -> String {
+        if ctx.cancel.is_cancelled() {
+            return error_json("Tool execution failed: cancelled before it started");
+        }
+        self.events.tool_started(call);
+        let span = tracing::info_span!("tool", tool.name = %call.name, tool.call_id = %call.id);
+        let result = tracing::Instrument::instrument(self.run_handler(call, args, ctx), span).await;
+        self.events.tool_finished(call, &result);
+        result
+    }
+
+    async fn run_handler(&self, call: &ToolCall, args: &Value, ctx: &ToolContext) -> String {
+        if AGENT_TOOLS.contains(&call.name.as_str()) {
+            let args = self.deps.tools.registry.coerce(&call.name, args.clone());
+            let outcome = layer::run(
+                &call.name,
+                &args,
+                &self.todos,
+                &self.deps.store,
+                self.owner.as_ref(),
+                self.clarify.as_deref(),
+                &ctx.cancel,
+            )
+            .await;
+            match outcome {
+                Ok(text) => text,
+                Err(err) => error_json(&format!("Tool execution failed: {err}")),
+            }
+        } else {
+            self.deps
+                .tools
+                .registry
+                .dispatch(&call.name, args.clone(), ctx)
+                .await
+        }
+    }
+
+    pub(super) async fn run_batch(
+        &self,
+        calls: &[(ToolCall, Value)],
+        cancel: &CancellationToken,
+    ) -> Vec<String> {
+        let ctx = self.tool_context(cancel);
+        if parallel_safe(calls, &self.deps.tools.registry) {
+            let batch: Vec<std::pin::Pin<Box<dyn Future<Output = String> + Send + '_>>> = calls
+                .iter()
+                .map(|(call, args)| Box::pin(self.run_one(call, args, &ctx)) as _)
+                .collect();
+            run_parallel(batch).await
+        } else {
+            let mut out = Vec::with_capacity(calls.len());
+            for (call, args) in calls {
+                out.push(self.run_one(call, args, &ctx).await);
+            }
+            out
+        }
+    }
+}
