@@ -187,17 +187,7 @@ impl SessionManager {
             }
             return Ok((Submitted::Busy, None));
         };
-        let payload = serde_json::to_string(&event).unwrap_or_default();
-        let inserted = inner
-            .store
-            .inbox_insert(&NewInboxEvent {
-                platform: &event.platform,
-                dedupe_key: dedupe,
-                session_key: key,
-                payload: &payload,
-            })
-            .await?;
-        let InboxInsert::Inserted(inbox_id) = inserted else {
+        let Some((inbox_id, _)) = self.store_event(key, &event, dedupe).await? else {
             return Ok((Submitted::Duplicate, None));
         };
         let was_busy = state.busy() || state.waiting() > 0;
@@ -222,6 +212,31 @@ impl SessionManager {
             done: Some(done),
         });
         Ok((Submitted::Accepted, Some(rx)))
+    }
+
+    /// Commits `event` to the inbox under `dedupe` for session `key`:
+    /// its id and stored JSON, or `None` for a redelivery.
+    pub(super) async fn store_event(
+        &self,
+        key: &str,
+        event: &InboundEvent,
+        dedupe: &str,
+    ) -> Result<Option<(i64, String)>, StoreError> {
+        let payload = serde_json::to_string(event).unwrap_or_default();
+        let inserted = self
+            .inner
+            .store
+            .inbox_insert(&NewInboxEvent {
+                platform: &event.platform,
+                dedupe_key: dedupe,
+                session_key: key,
+                payload: &payload,
+            })
+            .await?;
+        Ok(match inserted {
+            InboxInsert::Inserted(id) => Some((id, payload)),
+            InboxInsert::Duplicate => None,
+        })
     }
 
     /// A button press: an approval choice (through the broker) or a

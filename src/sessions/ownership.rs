@@ -19,7 +19,7 @@ use tokio::sync::oneshot;
 use super::manager::{Inner, SessionManager, Submitted};
 use super::worker::{Job, Seed};
 use crate::platform::InboundEvent;
-use crate::store::{InboxInsert, NewInboxEvent, StoreError};
+use crate::store::StoreError;
 
 /// Where a replica tells the others of an event it stored: `<id> <key>`.
 pub const INBOX_CHANNEL: &str = "switchboard_inbox";
@@ -104,17 +104,7 @@ impl SessionManager {
             });
             return Ok((Submitted::Busy, None));
         }
-        let payload = serde_json::to_string(&event).unwrap_or_default();
-        let inserted = inner
-            .store
-            .inbox_insert(&NewInboxEvent {
-                platform: &event.platform,
-                dedupe_key: dedupe,
-                session_key: key,
-                payload: &payload,
-            })
-            .await?;
-        let InboxInsert::Inserted(inbox_id) = inserted else {
+        let Some((inbox_id, payload)) = self.store_event(key, &event, dedupe).await? else {
             return Ok((Submitted::Duplicate, None));
         };
         let (done, rx) = oneshot::channel();

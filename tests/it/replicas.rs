@@ -183,22 +183,6 @@ async fn deliver(client: &reqwest::Client, base: &str, delivery: &str, body: Vec
         .as_u16()
 }
 
-/// Firsts of each marker's times, per pull request, are in marker order.
-fn assert_in_order(what: &str, seen: &BTreeMap<usize, Vec<Instant>>, prs: usize) {
-    for pr in 0..prs {
-        let mut firsts: Vec<(Instant, usize)> = seen
-            .iter()
-            .filter(|(m, _)| *m % prs == pr)
-            .map(|(m, at)| (at[0], *m))
-            .collect();
-        firsts.sort();
-        let order: Vec<usize> = firsts.iter().map(|(_, m)| *m).collect();
-        let mut sorted = order.clone();
-        sorted.sort();
-        assert_eq!(order, sorted, "PR {pr} {what} out of order");
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_take_one_pull_requests_events_in_turn_and_answer_each_once() {
     const PRS: usize = 4;
@@ -264,8 +248,8 @@ async fn two_replicas_take_one_pull_requests_events_in_turn_and_answer_each_once
     );
     assert_eq!(answers.len(), events, "every event answered");
     assert!(answers.values().all(|a| a.len() == 1), "each answered once");
-    assert_in_order("asked", &asks, PRS);
-    assert_in_order("answered", &answers, PRS);
+    common::assert_in_order("asked", &asks, PRS, usize::MAX);
+    common::assert_in_order("answered", &answers, PRS, usize::MAX);
     // One replica at a time runs a session: a pull request's next turn
     // starts after the model answered the one before.
     for pr in 0..PRS {

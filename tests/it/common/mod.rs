@@ -62,6 +62,29 @@ pub fn marker_in(text: &str) -> Option<usize> {
     digits.parse().ok()
 }
 
+/// Each event's first time in `seen` (marker → times), for the markers
+/// below `below` taken per pull request as `marker % prs`, comes in marker
+/// order: per PR, arrival order.
+pub fn assert_in_order(
+    what: &str,
+    seen: &std::collections::BTreeMap<usize, Vec<std::time::Instant>>,
+    prs: usize,
+    below: usize,
+) {
+    for pr in 0..prs {
+        let mut firsts: Vec<(std::time::Instant, usize)> = seen
+            .iter()
+            .filter(|(m, _)| **m < below && *m % prs == pr)
+            .map(|(m, at)| (at[0], *m))
+            .collect();
+        firsts.sort();
+        let order: Vec<usize> = firsts.iter().map(|(_, m)| *m).collect();
+        let mut sorted = order.clone();
+        sorted.sort();
+        assert_eq!(order, sorted, "PR {pr} {what} out of order");
+    }
+}
+
 /// A migrated store on a fresh SQLite file; keep the dir alive.
 pub async fn sqlite_store() -> (Store, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();

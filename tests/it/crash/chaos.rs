@@ -141,19 +141,8 @@ async fn chaos(storage: StorageConfig) {
     assert!(resent <= KILLS * PRS, "{resent} sent twice");
     // Per pull request, each event's first ask and first answer come in
     // arrival order.
-    for pr in 0..PRS {
-        for (what, seen) in [("asked", &asks), ("answered", &answers)] {
-            let mut firsts: Vec<(Instant, usize)> = seen
-                .iter()
-                .filter(|(m, _)| *m % PRS == pr)
-                .map(|(m, at)| (at[0], *m))
-                .collect();
-            firsts.sort();
-            let order: Vec<usize> = firsts.iter().map(|(_, m)| *m).collect();
-            let mut sorted = order.clone();
-            sorted.sort();
-            assert_eq!(order, sorted, "PR {pr} {what} out of order");
-        }
+    for (what, seen) in [("asked", &asks), ("answered", &answers)] {
+        common::assert_in_order(what, seen, PRS, usize::MAX);
     }
     let outbox = store.outbox(10_000).await.unwrap();
     assert_eq!(outbox.len(), events, "one answer recorded per event");

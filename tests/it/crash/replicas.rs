@@ -303,19 +303,8 @@ async fn three_replicas_killed_at_random_answer_every_event_once_in_order() {
             "a standby took over polling after {t:?}"
         );
     }
-    for pr in 0..PRS {
-        for (what, seen) in [("asked", &asks), ("answered", &answers)] {
-            let mut firsts: Vec<(Instant, usize)> = seen
-                .iter()
-                .filter(|(m, _)| **m < EVENTS && *m % PRS == pr)
-                .map(|(m, at)| (at[0], *m))
-                .collect();
-            firsts.sort();
-            let order: Vec<usize> = firsts.iter().map(|(_, m)| *m).collect();
-            let mut sorted = order.clone();
-            sorted.sort();
-            assert_eq!(order, sorted, "PR {pr} {what} out of order");
-        }
+    for (what, seen) in [("asked", &asks), ("answered", &answers)] {
+        common::assert_in_order(what, seen, PRS, EVENTS);
     }
     store.close().await;
     db.drop().await;
