@@ -155,9 +155,10 @@ impl SessionManager {
         }
     }
 
-    /// Takes every session that has work and no owner, and has the
-    /// workers of this replica's sessions read the events they were not
-    /// handed (their notice went astray). Returns how many it took.
+    /// Takes every session that has work and no owner (or whose lease is
+    /// still this replica's without a worker here), and has the workers of
+    /// this replica's sessions read the events they were not handed (their
+    /// notice went astray). Returns how many it took.
     pub async fn sweep(&self) -> Result<usize, StoreError> {
         let store = &self.inner.store;
         let keys = store.sessions_unowned(256).await?;
@@ -171,12 +172,20 @@ impl SessionManager {
             .sessions_owned_waiting(self.inner.cluster().id(), MISSED_AFTER_MS)
             .await?;
         for key in missed {
-            if let Some((_, state)) = self.live_worker(&key)
-                && !state.busy()
-                && state.waiting() == 0
-            {
-                tracing::debug!(session.key = %key, "events not handed to the worker; it reads them");
-                state.nudge();
+            match self.live_worker(&key) {
+                Some((_, state)) if !state.busy() && state.waiting() == 0 => {
+                    tracing::debug!(session.key = %key, "events not handed to the worker; it reads them");
+                    state.nudge();
+                }
+                Some(_) => {}
+                // Its lease is still this replica's in storage, but its
+                // worker ended (the lease could not be renewed for a while):
+                // taken again now instead of once the lease lapses.
+                None => {
+                    if let Adopted::Taken = adopt(&self.inner, &key, None).await? {
+                        taken += 1;
+                    }
+                }
             }
         }
         Ok(taken)
