@@ -134,8 +134,21 @@ async fn postgres_going_away_is_ridden_out_and_nothing_acknowledged_is_lost() {
         store.inbox_pending(100).await.is_ok_and(|p| p.is_empty())
     })
     .await;
+    // Each answer is sent from the outbox after its event is marked
+    // processed, and recorded as a delivery then: wait for the sends.
+    common::eventually("every answer delivered", || async {
+        store.outbox_pending(100).await.is_ok_and(|p| p.is_empty())
+            && store
+                .deliveries(100)
+                .await
+                .is_ok_and(|d| d.len() >= acknowledged.len())
+    })
+    .await;
     let deliveries = store.deliveries(100).await.unwrap();
-    assert_eq!(deliveries.len(), acknowledged.len(), "{deliveries:?}");
+    assert!(
+        deliveries.iter().all(|d| d.status == "delivered"),
+        "{deliveries:?}"
+    );
     let asked: BTreeSet<usize> = asked(&llm).into_iter().collect();
     assert_eq!(
         asked, acknowledged,
