@@ -211,7 +211,7 @@ impl Platform for Console {
         Ok(prompt.id.clone())
     }
 
-    async fn close(
+    async fn edit(
         &self,
         _at: &ChatRef,
         _message: &str,

@@ -250,6 +250,7 @@ pub async fn summarize(
         tools: Vec::new(),
         max_tokens: summary_tokens(replaced),
         model: None,
+        live: None,
     };
     let summary = model.chat(&request).await?.content;
     Ok(ChatMessage::user(format!(

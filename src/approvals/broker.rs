@@ -126,7 +126,7 @@ impl Broker {
                     thread: None,
                 };
                 let outcome = "⌛ Expired: the gateway restarted before a decision — not run";
-                if let Err(err) = retrying(|| port.close(&chat, &message, outcome)).await {
+                if let Err(err) = retrying(|| port.edit(&chat, &message, outcome)).await {
                     tracing::warn!(platform, error = %err, "stale approval prompt not closed");
                 }
             }
@@ -478,7 +478,7 @@ impl Broker {
             self.platforms.port(&waiter.chat.platform),
         ) {
             let text = decision.outcome_text(&waiter.command);
-            if let Err(err) = retrying(|| port.close(&waiter.chat, message, &text)).await {
+            if let Err(err) = retrying(|| port.edit(&waiter.chat, message, &text)).await {
                 tracing::warn!(error = %err, "could not update the approval prompt");
             }
         }

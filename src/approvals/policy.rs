@@ -152,6 +152,7 @@ impl ApprovalPolicy {
             tools: Vec::new(),
             max_tokens: 8,
             model: None,
+            live: None,
         };
         let answer = model.chat(&request).await.ok()?.content;
         match answer

@@ -63,6 +63,9 @@ pub struct Config {
     pub mcp: McpConfig,
     /// Several replicas on one PostgreSQL database.
     pub cluster: ClusterConfig,
+    /// How answers appear in the chat platforms (each platform's section
+    /// may override it).
+    pub chat: ChatConfig,
 }
 
 /// `[server]`: the HTTP listener.
@@ -161,6 +164,51 @@ impl Default for ClusterConfig {
     }
 }
 
+/// `[chat]`: how answers appear in the chat platforms. `[telegram]`,
+/// `[discord]` and `[slack]` take the same keys, overriding these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ChatConfig {
+    /// Stream answers into the chat: the first tokens make a message that
+    /// later ones edit, at the platform's edit rate.
+    pub stream: bool,
+    /// Tool progress shown while a turn runs, in a status message of its
+    /// own that is deleted when the answer is in.
+    pub progress: Progress,
+}
+
+impl Default for ChatConfig {
+    fn default() -> Self {
+        Self {
+            stream: true,
+            progress: Progress::Off,
+        }
+    }
+}
+
+/// How much of a turn's tool activity the chat sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Progress {
+    /// Nothing.
+    #[default]
+    Off,
+    /// One line naming what is going on ("reading a file…").
+    Compact,
+    /// The tool and its arguments, shortened.
+    Verbose,
+}
+
+impl ChatConfig {
+    /// This, with a platform's own `stream` and `progress` keys over it.
+    pub fn with(&self, stream: Option<bool>, progress: Option<Progress>) -> Self {
+        Self {
+            stream: stream.unwrap_or(self.stream),
+            progress: progress.unwrap_or(self.progress),
+        }
+    }
+}
+
 /// `[log]`: logging.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -245,7 +293,7 @@ impl Default for LlmConfig {
             request_timeout_secs: 120,
             max_tokens: 4096,
             context_window: 128_000,
-            stream: false,
+            stream: true,
             max_retries: 3,
             auxiliary: LlmEndpointConfig::default(),
             fallback: Vec::new(),

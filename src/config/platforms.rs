@@ -25,6 +25,10 @@ pub struct TelegramConfig {
     pub require_mention: bool,
     /// Toolsets for Telegram sessions; unset means `gateway-telegram`.
     pub toolsets: Option<Vec<String>>,
+    /// Stream answers here; unset: `[chat] stream`.
+    pub stream: Option<bool>,
+    /// Tool progress here; unset: `[chat] progress`.
+    pub progress: Option<super::Progress>,
 }
 
 impl Default for TelegramConfig {
@@ -38,6 +42,8 @@ impl Default for TelegramConfig {
             allowed_users: Vec::new(),
             require_mention: true,
             toolsets: None,
+            stream: None,
+            progress: None,
         }
     }
 }
@@ -78,6 +84,10 @@ pub struct DiscordConfig {
     pub auto_thread: bool,
     /// Toolsets for Discord sessions; unset means `gateway-discord`.
     pub toolsets: Option<Vec<String>>,
+    /// Stream answers here; unset: `[chat] stream`.
+    pub stream: Option<bool>,
+    /// Tool progress here; unset: `[chat] progress`.
+    pub progress: Option<super::Progress>,
 }
 
 impl Default for DiscordConfig {
@@ -93,6 +103,8 @@ impl Default for DiscordConfig {
             require_mention: true,
             auto_thread: false,
             toolsets: None,
+            stream: None,
+            progress: None,
         }
     }
 }
@@ -127,6 +139,10 @@ pub struct SlackConfig {
     pub require_mention: bool,
     /// Toolsets for Slack sessions; unset means `gateway-slack`.
     pub toolsets: Option<Vec<String>>,
+    /// Stream answers here; unset: `[chat] stream`.
+    pub stream: Option<bool>,
+    /// Tool progress here; unset: `[chat] progress`.
+    pub progress: Option<super::Progress>,
 }
 
 impl Default for SlackConfig {
@@ -143,6 +159,8 @@ impl Default for SlackConfig {
             allowed_bots: Vec::new(),
             require_mention: true,
             toolsets: None,
+            stream: None,
+            progress: None,
         }
     }
 }

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 pub use backoff::Backoff;
 pub use command::{ApproveScope, ChatCommand};
 pub use event::{Actor, Attachment, AttachmentKind, ChatKind, InboundEvent};
-pub use profile::{AccessRules, KeyScheme, Preset, Profile};
+pub use profile::{AccessRules, KeyScheme, Preset, Profile, STILL};
 pub use registry::Platforms;
 
 /// A platform's name: `telegram`, `discord`, `slack`, `webhook`, `cli`.
@@ -276,9 +276,35 @@ pub trait Platform: Send + Sync {
     /// Shows a prompt with its choices; returns its message id.
     async fn ask(&self, at: &ChatRef, prompt: &Prompt) -> Result<String, PlatformError>;
 
-    /// Edits prompt `message` to `outcome` (Markdown) and removes its
-    /// choices.
-    async fn close(&self, at: &ChatRef, message: &str, outcome: &str) -> Result<(), PlatformError>;
+    /// Edits `message` (an id [`send`](Self::send) or [`ask`](Self::ask)
+    /// returned) to `text`, Markdown that fits one message, and removes its
+    /// choices if it had any. Editing a message to the text it shows
+    /// already succeeds.
+    async fn edit(&self, at: &ChatRef, message: &str, text: &str) -> Result<(), PlatformError>;
+
+    /// Deletes `message`, which the gateway sent.
+    async fn delete(&self, _at: &ChatRef, _message: &str) -> Result<(), PlatformError> {
+        Err(PlatformError::Rejected(
+            "this platform does not delete messages".into(),
+        ))
+    }
+
+    /// `text` (Markdown) in the pieces an answer streaming into a chat
+    /// shows in, each one message [`edit`](Self::edit) takes whole.
+    fn split(&self, text: &str) -> Vec<String> {
+        crate::render::segments::segments(
+            text,
+            self.capabilities().text_limit,
+            crate::render::chunk::chars,
+        )
+    }
+
+    /// How often a message in `at` may be edited while the answer to
+    /// message `answering` streams into it; `None` where answers cannot
+    /// stream (no edits, or not there).
+    fn pace(&self, _at: &ChatRef, _answering: Option<&str>) -> Option<Duration> {
+        None
+    }
 
     /// Downloads `file` into directory `into`; returns the saved path.
     /// Platforms whose files are links the agent can follow do not.

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::PlatformId;
+use crate::config::{ChatConfig, Progress};
 
 /// One platform's access rules.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -68,7 +69,16 @@ pub struct Profile {
     /// (webhook routes that ask on the pull request) instead of in
     /// `[approvals] route_to`.
     pub asks_in: BTreeSet<String>,
+    /// Whether answers stream into the chat, and the tool progress shown
+    /// meanwhile (off for platforms without a person, or that cannot edit).
+    pub live: ChatConfig,
 }
+
+/// Nothing streamed, no progress.
+pub const STILL: ChatConfig = ChatConfig {
+    stream: false,
+    progress: Progress::Off,
+};
 
 impl Profile {
     /// A chat platform's profile: conversations with people, `gateway-<id>`
@@ -88,7 +98,14 @@ impl Profile {
             human: true,
             keys: KeyScheme::Conversation,
             asks_in: BTreeSet::new(),
+            live: STILL,
         }
+    }
+
+    /// This profile, its answers streamed and its progress shown per `live`.
+    pub fn streamed(mut self, live: ChatConfig) -> Self {
+        self.live = live;
+        self
     }
 
     /// The toolsets a session in `chat` enables.

@@ -279,7 +279,7 @@ impl SessionManager {
         let Some(port) = self.inner.platforms().port(&answered.chat.platform) else {
             return;
         };
-        if let Err(err) = retrying(|| port.close(&answered.chat, &message, &answered.outcome)).await
+        if let Err(err) = retrying(|| port.edit(&answered.chat, &message, &answered.outcome)).await
         {
             tracing::warn!(platform = %answered.chat.platform, error = %err, "question prompt not closed");
         }

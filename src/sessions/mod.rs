@@ -8,6 +8,7 @@ pub mod access;
 mod commands;
 mod intake;
 pub mod keys;
+mod live;
 pub mod manager;
 mod notify;
 mod outbox;

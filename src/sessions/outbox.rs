@@ -5,12 +5,17 @@
 //! the daemon stops first the row stays pending and the next start sends
 //! it: a turn's answer outlives a platform outage and a crash, and the turn
 //! is never run again for it.
+//!
+//! An answer that streamed into the chat is written into the messages its
+//! draft showed (edited to their final text, more sent for what does not
+//! fit, those left over deleted), so it shows once; edits are idempotent,
+//! so doing it again after a crash changes nothing.
 
 use std::time::{Duration, Instant};
 
 use super::manager::Inner;
-use crate::platform::{Backoff, ChatRef, PlatformError};
-use crate::store::Outbound;
+use crate::platform::{Backoff, ChatRef, Platform, PlatformError};
+use crate::store::{Draft, Outbound};
 
 /// How long a message is tried before it is given up.
 pub(super) const PATIENCE: Duration = Duration::from_secs(15 * 60);
@@ -29,10 +34,13 @@ pub(super) async fn send(inner: &Inner, id: i64, out: &Outbound) -> bool {
     let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
     loop {
         let result = match platforms.port(&to.platform) {
-            Some(port) => {
-                port.send_keyed(&to, out.reply_to.as_deref(), &out.body, &key)
-                    .await
-            }
+            Some(port) => match out.draft_of {
+                Some(inbox_id) => finish(inner, port.as_ref(), &to, out, inbox_id, &key).await,
+                None => {
+                    port.send_keyed(&to, out.reply_to.as_deref(), &out.body, &key)
+                        .await
+                }
+            },
             None if platforms.profile(&to.platform).is_none() => Err(PlatformError::Rejected(
                 format!("platform {} is not configured", to.platform),
             )),
@@ -66,5 +74,91 @@ pub(super) async fn send(inner: &Inner, id: i64, out: &Outbound) -> bool {
                 }
             }
         }
+    }
+}
+
+/// Writes `out`, the end of inbox event `inbox_id`'s turn, into the
+/// messages its draft shows (sent anew when it shows none), and deletes
+/// its status message.
+async fn finish(
+    inner: &Inner,
+    port: &dyn Platform,
+    to: &ChatRef,
+    out: &Outbound,
+    inbox_id: i64,
+    key: &str,
+) -> Result<String, PlatformError> {
+    let mut draft = inner
+        .store
+        .draft(inbox_id)
+        .await
+        .map_err(|e| PlatformError::Unavailable(format!("the draft could not be read: {e}")))?;
+    let last = if draft.messages.is_empty() {
+        port.send_keyed(to, out.reply_to.as_deref(), &out.body, key)
+            .await?
+    } else {
+        let pieces = port.split(&out.body);
+        for (i, piece) in pieces.iter().enumerate() {
+            let edited = match draft.messages.get(i) {
+                Some(id) => port.edit(to, id, piece).await,
+                None => Err(PlatformError::NotFound("past the draft".into())),
+            };
+            match edited {
+                Ok(()) => continue,
+                // Deleted in the chat, or past what the draft showed.
+                Err(PlatformError::NotFound(_)) => {}
+                Err(err) => return Err(err),
+            }
+            let id = port
+                .send_keyed(to, None, piece, &format!("{key}.{i}"))
+                .await?;
+            match draft.messages.get_mut(i) {
+                Some(slot) => *slot = id,
+                None => draft.messages.push(id),
+            }
+            // A retry edits what this sent instead of sending it again.
+            if let Err(err) = inner.store.set_draft(inbox_id, &draft).await {
+                tracing::debug!(inbox.id = inbox_id, error = %err, "draft not updated");
+            }
+        }
+        let kept = pieces.len().max(1);
+        let extra = draft.messages.split_off(kept.min(draft.messages.len()));
+        delete_all(
+            port,
+            to,
+            extra.into_iter().chain(draft.status.take()).collect(),
+        )
+        .await;
+        draft.messages.last().cloned().unwrap_or_default()
+    };
+    delete_all(port, to, draft.status.into_iter().collect()).await;
+    if let Err(err) = inner.store.drop_draft(inbox_id).await {
+        tracing::debug!(inbox.id = inbox_id, error = %err, "draft not dropped");
+    }
+    Ok(last)
+}
+
+/// Deletes `messages` the gateway sent to `to`, logging what fails.
+async fn delete_all(port: &dyn Platform, to: &ChatRef, messages: Vec<String>) {
+    for message in messages {
+        if let Err(err) = port.delete(to, &message).await {
+            tracing::warn!(platform = %to.platform, error = %err, "a streamed message was not deleted");
+        }
+    }
+}
+
+/// Deletes what a turn that ended with nothing to say streamed.
+pub(super) async fn withdraw(inner: &Inner, inbox_id: i64, to: &ChatRef, draft: &Draft) {
+    if let Some(port) = inner.platforms().port(&to.platform) {
+        let all = draft
+            .messages
+            .iter()
+            .chain(&draft.status)
+            .cloned()
+            .collect();
+        delete_all(port.as_ref(), to, all).await;
+    }
+    if let Err(err) = inner.store.drop_draft(inbox_id).await {
+        tracing::debug!(inbox.id = inbox_id, error = %err, "draft not dropped");
     }
 }

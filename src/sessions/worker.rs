@@ -11,14 +11,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::live::{Draft, Shown, Watcher};
 use super::manager::Inner;
 use super::outbox;
 use super::questions::PortQuestions;
 use super::reset::reset_due;
-use crate::agent::message::ToolCall;
-use crate::agent::{AgentError, AgentEvents, Conversation, SessionContext, Turn, TurnOutcome};
-use crate::platform::{Activity, ChatKind, ChatRef, InboundEvent, Platforms};
-use crate::render::clip;
+use crate::agent::{AgentError, Conversation, SessionContext, Turn, TurnOutcome};
+use crate::platform::{ChatKind, InboundEvent};
 use crate::store::{Completion, NewSession, Outbound, Session, now_ms};
 use crate::telemetry::events;
 
@@ -53,6 +52,8 @@ pub(super) struct WorkerState {
     behind: std::sync::atomic::AtomicBool,
     /// Wakes an idle worker to read the inbox (after `behind` was set).
     nudged: tokio::sync::Notify,
+    /// The running turn's streamed draft.
+    draft: super::live::Slot,
 }
 
 impl WorkerState {
@@ -125,38 +126,6 @@ impl WorkerState {
     }
 }
 
-/// Tool activity of a turn, shown by the session's platform where it
-/// shows such things.
-struct PortActivity {
-    platforms: Arc<Platforms>,
-    chat: ChatRef,
-}
-
-impl PortActivity {
-    fn show(&self, activity: Activity) {
-        if let Some(port) = self.platforms.port(&self.chat.platform) {
-            port.activity(&self.chat, &activity);
-        }
-    }
-}
-
-impl AgentEvents for PortActivity {
-    fn tool_started(&self, call: &ToolCall) {
-        self.show(Activity::ToolStarted {
-            name: call.name.clone(),
-            arguments: clip(&call.arguments, 120),
-        });
-    }
-
-    fn tool_finished(&self, call: &ToolCall, result: &str) {
-        self.show(Activity::ToolFinished {
-            name: call.name.clone(),
-            ok: !result.starts_with("{\"error\""),
-            chars: result.len(),
-        });
-    }
-}
-
 /// The session `event` opens under `key`; it belongs to the sender when
 /// there is a `human` behind the platform.
 pub(super) fn new_session<'a>(
@@ -178,6 +147,7 @@ async fn open_conversation(
     key: &str,
     event: &InboundEvent,
     known: Known,
+    draft: &super::live::Slot,
 ) -> Result<Conversation, String> {
     let profile = inner
         .platforms()
@@ -216,10 +186,11 @@ async fn open_conversation(
     };
     let mut conversation = opened
         .map_err(|e| e.to_string())?
-        .with_events(Arc::new(PortActivity {
-            platforms: inner.platforms().clone(),
-            chat: event.chat(),
-        }));
+        .with_events(Arc::new(Watcher::new(
+            inner.platforms().clone(),
+            event.chat(),
+            draft.clone(),
+        )));
     if human {
         conversation = conversation.with_clarify(Arc::new(PortQuestions {
             platforms: inner.platforms().clone(),
@@ -524,7 +495,12 @@ async fn run_job(
         }
         return;
     }
+    let draft = Draft::open(inner, inbox_id, &event, resumed, &state.draft).await;
     let answered = answer(inner, key, state, conversation, inbox_id, &event, resumed).await;
+    let shown = match draft {
+        Some(draft) => draft.finish(inner).await,
+        None => Shown::default(),
+    };
     // The answer is on its way: a message arriving now is not "queued".
     state.active.store(false, Ordering::SeqCst);
     inner.replies.working(&event, false).await;
@@ -542,10 +518,18 @@ async fn run_job(
         }
         Answered::Stopped => return,
     };
-    let completion = Completion {
+    let mut completion = Completion {
         fence: context.fence.cloned(),
         ..completion
     };
+    if !shown.draft.is_empty() {
+        // The last message said is written into what the stream showed.
+        match completion.outbox.last_mut() {
+            Some(last) => last.draft_of = Some(inbox_id),
+            None => super::outbox::withdraw(inner, inbox_id, &event.chat(), &shown.draft).await,
+        }
+        shown.paced().await;
+    }
     if let Some(rows) = commit(inner, conversation, turn.as_deref(), &completion).await {
         for (id, out) in rows {
             if context.ended.is_cancelled() || !outbox::send(inner, id, &out).await {
@@ -594,7 +578,7 @@ async fn answer(
             }
         }
         if conversation.is_none() {
-            match open_conversation(inner, key, event, known).await {
+            match open_conversation(inner, key, event, known, &state.draft).await {
                 Ok(c) => {
                     let last = c.session().last_active_at;
                     *conversation = Some((c, last));
@@ -728,6 +712,7 @@ fn outbound(event: &InboundEvent, text: &str) -> Outbound {
         thread_id: event.thread_id.clone(),
         reply_to: event.message_id.clone(),
         body: text.to_string(),
+        draft_of: None,
     }
 }
 

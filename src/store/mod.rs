@@ -27,7 +27,7 @@ pub use health::{DISK_FLOOR, PROBE_TIMEOUT};
 pub use inbox::{InboxInsert, InboxRow, NewInboxEvent};
 pub use leases::{Fence, LeaseRow, ReplicaRow};
 pub use memory::MemoryNote;
-pub use outbox::{Outbound, OutboxRow};
+pub use outbox::{Draft, Outbound, OutboxRow};
 pub use pairing::{PairedUser, PairingRequest};
 pub use processes::ProcessWatch;
 pub use sessions::{MessageHit, NewMessage, NewSession, Session, StoredMessage};

@@ -20,6 +20,25 @@ pub struct Outbound {
     pub reply_to: Option<String>,
     /// Markdown text.
     pub body: String,
+    /// The inbox event whose streamed draft this message ends: it is
+    /// written into the draft's messages rather than sent anew.
+    pub draft_of: Option<i64>,
+}
+
+/// The messages an answer streaming into a chat shows in.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Draft {
+    /// The answer's messages, in order.
+    pub messages: Vec<String>,
+    /// The message saying which tool is at work.
+    pub status: Option<String>,
+}
+
+impl Draft {
+    /// Whether it shows nothing.
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty() && self.status.is_none()
+    }
 }
 
 /// A stored message to send, with how sending it went.
@@ -41,6 +60,8 @@ pub struct OutboxRow {
     pub reply_to: Option<String>,
     /// Markdown text.
     pub body: String,
+    /// The inbox event whose streamed draft it ends.
+    pub draft_of: Option<i64>,
     /// `pending`, `sent` or `failed` (gave up).
     pub status: String,
     /// Sending attempts made.
@@ -62,14 +83,15 @@ impl OutboxRow {
             thread_id: self.thread_id.clone(),
             reply_to: self.reply_to.clone(),
             body: self.body.clone(),
+            draft_of: self.draft_of,
         }
     }
 }
 
 macro_rules! outbox_columns {
     () => {
-        "id, inbox_id, session_key, platform, chat_id, thread_id, reply_to, body, status, attempts, \
-         last_error, created_at, updated_at"
+        "id, inbox_id, session_key, platform, chat_id, thread_id, reply_to, body, draft_of, status, \
+         attempts, last_error, created_at, updated_at"
     };
 }
 
@@ -80,8 +102,8 @@ macro_rules! insert_outbound {
         let o: &$crate::store::Outbound = $outbound;
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO outbox (inbox_id, session_key, platform, chat_id, thread_id, reply_to, \
-             body, status, attempts, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 0, $8, $8) RETURNING id",
+             body, draft_of, status, attempts, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 0, $9, $9) RETURNING id",
         )
         .bind($inbox_id)
         .bind($key)
@@ -90,6 +112,7 @@ macro_rules! insert_outbound {
         .bind(o.thread_id.as_deref())
         .bind(o.reply_to.as_deref())
         .bind($crate::store::storable(&o.body))
+        .bind(o.draft_of)
         .bind($now)
         .fetch_one($executor)
         .await?;
@@ -144,6 +167,38 @@ impl Store {
             " FROM outbox WHERE inbox_id = $1 ORDER BY id"
         );
         Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(inbox_id).fetch_all(pool).await?))
+    }
+
+    /// What inbox event `inbox_id`'s streamed answer shows so far.
+    pub async fn draft(&self, inbox_id: i64) -> Result<Draft> {
+        let stored: Option<(String, Option<String>)> = with_pool!(self, pool => sqlx::query_as(
+            "SELECT messages, status FROM drafts WHERE inbox_id = $1")
+            .bind(inbox_id).fetch_optional(pool).await?);
+        Ok(
+            stored.map_or_else(Draft::default, |(messages, status)| Draft {
+                messages: serde_json::from_str(&messages).unwrap_or_default(),
+                status,
+            }),
+        )
+    }
+
+    /// Records what inbox event `inbox_id`'s streamed answer shows.
+    pub async fn set_draft(&self, inbox_id: i64, draft: &Draft) -> Result<()> {
+        let messages = serde_json::to_string(&draft.messages).unwrap_or_else(|_| "[]".into());
+        with_pool!(self, pool => sqlx::query(
+            "INSERT INTO drafts (inbox_id, messages, status, updated_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (inbox_id) DO UPDATE SET messages = excluded.messages, \
+             status = excluded.status, updated_at = excluded.updated_at")
+            .bind(inbox_id).bind(messages).bind(draft.status.as_deref()).bind(now_ms())
+            .execute(pool).await?.rows_affected());
+        Ok(())
+    }
+
+    /// Forgets inbox event `inbox_id`'s draft: its answer is in place.
+    pub async fn drop_draft(&self, inbox_id: i64) -> Result<()> {
+        with_pool!(self, pool => sqlx::query("DELETE FROM drafts WHERE inbox_id = $1")
+            .bind(inbox_id).execute(pool).await?.rows_affected());
+        Ok(())
     }
 
     /// The latest rows, newest first.

@@ -77,6 +77,7 @@ pub fn profile(config: &Config) -> Profile {
             includes: &["core"],
         },
     )
+    .streamed(config.chat.with(d.stream, d.progress))
 }
 
 /// Adds the Discord component; it does nothing unless
@@ -576,20 +577,53 @@ impl Platform for Discord {
         Ok(sent.id.to_string())
     }
 
-    async fn close(&self, at: &ChatRef, message: &str, outcome: &str) -> Result<(), PlatformError> {
-        let channel = channel_id(at.thread.as_ref().unwrap_or(&at.chat))?;
-        let message: MessageId = message
-            .parse()
-            .map_err(|_| PlatformError::Rejected(format!("{message:?} is not a message id")))?;
+    async fn edit(&self, at: &ChatRef, message: &str, text: &str) -> Result<(), PlatformError> {
+        let (channel, message) = posted(at, message)?;
         let edit = EditMessage::new()
-            .content(chunks(outcome).swap_remove(0))
+            .content(chunks(text).swap_remove(0))
             .components(Vec::new());
-        channel
-            .edit_message(&*self.http, message, edit)
-            .await
-            .map(|_| ())
-            .map_err(port_error)
+        retrying(|| async {
+            channel
+                .edit_message(&*self.http, message, edit.clone())
+                .await
+                .map(|_| ())
+                .map_err(port_error)
+        })
+        .await
     }
+
+    async fn delete(&self, at: &ChatRef, message: &str) -> Result<(), PlatformError> {
+        let (channel, message) = posted(at, message)?;
+        retrying(|| async {
+            channel
+                .delete_message(&*self.http, message)
+                .await
+                .map_err(port_error)
+        })
+        .await
+    }
+
+    fn split(&self, text: &str) -> Vec<String> {
+        crate::render::segments::segments(text, LIMIT, |piece| {
+            crate::render::chunk::chars(&format::chunks(piece, usize::MAX).swap_remove(0))
+        })
+    }
+
+    fn pace(&self, _at: &ChatRef, answering: Option<&str>) -> Option<Duration> {
+        // A slash command is answered once, through its interaction; other
+        // messages take a channel's bucket of five per five seconds.
+        (!answering.is_some_and(|m| m.starts_with(INTERACTION))).then_some(Duration::from_secs(1))
+    }
+}
+
+/// The channel and id of a message the bot sent in `at`: in its thread
+/// when it has one (an auto-thread's id is its starter message's).
+fn posted(at: &ChatRef, message: &str) -> Result<(ChannelId, MessageId), PlatformError> {
+    let channel = channel_id(at.thread.as_ref().unwrap_or(&at.chat))?;
+    let message = message
+        .parse()
+        .map_err(|_| PlatformError::Rejected(format!("{message:?} is not a message id")))?;
+    Ok((channel, message))
 }
 
 /// Takes interactions once the adapter exists, each in its own task on

@@ -64,6 +64,7 @@ pub fn profile(config: &Config) -> Profile {
             includes: &["core"],
         },
     )
+    .streamed(config.chat.with(s.stream, s.progress))
 }
 
 /// Adds the Slack component and its Events API routes to `daemon`.
@@ -470,19 +471,41 @@ impl Platform for Slack {
         Ok(resp.ts.to_string())
     }
 
-    async fn close(&self, at: &ChatRef, message: &str, outcome: &str) -> Result<(), PlatformError> {
+    async fn edit(&self, at: &ChatRef, message: &str, text: &str) -> Result<(), PlatformError> {
         let session = self.client.open_session(&self.token);
-        let (text, sections) = messages(outcome).into_iter().next().unwrap_or_default();
+        let (text, sections) = messages(text).into_iter().next().unwrap_or_default();
         let req = SlackApiChatUpdateRequest::new(
             at.chat.clone().into(),
             content(&text, sections),
             message.to_string().into(),
         );
-        session
-            .chat_update(&req)
-            .await
-            .map(|_| ())
-            .map_err(port_error)
+        retrying(|| async {
+            session
+                .chat_update(&req)
+                .await
+                .map(|_| ())
+                .map_err(port_error)
+        })
+        .await
+    }
+
+    async fn delete(&self, at: &ChatRef, message: &str) -> Result<(), PlatformError> {
+        let session = self.client.open_session(&self.token);
+        let req =
+            SlackApiChatDeleteRequest::new(at.chat.clone().into(), message.to_string().into());
+        retrying(|| async {
+            session
+                .chat_delete(&req)
+                .await
+                .map(|_| ())
+                .map_err(port_error)
+        })
+        .await
+    }
+
+    fn pace(&self, _at: &ChatRef, _answering: Option<&str>) -> Option<Duration> {
+        // chat.update is a Tier 3 method: about fifty a minute.
+        Some(Duration::from_millis(1500))
     }
 }
 

@@ -64,6 +64,7 @@ pub fn profile(config: &Config) -> Profile {
             includes: &["core"],
         },
     )
+    .streamed(config.chat.with(t.stream, t.progress))
 }
 
 /// Adds the Telegram component and its webhook route to `daemon`; both do
@@ -323,19 +324,46 @@ impl Platform for Telegram {
         self.post(at, None, &prompt.text, markup).await
     }
 
-    async fn close(&self, at: &ChatRef, message: &str, outcome: &str) -> Result<(), PlatformError> {
+    async fn edit(&self, at: &ChatRef, message: &str, text: &str) -> Result<(), PlatformError> {
         let chat = chat_id(&at.chat)?;
         let id = message_id(message)?;
-        let (body, entities) = format::chunks(outcome, LIMIT).swap_remove(0);
+        let (body, entities) = format::chunks(text, LIMIT).swap_remove(0);
         with_entities(|rich| {
             let mut req = self.bot.edit_message_text(chat, id, body.clone());
             if rich && !entities.is_empty() {
                 req = req.entities(entities.clone());
             }
-            req.send()
+            async move {
+                match req.send().await {
+                    // The message shows this already.
+                    Err(RequestError::Api(ApiError::MessageNotModified)) => Ok(()),
+                    other => other.map(|_| ()),
+                }
+            }
         })
         .await
-        .map(|_| ())
+    }
+
+    async fn delete(&self, at: &ChatRef, message: &str) -> Result<(), PlatformError> {
+        let req = self
+            .bot
+            .delete_message(chat_id(&at.chat)?, message_id(message)?);
+        retrying(|| async { req.clone().send().await.map(|_| ()).map_err(port_error) }).await
+    }
+
+    fn split(&self, text: &str) -> Vec<String> {
+        crate::render::segments::segments(text, LIMIT, |piece| {
+            crate::render::chunk::utf16(&format::chunks(piece, usize::MAX).swap_remove(0).0)
+        })
+    }
+
+    fn pace(&self, at: &ChatRef, _answering: Option<&str>) -> Option<Duration> {
+        // About one message a second in a chat, twenty a minute in a group.
+        Some(if at.chat.starts_with('-') {
+            Duration::from_secs(3)
+        } else {
+            Duration::from_secs(1)
+        })
     }
 
     async fn fetch(&self, file: &Attachment, into: &Path) -> Result<PathBuf, PlatformError> {

@@ -74,6 +74,7 @@ pub fn profile(config: &Config) -> Profile {
             .filter(|r| r.approval_comments && r.deliver.kind == DeliverKind::GithubComment)
             .map(|r| r.name.clone())
             .collect(),
+        live: crate::platform::STILL,
     }
 }
 
@@ -434,7 +435,7 @@ impl Platform for Routes {
         Ok(format!("{}#{id}", issue.repo))
     }
 
-    async fn close(&self, at: &ChatRef, message: &str, outcome: &str) -> Result<(), PlatformError> {
+    async fn edit(&self, at: &ChatRef, message: &str, outcome: &str) -> Result<(), PlatformError> {
         let (_, github) = self.github(&at.chat)?;
         let (repo, id) = message
             .split_once('#')

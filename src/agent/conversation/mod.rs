@@ -116,6 +116,11 @@ pub trait AgentEvents: Send + Sync {
     fn tool_started(&self, _call: &ToolCall) {}
     /// A tool finished with `result`.
     fn tool_finished(&self, _call: &ToolCall, _result: &str) {}
+    /// A model call starts: where its text streams to, for a watcher
+    /// that shows it as it arrives.
+    fn answer_started(&self) -> Option<crate::agent::provider::Live> {
+        None
+    }
 }
 
 /// Events nobody watches.
@@ -672,6 +677,7 @@ impl Conversation {
             tools: tools.to_vec(),
             max_tokens: self.deps.max_tokens,
             model: None,
+            live: self.events.answer_started(),
         };
         let models = &self.deps.models;
         models

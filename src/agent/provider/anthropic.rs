@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use super::{
-    ChatModel, ChatRequest, ChatResponse, Events, FinishReason, ModelEndpoint, ProviderError,
+    ChatModel, ChatRequest, ChatResponse, Events, FinishReason, Live, ModelEndpoint, ProviderError,
     Usage, is_event_stream, send,
 };
 use crate::agent::message::{ChatMessage, Role, ToolCall};
@@ -133,7 +133,10 @@ fn cache_here(block: &mut Value) {
 
 /// Assembles a streamed answer into the shape of a whole one (content
 /// blocks, stop reason, usage), so [`parse`] reads both.
-async fn read_stream(mut events: Events) -> Result<ChatResponse, ProviderError> {
+async fn read_stream(
+    mut events: Events,
+    live: Option<&Live>,
+) -> Result<ChatResponse, ProviderError> {
     let mut blocks: Vec<Value> = Vec::new();
     let mut inputs: Vec<String> = Vec::new();
     let mut body = json!({"content": [], "usage": {}});
@@ -153,12 +156,14 @@ async fn read_stream(mut events: Events) -> Result<ChatResponse, ProviderError> 
                 let delta = &event["delta"];
                 match delta["type"].as_str() {
                     Some("text_delta") => {
-                        let text = format!(
-                            "{}{}",
-                            block["text"].as_str().unwrap_or(""),
-                            delta["text"].as_str().unwrap_or("")
-                        );
-                        block["text"] = json!(text);
+                        let more = delta["text"].as_str().unwrap_or("");
+                        if let Some(live) = live {
+                            live.0.text(more);
+                        }
+                        match block.get_mut("text") {
+                            Some(Value::String(text)) => text.push_str(more),
+                            _ => block["text"] = json!(more),
+                        }
                     }
                     Some("input_json_delta") => {
                         input.push_str(delta["partial_json"].as_str().unwrap_or(""));
@@ -241,7 +246,7 @@ impl ChatModel for Anthropic {
         let timeout = self.endpoint.timeout;
         let response = send(http, timeout, self.endpoint.stream).await?;
         if is_event_stream(&response) {
-            return read_stream(Events::new(response, timeout)).await;
+            return read_stream(Events::new(response, timeout), request.live.as_ref()).await;
         }
         let body: Value = response
             .json()

@@ -30,6 +30,27 @@ pub struct ChatRequest {
     pub max_tokens: u32,
     /// The model to ask instead of the endpoint's own (a session's choice).
     pub model: Option<String>,
+    /// Where the answer's text goes as it streams in.
+    pub live: Option<Live>,
+}
+
+/// What watches a streamed answer arrive.
+pub trait TextSink: Send + Sync {
+    /// A call starts (or starts again after a failure): text before this
+    /// is not the answer.
+    fn restart(&self);
+    /// More of the answer's text (reasoning included: the watcher hides it).
+    fn text(&self, delta: &str);
+}
+
+/// A [`TextSink`] a request carries.
+#[derive(Clone)]
+pub struct Live(pub Arc<dyn TextSink>);
+
+impl std::fmt::Debug for Live {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Live")
+    }
 }
 
 /// Why the model stopped.
@@ -164,6 +185,9 @@ pub async fn chat_with_retries(
 ) -> Result<ChatResponse, ProviderError> {
     let mut attempt = 0;
     loop {
+        if let Some(live) = &request.live {
+            live.0.restart();
+        }
         let started = std::time::Instant::now();
         let result = tokio::select! {
             r = model.chat(request) => r,

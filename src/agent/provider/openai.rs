@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::{Value, json};
 
 use super::{
-    ChatModel, ChatRequest, ChatResponse, Events, FinishReason, ModelEndpoint, ProviderError,
+    ChatModel, ChatRequest, ChatResponse, Events, FinishReason, Live, ModelEndpoint, ProviderError,
     Usage, is_event_stream, send,
 };
 use crate::agent::message::{ChatMessage, Role, ToolCall};
@@ -168,7 +168,10 @@ struct PartialCall {
     arguments: String,
 }
 
-async fn read_stream(mut events: Events) -> Result<ChatResponse, ProviderError> {
+async fn read_stream(
+    mut events: Events,
+    live: Option<&Live>,
+) -> Result<ChatResponse, ProviderError> {
     let mut content = String::new();
     let mut calls: BTreeMap<usize, PartialCall> = BTreeMap::new();
     let mut finish_reason = None;
@@ -193,6 +196,9 @@ async fn read_stream(mut events: Events) -> Result<ChatResponse, ProviderError> 
         };
         if let Some(text) = choice.pointer("/delta/content").and_then(Value::as_str) {
             content.push_str(text);
+            if let Some(live) = live {
+                live.0.text(text);
+            }
         }
         for delta in choice
             .pointer("/delta/tool_calls")
@@ -269,7 +275,7 @@ impl OpenAi {
         let timeout = self.endpoint.timeout;
         let response = send(http, timeout, self.endpoint.stream).await?;
         if is_event_stream(&response) {
-            read_stream(Events::new(response, timeout)).await
+            read_stream(Events::new(response, timeout), request.live.as_ref()).await
         } else {
             let body: Value = response
                 .json()

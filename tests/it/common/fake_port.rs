@@ -95,12 +95,7 @@ impl Platform for FakePort {
         Ok(id)
     }
 
-    async fn close(
-        &self,
-        _at: &ChatRef,
-        message: &str,
-        outcome: &str,
-    ) -> Result<(), PlatformError> {
+    async fn edit(&self, _at: &ChatRef, message: &str, outcome: &str) -> Result<(), PlatformError> {
         self.closed
             .lock()
             .unwrap()
