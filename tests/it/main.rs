@@ -36,6 +36,7 @@ mod sessions_storable;
 mod slack;
 mod storage_outage;
 mod store;
+mod streaming;
 mod telegram;
 mod terminal_tools;
 mod tls;

@@ -407,6 +407,7 @@ async fn rest(
             tokio::time::sleep(delay).await;
             Json(bot_message(channel, (*id).to_string())).into_response()
         }
+        ("DELETE", ["channels", _, "messages", _]) => StatusCode::NO_CONTENT.into_response(),
         ("POST", ["channels", channel, "messages", id, "threads"]) => {
             let existed = shared
                 .threads

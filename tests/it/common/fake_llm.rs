@@ -145,6 +145,26 @@ fn render(reply: Reply) -> std::pin::Pin<Box<dyn Future<Output = Response<Body>>
     })
 }
 
+/// `content` as OpenAI stream chunks of about `size` characters each,
+/// the last one finishing the answer.
+pub fn text_stream(content: &str, size: usize) -> Vec<Value> {
+    let chars: Vec<char> = content.chars().collect();
+    let mut chunks: Vec<Value> = chars
+        .chunks(size.max(1))
+        .map(|piece| {
+            json!({"id": "chatcmpl-s", "object": "chat.completion.chunk", "model": "fake",
+                "choices": [{"index": 0, "delta": {"content": piece.iter().collect::<String>()},
+                "finish_reason": null}]})
+        })
+        .collect();
+    chunks.push(
+        json!({"id": "chatcmpl-s", "object": "chat.completion.chunk", "model": "fake",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 3000, "total_tokens": 3010}}),
+    );
+    chunks
+}
+
 /// An OpenAI final answer.
 pub fn text(content: &str) -> Value {
     json!({

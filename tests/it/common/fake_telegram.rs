@@ -44,6 +44,11 @@ struct Inner {
     poll_generation: u64,
     /// How many polls were ended so (two pollers on one bot).
     conflicts: usize,
+    /// What each message the bot sent shows now, by chat and id (deleted
+    /// ones gone).
+    shown: std::collections::BTreeMap<(i64, i64), String>,
+    /// Answers for the next editMessageText calls.
+    edit_failures: VecDeque<Answer>,
 }
 
 #[derive(Clone, Default)]
@@ -133,6 +138,23 @@ impl FakeTelegram {
         self.shared.0.lock().unwrap().reject_entities = n;
     }
 
+    /// Answers the next editMessageText calls with these, in turn.
+    pub fn fail_edits(&self, answers: Vec<Answer>) {
+        self.shared.0.lock().unwrap().edit_failures.extend(answers);
+    }
+
+    /// The bot's messages `chat` shows now (sent, not deleted), oldest
+    /// first, with their text.
+    pub fn shown(&self, chat: i64) -> Vec<(i64, String)> {
+        let inner = self.shared.0.lock().unwrap();
+        inner
+            .shown
+            .iter()
+            .filter(|((c, _), _)| *c == chat)
+            .map(|((_, id), text)| (*id, text.clone()))
+            .collect()
+    }
+
     /// How many getUpdates were ended by another one starting (Telegram's
     /// "409 Conflict: terminated by other getUpdates request").
     pub fn conflicts(&self) -> usize {
@@ -166,6 +188,16 @@ impl FakeTelegram {
 
 fn ok(result: Value) -> Response {
     Json(json!({"ok": true, "result": result})).into_response()
+}
+
+/// A 400 with Telegram's description.
+fn bad_request(why: &str) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        Json(json!({"ok": false, "error_code": 400,
+            "description": format!("Bad Request: {why}")})),
+    )
+        .into_response()
 }
 
 /// Telegram's answer to entities it cannot use.
@@ -278,6 +310,7 @@ async fn method(
         "getUpdates",
         "sendMessage",
         "editMessageText",
+        "deleteMessage",
         "getFile",
         "answerCallbackQuery",
         "sendChatAction",
@@ -317,18 +350,53 @@ async fn method(
                 return cant_parse(&why);
             }
             let msg = sent_message(&mut inner, &body);
+            let id = msg["message_id"].as_i64().unwrap_or_default();
             if let Some(call) = inner.calls.last_mut() {
-                call.id = msg["message_id"].as_i64().unwrap_or_default();
+                call.id = id;
             }
+            let chat = body["chat_id"].as_i64().unwrap_or_default();
+            let text = body["text"].as_str().unwrap_or_default().to_string();
+            inner.shown.insert((chat, id), text);
             ok(msg)
         }
         "editMessageText" => {
+            if let Some(failure) = inner.edit_failures.pop_front() {
+                return failure.response();
+            }
             if let Some(why) = entity_problem(&body) {
                 return cant_parse(&why);
             }
+            let key = (
+                body["chat_id"].as_i64().unwrap_or_default(),
+                body["message_id"].as_i64().unwrap_or_default(),
+            );
+            let text = body["text"].as_str().unwrap_or_default().to_string();
+            match inner.shown.get(&key) {
+                None => return bad_request("message to edit not found"),
+                Some(now) if *now == text && body.get("reply_markup").is_none() => {
+                    return bad_request(
+                        "message is not modified: specified new message content and reply \
+                         markup are exactly the same as a current content and reply markup of \
+                         the message",
+                    );
+                }
+                Some(_) => {}
+            }
+            inner.shown.insert(key, text);
             let mut msg = sent_message(&mut inner, &body);
+            inner.next_message -= 1;
             msg["message_id"] = body["message_id"].clone();
             ok(msg)
+        }
+        "deleteMessage" => {
+            let key = (
+                body["chat_id"].as_i64().unwrap_or_default(),
+                body["message_id"].as_i64().unwrap_or_default(),
+            );
+            match inner.shown.remove(&key) {
+                Some(_) => ok(json!(true)),
+                None => bad_request("message to delete not found"),
+            }
         }
         "getFile" => ok(json!({
             "file_id": body["file_id"], "file_unique_id": "AgADuniq", "file_size": 4,

@@ -44,7 +44,7 @@ impl Answer {
         self
     }
 
-    fn response(&self) -> Response {
+    pub fn response(&self) -> Response {
         let mut response = (
             StatusCode::from_u16(self.status).unwrap(),
             self.body.clone(),
