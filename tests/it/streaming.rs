@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::discord_harness::{self, ann};
 use common::fake_discord::message;
-use common::fake_llm::{FakeLlm, Reply, calls, text, text_stream};
+use common::fake_llm::{FakeLlm, Reply, text_stream};
 use common::fake_telegram::{Call, FakeTelegram};
 use common::in_process::{InProcess, daemon_config};
 use common::outage::Answer;
@@ -170,16 +170,28 @@ async fn a_429_while_streaming_is_waited_out_and_the_answer_completes() {
     );
 }
 
+/// Stream chunks of a call that says `words`, then asks for one tool.
+fn saying_then_calling(words: &str, tool: &str, arguments: &str) -> Vec<serde_json::Value> {
+    let mut chunks = text_stream(words, 5);
+    chunks.pop();
+    chunks.push(
+        json!({"id": "chatcmpl-s", "object": "chat.completion.chunk", "model": "fake",
+        "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1",
+            "type": "function", "function": {"name": tool, "arguments": arguments}}]},
+        "finish_reason": "tool_calls"}]}),
+    );
+    chunks
+}
+
 #[tokio::test]
 async fn a_call_after_tools_answers_below_and_progress_is_shown_then_deleted() {
     let (tg, _llm, _daemon, _dir) = telegram(
         vec![
-            Reply::Sse(text_stream("Let me look at the notes.", 5)),
-            Reply::Json(calls(&[(
-                "c1",
+            Reply::Sse(saying_then_calling(
+                "Let me look at the notes.",
                 "terminal",
                 r#"{"command":"sleep 3; echo ok"}"#,
-            )])),
+            )),
             Reply::Sse(text_stream("All **done**: ok.", 4)),
         ],
         |c| c.telegram.progress = Some(Progress::Compact),
@@ -244,7 +256,11 @@ async fn discord_streams_into_one_message_and_writes_the_answer_into_it() {
         |_| {},
     )
     .await;
-    s.dc.write(message("900", discord_harness::DM, ann(), "count", false));
+    s.dc.dispatch(
+        "MESSAGE_CREATE",
+        message("1200", discord_harness::DM, ann(), "count", false),
+    )
+    .await;
     let posted = s.dc.wait_posted(1).await;
     let expected: Vec<String> = answer.split_whitespace().map(str::to_string).collect();
     common::eventually("the whole answer in the messages", || async {
