@@ -678,3 +678,46 @@ async fn a_minute_of_5xx_and_429_on_posts_delays_the_replies_without_a_tight_loo
     assert_eq!(s.llm.requests().len(), 2, "each question asked once");
     s.daemon.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_streamed_answer_is_posted_once_then_updated_at_slacks_pace() {
+    let answer = (0..200)
+        .map(|w| format!("w{w}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let s = start(vec![Reply::SlowSse(
+        common::fake_llm::text_stream(&answer, 10),
+        std::time::Duration::from_millis(12),
+    )])
+    .await;
+    let sent = s
+        .event(
+            mention("U1", "C1", "1764000000.000300", "count"),
+            "Ev30",
+            &[],
+        )
+        .await;
+    assert_eq!(sent.status(), 200);
+    common::eventually("the whole answer", || async {
+        s.slack
+            .calls("chat.update")
+            .last()
+            .is_some_and(|c| c.body["text"] == answer.as_str())
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let posts = s.slack.calls("chat.postMessage");
+    assert_eq!(posts.len(), 1, "one message, no second copy");
+    assert_eq!(posts[0].body["thread_ts"], "1764000000.000300");
+    let updates = s.slack.calls("chat.update");
+    assert!(updates.iter().all(|u| u.body["ts"] == posts[0].ts.as_str()));
+    let mut writes: Vec<std::time::Instant> = posts.iter().chain(&updates).map(|c| c.at).collect();
+    writes.sort();
+    for pair in writes[..writes.len() - 1].windows(2) {
+        let gap = pair[1].duration_since(pair[0]);
+        assert!(
+            gap >= std::time::Duration::from_millis(1400),
+            "two writes {gap:?} apart"
+        );
+    }
+}
