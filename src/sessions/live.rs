@@ -425,19 +425,23 @@ impl Stream {
         stop: &CancellationToken,
     ) -> Result<bool, Halt> {
         if view.call != *call {
-            if let Some((before, text)) = &view.before
-                && *before == *call
-            {
-                // The last words of the previous call.
-                let pieces = self.port.split(&visible(text));
-                if self.write(&pieces, stop).await? {
-                    return Ok(true);
+            // The first call writes into what a first run of the turn
+            // showed; a later one starts below what the one before said.
+            if *call != 0 {
+                if let Some((before, text)) = &view.before
+                    && *before == *call
+                {
+                    // The last words of the previous call.
+                    let pieces = self.port.split(&visible(text));
+                    if self.write(&pieces, stop).await? {
+                        return Ok(true);
+                    }
                 }
+                self.draft.messages.clear();
+                self.shown.clear();
+                self.store_draft().await;
             }
             *call = view.call;
-            self.draft.messages.clear();
-            self.shown.clear();
-            self.store_draft().await;
         }
         let pieces = self.port.split(&visible(&view.text));
         if self.write(&pieces, stop).await? {

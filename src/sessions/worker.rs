@@ -522,8 +522,9 @@ async fn run_job(
         fence: context.fence.cloned(),
         ..completion
     };
-    if !shown.draft.is_empty() {
-        // The last message said is written into what the stream showed.
+    if !shown.draft.is_empty() || resumed {
+        // The last message said is written into what the stream showed,
+        // here or (the platform not connected again yet) in a first run.
         match completion.outbox.last_mut() {
             Some(last) => last.draft_of = Some(inbox_id),
             None => super::outbox::withdraw(inner, inbox_id, &event.chat(), &shown.draft).await,
