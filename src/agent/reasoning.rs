@@ -59,9 +59,35 @@ pub fn strip_reasoning(text: &str) -> Cow<'_, str> {
     Cow::Owned(out.trim().to_string())
 }
 
+/// `text`, still being written, as it may be shown: [`strip_reasoning`],
+/// and without what may be the start of an opening tag at its end (the
+/// next words may make it one).
+pub fn shown_so_far(text: &str) -> String {
+    let shown = strip_reasoning(text);
+    let shown = shown.trim_end();
+    let longest = TAGS.iter().map(|(open, _)| open.len()).max().unwrap_or(0);
+    let tail_start = shown
+        .char_indices()
+        .rev()
+        .nth(longest)
+        .map_or(0, |(i, _)| i);
+    let tail = shown[tail_start..].to_ascii_lowercase();
+    let held = (0..tail.len())
+        .filter(|&at| tail.is_char_boundary(at))
+        .find(|&at| {
+            let end = &tail[at..];
+            TAGS.iter()
+                .any(|(open, _)| open.len() > end.len() && open.starts_with(end))
+        });
+    match held {
+        Some(at) => shown[..tail_start + at].trim_end().to_string(),
+        None => shown.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::strip_reasoning;
+    use super::{shown_so_far, strip_reasoning};
     use proptest::prelude::*;
 
     #[test]
@@ -84,6 +110,19 @@ mod tests {
         ] {
             assert_eq!(strip_reasoning(raw), shown, "{raw:?}");
         }
+    }
+
+    #[test]
+    fn reasoning_and_a_tag_being_written_are_not_shown_so_far() {
+        assert_eq!(shown_so_far("Hello"), "Hello");
+        assert_eq!(shown_so_far("<think>hmm"), "");
+        assert_eq!(
+            shown_so_far("<think>hmm</think>\n\nThe answer"),
+            "The answer"
+        );
+        assert_eq!(shown_so_far("Sure. <thi"), "Sure.");
+        assert_eq!(shown_so_far("a < b"), "a < b");
+        assert_eq!(shown_so_far("x [th"), "x");
     }
 
     #[test]

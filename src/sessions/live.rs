@@ -26,7 +26,7 @@ use super::manager::Inner;
 use crate::agent::AgentEvents;
 use crate::agent::message::ToolCall;
 use crate::agent::provider::{Live, TextSink};
-use crate::agent::reasoning::strip_reasoning;
+use crate::agent::reasoning::shown_so_far;
 use crate::config::Progress;
 use crate::platform::{Activity, ChatRef, InboundEvent, Platform, PlatformError, Platforms};
 use crate::render::clip;
@@ -49,28 +49,6 @@ struct View {
     before: Option<(u64, String)>,
     /// Running tools: call id and status line, latest last.
     running: Vec<(String, String)>,
-}
-
-/// `text` as it may be shown while it is written: without reasoning, and
-/// without what may be the start of a reasoning tag at its end.
-fn visible(text: &str) -> String {
-    const OPENINGS: [&str; 3] = ["<think>", "<thinking>", "[think]"];
-    let shown = strip_reasoning(text);
-    let shown = shown.trim_end();
-    let tail_start = shown.char_indices().rev().nth(9).map_or(0, |(i, _)| i);
-    let tail = shown[tail_start..].to_ascii_lowercase();
-    let held = (0..tail.len())
-        .filter(|&at| tail.is_char_boundary(at))
-        .find(|&at| {
-            let end = &tail[at..];
-            OPENINGS
-                .iter()
-                .any(|o| o.len() > end.len() && o.starts_with(end))
-        });
-    match held {
-        Some(at) => shown[..tail_start + at].trim_end().to_string(),
-        None => shown.to_string(),
-    }
 }
 
 /// The status line of a tool at work.
@@ -227,18 +205,11 @@ pub(super) struct Shown {
     pub(super) last: Option<Instant>,
     /// The edit pace of its chat.
     pub(super) pace: Duration,
-    /// `draft` is stored as its event's.
-    saved: bool,
+    /// Storing `draft` as its event's failed.
+    unsaved: bool,
 }
 
 impl Shown {
-    fn nothing() -> Self {
-        Self {
-            saved: true,
-            ..Self::default()
-        }
-    }
-
     /// Waits until the chat may be edited again.
     pub(super) async fn paced(&self) {
         if let Some(last) = self.last {
@@ -295,7 +266,7 @@ impl Draft {
             shown: vec![String::new(); draft.messages.len()],
             status_shown: None,
             draft,
-            saved: true,
+            unsaved: false,
             last: None,
         };
         let task = inner.tracker.spawn(stream.run(rx, stop.clone()));
@@ -317,13 +288,13 @@ impl Draft {
         let abort = self.task.abort_handle();
         let shown = match tokio::time::timeout(FINISH_WAIT, self.task).await {
             Ok(Ok(shown)) => shown,
-            Ok(Err(_)) => Shown::nothing(),
+            Ok(Err(_)) => Shown::default(),
             Err(_) => {
                 abort.abort();
-                Shown::nothing()
+                Shown::default()
             }
         };
-        if !shown.saved {
+        if shown.unsaved {
             save(inner, self.inbox_id, &shown.draft).await;
         }
         shown
@@ -364,8 +335,8 @@ struct Stream {
     shown: Vec<String>,
     /// The tool call the status message is about, and what it shows.
     status_shown: Option<(String, String)>,
-    /// `draft` is stored as the event's.
-    saved: bool,
+    /// Storing `draft` as the event's failed.
+    unsaved: bool,
     last: Option<Instant>,
 }
 
@@ -411,7 +382,7 @@ impl Stream {
             draft: self.draft,
             last: self.last,
             pace: self.pace,
-            saved: self.saved,
+            unsaved: self.unsaved,
         }
     }
 
@@ -432,7 +403,7 @@ impl Stream {
                     && *before == *call
                 {
                     // The last words of the previous call.
-                    let pieces = self.port.split(&visible(text));
+                    let pieces = self.port.split(&shown_so_far(text));
                     if self.write(&pieces, stop).await? {
                         return Ok(true);
                     }
@@ -443,7 +414,7 @@ impl Stream {
             }
             *call = view.call;
         }
-        let pieces = self.port.split(&visible(&view.text));
+        let pieces = self.port.split(&shown_so_far(&view.text));
         if self.write(&pieces, stop).await? {
             return Ok(true);
         }
@@ -540,11 +511,11 @@ impl Stream {
     }
 
     async fn store_draft(&mut self) {
-        self.saved = match self.store.set_draft(self.inbox_id, &self.draft).await {
-            Ok(()) => true,
+        self.unsaved = match self.store.set_draft(self.inbox_id, &self.draft).await {
+            Ok(()) => false,
             Err(err) => {
                 tracing::debug!(inbox.id = self.inbox_id, error = %err, "draft not stored yet");
-                false
+                true
             }
         };
     }
@@ -581,16 +552,6 @@ impl Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reasoning_and_a_tag_being_written_are_not_shown() {
-        assert_eq!(visible("Hello"), "Hello");
-        assert_eq!(visible("<think>hmm"), "");
-        assert_eq!(visible("<think>hmm</think>\n\nThe answer"), "The answer");
-        assert_eq!(visible("Sure. <thi"), "Sure.");
-        assert_eq!(visible("a < b"), "a < b");
-        assert_eq!(visible("x [th"), "x");
-    }
 
     #[test]
     fn progress_lines_by_mode() {

@@ -141,7 +141,7 @@ async fn finish(
 /// Deletes `messages` the gateway sent to `to`, logging what fails.
 async fn delete_all(port: &dyn Platform, to: &ChatRef, messages: Vec<String>) {
     for message in messages {
-        if let Err(err) = port.delete(to, &message).await {
+        if let Err(err) = crate::platform::retrying(|| port.delete(to, &message)).await {
             tracing::warn!(platform = %to.platform, error = %err, "a streamed message was not deleted");
         }
     }

@@ -582,25 +582,19 @@ impl Platform for Discord {
         let edit = EditMessage::new()
             .content(chunks(text).swap_remove(0))
             .components(Vec::new());
-        retrying(|| async {
-            channel
-                .edit_message(&*self.http, message, edit.clone())
-                .await
-                .map(|_| ())
-                .map_err(port_error)
-        })
-        .await
+        channel
+            .edit_message(&*self.http, message, edit)
+            .await
+            .map(|_| ())
+            .map_err(port_error)
     }
 
     async fn delete(&self, at: &ChatRef, message: &str) -> Result<(), PlatformError> {
         let (channel, message) = posted(at, message)?;
-        retrying(|| async {
-            channel
-                .delete_message(&*self.http, message)
-                .await
-                .map_err(port_error)
-        })
-        .await
+        channel
+            .delete_message(&*self.http, message)
+            .await
+            .map_err(port_error)
     }
 
     fn split(&self, text: &str) -> Vec<String> {

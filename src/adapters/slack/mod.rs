@@ -479,28 +479,22 @@ impl Platform for Slack {
             content(&text, sections),
             message.to_string().into(),
         );
-        retrying(|| async {
-            session
-                .chat_update(&req)
-                .await
-                .map(|_| ())
-                .map_err(port_error)
-        })
-        .await
+        session
+            .chat_update(&req)
+            .await
+            .map(|_| ())
+            .map_err(port_error)
     }
 
     async fn delete(&self, at: &ChatRef, message: &str) -> Result<(), PlatformError> {
         let session = self.client.open_session(&self.token);
         let req =
             SlackApiChatDeleteRequest::new(at.chat.clone().into(), message.to_string().into());
-        retrying(|| async {
-            session
-                .chat_delete(&req)
-                .await
-                .map(|_| ())
-                .map_err(port_error)
-        })
-        .await
+        session
+            .chat_delete(&req)
+            .await
+            .map(|_| ())
+            .map_err(port_error)
     }
 
     fn pace(&self, _at: &ChatRef, _answering: Option<&str>) -> Option<Duration> {

@@ -345,10 +345,11 @@ impl Platform for Telegram {
     }
 
     async fn delete(&self, at: &ChatRef, message: &str) -> Result<(), PlatformError> {
-        let req = self
-            .bot
-            .delete_message(chat_id(&at.chat)?, message_id(message)?);
-        retrying(|| async { req.clone().send().await.map(|_| ()).map_err(port_error) }).await
+        self.bot
+            .delete_message(chat_id(&at.chat)?, message_id(message)?)
+            .await
+            .map(|_| ())
+            .map_err(port_error)
     }
 
     fn split(&self, text: &str) -> Vec<String> {
