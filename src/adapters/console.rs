@@ -100,6 +100,7 @@ impl Console {
             from_bot: false,
             in_thread: false,
             attachments: Vec::new(),
+            revision: crate::platform::Revision::New,
         }
     }
 

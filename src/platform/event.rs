@@ -85,6 +85,29 @@ pub struct InboundEvent {
     /// Files that came with it (fetched or described before it is stored).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<Attachment>,
+    /// A new message, or a change to message `message_id`.
+    #[serde(default, skip_serializing_if = "Revision::is_new")]
+    pub revision: Revision,
+}
+
+/// What an event does to a chat's messages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Revision {
+    /// A message was written.
+    #[default]
+    New,
+    /// Message `message_id` was edited; `text` is what it says now.
+    Edited,
+    /// Message `message_id` was deleted.
+    Deleted,
+}
+
+impl Revision {
+    /// A new message.
+    pub fn is_new(&self) -> bool {
+        *self == Revision::New
+    }
 }
 
 impl InboundEvent {

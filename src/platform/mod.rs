@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 pub use backoff::Backoff;
 pub use command::{ApproveScope, ChatCommand};
-pub use event::{Actor, Attachment, AttachmentKind, ChatKind, InboundEvent};
+pub use event::{Actor, Attachment, AttachmentKind, ChatKind, InboundEvent, Revision};
 pub use profile::{AccessRules, KeyScheme, Preset, Profile, STILL};
 pub use registry::Platforms;
 

@@ -25,7 +25,8 @@ use super::worker::Job;
 use crate::approvals::Choice;
 use crate::config::BusyInputMode;
 use crate::platform::{
-    Actor, Attachment, AttachmentKind, ChatCommand, ChatKind, ChatRef, InboundEvent, retrying,
+    Actor, Attachment, AttachmentKind, ChatCommand, ChatKind, ChatRef, InboundEvent, Revision,
+    retrying,
 };
 use crate::store::{InboxInsert, NewInboxEvent, StoreError, storable};
 use crate::telemetry::events;
@@ -92,6 +93,14 @@ impl SessionManager {
     ) -> Result<(Submitted, Option<oneshot::Receiver<()>>), StoreError> {
         let inner = &self.inner;
         make_storable(&mut event);
+        if event.revision == Revision::Deleted {
+            // Who deleted it is not always said; what it removes is only
+            // the message itself.
+            return Ok((
+                self.revise(&event).await?.unwrap_or(Submitted::Accepted),
+                None,
+            ));
+        }
         let Some(profile) = inner.platforms().profile(&event.platform) else {
             tracing::warn!(platform = %event.platform, "event from a platform without a profile ignored");
             return Ok((Submitted::Ignored("unknown platform"), None));
@@ -134,6 +143,13 @@ impl SessionManager {
                 tracing::debug!(platform = %event.platform, user = %event.user_id, "event ignored: no mention");
                 return Ok((Submitted::Ignored("the bot was not mentioned"), None));
             }
+        }
+        if event.revision == Revision::Edited {
+            if let Some(applied) = self.revise(&event).await? {
+                return Ok((applied, None));
+            }
+            // A message of its own.
+            event.revision = Revision::New;
         }
         events::emit(events::EventAccepted {
             platform: &event.platform,

@@ -97,6 +97,7 @@ mod tests {
             from_bot: false,
             in_thread: false,
             attachments: Vec::new(),
+            revision: crate::platform::Revision::New,
         }
     }
 

@@ -16,6 +16,7 @@ mod ownership;
 pub mod questions;
 pub mod replies;
 pub mod reset;
+mod revisions;
 mod worker;
 
 pub use access::{Access, ApproveOutcome, PairingOutcome};

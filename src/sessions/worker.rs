@@ -16,6 +16,7 @@ use super::manager::Inner;
 use super::outbox;
 use super::questions::PortQuestions;
 use super::reset::reset_due;
+use super::revisions::Change;
 use crate::agent::{AgentError, Conversation, SessionContext, Turn, TurnOutcome};
 use crate::platform::{ChatKind, InboundEvent};
 use crate::store::{Completion, NewSession, Outbound, Session, now_ms};
@@ -54,6 +55,8 @@ pub(super) struct WorkerState {
     nudged: tokio::sync::Notify,
     /// The running turn's streamed draft.
     draft: super::live::Slot,
+    /// Edits and deletions of the events handed over.
+    pub(super) revisions: super::revisions::Revisions,
 }
 
 impl WorkerState {
@@ -486,7 +489,18 @@ async fn run_job(
         resumed,
         done,
     } = job;
-    let event = *event;
+    let mut event = *event;
+    match state.revisions.start(inbox_id) {
+        Some(Change::Edited(text)) => event.text = text,
+        Some(Change::Deleted) => {
+            state.revisions.end(inbox_id);
+            if let Some(done) = done {
+                let _ = done.send(());
+            }
+            return;
+        }
+        None => {}
+    }
     if let Ok(false) = inner.store.inbox_start(inbox_id).await {
         // Processed already (a second job for it, from another replica's
         // notice or a takeover's read of the inbox).
@@ -522,6 +536,11 @@ async fn run_job(
         fence: context.fence.cloned(),
         ..completion
     };
+    if state.revisions.end(inbox_id) {
+        // The message was deleted while its turn ran: nothing is said.
+        completion.outbox.clear();
+        completion.outcome = "deleted".into();
+    }
     if !shown.draft.is_empty() || resumed {
         // The last message said is written into what the stream showed,
         // here or (the platform not connected again yet) in a first run.

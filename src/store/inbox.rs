@@ -3,7 +3,7 @@
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Backend, Result, Store, now_ms, with_pool};
+use super::{Backend, Result, Store, now_ms, storable, with_pool};
 
 const INSERT: &str = "INSERT INTO inbox (platform, dedupe_key, session_key, payload, received_at) \
      VALUES ($1, $2, $3, $4, $5) ON CONFLICT (dedupe_key) DO NOTHING RETURNING id";
@@ -282,6 +282,44 @@ impl Store {
         let n = with_pool!(self, pool => sqlx::query(
             "UPDATE inbox SET processed_at = $1, outcome = $2 WHERE id = $3 AND processed_at IS NULL")
             .bind(now_ms()).bind(outcome).bind(id).execute(pool).await?.rows_affected());
+        Ok(n == 1)
+    }
+
+    /// The unprocessed event of `platform` that is message `message_id`
+    /// (a message's edits and deletion name it by its id).
+    pub async fn inbox_pending_message(
+        &self,
+        platform: &str,
+        message_id: &str,
+    ) -> Result<Option<InboxRow>> {
+        let needle = serde_json::to_string(message_id).unwrap_or_default();
+        let like = format!(
+            "%\"message_id\":{}%",
+            needle
+                .replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_")
+        );
+        let sql = concat!(
+            "SELECT ",
+            inbox_columns!(),
+            " FROM inbox WHERE processed_at IS NULL AND platform = $1 \
+             AND payload LIKE $2 ESCAPE '\\' ORDER BY id"
+        );
+        let rows: Vec<InboxRow> = with_pool!(self, pool => sqlx::query_as(sql)
+            .bind(platform).bind(like).fetch_all(pool).await?);
+        Ok(rows.into_iter().find(|row| {
+            serde_json::from_str::<serde_json::Value>(&row.payload).is_ok_and(|v| {
+                v["message_id"].as_str() == Some(message_id) && v.get("revision").is_none()
+            })
+        }))
+    }
+
+    /// Replaces what unprocessed event `id` says (its message was edited).
+    pub async fn inbox_revise(&self, id: i64, payload: &str) -> Result<bool> {
+        let n = with_pool!(self, pool => sqlx::query(
+            "UPDATE inbox SET payload = $1 WHERE id = $2 AND processed_at IS NULL")
+            .bind(storable(payload)).bind(id).execute(pool).await?.rows_affected());
         Ok(n == 1)
     }
 

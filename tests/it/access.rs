@@ -29,6 +29,7 @@ fn event(kind: ChatKind, user: &str) -> InboundEvent {
         from_bot: false,
         in_thread: false,
         attachments: Vec::new(),
+        revision: switchboard::platform::Revision::New,
     }
 }
 

@@ -151,6 +151,7 @@ fn pairing_cli_lists_approves_and_revokes() {
             from_bot: false,
             in_thread: false,
             attachments: Vec::new(),
+            revision: switchboard::platform::Revision::New,
         };
         let outcome = switchboard::sessions::access::request_code(&store, &event)
             .await

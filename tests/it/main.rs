@@ -28,6 +28,7 @@ mod lifecycle;
 mod mcp;
 mod process_reports;
 mod replicas;
+mod revisions;
 mod runtime;
 mod secrets;
 mod sessions_manager;

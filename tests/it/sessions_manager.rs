@@ -94,6 +94,7 @@ pub(crate) fn dm(user: &str, id: &str, text: &str) -> InboundEvent {
         from_bot: false,
         in_thread: false,
         attachments: Vec::new(),
+        revision: switchboard::platform::Revision::New,
     }
 }
 

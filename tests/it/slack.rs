@@ -721,3 +721,63 @@ async fn a_streamed_answer_is_posted_once_then_updated_at_slacks_pace() {
         );
     }
 }
+
+#[tokio::test]
+async fn an_edit_before_the_turn_replaces_the_message_and_a_deletion_drops_one() {
+    let s = start(vec![
+        Reply::Delayed(
+            std::time::Duration::from_millis(1500),
+            Box::new(Reply::Json(text("first done"))),
+        ),
+        Reply::Json(text("second done")),
+        Reply::Json(text("never")),
+    ])
+    .await;
+    let dm = |ts: &str, words: &str| {
+        json!({"type": "message", "channel_type": "im", "user": "U1", "channel": "D1",
+               "ts": ts, "text": words, "event_ts": ts})
+    };
+    s.event(dm("1764000000.000401", "one"), "Ev41", &[]).await;
+    common::eventually("the first turn asked", || async {
+        s.llm.requests().len() == 1
+    })
+    .await;
+    s.event(dm("1764000000.000402", "tow"), "Ev42", &[]).await;
+    s.event(dm("1764000000.000403", "three"), "Ev43", &[]).await;
+    let changed = json!({"type": "message", "subtype": "message_changed", "channel": "D1",
+        "channel_type": "im", "event_ts": "1764000000.000500",
+        "message": {"type": "message", "user": "U1", "text": "two",
+                    "ts": "1764000000.000402", "edited": {"user": "U1", "ts": "1764000000.000500"}},
+        "previous_message": {"type": "message", "user": "U1", "text": "tow", "ts": "1764000000.000402"}});
+    assert_eq!(s.event(changed, "Ev44", &[]).await.status(), 200);
+    let deleted = json!({"type": "message", "subtype": "message_deleted", "channel": "D1",
+        "channel_type": "im", "deleted_ts": "1764000000.000403", "event_ts": "1764000000.000501",
+        "previous_message": {"type": "message", "user": "U1", "text": "three", "ts": "1764000000.000403"}});
+    assert_eq!(s.event(deleted, "Ev45", &[]).await.status(), 200);
+    common::eventually("the edited one answered", || async {
+        s.slack
+            .calls("chat.postMessage")
+            .iter()
+            .any(|c| c.body["text"] == "second done")
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let asked: Vec<String> = s
+        .llm
+        .requests()
+        .iter()
+        .map(|r| {
+            r["messages"]
+                .as_array()
+                .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+                .and_then(|m| m["content"].as_str())
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        asked,
+        vec!["one", "two"],
+        "the edit read, the deleted one dropped"
+    );
+}

@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serenity::all::{
-    ConnectionStage, Context, EventHandler, GatewayIntents, Http, HttpBuilder, Interaction,
-    Message, Ready, ShardStageUpdateEvent,
+    ChannelId, ConnectionStage, Context, EventHandler, GatewayIntents, GuildId, Http, HttpBuilder,
+    Interaction, Message, MessageId, MessageUpdateEvent, Ready, ShardStageUpdateEvent,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -44,6 +44,10 @@ pub enum Incoming {
     Up,
     Down(String),
     Message(Box<Message>),
+    /// A message as it was edited to.
+    Edited(Box<Message>),
+    /// A message was deleted.
+    Deleted(ChannelId, MessageId),
 }
 
 /// Events waiting for the adapter before the gateway stops reading.
@@ -77,6 +81,42 @@ impl EventHandler for Forward {
 
     async fn message(&self, _: Context, msg: Message) {
         let _ = self.0.events.send(Incoming::Message(Box::new(msg))).await;
+    }
+
+    async fn message_update(
+        &self,
+        _: Context,
+        _: Option<Message>,
+        _: Option<Message>,
+        event: MessageUpdateEvent,
+    ) {
+        // The gateway sends the whole edited message; serenity keeps its
+        // fields optional.
+        let edited = serde_json::to_value(&event)
+            .ok()
+            .and_then(|v| serde_json::from_value::<Message>(v).ok());
+        match edited {
+            Some(msg) => {
+                let _ = self.0.events.send(Incoming::Edited(Box::new(msg))).await;
+            }
+            None => {
+                tracing::debug!(message = %event.id, "discord edit without its message; ignored")
+            }
+        }
+    }
+
+    async fn message_delete(
+        &self,
+        _: Context,
+        channel: ChannelId,
+        message: MessageId,
+        _: Option<GuildId>,
+    ) {
+        let _ = self
+            .0
+            .events
+            .send(Incoming::Deleted(channel, message))
+            .await;
     }
 
     async fn interaction_create(&self, _: Context, interaction: Interaction) {

@@ -196,6 +196,7 @@ pub fn message_event(
         from_bot,
         in_thread,
         attachments,
+        revision: crate::platform::Revision::New,
     })
 }
 

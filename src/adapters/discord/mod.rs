@@ -28,7 +28,7 @@ use crate::config::Config;
 use crate::daemon::{ComponentContext, Daemon, Gateway};
 use crate::platform::{
     AccessRules, Actor, Capabilities, ChatKind, ChatRef, ChoiceStyle, InboundEvent, Platform,
-    PlatformError, Preset, Profile, Prompt, retrying,
+    PlatformError, Preset, Profile, Prompt, Revision, retrying,
 };
 use crate::render::clip;
 use crate::sessions::{Press, Submitted};
@@ -342,7 +342,8 @@ impl Discord {
                     missed.sort_by_key(|m| m.id);
                     tracing::info!(channel = %channel, count = missed.len(), "discord catch-up");
                     for msg in missed {
-                        if msg.timestamp.unix_timestamp() >= oldest && !self.on_message(&msg).await
+                        if msg.timestamp.unix_timestamp() >= oldest
+                            && !self.on_message(&msg, Revision::New).await
                         {
                             // Storage went away: the rest is read again by
                             // the next catch-up (after a restart, from what
@@ -360,17 +361,53 @@ impl Discord {
 
     /// Takes one gateway message; false when storage was away and it was
     /// not stored (the caller waits for storage and offers it again).
-    async fn on_message(&self, msg: &Message) -> bool {
-        self.saw(msg.channel_id, msg.id);
+    /// A message that was deleted: its turn is dropped or cancelled.
+    async fn on_delete(&self, channel: ChannelId, message: MessageId) {
+        let deleted = InboundEvent {
+            platform: ID.into(),
+            kind: ChatKind::Group,
+            chat_id: channel.to_string(),
+            thread_id: None,
+            user_id: String::new(),
+            user_name: String::new(),
+            roles: Vec::new(),
+            text: String::new(),
+            event_id: format!("{message}:deleted"),
+            message_id: Some(message.to_string()),
+            mentioned: false,
+            from_bot: false,
+            in_thread: false,
+            attachments: Vec::new(),
+            revision: Revision::Deleted,
+        };
+        if let Err(err) = self.gateway.sessions.submit(deleted).await {
+            tracing::warn!(error = %err, %message, "a deleted discord message was not withdrawn");
+        }
+    }
+
+    /// Takes one message (`revision`: new, or an edit of one); false when
+    /// storage was away and it should be offered again.
+    async fn on_message(&self, msg: &Message, revision: Revision) -> bool {
+        if revision == Revision::New {
+            self.saw(msg.channel_id, msg.id);
+        }
         let place = if msg.guild_id.is_some() {
             self.places.resolve(&self.http, msg.channel_id).await
         } else {
             Place::channel(msg.channel_id)
         };
         let config = &self.gateway.config.discord;
-        let Some(event) = inbound::message_event(msg, self.me, place, config) else {
+        let Some(mut event) = inbound::message_event(msg, self.me, place, config) else {
             return true;
         };
+        if revision == Revision::Edited {
+            let at = msg
+                .edited_timestamp
+                .map(|t| t.unix_timestamp())
+                .unwrap_or_default();
+            event.event_id = format!("{}:edited:{at}", event.event_id);
+            event.revision = Revision::Edited;
+        }
         if event.kind == ChatKind::Group
             && is_auto_thread(&event.chat(), event.message_id.as_deref())
         {
@@ -478,6 +515,7 @@ impl Discord {
             from_bot: false,
             in_thread: place_in_thread,
             attachments: Vec::new(),
+            revision: crate::platform::Revision::New,
         };
         let key = event.event_id.clone();
         self.interactions.open(&key, pending);
@@ -781,12 +819,19 @@ async fn take_events(
                 // is away the message is held (later ones wait behind it in
                 // the channel, in order) and offered again once it is back.
                 // A stop first leaves it to the next start's catch-up.
-                while !adapter.on_message(&msg).await {
+                while !adapter.on_message(&msg, Revision::New).await {
                     if !gw.store.until_back(stop).await {
                         break;
                     }
                 }
             }
+            Incoming::Edited(msg) if ready => {
+                adapter.on_message(&msg, Revision::Edited).await;
+            }
+            Incoming::Deleted(channel, message) if ready => {
+                adapter.on_delete(channel, message).await;
+            }
+            Incoming::Edited(_) | Incoming::Deleted(..) => {}
         }
     }
     let _ = tokio::task::spawn_blocking(move || thread.join()).await;

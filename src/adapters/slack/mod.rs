@@ -29,7 +29,7 @@ use crate::daemon::{ComponentContext, Daemon, Gateway};
 use crate::http::AppState;
 use crate::platform::{
     AccessRules, Actor, Capabilities, ChatKind, ChatRef, ChoiceStyle, InboundEvent, Platform,
-    PlatformError, Preset, Profile, Prompt, PromptKind, retrying,
+    PlatformError, Preset, Profile, Prompt, PromptKind, Revision, retrying,
 };
 use crate::render::clip;
 use crate::sessions::Press;
@@ -214,7 +214,12 @@ impl Slack {
         if kind != "message" && kind != "app_mention" {
             return None;
         }
-        // Edits, joins, deletions and the like are not messages to answer.
+        match event["subtype"].as_str() {
+            Some("message_changed") => return self.changed_event(event),
+            Some("message_deleted") => return deleted_event(event),
+            _ => {}
+        }
+        // Joins, topic changes and the like are not messages to answer.
         if let Some(sub) = event["subtype"].as_str()
             && sub != "file_share"
             && sub != "thread_broadcast"
@@ -261,7 +266,25 @@ impl Slack {
             from_bot,
             in_thread: event["thread_ts"].is_string(),
             attachments: Vec::new(),
+            revision: Revision::New,
         })
+    }
+
+    /// A `message_changed` event: the message as it reads now.
+    fn changed_event(&self, event: &Value) -> Option<InboundEvent> {
+        let mut message = event.get("message")?.clone();
+        message["channel"] = event["channel"].clone();
+        message["channel_type"] = event["channel_type"].clone();
+        message["type"] = "message".into();
+        let edited_at = message["edited"]["ts"]
+            .as_str()
+            .or(event["event_ts"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        let mut edited = self.message_event(&message)?;
+        edited.event_id = format!("{}:edited:{edited_at}", edited.event_id);
+        edited.revision = Revision::Edited;
+        Some(edited)
     }
 
     /// Puts the working reaction on `event`'s message (`on`) or takes it
@@ -741,4 +764,28 @@ async fn socket_mode(
     health.set(ID, true, "socket mode");
     stop.cancelled().await;
     listener.shutdown().await;
+}
+
+/// A `message_deleted` event: which message is gone.
+fn deleted_event(event: &Value) -> Option<InboundEvent> {
+    let channel = event["channel"].as_str()?;
+    let ts = event["deleted_ts"].as_str()?;
+    let before = &event["previous_message"];
+    Some(InboundEvent {
+        platform: ID.into(),
+        kind: ChatKind::Group,
+        chat_id: channel.into(),
+        thread_id: before["thread_ts"].as_str().map(str::to_string),
+        user_id: before["user"].as_str().unwrap_or_default().into(),
+        user_name: String::new(),
+        roles: Vec::new(),
+        text: String::new(),
+        event_id: format!("{channel}:{ts}:deleted"),
+        message_id: Some(ts.into()),
+        mentioned: false,
+        from_bot: before.get("bot_id").is_some_and(|b| !b.is_null()),
+        in_thread: false,
+        attachments: Vec::new(),
+        revision: Revision::Deleted,
+    })
 }

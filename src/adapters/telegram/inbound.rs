@@ -117,5 +117,6 @@ pub fn message_event(update_id: u32, msg: &Message, me: &BotIdentity) -> Option<
         from_bot: from.is_bot,
         in_thread: false,
         attachments: attachment.into_iter().collect(),
+        revision: crate::platform::Revision::New,
     })
 }

@@ -28,8 +28,8 @@ use crate::config::{Config, TelegramMode};
 use crate::daemon::{ComponentContext, Daemon, Gateway};
 use crate::http::AppState;
 use crate::platform::{
-    AccessRules, Actor, Attachment, Backoff, Capabilities, ChatRef, Platform, PlatformError,
-    Preset, Profile, Prompt, retrying,
+    AccessRules, Actor, Attachment, Backoff, Capabilities, ChatRef, InboundEvent, Platform,
+    PlatformError, Preset, Profile, Prompt, Revision, retrying,
 };
 use crate::sessions::Press;
 use crate::store::StoreError;
@@ -181,6 +181,20 @@ impl Telegram {
         match update.kind {
             UpdateKind::Message(msg) => match message_event(update.id.0, &msg, &self.me) {
                 Some(event) => self.gateway.sessions.submit(event).await.map(|_| ()),
+                None => Ok(()),
+            },
+            UpdateKind::EditedMessage(msg) => match message_event(update.id.0, &msg, &self.me) {
+                Some(event) => {
+                    // An edit is known by its message and its time, however
+                    // often its update comes.
+                    let at = msg.edit_date().map(|d| d.timestamp()).unwrap_or_default();
+                    let edit = InboundEvent {
+                        event_id: format!("{}:{}:edited:{at}", msg.chat.id, msg.id),
+                        revision: Revision::Edited,
+                        ..event
+                    };
+                    self.gateway.sessions.submit(edit).await.map(|_| ())
+                }
                 None => Ok(()),
             },
             UpdateKind::CallbackQuery(query) => {
@@ -513,7 +527,11 @@ async fn run(ctx: ComponentContext, slot: Slot) {
                 Ok(url) => bot
                     .set_webhook(url)
                     .secret_token(secret(&gw).unwrap_or_default())
-                    .allowed_updates([AllowedUpdate::Message, AllowedUpdate::CallbackQuery])
+                    .allowed_updates([
+                        AllowedUpdate::Message,
+                        AllowedUpdate::EditedMessage,
+                        AllowedUpdate::CallbackQuery,
+                    ])
                     .await
                     .map_err(|e| e.to_string()),
                 Err(err) => Err(format!("server.public_url: {err}")),
@@ -566,7 +584,11 @@ async fn poll(
             .get_updates()
             .offset(offset)
             .timeout(POLL_SECS)
-            .allowed_updates([AllowedUpdate::Message, AllowedUpdate::CallbackQuery]);
+            .allowed_updates([
+                AllowedUpdate::Message,
+                AllowedUpdate::EditedMessage,
+                AllowedUpdate::CallbackQuery,
+            ]);
         let result = tokio::select! {
             _ = stop.cancelled() => return,
             r = request.send() => r,

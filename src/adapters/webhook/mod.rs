@@ -227,6 +227,7 @@ async fn receive(
                 from_bot: false,
                 in_thread: false,
                 attachments: Vec::new(),
+                revision: crate::platform::Revision::New,
             };
             submit(&state, inbound).await
         }

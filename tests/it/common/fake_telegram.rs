@@ -109,6 +109,14 @@ impl FakeTelegram {
         }})
     }
 
+    /// An edited_message update: message `message_id` now says `text`.
+    pub fn edited(chat_id: i64, from: i64, name: &str, message_id: i64, text: &str) -> Value {
+        json!({"edited_message": {
+            "message_id": message_id, "date": 1_764_000_000, "edit_date": 1_764_000_100,
+            "chat": chat(chat_id), "from": user(from, name), "text": text,
+        }})
+    }
+
     /// A button press on `message` (a message the bot sent).
     pub fn press(from: i64, name: &str, message: &Value, data: &str) -> Value {
         json!({"callback_query": {
