@@ -31,6 +31,7 @@ use crate::config::Progress;
 use crate::platform::{Activity, ChatRef, InboundEvent, Platform, PlatformError, Platforms};
 use crate::render::clip;
 use crate::store::{Draft as StoredDraft, Store};
+use crate::tools::{ApprovalHook, ApprovalVerdict, ToolContext};
 
 /// Longest a 429 is waited out while streaming (the answer is sent at
 /// the end anyway).
@@ -47,12 +48,14 @@ struct View {
     text: String,
     /// The previous call's whole text, when it wrote any.
     before: Option<(u64, String)>,
-    /// Running tools: call id and status line, latest last.
-    running: Vec<(String, String)>,
+    /// Running tools, latest last.
+    running: Vec<ToolCall>,
+    /// One of them waits for a person to approve a command.
+    waiting: bool,
 }
 
-/// The status line of a tool at work.
-fn status(progress: Progress, call: &ToolCall) -> Option<String> {
+/// The status line of a tool at work (`waiting`: for an approval).
+fn status(progress: Progress, call: &ToolCall, waiting: bool) -> Option<String> {
     let doing = match call.name.as_str() {
         "terminal" | "process" => "running a command",
         "read_file" => "reading a file",
@@ -68,6 +71,11 @@ fn status(progress: Progress, call: &ToolCall) -> Option<String> {
         "send_message" => "sending a message",
         "delegate_task" => "handing part of the work over",
         _ => "using a tool",
+    };
+    let doing = if waiting {
+        format!("{doing} — waiting for approval")
+    } else {
+        doing.to_string()
     };
     match progress {
         Progress::Off => None,
@@ -109,6 +117,41 @@ impl Feed {
             v.text.clear();
             v.call += 1;
         });
+    }
+}
+
+/// The approvals of a session's commands, telling its draft while one
+/// waits for a person.
+pub(super) struct Watched {
+    hook: Arc<dyn ApprovalHook>,
+    draft: Slot,
+}
+
+impl Watched {
+    pub(super) fn new(hook: Arc<dyn ApprovalHook>, draft: Slot) -> Self {
+        Self { hook, draft }
+    }
+
+    fn waiting(&self, on: bool) {
+        let feed = self.draft.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(feed) = feed {
+            feed.view.send_if_modified(|v| {
+                let changed = v.waiting != on;
+                v.waiting = on;
+                changed
+            });
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ApprovalHook for Watched {
+    async fn review(&self, command: &str, ctx: &ToolContext) -> ApprovalVerdict {
+        // A command that needs no one is decided before the draft looks.
+        self.waiting(true);
+        let verdict = self.hook.review(command, ctx).await;
+        self.waiting(false);
+        verdict
     }
 }
 
@@ -163,10 +206,9 @@ impl Watcher {
 impl AgentEvents for Watcher {
     fn tool_started(&self, call: &ToolCall) {
         if let Some(feed) = self.feed()
-            && let Some(line) = status(feed.progress, call)
+            && feed.progress != Progress::Off
         {
-            feed.view
-                .send_modify(|v| v.running.push((call.id.clone(), line)));
+            feed.view.send_modify(|v| v.running.push(call.clone()));
         }
         self.show(Activity::ToolStarted {
             name: call.name.clone(),
@@ -178,7 +220,7 @@ impl AgentEvents for Watcher {
         if let Some(feed) = self.feed() {
             feed.view.send_if_modified(|v| {
                 let before = v.running.len();
-                v.running.retain(|(id, _)| *id != call.id);
+                v.running.retain(|c| c.id != call.id);
                 v.running.len() != before
             });
         }
@@ -264,6 +306,7 @@ impl Draft {
             reply_to: event.message_id.clone(),
             pace,
             shown: vec![String::new(); draft.messages.len()],
+            progress: profile.live.progress,
             status_shown: None,
             draft,
             unsaved: false,
@@ -333,6 +376,7 @@ struct Stream {
     /// What each of the call's messages shows; a message a first run sent
     /// shows something unknown, so it is written on the first change.
     shown: Vec<String>,
+    progress: Progress,
     /// The tool call the status message is about, and what it shows.
     status_shown: Option<(String, String)>,
     /// Storing `draft` as the event's failed.
@@ -461,9 +505,12 @@ impl Stream {
     /// Shows the tool at work in the status message, once it has run for
     /// a pace (quick tools show nothing).
     async fn status(&mut self, view: &View, stop: &CancellationToken) -> Result<bool, Halt> {
-        let Some((id, line)) = view.running.last() else {
+        let Some((id, line)) = view.running.last().and_then(|call| {
+            status(self.progress, call, view.waiting).map(|line| (&call.id, line))
+        }) else {
             return Ok(false);
         };
+        let line = &line;
         if self
             .status_shown
             .as_ref()
@@ -560,14 +607,18 @@ mod tests {
             name: "terminal".into(),
             arguments: r#"{"command":"cargo test"}"#.into(),
         };
-        assert_eq!(status(Progress::Off, &call), None);
+        assert_eq!(status(Progress::Off, &call, true), None);
         assert_eq!(
-            status(Progress::Compact, &call).unwrap(),
+            status(Progress::Compact, &call, false).unwrap(),
             "_running a command…_"
         );
         assert_eq!(
-            status(Progress::Verbose, &call).unwrap(),
+            status(Progress::Verbose, &call, false).unwrap(),
             "_running a command…_ `terminal` `cargo test`"
+        );
+        assert_eq!(
+            status(Progress::Compact, &call, true).unwrap(),
+            "_running a command — waiting for approval…_"
         );
     }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::live::{Draft, Shown, Watcher};
+use super::live::{Draft, Shown, Watched, Watcher};
 use super::manager::Inner;
 use super::outbox;
 use super::questions::PortQuestions;
@@ -181,7 +181,13 @@ async fn open_conversation(
         profile.toolsets_for(&event.chat_id).to_vec(),
         inner.config.tools.disabled_toolsets.clone(),
     );
-    let (deps, approvals) = (inner.deps.clone(), inner.approvals.clone());
+    let deps = inner.deps.clone();
+    let approvals: Arc<dyn crate::tools::ApprovalHook> = if human {
+        // Its draft shows when a command waits for approval.
+        Arc::new(Watched::new(inner.approvals.clone(), draft.clone()))
+    } else {
+        inner.approvals.clone()
+    };
     let opened = if fresh {
         Conversation::fresh(deps, session, context, toolsets, approvals)
     } else {

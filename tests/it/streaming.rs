@@ -298,3 +298,54 @@ async fn discord_streams_into_one_message_and_writes_the_answer_into_it() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_status_says_when_a_command_waits_for_approval() {
+    let (tg, _llm, _daemon, _dir) = telegram(
+        vec![
+            Reply::Json(common::fake_llm::calls(&[(
+                "c1",
+                "terminal",
+                r#"{"command":"git reset --hard"}"#,
+            )])),
+            Reply::Json(common::fake_llm::text("Reset done.")),
+        ],
+        |c| c.telegram.progress = Some(Progress::Compact),
+    )
+    .await;
+    tg.push(FakeTelegram::message(ANN, ANN, "Ann", 10, "reset it"));
+    common::eventually("the status names the wait", || async {
+        tg.shown(ANN)
+            .iter()
+            .any(|(_, t)| t == "running a command — waiting for approval…")
+    })
+    .await;
+    let prompt = tg
+        .calls("sendMessage")
+        .into_iter()
+        .find(|c| c.body.get("reply_markup").is_some())
+        .expect("the approval prompt");
+    let once = prompt.body["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let prompt_msg = json!({
+        "message_id": prompt.id, "date": 1_764_000_000,
+        "chat": {"id": ANN, "type": "private", "first_name": "Ann"},
+        "from": {"id": 999, "is_bot": true, "first_name": "Switchboard"},
+        "text": prompt.body["text"],
+    });
+    tg.push(FakeTelegram::press(ANN, "Ann", &prompt_msg, &once));
+    common::eventually("the answer", || async {
+        tg.shown(ANN).iter().any(|(_, t)| t == "Reset done.")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        tg.shown(ANN)
+            .iter()
+            .all(|(_, t)| !t.contains("running a command")),
+        "the status is gone: {:?}",
+        tg.shown(ANN)
+    );
+}
