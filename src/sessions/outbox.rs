@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::manager::Inner;
 use crate::platform::{Backoff, ChatRef, Platform, PlatformError};
-use crate::store::{Draft, Outbound};
+use crate::store::Outbound;
 
 /// How long a message is tried before it is given up.
 pub(super) const PATIENCE: Duration = Duration::from_secs(15 * 60);
@@ -98,7 +98,14 @@ async fn finish(
             .await?
     } else {
         let pieces = port.split(&out.body);
+        let pace = port.pace(to, out.reply_to.as_deref());
         for (i, piece) in pieces.iter().enumerate() {
+            if i > 0
+                && let Some(pace) = pace
+            {
+                // The chat's edit pace holds for the last writes too.
+                tokio::time::sleep(pace).await;
+            }
             let edited = match draft.messages.get(i) {
                 Some(id) => port.edit(to, id, piece).await,
                 None => Err(PlatformError::NotFound("past the draft".into())),
@@ -147,8 +154,17 @@ async fn delete_all(port: &dyn Platform, to: &ChatRef, messages: Vec<String>) {
     }
 }
 
-/// Deletes what a turn that ended with nothing to say streamed.
-pub(super) async fn withdraw(inner: &Inner, inbox_id: i64, to: &ChatRef, draft: &Draft) {
+/// Deletes what a turn that ended with nothing to say streamed (here, or
+/// in a first run cut off before its end).
+pub(super) async fn withdraw(inner: &Inner, inbox_id: i64, to: &ChatRef) {
+    let draft = match inner.store.draft(inbox_id).await {
+        Ok(draft) if !draft.is_empty() => draft,
+        Ok(_) => return,
+        Err(err) => {
+            tracing::warn!(inbox.id = inbox_id, error = %err, "the streamed messages could not be read; left as they are");
+            return;
+        }
+    };
     if let Some(port) = inner.platforms().port(&to.platform) {
         let all = draft
             .messages

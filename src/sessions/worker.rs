@@ -552,7 +552,7 @@ async fn run_job(
         // here or (the platform not connected again yet) in a first run.
         match completion.outbox.last_mut() {
             Some(last) => last.draft_of = Some(inbox_id),
-            None => super::outbox::withdraw(inner, inbox_id, &event.chat(), &shown.draft).await,
+            None => super::outbox::withdraw(inner, inbox_id, &event.chat()).await,
         }
         shown.paced().await;
     }
