@@ -24,6 +24,8 @@ backend_tests!(
     list_sessions_newest_first,
     a_split_session_is_linked_and_its_checkpoint_replaced,
     text_with_nul_bytes_is_stored_on_both_backends,
+    a_waiting_message_is_found_by_its_id_and_revised,
+    drafts_are_kept_per_event_until_dropped,
 );
 
 async fn migrations_run_twice_without_change(store: Store) {
@@ -707,4 +709,88 @@ async fn a_query_the_server_ends_is_storage_away_and_the_store_comes_back() {
     store.close().await;
     admin.close().await;
     db.drop().await;
+}
+
+async fn a_waiting_message_is_found_by_its_id_and_revised(store: Store) {
+    let mut ids = Vec::new();
+    // Ids with LIKE's wildcards in them, and one that is a prefix of another.
+    for (n, message) in ["1764.0_1", "1764.0%2", "1764", "17640"].iter().enumerate() {
+        let payload = serde_json::json!({"platform": "slack", "text": format!("m{n}"),
+            "message_id": message})
+        .to_string();
+        let key = format!("slack:{n}");
+        let event = NewInboxEvent {
+            platform: "slack",
+            dedupe_key: &key,
+            session_key: "slack:dm:D1",
+            payload: &payload,
+        };
+        match store.inbox_insert(&event).await.unwrap() {
+            InboxInsert::Inserted(id) => ids.push(id),
+            InboxInsert::Duplicate => panic!("duplicate"),
+        }
+    }
+    for (n, message) in ["1764.0_1", "1764.0%2", "1764", "17640"].iter().enumerate() {
+        let found = store
+            .inbox_pending_message("slack", message)
+            .await
+            .unwrap()
+            .expect("found");
+        assert_eq!(found.id, ids[n], "{message}");
+    }
+    assert!(
+        store
+            .inbox_pending_message("slack", "1764.0x1")
+            .await
+            .unwrap()
+            .is_none(),
+        "_ is not a wildcard"
+    );
+    assert!(
+        store
+            .inbox_pending_message("telegram", "1764")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store
+            .inbox_revise(ids[0], r#"{"message_id":"1764.0_1","text":"edited"}"#)
+            .await
+            .unwrap()
+    );
+    let pending = store.inbox_pending(10).await.unwrap();
+    assert!(pending[0].payload.contains("edited"));
+    assert!(store.inbox_mark_processed(ids[2], "deleted").await.unwrap());
+    assert!(
+        store
+            .inbox_pending_message("slack", "1764")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        !store.inbox_revise(ids[2], "{}").await.unwrap(),
+        "processed stays as it was"
+    );
+}
+
+async fn drafts_are_kept_per_event_until_dropped(store: Store) {
+    use switchboard::store::Draft;
+    assert!(store.draft(7).await.unwrap().is_empty());
+    let draft = Draft {
+        messages: vec!["501".into(), "502".into()],
+        status: Some("503".into()),
+    };
+    store.set_draft(7, &draft).await.unwrap();
+    assert_eq!(store.draft(7).await.unwrap(), draft);
+    let fewer = Draft {
+        messages: vec!["501".into()],
+        status: None,
+    };
+    store.set_draft(7, &fewer).await.unwrap();
+    assert_eq!(store.draft(7).await.unwrap(), fewer);
+    assert!(store.draft(8).await.unwrap().is_empty());
+    store.drop_draft(7).await.unwrap();
+    assert!(store.draft(7).await.unwrap().is_empty());
 }
