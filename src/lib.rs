@@ -24,3 +24,4 @@ pub mod sessions;
 pub mod store;
 pub mod telemetry;
 pub mod tools;
+pub mod transcription;

@@ -66,6 +66,9 @@ pub struct Config {
     /// How answers appear in the chat platforms (each platform's section
     /// may override it).
     pub chat: ChatConfig,
+    /// Voice notes and audio files heard through a speech-to-text
+    /// endpoint.
+    pub transcription: TranscriptionConfig,
 }
 
 /// `[server]`: the HTTP listener.
@@ -182,6 +185,45 @@ impl Default for ChatConfig {
         Self {
             stream: true,
             progress: Progress::Off,
+        }
+    }
+}
+
+/// `[transcription]`: an OpenAI-compatible speech-to-text endpoint
+/// (`POST {base_url}/audio/transcriptions`) that voice notes and audio
+/// files are sent to before their turn; off while `base_url` is empty (the
+/// sender is told why).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TranscriptionConfig {
+    /// The endpoint's base URL, e.g. `https://api.openai.com/v1` or a local
+    /// whisper server's; empty: voice notes are not transcribed.
+    pub base_url: String,
+    /// The transcription model.
+    pub model: String,
+    /// Variable holding its API key; unset or empty: no key is sent.
+    pub api_key_env: String,
+    /// The language spoken (ISO-639-1, e.g. `en`), as a hint; empty: the
+    /// model detects it.
+    pub language: String,
+    /// Largest audio file heard, in bytes.
+    pub max_bytes: u64,
+    /// Longest audio heard, in seconds (where the platform says how long).
+    pub max_seconds: u32,
+    /// How long one transcription may take.
+    pub timeout_secs: u64,
+}
+
+impl Default for TranscriptionConfig {
+    fn default() -> Self {
+        Self {
+            base_url: String::new(),
+            model: "whisper-1".into(),
+            api_key_env: "OPENAI_API_KEY".into(),
+            language: String::new(),
+            max_bytes: 20 * 1024 * 1024,
+            max_seconds: 600,
+            timeout_secs: 120,
         }
     }
 }
@@ -428,6 +470,7 @@ impl Config {
             self.slack.app_token_env.clone(),
             self.slack.signing_secret_env.clone(),
             self.tools.web_search.api_key_env.clone(),
+            self.transcription.api_key_env.clone(),
         ];
         names.extend(self.llm.auxiliary.api_key_env.clone());
         names.extend(self.tools.vision.api_key_env.clone());

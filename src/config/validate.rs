@@ -215,6 +215,7 @@ pub fn validate(config: &Config, env: &Env) -> Vec<Problem> {
     v.slack(config);
     v.webhook(config);
     v.mcp(config);
+    v.transcription(config);
     v.problems
 }
 
@@ -251,6 +252,20 @@ impl Validator<'_> {
                 format!("environment variable {var} is not set (required because {because})"),
             );
         }
+    }
+
+    fn transcription(&mut self, c: &Config) {
+        let t = &c.transcription;
+        if t.base_url.is_empty() {
+            return;
+        }
+        self.url("transcription.base_url", &t.base_url);
+        if t.model.trim().is_empty() {
+            self.push("transcription.model", "must name a model");
+        }
+        self.positive("transcription.max_bytes", t.max_bytes);
+        self.positive("transcription.max_seconds", u64::from(t.max_seconds));
+        self.positive("transcription.timeout_secs", t.timeout_secs);
     }
 
     fn positive(&mut self, key: &str, value: u64) {

@@ -30,6 +30,7 @@ use crate::platform::Platforms;
 use crate::sessions::{ManagerSettings, SessionManager};
 use crate::store::{BackendKind, Store, StoreError};
 use crate::tools::{ToolRuntime, mcp};
+use crate::transcription::Transcriber;
 
 /// Why the daemon could not start or keep running.
 #[derive(Debug, thiserror::Error)]
@@ -261,7 +262,8 @@ impl Daemon {
             root.child_token(),
         )
         .with_broker(broker.clone())
-        .with_cluster(cluster.clone());
+        .with_cluster(cluster.clone())
+        .with_transcriber(Transcriber::from_config(&config.transcription, &env));
         let gateway = Gateway {
             config: Arc::new(config.clone()),
             env,

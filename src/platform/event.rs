@@ -22,6 +22,9 @@ pub enum ChatKind {
 pub enum AttachmentKind {
     /// A picture (`vision_analyze` can look at it).
     Image,
+    /// A voice note or an audio file: heard through `[transcription]`
+    /// before its turn, never handed to the agent as a file.
+    Audio,
     /// Anything else.
     Document,
 }
@@ -33,7 +36,8 @@ pub struct Attachment {
     pub kind: AttachmentKind,
     /// The platform's reference to fetch it by (Telegram's file id).
     pub file: String,
-    /// A name safe to save it under (letters, digits, `-`, `_`, one `.`).
+    /// A name safe to save it under (letters, digits, `-`, `_`, one `.`;
+    /// see [`Attachment::safe_name`]).
     pub name: String,
     /// Its MIME type, when the platform says.
     #[serde(default)]
@@ -44,6 +48,29 @@ pub struct Attachment {
     /// A link the agent can open, where the platform gives one.
     #[serde(default)]
     pub url: Option<String>,
+    /// How long it plays in seconds (audio), when the platform says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_secs: Option<u32>,
+}
+
+impl Attachment {
+    /// A name safe to save a file under: the letters, digits, `-` and `_`
+    /// of `stem`, then the extension of `original` where it is a plain one
+    /// (at most eight letters or digits), else `fallback`.
+    pub fn safe_name(stem: &str, original: Option<&str>, fallback: &str) -> String {
+        let stem: String = stem
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+            .collect();
+        let extension = original
+            .and_then(|n| n.rsplit_once('.'))
+            .map(|(_, ext)| ext)
+            .filter(|e| {
+                !e.is_empty() && e.len() <= 8 && e.chars().all(|c| c.is_ascii_alphanumeric())
+            })
+            .map_or_else(|| fallback.to_string(), str::to_ascii_lowercase);
+        format!("{stem}.{extension}")
+    }
 }
 
 /// A message (or webhook event) from a platform, already translated by its

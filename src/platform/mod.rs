@@ -13,6 +13,7 @@
 
 mod backoff;
 mod command;
+mod download;
 mod event;
 mod profile;
 mod registry;
@@ -24,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 pub use backoff::Backoff;
 pub use command::{ApproveScope, ChatCommand};
+pub use download::{MAX_DOWNLOAD_BYTES, download};
 pub use event::{Actor, Attachment, AttachmentKind, ChatKind, InboundEvent, Revision};
 pub use profile::{AccessRules, KeyScheme, Preset, Profile, STILL};
 pub use registry::Platforms;
@@ -111,8 +113,9 @@ pub struct Capabilities {
     pub edits: bool,
     /// Chats have threads.
     pub threads: bool,
-    /// Attached files are downloaded through [`Platform::fetch`] (else the
-    /// agent gets their links).
+    /// Attached pictures and documents are saved into the session's
+    /// workspace through [`Platform::fetch`] (else the agent gets their
+    /// links). Audio is fetched to be heard wherever `fetch` works.
     pub downloads: bool,
 }
 
@@ -306,8 +309,8 @@ pub trait Platform: Send + Sync {
         None
     }
 
-    /// Downloads `file` into directory `into`; returns the saved path.
-    /// Platforms whose files are links the agent can follow do not.
+    /// Downloads `file` into directory `into` (as `file.name`, at most
+    /// [`MAX_DOWNLOAD_BYTES`]); returns the saved path.
     async fn fetch(&self, _file: &Attachment, _into: &Path) -> Result<PathBuf, PlatformError> {
         Err(PlatformError::Rejected(
             "this platform does not download files".into(),

@@ -9,7 +9,7 @@
 //!    that mention the bot, or replies in a thread where the bot already
 //!    has an open session;
 //! 5. attachments are fetched through the platform's port (or described by
-//!    their link);
+//!    their link); audio stays with the event, heard by its worker;
 //! 6. the inbox commit, after the session's mailbox slot is reserved so a
 //!    busy answer stores nothing.
 //!
@@ -315,7 +315,12 @@ impl SessionManager {
             .filter(|p| p.capabilities().downloads);
         let dir = crate::tools::workspace::session_dir(&self.inner.config.agent.workspace, key)
             .map(|d| d.join("attachments"));
-        for attachment in std::mem::take(&mut event.attachments) {
+        let (audio, files): (Vec<_>, Vec<_>) = std::mem::take(&mut event.attachments)
+            .into_iter()
+            .partition(|a| a.kind == AttachmentKind::Audio);
+        // Audio stays with the event, to be heard before its turn.
+        event.attachments = audio;
+        for attachment in files {
             let fetched = match (&port, &dir) {
                 (Some(port), Ok(dir)) => match tokio::fs::create_dir_all(dir).await {
                     Ok(()) => port
@@ -340,6 +345,7 @@ impl SessionManager {
 fn note(a: &Attachment, fetched: Result<std::path::PathBuf, String>) -> String {
     let what = match a.kind {
         AttachmentKind::Image => "photo",
+        AttachmentKind::Audio => "voice note",
         AttachmentKind::Document => "document",
     };
     match (fetched, &a.url) {
@@ -354,7 +360,9 @@ fn note(a: &Attachment, fetched: Result<std::path::PathBuf, String>) -> String {
                 AttachmentKind::Image => format!(
                     "[The user sent a photo, saved as {path}; use vision_analyze with that path to look at it.]"
                 ),
-                AttachmentKind::Document => format!("[The user sent a document, saved as {path}.]"),
+                AttachmentKind::Document | AttachmentKind::Audio => {
+                    format!("[The user sent a document, saved as {path}.]")
+                }
             }
         }
         (Err(_), Some(url)) => match a.kind {
@@ -362,7 +370,7 @@ fn note(a: &Attachment, fetched: Result<std::path::PathBuf, String>) -> String {
                 "[The user sent an image, {}: {url}; use vision_analyze with that URL to look at it.]",
                 a.name
             ),
-            AttachmentKind::Document => format!(
+            AttachmentKind::Document | AttachmentKind::Audio => format!(
                 "[The user attached {} ({}, {} bytes): {url}]",
                 a.name,
                 a.mime.as_deref().unwrap_or("unknown type"),
@@ -388,6 +396,7 @@ mod tests {
             mime: Some("image/png".into()),
             size: Some(99),
             url: url.map(str::to_string),
+            duration_secs: None,
         }
     }
 

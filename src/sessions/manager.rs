@@ -144,6 +144,8 @@ pub(super) struct Inner {
     /// With several replicas: where presses for questions asked on another
     /// replica go.
     pub(super) relay: std::sync::OnceLock<Arc<crate::cluster::relay::Relay>>,
+    /// Where voice notes are heard (unset: they are not).
+    pub(super) transcriber: std::sync::OnceLock<crate::transcription::Transcriber>,
     /// Sessions lately found owned by another replica, until when.
     pub(super) elsewhere: Mutex<HashMap<String, std::time::Instant>>,
     /// Serialises taking sessions over, so one is started once here.
@@ -220,6 +222,7 @@ impl SessionManager {
                 broker: std::sync::OnceLock::new(),
                 cluster: std::sync::OnceLock::new(),
                 relay: std::sync::OnceLock::new(),
+                transcriber: std::sync::OnceLock::new(),
                 elsewhere: Mutex::new(HashMap::new()),
                 claiming: tokio::sync::Mutex::new(()),
                 settings,
@@ -243,6 +246,16 @@ impl SessionManager {
     /// stays): a session's events are processed where its lease is held.
     pub fn with_cluster(self, cluster: Cluster) -> Self {
         let _ = self.inner.cluster.set(cluster);
+        self
+    }
+
+    /// Hears voice notes and audio files through `transcriber` before
+    /// their turn (the first one given stays); without one, their senders
+    /// are told they cannot be heard.
+    pub fn with_transcriber(self, transcriber: Option<crate::transcription::Transcriber>) -> Self {
+        if let Some(transcriber) = transcriber {
+            let _ = self.inner.transcriber.set(transcriber);
+        }
         self
     }
 

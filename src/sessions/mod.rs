@@ -1,5 +1,6 @@
 //! Sessions (SPEC §5): the intake every inbound event passes (access,
 //! answers, commands, mentions, attachments, the durable inbox), the
+//! voice notes heard before their turn, the
 //! session key each belongs to, and the per-session workers that run the
 //! turns: busy policy, resets, replay. Nothing here knows a platform by
 //! name: each describes itself with a [`Profile`](crate::platform::Profile).
@@ -17,6 +18,7 @@ pub mod questions;
 pub mod replies;
 pub mod reset;
 mod revisions;
+mod voice;
 mod worker;
 
 pub use access::{Access, ApproveOutcome, PairingOutcome};

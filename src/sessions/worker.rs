@@ -515,6 +515,17 @@ async fn run_job(
         }
         return;
     }
+    if let super::voice::Heard::Unanswerable(notice) =
+        super::voice::hear(inner, key, inbox_id, &mut event).await
+    {
+        state.active.store(false, Ordering::SeqCst);
+        let completion = Completion {
+            fence: context.fence.cloned(),
+            ..done_with(inner, key, inbox_id, &event, "unheard", [notice.as_str()])
+        };
+        finish(inner, conversation, None, &completion, context, done).await;
+        return;
+    }
     let draft = Draft::open(inner, inbox_id, &event, resumed, &state.draft).await;
     let answered = answer(inner, key, state, conversation, inbox_id, &event, resumed).await;
     let shown = match draft {
@@ -556,7 +567,27 @@ async fn run_job(
         }
         shown.paced().await;
     }
-    if let Some(rows) = commit(inner, conversation, turn.as_deref(), &completion).await {
+    finish(
+        inner,
+        conversation,
+        turn.as_deref(),
+        &completion,
+        context,
+        done,
+    )
+    .await;
+}
+
+/// Commits the end of a job and sends what it says.
+async fn finish(
+    inner: &Inner,
+    conversation: &mut Option<(Conversation, i64)>,
+    turn: Option<&Turn>,
+    completion: &Completion,
+    context: JobContext<'_>,
+    done: Option<oneshot::Sender<()>>,
+) {
+    if let Some(rows) = commit(inner, conversation, turn, completion).await {
         for (id, out) in rows {
             if context.ended.is_cancelled() || !outbox::send(inner, id, &out).await {
                 break;
@@ -731,7 +762,7 @@ fn notices<'a>(
 }
 
 /// `text` as a reply to `event`.
-fn outbound(event: &InboundEvent, text: &str) -> Outbound {
+pub(super) fn outbound(event: &InboundEvent, text: &str) -> Outbound {
     Outbound {
         platform: event.platform.to_string(),
         chat_id: event.chat_id.clone(),

@@ -323,6 +323,34 @@ impl Store {
         Ok(n == 1)
     }
 
+    /// Replaces what unprocessed event `id` of session `key` says with
+    /// what was heard in it (its voice notes transcribed) and writes
+    /// `quote`, which shows the chat what was heard, to the outbox, in one
+    /// transaction: a replay neither hears it again nor shows it twice.
+    /// The outbox row's id; `None` when the event was processed already.
+    pub async fn inbox_heard(
+        &self,
+        id: i64,
+        key: &str,
+        payload: &str,
+        quote: &super::Outbound,
+    ) -> Result<Option<i64>> {
+        let now = now_ms();
+        with_pool!(self, pool => {
+            let mut tx = super::begin_write!(self, pool);
+            let n = sqlx::query(
+                "UPDATE inbox SET payload = $1 WHERE id = $2 AND processed_at IS NULL")
+                .bind(storable(payload)).bind(id).execute(&mut *tx).await?.rows_affected();
+            if n == 0 {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+            let row = super::outbox::insert_outbound!(&mut *tx, id, key, quote, now);
+            tx.commit().await?;
+            Ok(Some(row))
+        })
+    }
+
     /// Unprocessed events in arrival order (per session, arrival order is
     /// processing order).
     pub async fn inbox_pending(&self, limit: i64) -> Result<Vec<InboxRow>> {

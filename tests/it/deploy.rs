@@ -183,6 +183,7 @@ fn slack_manifest_asks_for_what_the_adapter_uses() {
         "- chat:write",
         "- reactions:write",
         "- users:read",
+        "- files:read",
         "- im:history",
         "is_enabled: true",
     ] {

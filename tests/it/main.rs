@@ -44,5 +44,6 @@ mod tls;
 mod tool_registry;
 mod toolsets;
 mod vision_messaging;
+mod voice;
 mod web_tools;
 mod webhook;

@@ -122,26 +122,25 @@ fn text(msg: &Message, me: UserId) -> String {
         .to_string()
 }
 
-/// The message's files, as links the agent can follow.
+/// The message's files, as links the agent can follow; audio (voice
+/// messages among it) is fetched and heard before the turn.
 fn attachments(msg: &Message) -> Vec<Attachment> {
     msg.attachments
         .iter()
         .map(|a| {
-            let image = a
-                .content_type
-                .as_deref()
-                .is_some_and(|t| t.starts_with("image/"));
+            let kind = match a.content_type.as_deref() {
+                Some(t) if t.starts_with("image/") => AttachmentKind::Image,
+                Some(t) if t.starts_with("audio/") => AttachmentKind::Audio,
+                _ => AttachmentKind::Document,
+            };
             Attachment {
-                kind: if image {
-                    AttachmentKind::Image
-                } else {
-                    AttachmentKind::Document
-                },
+                kind,
                 file: a.id.to_string(),
-                name: a.filename.clone(),
+                name: Attachment::safe_name(&a.id.to_string(), Some(&a.filename), "bin"),
                 mime: a.content_type.clone(),
                 size: Some(u64::from(a.size)),
                 url: Some(a.url.clone()),
+                duration_secs: a.duration_secs.map(|s| s.ceil() as u32),
             }
         })
         .collect()
@@ -333,12 +332,12 @@ mod tests {
             [
                 (
                     AttachmentKind::Document,
-                    "log.txt",
+                    "1.txt",
                     Some("https://cdn.example/log.txt")
                 ),
                 (
                     AttachmentKind::Image,
-                    "shot.png",
+                    "2.png",
                     Some("https://cdn.example/shot.png")
                 )
             ]

@@ -13,6 +13,7 @@ pub mod inbound;
 pub mod interactions;
 
 use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,8 +28,8 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::daemon::{ComponentContext, Daemon, Gateway};
 use crate::platform::{
-    AccessRules, Actor, Capabilities, ChatKind, ChatRef, ChoiceStyle, InboundEvent, Platform,
-    PlatformError, Preset, Profile, Prompt, Revision, retrying,
+    AccessRules, Actor, Attachment, Capabilities, ChatKind, ChatRef, ChoiceStyle, InboundEvent,
+    Platform, PlatformError, Preset, Profile, Prompt, Revision, retrying,
 };
 use crate::render::clip;
 use crate::sessions::{Press, Submitted};
@@ -102,6 +103,8 @@ pub struct Discord {
     /// The newest message seen in each channel, to catch up from.
     seen: Mutex<HashMap<ChannelId, MessageId>>,
     interactions: Interactions,
+    /// Fetches attachments from Discord's CDN (audio, to be heard).
+    files: reqwest::Client,
 }
 
 impl std::fmt::Debug for Discord {
@@ -547,6 +550,14 @@ impl Platform for Discord {
         }
     }
 
+    async fn fetch(&self, file: &Attachment, into: &Path) -> Result<PathBuf, PlatformError> {
+        let url = file
+            .url
+            .as_deref()
+            .ok_or_else(|| PlatformError::NotFound("the attachment has no link".into()))?;
+        crate::platform::download(self.files.get(url), into.join(&file.name)).await
+    }
+
     async fn send(
         &self,
         to: &ChatRef,
@@ -731,6 +742,7 @@ async fn run(ctx: ComponentContext) {
         openers: Mutex::new(HashMap::new()),
         seen: Mutex::new(HashMap::new()),
         interactions: Interactions::default(),
+        files: crate::http::client::client(),
     });
     gw.attach(ID, adapter.clone()).await;
     tracing::info!(bot = %me.name, id = %me.id, "discord connected");

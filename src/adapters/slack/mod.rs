@@ -8,9 +8,11 @@
 //! a turn runs, approvals as Block Kit buttons updated with `chat.update`.
 
 pub mod format;
+mod inbound;
 pub mod verify;
 
 use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,8 +30,8 @@ use crate::config::{Config, SlackMode};
 use crate::daemon::{ComponentContext, Daemon, Gateway};
 use crate::http::AppState;
 use crate::platform::{
-    AccessRules, Actor, Capabilities, ChatKind, ChatRef, ChoiceStyle, InboundEvent, Platform,
-    PlatformError, Preset, Profile, Prompt, PromptKind, Revision, retrying,
+    AccessRules, Actor, Attachment, Capabilities, ChatRef, ChoiceStyle, InboundEvent, Platform,
+    PlatformError, Preset, Profile, Prompt, PromptKind, retrying,
 };
 use crate::render::clip;
 use crate::sessions::Press;
@@ -87,6 +89,11 @@ pub struct Slack {
     reacted: Mutex<HashSet<(String, String)>>,
     /// Display names by user id, looked up once each.
     names: Mutex<HashMap<String, String>>,
+    /// Downloads the files of messages (their private URLs take the token).
+    files: reqwest::Client,
+    /// The host of `api_url` besides Slack's own, which file links may
+    /// name (a proxy or a test server).
+    api_host: Option<String>,
 }
 
 /// Most names remembered before the cache starts over.
@@ -210,81 +217,24 @@ impl Slack {
     /// The inbound event of an Events API `event`, if it is a message for
     /// the bot to consider.
     fn message_event(&self, event: &Value) -> Option<InboundEvent> {
-        let kind = event["type"].as_str()?;
-        if kind != "message" && kind != "app_mention" {
-            return None;
-        }
-        match event["subtype"].as_str() {
-            Some("message_changed") => return self.changed_event(event),
-            Some("message_deleted") => return deleted_event(event),
-            _ => {}
-        }
-        // Joins, topic changes and the like are not messages to answer.
-        if let Some(sub) = event["subtype"].as_str()
-            && sub != "file_share"
-            && sub != "thread_broadcast"
-        {
-            return None;
-        }
-        let user = event["user"].as_str()?;
-        let channel = event["channel"].as_str()?;
-        let ts = event["ts"].as_str()?;
-        let raw = event["text"].as_str().unwrap_or_default();
-        let mention = format!("<@{}>", self.bot_user);
-        let text = raw.replace(&mention, "").trim().to_string();
-        let dm = event["channel_type"].as_str() == Some("im");
-        let allowed_bot = event["bot_id"].as_str().is_some_and(|b| {
-            self.gateway
-                .config
-                .slack
-                .allowed_bots
-                .iter()
-                .any(|a| a == b)
-        });
-        let from_bot = user == self.bot_user
-            || (event.get("bot_id").is_some_and(|b| !b.is_null()) && !allowed_bot);
-        // In channels the conversation lives in the thread of the message
-        // that started it.
-        let thread = event["thread_ts"]
-            .as_str()
-            .map(str::to_string)
-            .or_else(|| (!dm).then(|| ts.to_string()));
-        Some(InboundEvent {
-            platform: ID.into(),
-            kind: if dm { ChatKind::Dm } else { ChatKind::Group },
-            chat_id: channel.into(),
-            thread_id: thread,
-            user_id: user.into(),
-            user_name: user.into(),
-            roles: Vec::new(),
-            text,
-            // `message` and `app_mention` both arrive for a mention, and
-            // Slack retries: the message itself is the identity.
-            event_id: format!("{channel}:{ts}"),
-            message_id: Some(ts.into()),
-            mentioned: dm || kind == "app_mention" || raw.contains(&mention),
-            from_bot,
-            in_thread: event["thread_ts"].is_string(),
-            attachments: Vec::new(),
-            revision: Revision::New,
-        })
+        let me = inbound::Me {
+            user: &self.bot_user,
+            allowed_bots: &self.gateway.config.slack.allowed_bots,
+        };
+        inbound::message_event(event, &me)
     }
 
-    /// A `message_changed` event: the message as it reads now.
-    fn changed_event(&self, event: &Value) -> Option<InboundEvent> {
-        let mut message = event.get("message")?.clone();
-        message["channel"] = event["channel"].clone();
-        message["channel_type"] = event["channel_type"].clone();
-        message["type"] = "message".into();
-        let edited_at = message["edited"]["ts"]
-            .as_str()
-            .or(event["event_ts"].as_str())
-            .unwrap_or_default()
-            .to_string();
-        let mut edited = self.message_event(&message)?;
-        edited.event_id = format!("{}:edited:{edited_at}", edited.event_id);
-        edited.revision = Revision::Edited;
-        Some(edited)
+    /// Whether the bot's token may go with a request to `url`: Slack's own
+    /// hosts, or the configured API's.
+    fn trusted_link(&self, url: &str) -> bool {
+        let Some(host) = url::Url::parse(url)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "https" | "http"))
+            .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+        else {
+            return false;
+        };
+        host == "slack.com" || host.ends_with(".slack.com") || Some(&host) == self.api_host.as_ref()
     }
 
     /// Puts the working reaction on `event`'s message (`on`) or takes it
@@ -427,8 +377,18 @@ impl Platform for Slack {
             buttons: true,
             edits: true,
             threads: true,
-            downloads: false,
+            downloads: true,
         }
+    }
+
+    async fn fetch(&self, file: &Attachment, into: &Path) -> Result<PathBuf, PlatformError> {
+        let url = file
+            .url
+            .as_deref()
+            .filter(|url| self.trusted_link(url))
+            .ok_or_else(|| PlatformError::Rejected("not a Slack file link".into()))?;
+        let request = self.files.get(url).bearer_auth(&self.token.token_value.0);
+        crate::platform::download(request, into.join(&file.name)).await
     }
 
     async fn send(
@@ -673,6 +633,10 @@ async fn run(ctx: ComponentContext, slot: Slot) {
         gateway: gw.clone(),
         reacted: Mutex::new(HashSet::new()),
         names: Mutex::new(HashMap::new()),
+        files: crate::http::client::client(),
+        api_host: url::Url::parse(&config.api_url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string)),
     });
     let _ = slot.set(adapter.clone());
     gw.attach(ID, adapter.clone()).await;
@@ -764,28 +728,4 @@ async fn socket_mode(
     health.set(ID, true, "socket mode");
     stop.cancelled().await;
     listener.shutdown().await;
-}
-
-/// A `message_deleted` event: which message is gone.
-fn deleted_event(event: &Value) -> Option<InboundEvent> {
-    let channel = event["channel"].as_str()?;
-    let ts = event["deleted_ts"].as_str()?;
-    let before = &event["previous_message"];
-    Some(InboundEvent {
-        platform: ID.into(),
-        kind: ChatKind::Group,
-        chat_id: channel.into(),
-        thread_id: before["thread_ts"].as_str().map(str::to_string),
-        user_id: before["user"].as_str().unwrap_or_default().into(),
-        user_name: String::new(),
-        roles: Vec::new(),
-        text: String::new(),
-        event_id: format!("{channel}:{ts}:deleted"),
-        message_id: Some(ts.into()),
-        mentioned: false,
-        from_bot: before.get("bot_id").is_some_and(|b| !b.is_null()),
-        in_thread: false,
-        attachments: Vec::new(),
-        revision: Revision::Deleted,
-    })
 }

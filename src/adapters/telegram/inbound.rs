@@ -1,6 +1,7 @@
 //! Telegram updates as inbound events: private chats, groups (mentioned by
 //! @username, a text mention, or a reply to the bot), forum topics as
-//! threads, and photos or documents as attachments the intake fetches.
+//! threads, and photos, voice notes, audio files or documents as attachments
+//! the intake fetches (audio is heard before its turn).
 
 use teloxide_core::types::{Message, MessageEntityKind, MessageKind, UserId};
 
@@ -37,13 +38,71 @@ fn addresses_bot(msg: &Message, me: &BotIdentity) -> bool {
     mentioned || replied
 }
 
-/// A file name made of the file's stable id and an extension.
-fn file_name(unique_id: &str, extension: &str) -> String {
-    let stem: String = unique_id
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
-        .collect();
-    format!("{stem}.{extension}")
+/// The message's file: its largest photo size, a voice note, an audio
+/// file or a document.
+fn attachment(msg: &Message) -> Option<Attachment> {
+    let file = |kind, meta: &teloxide_core::types::FileMeta, name: String, mime| Attachment {
+        kind,
+        file: meta.id.to_string(),
+        name,
+        mime,
+        size: Some(u64::from(meta.size)),
+        url: None,
+        duration_secs: None,
+    };
+    let name = |meta: &teloxide_core::types::FileMeta, original: Option<&str>, fallback| {
+        Attachment::safe_name(&meta.unique_id.0, original, fallback)
+    };
+    if let Some(sizes) = msg.photo() {
+        return sizes
+            .iter()
+            .max_by_key(|p| u64::from(p.width) * u64::from(p.height))
+            .map(|p| {
+                let jpg = name(&p.file, None, "jpg");
+                file(
+                    AttachmentKind::Image,
+                    &p.file,
+                    jpg,
+                    Some("image/jpeg".into()),
+                )
+            });
+    }
+    if let Some(voice) = msg.voice() {
+        let mime = voice
+            .mime_type
+            .as_ref()
+            .map_or("audio/ogg".into(), ToString::to_string);
+        return Some(Attachment {
+            duration_secs: Some(voice.duration.seconds()),
+            ..file(
+                AttachmentKind::Audio,
+                &voice.file,
+                name(&voice.file, None, "ogg"),
+                Some(mime),
+            )
+        });
+    }
+    if let Some(audio) = msg.audio() {
+        let saved = name(&audio.file, audio.file_name.as_deref(), "mp3");
+        return Some(Attachment {
+            duration_secs: Some(audio.duration.seconds()),
+            ..file(
+                AttachmentKind::Audio,
+                &audio.file,
+                saved,
+                audio.mime_type.as_ref().map(ToString::to_string),
+            )
+        });
+    }
+    msg.document().map(|d| {
+        let saved = name(&d.file, d.file_name.as_deref(), "bin");
+        file(
+            AttachmentKind::Document,
+            &d.file,
+            saved,
+            d.mime_type.as_ref().map(ToString::to_string),
+        )
+    })
 }
 
 /// The event of a message, with its attachment; `None` for messages that
@@ -57,38 +116,7 @@ pub fn message_event(update_id: u32, msg: &Message, me: &BotIdentity) -> Option<
     // The bot's own handle is noise to the agent.
     let handle = format!("@{}", me.username);
     let text = raw.replace(&handle, "").trim().to_string();
-    let attachment = if let Some(sizes) = msg.photo() {
-        sizes
-            .iter()
-            .max_by_key(|p| u64::from(p.width) * u64::from(p.height))
-            .map(|p| Attachment {
-                kind: AttachmentKind::Image,
-                file: p.file.id.to_string(),
-                name: file_name(&p.file.unique_id.0, "jpg"),
-                mime: Some("image/jpeg".into()),
-                size: Some(u64::from(p.file.size)),
-                url: None,
-            })
-    } else {
-        msg.document().map(|d| {
-            let extension = d
-                .file_name
-                .as_deref()
-                .and_then(|n| n.rsplit_once('.'))
-                .map(|(_, ext)| ext)
-                .filter(|e| e.len() <= 8 && e.chars().all(|c| c.is_ascii_alphanumeric()))
-                .unwrap_or("bin")
-                .to_ascii_lowercase();
-            Attachment {
-                kind: AttachmentKind::Document,
-                file: d.file.id.to_string(),
-                name: file_name(&d.file.unique_id.0, &extension),
-                mime: d.mime_type.as_ref().map(ToString::to_string),
-                size: Some(u64::from(d.file.size)),
-                url: None,
-            }
-        })
-    };
+    let attachment = attachment(msg);
     if text.is_empty() && attachment.is_none() {
         return None;
     }

@@ -16,6 +16,7 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::files::Files;
 use super::outage::{Answer, Outage};
 
 pub const BOT_ID: &str = "900";
@@ -66,6 +67,8 @@ struct Shared {
 pub struct FakeDiscord {
     /// Used as `discord.api_url`.
     pub url: String,
+    /// Attachments on the "CDN", under `/attachments/`.
+    pub files: Files,
     shared: Shared,
 }
 
@@ -149,19 +152,25 @@ impl FakeDiscord {
             next_id: Arc::new(Mutex::new(5000)),
             ..Shared::default()
         };
+        let files = Files::default();
         let app = Router::new()
             .route("/api/v10/{*rest}", axum::routing::any(rest))
+            .nest("/attachments", files.router())
             .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let addr = super::serve(app).await;
         let ws = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         *shared.gateway_url.lock().unwrap() = format!("ws://{}", ws.local_addr().unwrap());
         tokio::spawn(gateway(ws, shared.clone()));
         Self {
             url: format!("http://{addr}"),
+            files,
             shared,
         }
+    }
+
+    /// The CDN URL of attachment `path` (see [`Files::serve`]).
+    pub fn attachment_url(&self, path: &str) -> String {
+        format!("{}/attachments/{path}", self.url)
     }
 
     /// Declares channel `id` a public thread under `parent`.
@@ -307,11 +316,7 @@ async fn rest(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let auth = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
+    let auth = super::authorization(&headers);
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let id = new_id(&shared);
     shared.calls.lock().unwrap().push(Call {

@@ -53,9 +53,7 @@ impl FakeGithub {
             )
             .route("/repos/{owner}/{repo}/issues/comments/{id}", patch(update))
             .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let addr = super::serve(app).await;
         Self {
             url: format!("http://{addr}"),
             shared,
@@ -99,11 +97,7 @@ impl FakeGithub {
 }
 
 fn record(shared: &Shared, method: &'static str, path: String, headers: &HeaderMap, body: Value) {
-    let auth = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
+    let auth = super::authorization(headers);
     shared.seen.lock().unwrap().push(Seen {
         at: Instant::now(),
         method,

@@ -53,9 +53,7 @@ impl FakeLlm {
             .route("/v1/chat/completions", post(answer))
             .route("/v1/messages", post(answer))
             .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let addr = super::serve(app).await;
         Self {
             url: format!("http://{addr}/v1"),
             shared,

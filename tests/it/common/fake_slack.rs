@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use serde_json::{Value, json};
 
+use super::files::Files;
 use super::outage::{Answer, Outage};
 
 pub const BOT_USER: &str = "UBOT0001";
@@ -48,25 +49,33 @@ struct Shared {
 pub struct FakeSlack {
     /// Used as `slack.api_url`.
     pub url: String,
+    /// Private files, under `/files-pri/` (downloads need the bot token).
+    pub files: Files,
     shared: Shared,
 }
 
 impl FakeSlack {
     pub async fn start() -> Self {
         let shared = Shared::default();
+        let files = Files::requiring("Bearer xoxb-test");
         let app = Router::new()
             .route("/api/{method}", any(method))
+            .nest("/files-pri", files.router())
             .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let addr = super::serve(app).await;
         let ws = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         *shared.socket_url.lock().unwrap() = format!("ws://{}/link", ws.local_addr().unwrap());
         tokio::spawn(socket_server(ws, shared.clone()));
         Self {
             url: format!("http://{addr}/api"),
+            files,
             shared,
         }
+    }
+
+    /// The private download URL of file `path` (see [`Files::serve`]).
+    pub fn file_url(&self, path: &str) -> String {
+        format!("{}/files-pri/{path}", self.url.trim_end_matches("/api"))
     }
 
     pub fn calls(&self, method: &str) -> Vec<Call> {
@@ -139,11 +148,7 @@ async fn method(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let auth = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
+    let auth = super::authorization(&headers);
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let ts = {
         let mut next = shared.next_ts.lock().unwrap();

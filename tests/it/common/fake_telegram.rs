@@ -49,6 +49,10 @@ struct Inner {
     shown: std::collections::BTreeMap<(i64, i64), String>,
     /// Answers for the next editMessageText calls.
     edit_failures: VecDeque<Answer>,
+    /// Files getFile knows beside the default photo: id → (path, bytes).
+    files: std::collections::HashMap<String, (String, Vec<u8>)>,
+    /// Paths downloaded, in order.
+    downloads: Vec<String>,
 }
 
 #[derive(Clone, Default)]
@@ -82,9 +86,7 @@ impl FakeTelegram {
             .route("/{bot}/{method}", post(method))
             .route("/file/{bot}/{*path}", get(file))
             .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let addr = super::serve(app).await;
         Self {
             url: format!("http://{addr}"),
             shared,
@@ -161,6 +163,31 @@ impl FakeTelegram {
             .filter(|((c, _), _)| *c == chat)
             .map(|((_, id), text)| (*id, text.clone()))
             .collect()
+    }
+
+    /// Serves `bytes` as file `file_id` (getFile gives its `path`).
+    pub fn file(&self, file_id: &str, path: &str, bytes: &[u8]) {
+        self.shared
+            .0
+            .lock()
+            .unwrap()
+            .files
+            .insert(file_id.into(), (path.into(), bytes.to_vec()));
+    }
+
+    /// The file paths downloaded so far.
+    pub fn downloads(&self) -> Vec<String> {
+        self.shared.0.lock().unwrap().downloads.clone()
+    }
+
+    /// A voice note from `from` in their private chat.
+    pub fn voice(from: i64, message_id: i64, file_id: &str, seconds: u32, size: usize) -> Value {
+        json!({"message": {
+            "message_id": message_id, "date": 1_764_000_000,
+            "chat": chat(from), "from": user(from, "Ann"),
+            "voice": {"file_id": file_id, "file_unique_id": format!("AgAD{file_id}"),
+                      "duration": seconds, "mime_type": "audio/ogg", "file_size": size},
+        }})
     }
 
     /// How many getUpdates were ended by another one starting (Telegram's
@@ -406,10 +433,19 @@ async fn method(
                 None => bad_request("message to delete not found"),
             }
         }
-        "getFile" => ok(json!({
-            "file_id": body["file_id"], "file_unique_id": "AgADuniq", "file_size": 4,
-            "file_path": "photos/file_1.jpg",
-        })),
+        "getFile" => {
+            let id = body["file_id"].as_str().unwrap_or_default();
+            let (path, size) = inner
+                .files
+                .get(id)
+                .map_or(("photos/file_1.jpg".to_string(), 4), |(path, bytes)| {
+                    (path.clone(), bytes.len())
+                });
+            ok(json!({
+                "file_id": id, "file_unique_id": format!("AgAD{id}"), "file_size": size,
+                "file_path": path,
+            }))
+        }
         _ => ok(json!(true)),
     }
 }
@@ -463,7 +499,21 @@ async fn get_updates(shared: Shared, body: Value) -> Response {
     ok(json!([]))
 }
 
-async fn file(Path((_bot, path)): Path<(String, String)>) -> Response {
-    assert_eq!(path, "photos/file_1.jpg");
-    (StatusCode::OK, vec![0xff, 0xd8, 0xff, 0xd9]).into_response()
+async fn file(
+    State(shared): State<Shared>,
+    Path((_bot, path)): Path<(String, String)>,
+) -> Response {
+    let mut inner = shared.0.lock().unwrap();
+    inner.downloads.push(path.clone());
+    if let Some((_, bytes)) = inner.files.values().find(|(p, _)| *p == path) {
+        return (StatusCode::OK, bytes.clone()).into_response();
+    }
+    if path == "photos/file_1.jpg" {
+        return (StatusCode::OK, vec![0xff, 0xd8, 0xff, 0xd9]).into_response();
+    }
+    (
+        StatusCode::NOT_FOUND,
+        Json(json!({"ok": false, "error_code": 404, "description": "Not Found"})),
+    )
+        .into_response()
 }

@@ -11,6 +11,8 @@ pub mod fake_llm;
 pub mod fake_port;
 pub mod fake_slack;
 pub mod fake_telegram;
+pub mod fake_transcriber;
+pub mod files;
 pub mod in_process;
 pub mod outage;
 
@@ -315,6 +317,23 @@ where
         assert!(tokio::time::Instant::now() < deadline, "never: {what}");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+}
+
+/// Serves `app` on a free loopback port until the test ends; its address.
+pub async fn serve(app: axum::Router) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+/// A request's `Authorization` header ("" without one).
+pub fn authorization(headers: &axum::http::HeaderMap) -> String {
+    headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// Waits until the daemon's component `name` reports ready.
