@@ -60,6 +60,9 @@ const MISSED_AFTER_MS: i64 = 2000;
 
 /// The relay kind of a question's button pressed on another replica.
 const QUESTION: &str = "question";
+/// The relay kind of an edit or deletion of a message whose session runs
+/// on another replica.
+const REVISION: &str = "revision";
 
 /// Largest event carried in a notice (PostgreSQL's payloads hold 8000
 /// bytes); a larger one is read from the inbox by its owner.
@@ -137,6 +140,10 @@ impl SessionManager {
             QUESTION,
             std::sync::Arc::new(Answerer(std::sync::Arc::downgrade(&self.inner))),
         );
+        relay.handle(
+            REVISION,
+            std::sync::Arc::new(Reviser(std::sync::Arc::downgrade(&self.inner))),
+        );
         let _ = self.inner.relay.set(relay.clone());
     }
 
@@ -150,6 +157,27 @@ impl SessionManager {
             Ok(None) => None,
             Err(err) => {
                 tracing::warn!(error = %err, "question press not relayed");
+                None
+            }
+        }
+    }
+
+    /// Hands `change` to event `id` of session `key` to the replica that
+    /// runs the session: where that replica found the event, or `None`
+    /// when none does (nor a relay exists).
+    pub(super) async fn relay_revision(
+        &self,
+        key: &str,
+        id: i64,
+        change: &super::revisions::Change,
+    ) -> Option<super::revisions::Found> {
+        let relay = self.inner.relay.get()?;
+        let body = serde_json::json!({"key": key, "id": id, "change": change}).to_string();
+        match relay.ask(REVISION, body).await {
+            Ok(Some(found)) => serde_json::from_str(&found).ok(),
+            Ok(None) => None,
+            Err(err) => {
+                tracing::warn!(session.key = %key, error = %err, "message change not relayed");
                 None
             }
         }
@@ -499,6 +527,27 @@ impl crate::cluster::relay::Handler for Answerer {
                 Err(why) => Err(why.to_string()),
             };
             serde_json::to_string(&result).ok()
+        })
+    }
+}
+
+/// Applies edits and deletions relayed from other replicas to the
+/// sessions this one runs.
+struct Reviser(std::sync::Weak<Inner>);
+
+impl crate::cluster::relay::Handler for Reviser {
+    fn answer(
+        &self,
+        body: String,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<String>> + Send + '_>> {
+        Box::pin(async move {
+            let asked: serde_json::Value = serde_json::from_str(&body).ok()?;
+            let key = asked["key"].as_str()?;
+            let id = asked["id"].as_i64()?;
+            let change = serde_json::from_value(asked["change"].clone()).ok()?;
+            let inner = self.0.upgrade()?;
+            let found = super::revisions::apply(&inner, key, id, change)?;
+            serde_json::to_string(&found).ok()
         })
     }
 }

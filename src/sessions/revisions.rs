@@ -5,6 +5,8 @@
 //! turn, per `busy_input_mode`) and a deletion cancels the turn (a pending
 //! approval is withdrawn with it) and nothing is said. A change to a
 //! message answered already: an edit is a new message, a deletion nothing.
+//! With several replicas, a change that reaches a replica without the
+//! session's worker is relayed to the one that runs it.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -26,7 +28,7 @@ struct State {
 }
 
 /// What became of an event.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) enum Change {
     /// Its message says this now.
     Edited(String),
@@ -35,7 +37,8 @@ pub(super) enum Change {
 }
 
 /// Where an edit or deletion found its message.
-enum Found {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(super) enum Found {
     /// Its turn runs.
     Running,
     /// It waits.
@@ -63,7 +66,7 @@ impl Revisions {
     }
 
     /// Records `change` to inbox event `id`.
-    fn change(&self, id: i64, change: Change) -> Found {
+    pub(super) fn change(&self, id: i64, change: Change) -> Found {
         let mut state = self.lock();
         let running = state.current == Some(id);
         // An edit while the turn runs is a message of its own.
@@ -104,20 +107,17 @@ impl SessionManager {
             Revision::Edited => Change::Edited(event.text.clone()),
             _ => Change::Deleted,
         };
-        let state = inner
-            .workers()
-            .get(&row.session_key)
-            .map(|w| w.state.clone());
-        let found = match &state {
-            Some(state) => state.revisions.change(row.id, change.clone()),
-            None => Found::Waiting,
+        // Its worker runs here, on another replica, or nowhere.
+        let found = match apply(inner, &row.session_key, row.id, change.clone()) {
+            Some(found) => found,
+            None => self
+                .relay_revision(&row.session_key, row.id, &change)
+                .await
+                .unwrap_or(Found::Waiting),
         };
         match (found, change) {
             (Found::Running, Change::Edited(_)) => Ok(None),
             (Found::Running, Change::Deleted) => {
-                if let Some(state) = state {
-                    state.interrupt();
-                }
                 tracing::info!(
                     inbox.id = row.id,
                     "message deleted while its turn ran; turn cancelled"
@@ -148,4 +148,21 @@ impl SessionManager {
             }
         }
     }
+}
+
+/// Applies `change` to inbox event `id` of session `key` if this replica
+/// runs its worker (a deletion while its turn runs cancels the turn):
+/// where it found the event, else `None`.
+pub(super) fn apply(
+    inner: &super::manager::Inner,
+    key: &str,
+    id: i64,
+    change: Change,
+) -> Option<Found> {
+    let state = inner.workers().get(key).map(|w| w.state.clone())?;
+    let found = state.revisions.change(id, change.clone());
+    if found == Found::Running && change == Change::Deleted {
+        state.interrupt();
+    }
+    Some(found)
 }

@@ -40,6 +40,8 @@ pub(super) async fn hear(
     if audio.is_empty() {
         return Heard::Nothing;
     }
+    // Hearing takes a while: the chat shows the bot at work meanwhile.
+    inner.replies.working(event, true).await;
     let mut heard = Vec::new();
     let mut unheard = Vec::new();
     for clip in &audio {
@@ -70,6 +72,7 @@ pub(super) async fn hear(
     }
     let shown = shown.join("\n\n");
     if said.is_empty() {
+        inner.replies.working(event, false).await;
         return Heard::Unanswerable(shown);
     }
     for reason in &unheard {

@@ -548,6 +548,93 @@ async fn slack_dm(base: &str, id: &str, ts: &str, text: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_deleted_through_one_replica_cancels_its_turn_on_another() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    // The first turn is still thinking when its message is deleted.
+    let llm = FakeLlm::start(vec![
+        Reply::Delayed(
+            Duration::from_secs(20),
+            Box::new(Reply::Json(text("too late"))),
+        ),
+        Reply::Json(text("Second answered.")),
+    ])
+    .await;
+    let slack = common::fake_slack::FakeSlack::start().await;
+    let github = FakeGithub::start().await;
+    let env = Env::from_pairs([
+        ("GITHUB_WEBHOOK_SECRET", SECRET),
+        ("GITHUB_TOKEN", "ghs_replicas"),
+        ("SLACK_BOT_TOKEN", "xoxb-test"),
+        ("SLACK_SIGNING_SECRET", SLACK_SECRET),
+    ]);
+    let slack_replica = |dir: &std::path::Path, name: &str| {
+        let mut c = replica(dir, name, &db.config, &llm, &github, None);
+        c.slack.enabled = true;
+        c.slack.mode = switchboard::config::SlackMode::Events;
+        c.slack.api_url = slack.url.clone();
+        c
+    };
+    let (da, dbb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = InProcess::start(slack_replica(da.path(), "a"), env.clone()).await;
+    let b = InProcess::start(slack_replica(dbb.path(), "b"), env).await;
+    common::ready(&a.gateway, "slack").await;
+    common::ready(&b.gateway, "slack").await;
+
+    slack_dm(&a.base, "Ev1", "1764000000.000100", "a long job").await;
+    common::eventually("the model asked", || async { !llm.requests().is_empty() }).await;
+    let started = Instant::now();
+    // The deletion reaches b, which does not run the session.
+    let deleted = serde_json::json!({
+        "token": "legacy", "team_id": "T0001", "api_app_id": "A0001",
+        "type": "event_callback", "event_id": "Ev2", "event_time": 1_764_000_001,
+        "event": {"type": "message", "subtype": "message_deleted", "channel": "D1",
+                  "channel_type": "im", "deleted_ts": "1764000000.000100",
+                  "event_ts": "1764000000.000200",
+                  "previous_message": {"type": "message", "user": "U1", "text": "a long job",
+                                       "ts": "1764000000.000100"}},
+    });
+    let status = slack_post(
+        &b.base,
+        "/slack/events",
+        serde_json::to_vec(&deleted).unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    common::eventually("the turn ended as deleted", || async {
+        a.gateway
+            .store
+            .inbox_latest("slack", 10)
+            .await
+            .unwrap()
+            .iter()
+            .any(|row| row.outcome.as_deref() == Some("deleted"))
+    })
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "cancelled, not waited out: {:?}",
+        started.elapsed()
+    );
+    // The session goes on: the next message is answered, and nothing was
+    // said for the deleted one.
+    slack_dm(&b.base, "Ev3", "1764000000.000300", "something quick").await;
+    let posts = slack.wait("chat.postMessage", 1).await;
+    assert!(
+        posts[0].body.to_string().contains("Second answered."),
+        "{:?}",
+        posts[0].body
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(slack.calls("chat.postMessage").len(), 1);
+    assert_eq!(llm.requests().len(), 2);
+    a.shutdown().await;
+    b.shutdown().await;
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_asked_on_one_replica_is_answered_through_another() {
     let Some(db) = PgTestDb::create().await else {
         return;
