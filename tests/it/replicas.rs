@@ -535,16 +535,59 @@ async fn slack_post(base: &str, path: &str, body: Vec<u8>) -> u16 {
         .as_u16()
 }
 
-/// `text` written by U1 in their DM with the bot, as event `id`.
-async fn slack_dm(base: &str, id: &str, ts: &str, text: &str) {
+/// `text` written by U1 in their DM `channel` with the bot, as event `id`.
+/// (Replicas of tests running at once share NOTIFY channels: each test
+/// talks in a DM of its own.)
+async fn slack_dm(base: &str, channel: &str, id: &str, ts: &str, text: &str) {
     let body = serde_json::json!({
         "token": "legacy", "team_id": "T0001", "api_app_id": "A0001",
         "type": "event_callback", "event_id": id, "event_time": 1_764_000_000,
-        "event": {"type": "message", "channel_type": "im", "user": "U1", "channel": "D1",
+        "event": {"type": "message", "channel_type": "im", "user": "U1", "channel": channel,
                   "ts": ts, "text": text, "event_ts": ts},
     });
     let status = slack_post(base, "/slack/events", serde_json::to_vec(&body).unwrap()).await;
     assert_eq!(status, 200, "event {id}");
+}
+
+/// Two replicas on `db` taking Slack's Events API, beside the fake Slack.
+struct SlackReplicas {
+    slack: common::fake_slack::FakeSlack,
+    a: InProcess,
+    b: InProcess,
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+    _github: FakeGithub,
+}
+
+impl SlackReplicas {
+    async fn start(db: &PgTestDb, llm: &FakeLlm) -> Self {
+        let slack = common::fake_slack::FakeSlack::start().await;
+        let github = FakeGithub::start().await;
+        let env = Env::from_pairs([
+            ("GITHUB_WEBHOOK_SECRET", SECRET),
+            ("GITHUB_TOKEN", "ghs_replicas"),
+            ("SLACK_BOT_TOKEN", "xoxb-test"),
+            ("SLACK_SIGNING_SECRET", SLACK_SECRET),
+        ]);
+        let slack_replica = |dir: &std::path::Path, name: &str| {
+            let mut c = replica(dir, name, &db.config, llm, &github, None);
+            c.slack.enabled = true;
+            c.slack.mode = switchboard::config::SlackMode::Events;
+            c.slack.api_url = slack.url.clone();
+            c
+        };
+        let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let a = InProcess::start(slack_replica(dirs.0.path(), "a"), env.clone()).await;
+        let b = InProcess::start(slack_replica(dirs.1.path(), "b"), env).await;
+        common::ready(&a.gateway, "slack").await;
+        common::ready(&b.gateway, "slack").await;
+        Self {
+            slack,
+            a,
+            b,
+            _dirs: dirs,
+            _github: github,
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -561,35 +604,22 @@ async fn a_message_deleted_through_one_replica_cancels_its_turn_on_another() {
         Reply::Json(text("Second answered.")),
     ])
     .await;
-    let slack = common::fake_slack::FakeSlack::start().await;
-    let github = FakeGithub::start().await;
-    let env = Env::from_pairs([
-        ("GITHUB_WEBHOOK_SECRET", SECRET),
-        ("GITHUB_TOKEN", "ghs_replicas"),
-        ("SLACK_BOT_TOKEN", "xoxb-test"),
-        ("SLACK_SIGNING_SECRET", SLACK_SECRET),
-    ]);
-    let slack_replica = |dir: &std::path::Path, name: &str| {
-        let mut c = replica(dir, name, &db.config, &llm, &github, None);
-        c.slack.enabled = true;
-        c.slack.mode = switchboard::config::SlackMode::Events;
-        c.slack.api_url = slack.url.clone();
-        c
-    };
-    let (da, dbb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = InProcess::start(slack_replica(da.path(), "a"), env.clone()).await;
-    let b = InProcess::start(slack_replica(dbb.path(), "b"), env).await;
-    common::ready(&a.gateway, "slack").await;
-    common::ready(&b.gateway, "slack").await;
+    let SlackReplicas {
+        slack,
+        a,
+        b,
+        _dirs,
+        _github,
+    } = SlackReplicas::start(&db, &llm).await;
 
-    slack_dm(&a.base, "Ev1", "1764000000.000100", "a long job").await;
+    slack_dm(&a.base, "D7", "Ev1", "1764000000.000100", "a long job").await;
     common::eventually("the model asked", || async { !llm.requests().is_empty() }).await;
     let started = Instant::now();
     // The deletion reaches b, which does not run the session.
     let deleted = serde_json::json!({
         "token": "legacy", "team_id": "T0001", "api_app_id": "A0001",
         "type": "event_callback", "event_id": "Ev2", "event_time": 1_764_000_001,
-        "event": {"type": "message", "subtype": "message_deleted", "channel": "D1",
+        "event": {"type": "message", "subtype": "message_deleted", "channel": "D7",
                   "channel_type": "im", "deleted_ts": "1764000000.000100",
                   "event_ts": "1764000000.000200",
                   "previous_message": {"type": "message", "user": "U1", "text": "a long job",
@@ -619,7 +649,7 @@ async fn a_message_deleted_through_one_replica_cancels_its_turn_on_another() {
     );
     // The session goes on: the next message is answered, and nothing was
     // said for the deleted one.
-    slack_dm(&b.base, "Ev3", "1764000000.000300", "something quick").await;
+    slack_dm(&b.base, "D7", "Ev3", "1764000000.000300", "something quick").await;
     let posts = slack.wait("chat.postMessage", 1).await;
     assert!(
         posts[0].body.to_string().contains("Second answered."),
@@ -652,33 +682,20 @@ async fn a_question_asked_on_one_replica_is_answered_through_another() {
         Reply::Json(text("Deploying to staging in eu.")),
     ])
     .await;
-    let slack = common::fake_slack::FakeSlack::start().await;
-    let github = FakeGithub::start().await;
-    let env = Env::from_pairs([
-        ("GITHUB_WEBHOOK_SECRET", SECRET),
-        ("GITHUB_TOKEN", "ghs_replicas"),
-        ("SLACK_BOT_TOKEN", "xoxb-test"),
-        ("SLACK_SIGNING_SECRET", SLACK_SECRET),
-    ]);
-    let slack_replica = |dir: &std::path::Path, name: &str| {
-        let mut c = replica(dir, name, &db.config, &llm, &github, None);
-        c.slack.enabled = true;
-        c.slack.mode = switchboard::config::SlackMode::Events;
-        c.slack.api_url = slack.url.clone();
-        c
-    };
-    let (da, dbb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = InProcess::start(slack_replica(da.path(), "a"), env.clone()).await;
-    let b = InProcess::start(slack_replica(dbb.path(), "b"), env).await;
-    common::ready(&a.gateway, "slack").await;
-    common::ready(&b.gateway, "slack").await;
+    let SlackReplicas {
+        slack,
+        a,
+        b,
+        _dirs,
+        _github,
+    } = SlackReplicas::start(&db, &llm).await;
 
     // The conversation starts on a, which runs it from then on.
-    slack_dm(&a.base, "Ev1", "1764000000.000100", "deploy it").await;
+    slack_dm(&a.base, "D1", "Ev1", "1764000000.000100", "deploy it").await;
     let posts = slack.wait("chat.postMessage", 1).await;
     assert!(posts[0].body.to_string().contains("Which environment?"));
     // The typed answer reaches b (load balanced): it is a's question.
-    slack_dm(&b.base, "Ev2", "1764000000.000200", "staging").await;
+    slack_dm(&b.base, "D1", "Ev2", "1764000000.000200", "staging").await;
     let posts = slack.wait("chat.postMessage", 2).await;
     let second = posts[1].body.to_string();
     assert!(second.contains("Which region?"), "{second}");
