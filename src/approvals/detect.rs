@@ -1,5 +1,6 @@
 //! Matching a normalised command against the pattern table, with one
-//! compiled `RegexSet` per scope.
+//! compiled `RegexSet` per scope, and against the structural rules
+//! ([`super::structure`]).
 
 use std::sync::LazyLock;
 
@@ -7,7 +8,8 @@ use regex::RegexSet;
 use serde::Serialize;
 
 use super::patterns::{PATTERNS, Pattern, Scope};
-use super::shell::{Normalized, normalize};
+use super::shell::{Normalized, Segment, normalize};
+use super::structure;
 
 /// One pattern that matched.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -50,7 +52,7 @@ struct Table {
 }
 
 static TABLE: LazyLock<Table> = LazyLock::new(|| {
-    let sets = [Scope::Command, Scope::Raw, Scope::Line]
+    let sets = [Scope::Command, Scope::Raw, Scope::Line, Scope::Sql]
         .into_iter()
         .map(|scope| {
             let patterns: Vec<&'static Pattern> =
@@ -68,34 +70,95 @@ pub fn warm_up() {
     LazyLock::force(&TABLE);
 }
 
+/// Programs whose arguments are searched-for text, not statements run.
+fn searches(segment: &Segment) -> bool {
+    matches!(
+        segment.words.first().map(String::as_str),
+        Some(
+            "grep"
+                | "egrep"
+                | "fgrep"
+                | "rg"
+                | "ag"
+                | "ack"
+                | "sed"
+                | "awk"
+                | "gawk"
+                | "less"
+                | "git"
+        )
+    )
+}
+
+/// `text` without SQL block comments (`DROP/**/TABLE` is `DROP TABLE`).
+fn without_sql_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("/*") {
+        out.push_str(&rest[..start]);
+        out.push(' ');
+        rest = match rest[start + 2..].find("*/") {
+            Some(end) => &rest[start + 2 + end + 2..],
+            None => "",
+        };
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Detects dangerous patterns in a command line.
 pub fn detect(command: &str) -> Detection {
-    let Normalized { segments, whole } = normalize(command);
+    let normalized = normalize(command);
     let mut matches: Vec<Match> = Vec::new();
     for (scope, set, patterns) in &TABLE.sets {
-        let texts: Vec<&str> = match scope {
-            Scope::Command => segments.iter().map(|s| s.command.as_str()).collect(),
-            Scope::Raw => segments.iter().map(|s| s.raw.as_str()).collect(),
-            Scope::Line => std::iter::once(whole.as_str())
-                .chain(segments.iter().map(|s| s.command.as_str()))
+        let texts: Vec<String> = match scope {
+            Scope::Command => normalized
+                .segments
+                .iter()
+                .map(|s| s.command.clone())
+                .collect(),
+            Scope::Raw => normalized.segments.iter().map(|s| s.raw.clone()).collect(),
+            Scope::Line => std::iter::once(normalized.whole.clone())
+                .chain(normalized.segments.iter().map(|s| s.command.clone()))
+                .collect(),
+            Scope::Sql => normalized
+                .segments
+                .iter()
+                .filter(|s| !searches(s))
+                .map(|s| without_sql_comments(&s.command))
                 .collect(),
         };
         for text in texts {
-            for i in set.matches(text) {
+            for i in set.matches(&text) {
                 let pattern = patterns[i];
                 if !matches.iter().any(|m| m.key == pattern.key) {
                     matches.push(Match {
                         key: pattern.key,
                         description: pattern.description,
                         hard: pattern.hard,
-                        command: text.to_string(),
+                        command: text.clone(),
                     });
                 }
             }
         }
     }
-    let order = |key: &str| PATTERNS.iter().position(|p| p.key == key);
+    for (rule, command) in structure::check(&normalized) {
+        matches.push(Match {
+            key: rule.key,
+            description: rule.description,
+            hard: false,
+            command,
+        });
+    }
+    let order = |key: &str| {
+        PATTERNS
+            .iter()
+            .map(|p| p.key)
+            .chain(structure::RULES.iter().map(|r| r.key))
+            .position(|k| k == key)
+    };
     matches.sort_by_key(|m| order(m.key));
+    let Normalized { segments, whole } = normalized;
     Detection {
         normalized: whole,
         commands: segments.into_iter().map(|s| s.command).collect(),
@@ -109,10 +172,15 @@ mod tests {
 
     #[test]
     fn table_keys_are_unique() {
-        let mut keys: Vec<&str> = PATTERNS.iter().map(|p| p.key).collect();
+        let mut keys: Vec<&str> = PATTERNS
+            .iter()
+            .map(|p| p.key)
+            .chain(structure::RULES.iter().map(|r| r.key))
+            .collect();
+        let all = keys.len();
         keys.sort();
         keys.dedup();
-        assert_eq!(keys.len(), PATTERNS.len());
+        assert_eq!(keys.len(), all);
     }
 
     #[test]

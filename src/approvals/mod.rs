@@ -9,6 +9,7 @@ pub mod patterns;
 pub mod policy;
 pub mod relay;
 pub mod shell;
+pub mod structure;
 
 pub use crate::platform::{Actor, ChatRef};
 pub use broker::{Broker, Request};

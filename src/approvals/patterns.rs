@@ -12,6 +12,9 @@ pub enum Scope {
     Raw,
     /// The whole top-level line, operators included (`curl … | sh`).
     Line,
+    /// Each simple command that may carry SQL (not a search tool's
+    /// pattern), block comments removed (`DROP/**/TABLE`).
+    Sql,
 }
 
 /// One dangerous pattern.
@@ -45,12 +48,20 @@ const fn p(
     }
 }
 
-use Scope::{Command as C, Line as L, Raw as R};
+use Scope::{Command as C, Line as L, Raw as R, Sql as Q};
 
 /// The root, system directories and home directories (hard-block targets).
 macro_rules! system_target {
     () => {
         r"(?:/|/\*|~|~/|~/\*|/(?:bin|boot|dev|etc|home|lib|lib32|lib64|libx32|opt|proc|root|run|sbin|srv|sys|usr|var|snap|mnt|media)(?:/\*?)?)"
+    };
+}
+
+/// Services whose restart cuts people off (remote access, networking) or
+/// drops what is in flight (databases, the container runtime).
+macro_rules! critical_service {
+    () => {
+        r"(?:ssh|sshd|openssh-server|networking|network|NetworkManager|systemd-networkd|systemd-resolved|wpa_supplicant|firewalld|ufw|iptables|nftables|postgresql\S*|mysql|mysqld|mariadb|redis\S*|mongod|docker|containerd|kubelet|dbus|systemd-logind|cron|crond|rsyslog|switchboard)(?:\.service)?(?:\s|$)"
     };
 }
 
@@ -72,7 +83,9 @@ macro_rules! writes_to {
             $target,
             r"|^(?:sed|perl)\s(?:.*\s)?-[a-zA-Z]*i\S*\s(?:.*\s)?",
             $target,
-            r"|^(?:rm|unlink|chmod|chown|chattr)\s(?:.*\s)?",
+            r"|^(?:rm|unlink|chown|chattr)\s(?:.*\s)?",
+            $target,
+            r"|^chmod\s(?:.*\s)?(?:[0-7]?[0-7][1-7][0-7]|[0-7]?[0-7][0-7][1-7]|\S*[+=]\S*)\s(?:.*\s)?",
             $target,
             r")"
         )
@@ -136,7 +149,7 @@ pub const PATTERNS: &[Pattern] = &[
     p(
         "power_off",
         "shuts down or reboots the machine",
-        r"^(?:shutdown|reboot|halt|poweroff)(?:\s|$)|^systemctl\s(?:.*\s)?(?:poweroff|reboot|halt|kexec)(?:\s|$)|^(?:tele)?init\s+[06](?:\s|$)",
+        r"^(?:shutdown|reboot|halt|poweroff)(?:\s|$)|^systemctl\s(?:.*\s)?(?:poweroff|reboot|halt|kexec)(?:\s|$)|^(?:tel)?init\s+[06](?:\s|$)",
         C,
         true,
     ),
@@ -164,7 +177,7 @@ pub const PATTERNS: &[Pattern] = &[
     p(
         "chmod_world_writable",
         "makes files writable by everyone",
-        r"^chmod\s(?:.*\s)?(?:[0-7]{2,3}[2367]|[ugo]*[oa][ugoa]*[+=][rwxXst]*w[rwxXst]*)(?:\s|$)",
+        r"^chmod\s(?:.*\s)?(?:[0-7]{2,3}[2367]|(?:\S*,)?[ugoa]*[oa][ugoa]*[+=][rwxXst]*w[rwxXst]*(?:,\S*)?)(?:\s|$)",
         C,
         false,
     ),
@@ -204,27 +217,41 @@ pub const PATTERNS: &[Pattern] = &[
         "sql_drop",
         "drops a database object (SQL DROP)",
         r"(?i)\bdrop\s+(?:table|database|schema|index|view|user|role|owned)\b",
-        L,
+        Q,
         false,
     ),
     p(
         "sql_truncate",
         "empties a table (SQL TRUNCATE)",
-        r"(?i)\btruncate\s+(?:table\s+)?[`\x22\w.]+\s*(?:;|$)",
-        L,
+        r"(?i)\btruncate\s+(?:table\s+)?(?:only\s+)?[`\x22\w.]+(?:\s*,\s*[`\x22\w.]+)*(?:\s+(?:restart|continue)\s+identity)?(?:\s+(?:cascade|restrict))?\s*(?:;|$)",
+        Q,
         false,
     ),
     p(
         "sql_delete_all",
         "deletes every row of a table (DELETE without WHERE)",
         r"(?i)\bdelete\s+from\s+[`\x22\w.]+\s*(?:;|$)",
-        L,
+        Q,
+        false,
+    ),
+    p(
+        "sql_tautology",
+        "changes or deletes rows under a condition that is always true (WHERE 1=1, OR 1=1)",
+        r"(?i)\b(?:delete|update)\b[^;]*\b(?:where|or)\s+\(?\s*(?:true|not\s+false|(\d+)\s*=\s*\d+|'[^']*'\s*=\s*'[^']*'|\x22[^\x22]*\x22\s*=\s*\x22[^\x22]*\x22)(?:\s|\)|;|$)",
+        Q,
+        false,
+    ),
+    p(
+        "crontab_install",
+        "replaces or removes the user's crontab",
+        r"^crontab\s(?:-u\s+\S+\s+)?(?:-r|-e|-|[^-\s]\S*)(?:\s|$)",
+        C,
         false,
     ),
     p(
         "system_config_write",
         "changes system configuration under /etc, /boot or /usr",
-        writes_to!(r"/(?:etc|boot|usr|lib|sys|proc)/\S*"),
+        writes_to!(r"(?:/(?:etc|boot|usr|lib|sys|proc)/\S*|/var/spool/cron\S*)"),
         C,
         false,
     ),
@@ -240,7 +267,7 @@ pub const PATTERNS: &[Pattern] = &[
     p(
         "ssh_key_write",
         "changes SSH keys or authorized_keys",
-        writes_to!(r"~/\.ssh(?:/\S*)?(?:\s|$)"),
+        writes_to!(r"\S*/\.ssh(?:/\S*)?(?:\s|$)"),
         C,
         false,
     ),
@@ -269,9 +296,30 @@ pub const PATTERNS: &[Pattern] = &[
     ),
     p(
         "service_stop",
-        "stops, disables or masks a system service",
-        r"^systemctl\s(?:.*\s)?(?:stop|disable|mask|kill|isolate)(?:\s|$)|^service\s+\S+\s+stop(?:\s|$)|^launchctl\s+(?:unload|stop|remove|bootout)(?:\s|$)|^rc-service\s+\S+\s+stop",
+        "stops, disables or masks a system service, restarts a critical one (ssh, networking, a database), or changes the runlevel",
+        concat!(
+            r"^systemctl\s(?:.*\s)?(?:stop|disable|mask|kill|isolate|rescue|emergency|default)(?:\s|$)|^service\s+\S+\s+stop(?:\s|$)|^launchctl\s+(?:unload|stop|remove|bootout)(?:\s|$)|^rc-service\s+\S+\s+stop",
+            r"|^systemctl\s(?:.*\s)?(?:restart|try-restart|reload-or-restart|try-reload-or-restart|condrestart|force-reload|reload)\s(?:.*\s)?",
+            critical_service!(),
+            r"|^(?:service|rc-service)\s+",
+            critical_service!(),
+            r"\s+(?:restart|reload|force-reload|condrestart|try-restart)(?:\s|$)"
+        ),
         C,
+        false,
+    ),
+    p(
+        "kill_init",
+        "sends a signal to init (PID 1)",
+        r"^kill\s+(?:(?:-s|-n|--signal)\s+\S+\s+|-\S+\s+)*(?:--\s+)?1(?:\s|$)",
+        C,
+        false,
+    ),
+    p(
+        "root_shell",
+        "opens a root shell (su, sudo su, sudo bash)",
+        r"^(?:sudo|doas)\s(?:.*\s)?(?:su|bash|sh|zsh|dash|ksh|fish)(?:\s+-\S*)*(?:\s+root)?$|^su(?:\s+-\S*)*(?:\s+root)?(?:\s+-\S*)*$",
+        R,
         false,
     ),
     p(

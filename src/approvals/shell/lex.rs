@@ -1,0 +1,790 @@
+//! The lexer: one pass over a cleaned command line that removes quoting
+//! and escapes, splits simple commands at the control operators, collects
+//! nested scripts (`$(…)`, backticks, `(…)`, `<(…)`), and resolves what
+//! can be resolved without running anything: `$IFS` used as a blank,
+//! positional parameters (empty), literal assignments made earlier on the
+//! line (`p=rm; $p …`, `${v:-default}`), `$(echo …)` / `$(printf …)` of
+//! literal words, and unquoted brace lists (`{rm,-rf,x}`). What cannot be
+//! resolved is kept as written (`$x`, `$(…)`), for the detector to treat as
+//! unknown.
+
+use std::collections::HashMap;
+
+/// One simple command as lexed: its words, and whether its standard input
+/// is the pipe from the command before it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Words {
+    pub(super) words: Vec<String>,
+    pub(super) piped: bool,
+}
+
+#[derive(Default)]
+pub(super) struct Lexed {
+    pub(super) segments: Vec<Words>,
+    pub(super) nested: Vec<String>,
+    pub(super) whole: String,
+}
+
+/// Most words one brace list expands to.
+const MAX_BRACE_WORDS: usize = 64;
+
+struct Lexer<'a> {
+    chars: std::iter::Peekable<std::str::Chars<'a>>,
+    out: Lexed,
+    words: Vec<String>,
+    word: String,
+    quoted: bool,
+    /// The word has an unquoted `{` (a brace list, maybe).
+    brace: bool,
+    /// Inside double quotes: expansions are not split into words.
+    in_double: bool,
+    tokens: Vec<String>,
+    /// The next simple command reads the pipe.
+    piped: bool,
+    /// Literal values assigned on the line so far.
+    vars: HashMap<String, String>,
+}
+
+/// Shell keywords that carry no command of their own.
+fn is_keyword(word: &str) -> bool {
+    matches!(
+        word,
+        "{" | "}"
+            | "!"
+            | "then"
+            | "do"
+            | "else"
+            | "fi"
+            | "done"
+            | "if"
+            | "while"
+            | "until"
+            | "elif"
+            | "esac"
+            | "time"
+            | "coproc"
+    )
+}
+
+pub(super) fn is_assignment(word: &str) -> bool {
+    match word.split_once('=') {
+        Some((name, _)) => {
+            let name = name.strip_suffix('+').unwrap_or(name);
+            !name.is_empty()
+                && name.chars().all(|c| c.is_alphanumeric() || c == '_')
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+        }
+        None => false,
+    }
+}
+
+/// Builtins whose arguments are assignments that last for the line.
+fn declares(word: &str) -> bool {
+    matches!(
+        word,
+        "export" | "declare" | "local" | "readonly" | "typeset"
+    )
+}
+
+/// The variable name at the start of `text`.
+fn name_len(text: &str) -> usize {
+    text.char_indices()
+        .find(|(i, c)| !(c.is_ascii_alphanumeric() || *c == '_') || (*i == 0 && c.is_ascii_digit()))
+        .map_or(text.len(), |(i, _)| i)
+}
+
+impl Lexer<'_> {
+    fn end_word(&mut self) {
+        if !self.word.is_empty() || self.quoted {
+            let word = super::words::fold_home(&std::mem::take(&mut self.word));
+            let expanded = if self.brace {
+                braces(&word)
+            } else {
+                vec![word]
+            };
+            for word in expanded {
+                self.tokens.push(word.clone());
+                self.words.push(word);
+            }
+        }
+        self.quoted = false;
+        self.brace = false;
+    }
+
+    fn end_segment(&mut self, op: &str) {
+        self.end_word();
+        let mut words: Vec<String> = std::mem::take(&mut self.words)
+            .into_iter()
+            .skip_while(|w| is_keyword(w))
+            .filter(|w| !matches!(w.as_str(), "{" | "}"))
+            .collect();
+        self.structure(&mut words);
+        if !words.is_empty() {
+            self.remember(&words);
+            self.out.segments.push(Words {
+                words,
+                piped: self.piped,
+            });
+        }
+        self.piped = op == "|";
+        if !op.is_empty() {
+            self.tokens.push(op.to_string());
+        }
+    }
+
+    /// Drops what only shapes the script around the command: `case … in`
+    /// and arm patterns, `function name`, `for x in …` lists. (The bodies
+    /// of functions and aliases are analysed as commands of their own.)
+    fn structure(&mut self, words: &mut Vec<String>) {
+        if words.first().is_some_and(|w| w == "case") {
+            match words.iter().position(|w| w.ends_with(')')) {
+                Some(arm) => drop(words.drain(..=arm)),
+                None => words.clear(),
+            }
+        } else if words
+            .first()
+            .is_some_and(|w| w.ends_with(')') && !w.contains('(') && !w.contains('='))
+        {
+            // The next arm of a case: `pattern) command`.
+            words.remove(0);
+        }
+        if words.first().is_some_and(|w| w == "function") {
+            words.drain(..words.len().min(2));
+        }
+        if words.first().is_some_and(|w| w == "for" || w == "select") {
+            words.clear();
+        }
+    }
+
+    /// Records the literal assignments of `words` (a simple command just
+    /// ended); an alias's body is a command to analyse.
+    fn remember(&mut self, words: &[String]) {
+        let assignments: &[String] = match words.first() {
+            Some(first) if declares(first) => &words[1..],
+            Some(first) if first == "alias" => {
+                for definition in &words[1..] {
+                    if let Some((_, body)) = definition.split_once('=') {
+                        self.out.nested.push(body.to_string());
+                    }
+                }
+                return;
+            }
+            _ if words.iter().all(|w| is_assignment(w)) => words,
+            _ => return,
+        };
+        for assignment in assignments.iter().filter(|w| is_assignment(w)) {
+            if let Some((name, value)) = assignment.split_once('=') {
+                match name.strip_suffix('+') {
+                    Some(name) => self
+                        .vars
+                        .entry(name.to_string())
+                        .or_default()
+                        .push_str(value),
+                    None => {
+                        self.vars.insert(name.to_string(), value.to_string());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads up to the `close` matching an already consumed `open`.
+    fn balanced(&mut self, open: char, close: char) -> String {
+        let mut depth = 1;
+        let mut inner = String::new();
+        let mut quote: Option<char> = None;
+        while let Some(c) = self.chars.next() {
+            match quote {
+                Some(q) if c == q => quote = None,
+                Some(_) => {}
+                None if c == '\'' || c == '"' => quote = Some(c),
+                None if c == '\\' => {
+                    inner.push(c);
+                    if let Some(n) = self.chars.next() {
+                        inner.push(n);
+                    }
+                    continue;
+                }
+                None if c == open => depth += 1,
+                None if c == close => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                None => {}
+            }
+            inner.push(c);
+        }
+        inner
+    }
+
+    fn take_while_n(&mut self, n: usize, keep: impl Fn(char) -> bool) -> String {
+        let mut out = String::new();
+        while out.len() < n {
+            match self.chars.next_if(|c| keep(*c)) {
+                Some(c) => out.push(c),
+                None => break,
+            }
+        }
+        out
+    }
+
+    fn ansi_c(&mut self) {
+        while let Some(c) = self.chars.next() {
+            match c {
+                '\'' => break,
+                '\\' => match self.chars.next() {
+                    Some('n') => self.word.push('\n'),
+                    Some('t') => self.word.push('\t'),
+                    Some('x') => {
+                        let hex = self.take_while_n(2, |c| c.is_ascii_hexdigit());
+                        if let Some(ch) = u8::from_str_radix(&hex, 16).ok().map(char::from) {
+                            self.word.push(ch);
+                        }
+                    }
+                    Some('u' | 'U') => {
+                        let hex = self.take_while_n(8, |c| c.is_ascii_hexdigit());
+                        if let Some(ch) =
+                            u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32)
+                        {
+                            self.word.push(ch);
+                        }
+                    }
+                    Some(d @ '0'..='7') => {
+                        let mut oct = d.to_string();
+                        oct.push_str(&self.take_while_n(2, |c| ('0'..='7').contains(&c)));
+                        if let Some(ch) = u8::from_str_radix(&oct, 8).ok().map(char::from) {
+                            self.word.push(ch);
+                        }
+                    }
+                    Some(other) => self.word.push(other),
+                    None => {}
+                },
+                other => self.word.push(other),
+            }
+        }
+        self.quoted = true;
+    }
+
+    /// Adds the value of an expansion to the word; unquoted, its blanks
+    /// separate words.
+    fn expand(&mut self, value: &str) {
+        if self.in_double {
+            self.word.push_str(value);
+            return;
+        }
+        let mut parts = value.split([' ', '\t', '\n']);
+        if let Some(first) = parts.next() {
+            self.word.push_str(first);
+        }
+        for part in parts {
+            self.end_word();
+            self.word.push_str(part);
+        }
+    }
+
+    fn dollar(&mut self) {
+        match self.chars.peek().copied() {
+            Some('(') => {
+                self.chars.next();
+                if self.chars.next_if_eq(&'(').is_some() {
+                    // Arithmetic: a number, nothing to run.
+                    let inner = self.balanced('(', ')');
+                    self.chars.next_if_eq(&')');
+                    self.word.push_str(&format!("$(({inner}))"));
+                    return;
+                }
+                let inner = self.balanced('(', ')');
+                self.substitution(inner);
+            }
+            Some('\'') => {
+                self.chars.next();
+                self.ansi_c();
+            }
+            Some('{') => {
+                self.chars.next();
+                let inner = self.balanced('{', '}');
+                self.parameter(&inner, true);
+            }
+            Some(c)
+                if c.is_ascii_alphanumeric()
+                    || matches!(c, '_' | '@' | '*' | '#' | '?' | '!' | '$' | '-') =>
+            {
+                let mut name = String::new();
+                if c.is_ascii_alphabetic() || c == '_' {
+                    while let Some(c) = self
+                        .chars
+                        .next_if(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    {
+                        name.push(c);
+                    }
+                } else {
+                    self.chars.next();
+                    name.push(c);
+                }
+                self.parameter(&name, false);
+            }
+            _ => self.word.push('$'),
+        }
+    }
+
+    /// `$name` or `${inner}` (`braced`).
+    fn parameter(&mut self, inner: &str, braced: bool) {
+        let written = || {
+            if braced {
+                format!("${{{inner}}}")
+            } else {
+                format!("${inner}")
+            }
+        };
+        let len = name_len(inner);
+        let (name, rest) = if len == 0 {
+            inner.split_at(inner.chars().next().map_or(0, char::len_utf8))
+        } else {
+            inner.split_at(len)
+        };
+        if name == "IFS" {
+            // Used as a blank, whatever is trimmed off it.
+            if !self.in_double {
+                self.end_word();
+            } else {
+                self.word.push(' ');
+            }
+            return;
+        }
+        let positional = name.chars().all(|c| c.is_ascii_digit()) && !name.is_empty()
+            || matches!(name, "@" | "*");
+        let value = if name == "0" {
+            // The shell's own name.
+            Some("sh".to_string())
+        } else if positional {
+            // A fresh shell has none.
+            Some(String::new())
+        } else {
+            self.vars.get(name).cloned()
+        };
+        match (value, rest) {
+            (Some(value), "") => self.expand(&value),
+            (Some(value), _) if rest.starts_with(":-") || rest.starts_with(":=") => {
+                let value = if value.is_empty() {
+                    rest[2..].to_string()
+                } else {
+                    value
+                };
+                self.expand(&value);
+            }
+            (Some(value), _) if rest.starts_with('-') || rest.starts_with('=') => {
+                self.expand(&value)
+            }
+            (None, _) if rest.starts_with(":-") || rest.starts_with(":=") => {
+                self.expand(&rest[2..]);
+            }
+            (None, _) if rest.starts_with('-') || rest.starts_with('=') => {
+                self.expand(&rest[1..]);
+            }
+            _ => self.word.push_str(&written()),
+        }
+    }
+
+    /// `$(inner)` or a backtick substitution: the output of `echo` or
+    /// `printf` of literal words, else kept (and analysed as a command).
+    fn substitution(&mut self, inner: String) {
+        match echoed(&inner, &self.vars) {
+            Some(output) => self.expand(&output),
+            None => self.word.push_str(&format!("$({inner})")),
+        }
+        self.out.nested.push(inner);
+    }
+
+    fn backtick(&mut self) {
+        let mut inner = String::new();
+        while let Some(c) = self.chars.next_if(|c| *c != '`') {
+            inner.push(c);
+        }
+        self.chars.next();
+        self.substitution(inner);
+    }
+
+    fn double_quoted(&mut self) {
+        self.quoted = true;
+        self.in_double = true;
+        while let Some(c) = self.chars.next() {
+            match c {
+                '"' => break,
+                '\\' => match self.chars.peek() {
+                    Some('"' | '\\' | '$' | '`') => {
+                        let n = self.chars.next().unwrap_or('\\');
+                        self.word.push(n);
+                    }
+                    Some('\n') => {
+                        self.chars.next();
+                    }
+                    _ => self.word.push('\\'),
+                },
+                '$' => self.dollar(),
+                '`' => self.backtick(),
+                other => self.word.push(other),
+            }
+        }
+        self.in_double = false;
+    }
+
+    fn single_quoted(&mut self) {
+        while let Some(c) = self.chars.next_if(|c| *c != '\'') {
+            self.word.push(c);
+        }
+        self.chars.next();
+        self.quoted = true;
+    }
+
+    fn redirection(&mut self, first: char) {
+        let fd = !self.word.is_empty() && self.word.chars().all(|c| c.is_ascii_digit());
+        if fd {
+            self.word.clear();
+        } else {
+            self.end_word();
+        }
+        let mut op = first.to_string();
+        while let Some(n) = self.chars.next_if(|n| matches!(n, '>' | '<' | '|' | '&')) {
+            op.push(n);
+        }
+        self.tokens.push(op.clone());
+        self.words.push(op);
+    }
+
+    fn run(mut self) -> Lexed {
+        while let Some(c) = self.chars.next() {
+            match c {
+                '\\' => match self.chars.next() {
+                    Some('\n') | None => {}
+                    Some(n) => {
+                        self.word.push(n);
+                        self.quoted = true;
+                    }
+                },
+                '\'' => self.single_quoted(),
+                '"' => self.double_quoted(),
+                '$' => self.dollar(),
+                '`' => self.backtick(),
+                '#' if self.word.is_empty() => {
+                    while self.chars.next_if(|c| *c != '\n').is_some() {}
+                }
+                ' ' | '\t' => self.end_word(),
+                '\n' | ';' => self.end_segment(";"),
+                '&' => {
+                    if self.chars.next_if_eq(&'&').is_some() {
+                        self.end_segment("&&");
+                    } else if self.chars.next_if_eq(&'>').is_some() {
+                        self.end_word();
+                        self.tokens.push("&>".into());
+                        self.words.push("&>".into());
+                    } else {
+                        self.end_segment("&");
+                    }
+                }
+                '|' => {
+                    let op = if self.chars.next_if_eq(&'|').is_some() {
+                        "||"
+                    } else {
+                        "|"
+                    };
+                    self.chars.next_if_eq(&'&');
+                    self.end_segment(op);
+                }
+                '(' if self.chars.peek() == Some(&')') && !self.word.is_empty() => {
+                    // `name()`: a function definition; its body follows.
+                    self.chars.next();
+                    let name = std::mem::take(&mut self.word);
+                    let body = self.function_body();
+                    // The definition stays in the line as written.
+                    self.tokens.push(format!("{name}() {{{body}}}"));
+                    self.out.nested.push(body);
+                }
+                '(' if self.word.is_empty() => {
+                    let inner = self.balanced('(', ')');
+                    self.out.nested.push(inner);
+                }
+                '<' | '>' if self.chars.peek() == Some(&'(') => {
+                    self.chars.next();
+                    let inner = self.balanced('(', ')');
+                    self.word.push_str(&format!("{c}({inner})"));
+                    self.out.nested.push(inner);
+                }
+                '>' | '<' => self.redirection(c),
+                '{' => {
+                    self.brace = true;
+                    self.word.push('{');
+                }
+                other => self.word.push(other),
+            }
+        }
+        self.end_segment("");
+        self.out.whole = self.tokens.join(" ");
+        self.out
+    }
+
+    /// The body of a function whose `name()` was just read: `{ … }` or
+    /// `( … )`, without its braces.
+    fn function_body(&mut self) -> String {
+        while self.chars.next_if(|c| c.is_whitespace()).is_some() {}
+        match self.chars.next() {
+            Some('{') => self.balanced('{', '}'),
+            Some('(') => self.balanced('(', ')'),
+            Some(other) => {
+                let mut body = other.to_string();
+                while let Some(c) = self.chars.next_if(|c| *c != ';' && *c != '\n') {
+                    body.push(c);
+                }
+                body
+            }
+            None => String::new(),
+        }
+    }
+}
+
+/// What `script` prints if it is a lone `echo` or `printf` of literal
+/// words (variables known in `vars` included).
+fn echoed(script: &str, vars: &HashMap<String, String>) -> Option<String> {
+    let mut lexer = new(script);
+    lexer.vars = vars.clone();
+    let lexed = lexer.run();
+    let [Words { words, .. }] = lexed.segments.as_slice() else {
+        return None;
+    };
+    if words.iter().any(|w| w.contains('$') || w.contains('`')) {
+        return None;
+    }
+    match words.first()?.as_str() {
+        "echo" => {
+            let args = words[1..]
+                .iter()
+                .skip_while(|w| matches!(w.as_str(), "-n" | "-e" | "-E" | "-ne" | "-en"));
+            let said = args.cloned().collect::<Vec<_>>().join(" ");
+            Some(unescape(&said))
+        }
+        // Where a program is: for this purpose, the program.
+        "which" | "whence" if words.len() == 2 => Some(words[1].clone()),
+        "command" | "type"
+            if words.len() == 3 && matches!(words[1].as_str(), "-v" | "-p" | "-P") =>
+        {
+            Some(words[2].clone())
+        }
+        "printf" => {
+            let format = unescape(words.get(1)?);
+            let args = &words[2..];
+            if format == "%s" || format == "%s\n" {
+                return Some(args.join(""));
+            }
+            if args.is_empty() && !format.contains('%') {
+                return Some(format.trim_end_matches('\n').to_string());
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+/// `text` with printf's (and `echo -e`'s) backslash escapes read: `\xHH`,
+/// `\NNN` (octal, `\0NNN` too), `\n`, `\t`, `\\`.
+fn unescape(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let digits =
+            |radix: u32, most: usize, chars: &mut std::iter::Peekable<std::str::Chars<'_>>| {
+                let mut n = String::new();
+                while n.len() < most {
+                    match chars.next_if(|c| c.is_digit(radix)) {
+                        Some(d) => n.push(d),
+                        None => break,
+                    }
+                }
+                u32::from_str_radix(&n, radix).ok().and_then(char::from_u32)
+            };
+        match chars.next() {
+            Some('x') => out.extend(digits(16, 2, &mut chars)),
+            Some('0') => out.extend(digits(8, 3, &mut chars).or(Some('\0'))),
+            Some(d @ '1'..='7') => {
+                let mut n = d.to_digit(8).unwrap_or(0);
+                for _ in 0..2 {
+                    match chars.next_if(|c| c.is_digit(8)) {
+                        Some(more) => n = n * 8 + more.to_digit(8).unwrap_or(0),
+                        None => break,
+                    }
+                }
+                out.extend(char::from_u32(n));
+            }
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+/// `word` with its brace lists expanded (`{a,b}c` → `ac bc`); the word
+/// itself when it has none or expands to too many.
+fn braces(word: &str) -> Vec<String> {
+    let Some((open, close)) = brace_list(word) else {
+        return vec![word.to_string()];
+    };
+    let (head, tail) = (&word[..open], &word[close + 1..]);
+    let mut out = Vec::new();
+    for alternative in split_top(&word[open + 1..close]) {
+        for expanded in braces(&format!("{head}{alternative}{tail}")) {
+            out.push(expanded);
+            if out.len() > MAX_BRACE_WORDS {
+                return vec![word.to_string()];
+            }
+        }
+    }
+    out
+}
+
+/// The first `{…}` of `word` holding a top-level comma: its brace indices.
+fn brace_list(word: &str) -> Option<(usize, usize)> {
+    let bytes = word.as_bytes();
+    for (open, _) in word.match_indices('{') {
+        let mut depth = 0;
+        let mut comma = false;
+        for (i, b) in bytes.iter().enumerate().skip(open) {
+            match b {
+                b'{' => depth += 1,
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        if comma {
+                            return Some((open, i));
+                        }
+                        break;
+                    }
+                }
+                b',' if depth == 1 => comma = true,
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
+/// `text` split at its top-level commas.
+fn split_top(text: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
+fn new(text: &str) -> Lexer<'_> {
+    Lexer {
+        chars: text.chars().peekable(),
+        out: Lexed::default(),
+        words: Vec::new(),
+        word: String::new(),
+        quoted: false,
+        brace: false,
+        in_double: false,
+        tokens: Vec::new(),
+        piped: false,
+        vars: HashMap::new(),
+    }
+}
+
+/// Lexes one command line.
+pub(super) fn lex(text: &str) -> Lexed {
+    new(text).run()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<String> {
+        lex(line)
+            .segments
+            .into_iter()
+            .map(|s| s.words.join(" "))
+            .collect()
+    }
+
+    #[test]
+    fn blanks_made_of_ifs_split_words() {
+        assert_eq!(words("rm${IFS}-rf${IFS%?}/"), ["rm -rf /"]);
+        assert_eq!(words("rm$IFS-rf$IFS/"), ["rm -rf /"]);
+        assert_eq!(words("r$@m -rf /"), ["rm -rf /"]);
+    }
+
+    #[test]
+    fn brace_lists_expand() {
+        assert_eq!(words("{rm,-rf,/}"), ["rm -rf /"]);
+        assert_eq!(words("echo {a,b}.txt"), ["echo a.txt b.txt"]);
+        assert_eq!(words("echo '{a,b}'"), ["echo {a,b}"]);
+        assert_eq!(words("{ rm -rf x; }"), ["rm -rf x"]);
+    }
+
+    #[test]
+    fn literal_assignments_are_substituted() {
+        assert_eq!(words("p=rm; $p -rf /")[1], "rm -rf /");
+        assert_eq!(words("a=r;b=m;$a$b -rf /")[2], "rm -rf /");
+        assert_eq!(words("c='rm -rf'; $c /")[1], "rm -rf /");
+        assert_eq!(words("${x:-rm} -rf /"), ["rm -rf /"]);
+        assert_eq!(words("export X=sh; curl x | $X")[1], "curl x");
+        assert_eq!(words("export X=sh; curl x | $X")[2], "sh");
+        assert_eq!(words("$unknown -rf /"), ["$unknown -rf /"]);
+    }
+
+    #[test]
+    fn echo_and_printf_substitutions_are_their_output() {
+        assert_eq!(words("$(echo rm) -rf /"), ["rm -rf /"]);
+        assert_eq!(words("`printf %s r m` -rf /"), ["rm -rf /"]);
+        assert_eq!(words(r"$(printf '\x72\155') -rf /"), ["rm -rf /"]);
+        assert_eq!(
+            words("$(echo cm0= | base64 -d) /"),
+            ["$(echo cm0= | base64 -d) /"]
+        );
+    }
+
+    #[test]
+    fn functions_case_arms_and_aliases_show_their_commands() {
+        let lexed = lex("f(){ rm -rf /; }; f");
+        assert!(
+            lexed.nested.contains(&" rm -rf /; ".to_string()),
+            "{:?}",
+            lexed.nested
+        );
+        assert!(
+            lex("alias x='rm -rf /'; x")
+                .nested
+                .contains(&"rm -rf /".to_string())
+        );
+        assert_eq!(words("case y in y) rm -rf /;; esac")[0], "rm -rf /");
+        assert_eq!(words("function g { rm -rf /; }")[0], "rm -rf /");
+    }
+
+    #[test]
+    fn pipes_mark_the_reader() {
+        let lexed = lex("echo x | base64 -d | sh; ls");
+        let piped: Vec<bool> = lexed.segments.iter().map(|s| s.piped).collect();
+        assert_eq!(piped, [false, true, true, false]);
+    }
+}

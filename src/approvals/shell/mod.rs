@@ -1,0 +1,176 @@
+//! Shell-aware normalisation of a command line before pattern matching:
+//! ANSI and control characters stripped, Unicode NFKC, quotes and escapes
+//! removed (including `$'…'`), what can be resolved without running
+//! anything resolved (`$IFS`, literal assignments, brace lists, `$(echo …)`:
+//! see [`lex`]), `$HOME` folded to `~`, compound commands split (`;` `&&`
+//! `||` `|` `&`, newlines), and the contents of `$(…)`, backticks, `(…)`,
+//! `<(…)`, functions, aliases, `sh -c '…'`, `eval …`, `find -exec`,
+//! `env -S` and here-strings into a shell analysed as commands of their
+//! own. Wrappers (`env`, `sudo`, `nice`, `timeout`, `xargs`, `flock`,
+//! `parallel`…) are peeled off, absolute program paths reduced to their
+//! names, and long options given by a prefix spelled out (see [`words`]).
+
+mod lex;
+mod words;
+
+pub use words::is_shell;
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use unicode_normalization::UnicodeNormalization;
+
+/// One simple command: its words as the shell would see them, before and
+/// after the wrappers were peeled off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Segment {
+    /// Words with the wrappers still in front (`sudo -S rm -rf x`).
+    pub raw: String,
+    /// Words of the command itself (`rm -rf x`).
+    pub command: String,
+    /// The same, one word each.
+    pub words: Vec<String>,
+    /// Its standard input is the pipe from the command before it.
+    pub piped: bool,
+}
+
+/// The normalised view of a command line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Normalized {
+    /// Every simple command found, nested ones included.
+    pub segments: Vec<Segment>,
+    /// The top-level line, words and operators separated by single spaces.
+    pub whole: String,
+}
+
+static ANSI: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+        .expect("ansi pattern")
+});
+
+/// Text cleaned of terminal escapes, control and invisible characters, in
+/// NFKC form.
+pub fn clean(text: &str) -> String {
+    let no_ansi = ANSI.replace_all(text, "");
+    no_ansi
+        .nfkc()
+        .filter(|c| {
+            !matches!(c, '\u{200B}'..='\u{200F}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}' | '\u{00AD}')
+                && (!c.is_control() || matches!(c, '\n' | '\t'))
+        })
+        .collect()
+}
+
+/// Deepest nesting of `$(…)`, `sh -c` and friends that is followed.
+const MAX_DEPTH: usize = 8;
+
+/// Normalises a command line.
+pub fn normalize(command: &str) -> Normalized {
+    let mut out = Normalized::default();
+    let mut queue = vec![(clean(command), 0usize)];
+    let mut first = true;
+    while let Some((text, depth)) = queue.pop() {
+        let lexed = lex::lex(&text);
+        if first {
+            out.whole = lexed.whole.clone();
+            first = false;
+        }
+        for lex::Words { words, piped } in lexed.segments {
+            let raw = words.join(" ");
+            if depth < MAX_DEPTH
+                && let Some(split) = words::env_split(&words)
+            {
+                queue.push((split, depth + 1));
+            }
+            let command_words = words::spell_out(words::peel(words));
+            if depth < MAX_DEPTH {
+                queue.extend(
+                    words::inline_scripts(&command_words)
+                        .into_iter()
+                        .map(|script| (script, depth + 1)),
+                );
+            }
+            let command = command_words.join(" ");
+            out.segments.push(Segment {
+                raw,
+                command,
+                words: command_words,
+                piped,
+            });
+        }
+        if depth < MAX_DEPTH {
+            queue.extend(lexed.nested.into_iter().map(|n| (n, depth + 1)));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn commands(line: &str) -> Vec<String> {
+        normalize(line)
+            .segments
+            .into_iter()
+            .map(|s| s.command)
+            .collect()
+    }
+
+    #[test]
+    fn quotes_escapes_and_paths_are_removed() {
+        assert_eq!(commands(r#"'r'"m" -r\f /tmp/x"#), ["rm -rf /tmp/x"]);
+        assert_eq!(commands(r"/usr/bin/rm -rf build"), ["rm -rf build"]);
+        assert_eq!(commands(r"$'\x72\x6d' -rf x"), ["rm -rf x"]);
+        assert_eq!(commands("\u{ff52}\u{ff4d} -rf x"), ["rm -rf x"]);
+        assert_eq!(commands("r\u{200b}m -rf x"), ["rm -rf x"]);
+        assert_eq!(commands("\x1b[31mrm\x1b[0m -rf x\0"), ["rm -rf x"]);
+    }
+
+    #[test]
+    fn wrappers_are_peeled() {
+        assert_eq!(
+            commands("sudo -u root env FOO=1 nice -n 5 timeout -s KILL 10 rm -rf x"),
+            ["rm -rf x"]
+        );
+        assert_eq!(
+            commands("find . -name '*.o' | xargs -0 -n 5 rm -f"),
+            ["find . -name *.o", "rm -f"]
+        );
+        assert_eq!(commands("LANG=C command rm x"), ["rm x"]);
+    }
+
+    #[test]
+    fn compound_and_nested_commands_are_split() {
+        let found = commands(
+            "echo hi && ls; cat $(rm -rf ~) | grep x || `shutdown now` & sh -c 'mkfs /dev/sda'",
+        );
+        for want in [
+            "echo hi",
+            "ls",
+            "rm -rf ~",
+            "shutdown now",
+            "mkfs /dev/sda",
+            "grep x",
+        ] {
+            assert!(
+                found.iter().any(|f| f == want),
+                "{want} missing from {found:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn home_is_folded() {
+        assert_eq!(
+            commands("rm -rf $HOME/.ssh \"${HOME}\" /home/alice"),
+            ["rm -rf ~/.ssh ~ ~"]
+        );
+    }
+
+    #[test]
+    fn redirections_are_words() {
+        let n = normalize("echo x>/etc/passwd 2>&1");
+        assert_eq!(n.segments[0].command, "echo x > /etc/passwd >& 1");
+    }
+}

@@ -1,0 +1,413 @@
+//! What the words of one simple command mean: `$HOME` folded to `~`,
+//! wrappers peeled off (`sudo`, `env`, `timeout`, `flock`, `xargs`,
+//! `parallel`…), absolute program paths reduced to names, GNU long options
+//! given by a prefix spelled out (`--rec` → `--recursive`), and the scripts
+//! a command runs (`sh -c`, `eval`, `find -exec`, `env -S`, here-strings).
+
+use super::lex::is_assignment;
+
+pub(super) fn fold_home(word: &str) -> String {
+    for home in ["${HOME}", "$HOME"] {
+        if let Some(rest) = word.strip_prefix(home)
+            && (rest.is_empty() || rest.starts_with('/'))
+        {
+            return format!("~{rest}");
+        }
+    }
+    if let Some(rest) = word.strip_prefix("/home/") {
+        let tail = rest.split_once('/').map_or("", |(_, t)| t);
+        return if tail.is_empty() {
+            "~".into()
+        } else {
+            format!("~/{tail}")
+        };
+    }
+    if let Some(rest) = word.strip_prefix("/root")
+        && (rest.is_empty() || rest.starts_with('/'))
+    {
+        return format!("~{rest}");
+    }
+    word.to_string()
+}
+
+/// The program name of a word: `/usr/bin/rm` → `rm`.
+pub(super) fn program(word: &str) -> &str {
+    word.rsplit('/').next().unwrap_or(word)
+}
+
+/// Options of wrappers that take a value.
+fn takes_value(wrapper: &str, option: &str) -> bool {
+    match wrapper {
+        "sudo" | "doas" => matches!(
+            option,
+            "-u" | "-g"
+                | "-C"
+                | "-h"
+                | "-p"
+                | "-U"
+                | "-r"
+                | "-t"
+                | "-D"
+                | "--user"
+                | "--group"
+                | "--prompt"
+        ),
+        "env" => matches!(option, "-u" | "--unset" | "-C" | "--chdir"),
+        "nice" => matches!(option, "-n" | "--adjustment"),
+        "ionice" => matches!(option, "-c" | "-n" | "-p" | "--class" | "--classdata"),
+        "timeout" => matches!(option, "-s" | "-k" | "--signal" | "--kill-after"),
+        "xargs" => matches!(
+            option,
+            "-n" | "-I"
+                | "-P"
+                | "-d"
+                | "-L"
+                | "-a"
+                | "-s"
+                | "-E"
+                | "--max-args"
+                | "--max-procs"
+                | "--delimiter"
+                | "--arg-file"
+        ),
+        "watch" => matches!(option, "-n" | "--interval"),
+        "stdbuf" => matches!(option, "-i" | "-o" | "-e"),
+        "exec" => option == "-a",
+        "flock" => matches!(option, "-w" | "--timeout" | "-E" | "--conflict-exit-code"),
+        "parallel" => matches!(
+            option,
+            "-j" | "--jobs" | "-S" | "--sshlogin" | "--joblog" | "-N" | "-n" | "--max-args"
+        ),
+        "runuser" | "su" => matches!(option, "-u" | "-g" | "-G" | "--user" | "--group"),
+        _ => false,
+    }
+}
+
+/// Programs that run the command given after their own options.
+fn is_wrapper(name: &str) -> bool {
+    matches!(
+        name,
+        "env"
+            | "command"
+            | "builtin"
+            | "exec"
+            | "nohup"
+            | "time"
+            | "sudo"
+            | "doas"
+            | "nice"
+            | "ionice"
+            | "timeout"
+            | "xargs"
+            | "stdbuf"
+            | "watch"
+            | "busybox"
+            | "chrt"
+            | "taskset"
+            | "unbuffer"
+            | "setsid"
+            | "flock"
+            | "parallel"
+            | "caffeinate"
+            | "chronic"
+            | "torsocks"
+            | "proxychains"
+            | "proxychains4"
+            | "firejail"
+            | "fakeroot"
+            | "runuser"
+    )
+}
+
+/// Removes wrappers and assignments from the front of a simple command and
+/// reduces the program to its name.
+pub(super) fn peel(mut words: Vec<String>) -> Vec<String> {
+    loop {
+        let Some(first) = words.first().cloned() else {
+            return words;
+        };
+        if is_assignment(&first) {
+            words.remove(0);
+            continue;
+        }
+        let name = program(&first).to_string();
+        if !is_wrapper(&name) {
+            words[0] = name;
+            return words;
+        }
+        words.remove(0);
+        while let Some(next) = words.first().cloned() {
+            if next == "--" {
+                words.remove(0);
+                break;
+            }
+            let is_option = next.starts_with('-') && next.len() > 1;
+            let numeric = matches!(name.as_str(), "chrt" | "taskset")
+                && next.chars().all(|c| c.is_ascii_hexdigit() || c == ',');
+            if is_option {
+                words.remove(0);
+                if takes_value(&name, &next) && !words.is_empty() {
+                    words.remove(0);
+                }
+            } else if (name == "env" && is_assignment(&next)) || numeric {
+                words.remove(0);
+            } else {
+                break;
+            }
+        }
+        match name.as_str() {
+            "timeout"
+                if words
+                    .first()
+                    .is_some_and(|w| w.starts_with(|c: char| c.is_ascii_digit())) =>
+            {
+                words.remove(0);
+            }
+            // `flock FILE command…` (`flock FD` runs nothing).
+            "flock" if words.len() > 1 => {
+                words.remove(0);
+            }
+            // `parallel command ::: arguments…`: each argument is a run.
+            "parallel" => {
+                if let Some(at) = words.iter().position(|w| w.starts_with(":::")) {
+                    let arguments: Vec<String> = words.drain(at..).skip(1).collect();
+                    if let Some(first) = arguments.into_iter().find(|a| !a.starts_with(":::")) {
+                        words.push(first);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Long options of commands whose dangerous options are matched by name,
+/// dangerous ones first: a unique prefix (what getopt accepts) or an
+/// ambiguous one (failing closed) is read as the first it begins.
+fn long_options(command: &[String]) -> &'static [&'static str] {
+    let Some(name) = command.first() else {
+        return &[];
+    };
+    match name.as_str() {
+        "rm" => &[
+            "--recursive",
+            "--force",
+            "--no-preserve-root",
+            "--preserve-root",
+            "--one-file-system",
+            "--interactive",
+            "--dir",
+            "--verbose",
+        ],
+        "chmod" | "chown" | "chgrp" => &[
+            "--recursive",
+            "--no-preserve-root",
+            "--preserve-root",
+            "--reference",
+            "--changes",
+            "--silent",
+            "--quiet",
+            "--verbose",
+            "--dereference",
+            "--no-dereference",
+            "--from",
+        ],
+        "pkill" | "killall" | "kill" => &["--signal"],
+        "git" => match git_subcommand(command) {
+            Some("push") => &[
+                "--force",
+                "--force-with-lease",
+                "--mirror",
+                "--delete",
+                "--force-if-includes",
+                "--follow-tags",
+            ],
+            Some("reset") => &["--hard", "--keep", "--merge", "--mixed", "--soft"],
+            Some("clean") => &["--force", "--dry-run", "--quiet"],
+            Some("branch") => &["--delete", "--force"],
+            _ => &[],
+        },
+        _ => &[],
+    }
+}
+
+/// The subcommand of a `git` command line (after `-C dir`, `-c k=v`).
+fn git_subcommand(command: &[String]) -> Option<&str> {
+    let mut words = command.iter().skip(1);
+    while let Some(word) = words.next() {
+        match word.as_str() {
+            "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" => {
+                words.next();
+            }
+            w if w.starts_with('-') => {}
+            w => return Some(w),
+        }
+    }
+    None
+}
+
+/// `command` with its long options spelled out in full.
+pub(super) fn spell_out(mut command: Vec<String>) -> Vec<String> {
+    let known = long_options(&command);
+    if known.is_empty() {
+        return command;
+    }
+    for word in command.iter_mut().skip(1) {
+        if !word.starts_with("--") || word.len() < 3 {
+            continue;
+        }
+        let (option, value) = match word.split_once('=') {
+            Some((o, v)) => (o.to_string(), Some(v.to_string())),
+            None => (word.clone(), None),
+        };
+        if known.contains(&option.as_str()) {
+            continue;
+        }
+        if let Some(full) = known.iter().find(|k| k.starts_with(&option)) {
+            *word = match value {
+                Some(v) => format!("{full}={v}"),
+                None => (*full).to_string(),
+            };
+        }
+    }
+    command
+}
+
+const SHELLS: &[&str] = &[
+    "sh", "bash", "zsh", "dash", "ksh", "fish", "ash", "mksh", "yash",
+];
+
+/// Whether `name` is a shell.
+pub fn is_shell(name: &str) -> bool {
+    SHELLS.contains(&name)
+}
+
+/// The scripts `words` (a peeled command) runs: `sh -c SCRIPT`, `su -c
+/// SCRIPT`, `eval …`, a here-string into a shell, `find … -exec CMD ;`,
+/// `env -S 'CMD'`.
+pub(super) fn inline_scripts(words: &[String]) -> Vec<String> {
+    let Some(name) = words.first().map(String::as_str) else {
+        return Vec::new();
+    };
+    match name {
+        "eval" => vec![words[1..].join(" ")],
+        "find" => find_exec(words),
+        _ if is_shell(name) || name == "su" => {
+            let mut scripts = Vec::new();
+            if let Some(at) = words
+                .iter()
+                .position(|w| w.starts_with('-') && !w.starts_with("--") && w.contains('c'))
+            {
+                let script = words[at + 1..].iter().find(|w| *w != "--");
+                scripts.extend(script.cloned());
+            }
+            if let Some(at) = words.iter().position(|w| w == "<<<") {
+                scripts.extend(words.get(at + 1).cloned());
+            }
+            scripts
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The commands of `find`'s `-exec`/`-execdir`/`-ok`/`-okdir` actions.
+fn find_exec(words: &[String]) -> Vec<String> {
+    let mut scripts = Vec::new();
+    let mut rest = words.iter().skip(1);
+    while let Some(word) = rest.next() {
+        if matches!(word.as_str(), "-exec" | "-execdir" | "-ok" | "-okdir") {
+            let command: Vec<&str> = rest
+                .by_ref()
+                .take_while(|w| !matches!(w.as_str(), ";" | "+" | "\\;"))
+                .map(String::as_str)
+                .collect();
+            scripts.push(command.join(" "));
+        }
+    }
+    scripts
+}
+
+/// The command string `env -S` / `--split-string` splits, when `words`
+/// (not yet peeled) is one.
+pub(super) fn env_split(words: &[String]) -> Option<String> {
+    if program(words.first()?) != "env" {
+        return None;
+    }
+    let mut rest = words.iter().skip(1);
+    while let Some(word) = rest.next() {
+        if word == "-S" || word == "--split-string" {
+            return Some(rest.cloned().collect::<Vec<_>>().join(" "));
+        }
+        if let Some(inline) = word
+            .strip_prefix("--split-string=")
+            .or_else(|| word.strip_prefix("-S").filter(|s| !s.is_empty()))
+        {
+            let mut script = inline.to_string();
+            for more in rest {
+                script.push(' ');
+                script.push_str(more);
+            }
+            return Some(script);
+        }
+        if !word.starts_with('-') && !is_assignment(word) {
+            return None;
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn long_options_are_spelled_out() {
+        assert_eq!(
+            spell_out(words("rm --rec --forc --no-pres /")).join(" "),
+            "rm --recursive --force --no-preserve-root /"
+        );
+        assert_eq!(
+            spell_out(words("git -C repo push --forc origin main")).join(" "),
+            "git -C repo push --force origin main"
+        );
+        assert_eq!(
+            spell_out(words("git reset --ha HEAD~1")).join(" "),
+            "git reset --hard HEAD~1"
+        );
+        assert_eq!(
+            spell_out(words("ls --recursive")).join(" "),
+            "ls --recursive"
+        );
+    }
+
+    #[test]
+    fn new_wrappers_are_peeled() {
+        assert_eq!(
+            peel(words("flock -w 5 /tmp/l rm -rf x")).join(" "),
+            "rm -rf x"
+        );
+        assert_eq!(peel(words("parallel rm -rf ::: /")).join(" "), "rm -rf /");
+        assert_eq!(
+            peel(words("sudo -u root runuser -u app -- rm x")).join(" "),
+            "rm x"
+        );
+    }
+
+    #[test]
+    fn scripts_inside_commands_are_found() {
+        assert_eq!(inline_scripts(&words("bash -c -- x")), ["x"]);
+        assert_eq!(
+            inline_scripts(&words("find . -name *.log -exec shred -u {} ;")),
+            ["shred -u {}"]
+        );
+        assert_eq!(
+            env_split(&words("env -S rm -rf /")).as_deref(),
+            Some("rm -rf /")
+        );
+        assert_eq!(env_split(&words("env FOO=1 ls")), None);
+    }
+}
