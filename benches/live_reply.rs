@@ -182,10 +182,13 @@ fn main() {
         gap,
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
+    let sent = text_stream(&s.whole, s.whole.len().div_ceil(chunks)).len();
     runtime.block_on(async {
         println!(
-            "live_reply: a {chunks}-chunk answer streamed over {:.1} s",
-            (gap * chunks as u32).as_secs_f64()
+            "live_reply: a {}-character answer in {sent} chunks {} ms apart ({:.1} s)",
+            s.whole.len(),
+            gap.as_millis(),
+            (gap * sent as u32).as_secs_f64()
         );
         for (name, on, off) in [
             ("telegram", telegram(&s, true).await, telegram(&s, false).await),

@@ -85,7 +85,7 @@ macro_rules! writes_to {
             $target,
             r"|^(?:rm|unlink|chown|chattr)\s(?:.*\s)?",
             $target,
-            r"|^chmod\s(?:.*\s)?(?:[0-7]?[0-7][1-7][0-7]|[0-7]?[0-7][0-7][1-7]|\S*[+=]\S*)\s(?:.*\s)?",
+            r"|^chmod\s(?:.*\s)?(?:[0-7]?[0-7][2367][0-7]|[0-7]?[0-7][0-7][2367]|\S*[+=]\S*w\S*)\s(?:.*\s)?",
             $target,
             r")"
         )
@@ -170,7 +170,7 @@ pub const PATTERNS: &[Pattern] = &[
     p(
         "xargs_rm",
         "deletes files named on its input (xargs rm)",
-        r"^xargs\s(?:.*\s)?(?:\S*/)?(?:rm|shred|unlink)(?:\s|$)",
+        r"(?:^|\s)xargs\s(?:.*\s)?(?:\S*/)?(?:rm|shred|unlink)(?:\s|$)",
         R,
         false,
     ),
@@ -298,12 +298,12 @@ pub const PATTERNS: &[Pattern] = &[
         "service_stop",
         "stops, disables or masks a system service, restarts a critical one (ssh, networking, a database), or changes the runlevel",
         concat!(
-            r"^systemctl\s(?:.*\s)?(?:stop|disable|mask|kill|isolate|rescue|emergency|default)(?:\s|$)|^service\s+\S+\s+stop(?:\s|$)|^launchctl\s+(?:unload|stop|remove|bootout)(?:\s|$)|^rc-service\s+\S+\s+stop",
+            r"^systemctl\s(?:.*\s)?(?:stop|disable|mask|kill|isolate|rescue|emergency|default)(?:\s|$)|^service\s+\S+\s+stop(?:\s|$)|^launchctl\s+(?:unload|stop|remove|bootout)(?:\s|$)|^rc-service\s+\S+\s+stop|^(?:tel)?init\s+[12345sS](?:\s|$)",
             r"|^systemctl\s(?:.*\s)?(?:restart|try-restart|reload-or-restart|try-reload-or-restart|condrestart|force-reload|reload)\s(?:.*\s)?",
             critical_service!(),
             r"|^(?:service|rc-service)\s+",
             critical_service!(),
-            r"\s+(?:restart|reload|force-reload|condrestart|try-restart)(?:\s|$)"
+            r"\s*(?:restart|reload|force-reload|condrestart|try-restart)(?:\s|$)"
         ),
         C,
         false,
@@ -317,9 +317,16 @@ pub const PATTERNS: &[Pattern] = &[
     ),
     p(
         "root_shell",
-        "opens a root shell (su, sudo su, sudo bash)",
-        r"^(?:sudo|doas)\s(?:.*\s)?(?:su|bash|sh|zsh|dash|ksh|fish)(?:\s+-\S*)*(?:\s+root)?$|^su(?:\s+-\S*)*(?:\s+root)?(?:\s+-\S*)*$",
+        "opens a root shell (sudo su, sudo bash)",
+        r"(?:^|\s)(?:sudo|doas)\s(?:.*\s)?(?:su|bash|sh|zsh|dash|ksh|fish)(?:\s+-\S*)*(?:\s+root)?$",
         R,
+        false,
+    ),
+    p(
+        "su_root",
+        "switches to root (su)",
+        r"^su(?:\s+-\S*)*(?:\s+root)?(?:\s+-\S*)*$",
+        C,
         false,
     ),
     p(
@@ -338,8 +345,8 @@ pub const PATTERNS: &[Pattern] = &[
     ),
     p(
         "pipe_to_shell",
-        "pipes downloaded content into a shell or interpreter",
-        r"\b(?:curl|wget|fetch|aria2c)\b[^;&|]*\|\s(?:sudo\s(?:-\S+\s)*)?(?:\S*/)?(?:sh|bash|zsh|dash|ksh|fish|python[\d.]*|perl|ruby|node|php)\b|(?:^|\s)(?:sh|bash|zsh|dash|python[\d.]*)\s(?:-c\s)?[<$]\((?:curl|wget)",
+        "pipes downloaded content into a shell",
+        r"\b(?:curl|wget|fetch|aria2c)\b[^;&|]*\|\s(?:sudo\s(?:-\S+\s)*)?(?:\S*/)?(?:sh|bash|zsh|dash|ksh|fish)\b|(?:^|\s)(?:sh|bash|zsh|dash|python[\d.]*)\s(?:-c\s)?[<$]\((?:curl|wget)",
         L,
         false,
     ),
@@ -360,7 +367,7 @@ pub const PATTERNS: &[Pattern] = &[
     p(
         "git_clean",
         "deletes untracked files (git clean -f)",
-        r"^git\s(?:.*\s)?clean\s(?:.*\s)?-[a-zA-Z]*f",
+        r"^git\s(?:.*\s)?clean\s(?:.*\s)?(?:-[a-zA-Z]*f|--force(?:\s|$))",
         C,
         false,
     ),
@@ -388,7 +395,7 @@ pub const PATTERNS: &[Pattern] = &[
     p(
         "sudo_stdin_shell",
         "sudo reading a password from stdin, opening a shell, or using an askpass helper",
-        r"^(?:sudo|doas)\s(?:.*\s)?(?:-[a-zA-Z]*[SsAi][a-zA-Z]*|--stdin|--shell|--askpass|--login)(?:\s|$)",
+        r"(?:^|\s)(?:sudo|doas)\s(?:.*\s)?(?:-[a-zA-Z]*[SsAi][a-zA-Z]*|--stdin|--shell|--askpass|--login)(?:\s|$)",
         R,
         false,
     ),

@@ -9,6 +9,7 @@ mod agent_models;
 mod agent_providers;
 mod approvals_corpus;
 mod approvals_flow;
+mod approvals_obfuscation;
 mod chat;
 mod cli_tools;
 mod common;

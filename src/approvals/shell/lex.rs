@@ -46,7 +46,7 @@ struct Lexer<'a> {
 }
 
 /// Shell keywords that carry no command of their own.
-fn is_keyword(word: &str) -> bool {
+pub(super) fn is_keyword(word: &str) -> bool {
     matches!(
         word,
         "{" | "}"
@@ -97,8 +97,13 @@ impl Lexer<'_> {
     fn end_word(&mut self) {
         if !self.word.is_empty() || self.quoted {
             let word = super::words::fold_home(&std::mem::take(&mut self.word));
+            // (Empty words a brace list leaves are dropped, as the shell
+            // drops them.)
             let expanded = if self.brace {
                 braces(&word)
+                    .into_iter()
+                    .filter(|w| !w.is_empty())
+                    .collect()
             } else {
                 vec![word]
             };
@@ -118,7 +123,7 @@ impl Lexer<'_> {
             .skip_while(|w| is_keyword(w))
             .filter(|w| !matches!(w.as_str(), "{" | "}"))
             .collect();
-        self.structure(&mut words);
+        super::words::unshape(&mut words);
         if !words.is_empty() {
             self.remember(&words);
             self.out.segments.push(Words {
@@ -132,43 +137,11 @@ impl Lexer<'_> {
         }
     }
 
-    /// Drops what only shapes the script around the command: `case … in`
-    /// and arm patterns, `function name`, `for x in …` lists. (The bodies
-    /// of functions and aliases are analysed as commands of their own.)
-    fn structure(&mut self, words: &mut Vec<String>) {
-        if words.first().is_some_and(|w| w == "case") {
-            match words.iter().position(|w| w.ends_with(')')) {
-                Some(arm) => drop(words.drain(..=arm)),
-                None => words.clear(),
-            }
-        } else if words
-            .first()
-            .is_some_and(|w| w.ends_with(')') && !w.contains('(') && !w.contains('='))
-        {
-            // The next arm of a case: `pattern) command`.
-            words.remove(0);
-        }
-        if words.first().is_some_and(|w| w == "function") {
-            words.drain(..words.len().min(2));
-        }
-        if words.first().is_some_and(|w| w == "for" || w == "select") {
-            words.clear();
-        }
-    }
-
     /// Records the literal assignments of `words` (a simple command just
-    /// ended); an alias's body is a command to analyse.
+    /// ended).
     fn remember(&mut self, words: &[String]) {
         let assignments: &[String] = match words.first() {
             Some(first) if declares(first) => &words[1..],
-            Some(first) if first == "alias" => {
-                for definition in &words[1..] {
-                    if let Some((_, body)) = definition.split_once('=') {
-                        self.out.nested.push(body.to_string());
-                    }
-                }
-                return;
-            }
             _ if words.iter().all(|w| is_assignment(w)) => words,
             _ => return,
         };
@@ -765,17 +738,12 @@ mod tests {
     }
 
     #[test]
-    fn functions_case_arms_and_aliases_show_their_commands() {
+    fn functions_and_case_arms_show_their_commands() {
         let lexed = lex("f(){ rm -rf /; }; f");
         assert!(
             lexed.nested.contains(&" rm -rf /; ".to_string()),
             "{:?}",
             lexed.nested
-        );
-        assert!(
-            lex("alias x='rm -rf /'; x")
-                .nested
-                .contains(&"rm -rf /".to_string())
         );
         assert_eq!(words("case y in y) rm -rf /;; esac")[0], "rm -rf /");
         assert_eq!(words("function g { rm -rf /; }")[0], "rm -rf /");

@@ -77,11 +77,6 @@ pub fn normalize(command: &str) -> Normalized {
         }
         for lex::Words { words, piped } in lexed.segments {
             let raw = words.join(" ");
-            if depth < MAX_DEPTH
-                && let Some(split) = words::env_split(&words)
-            {
-                queue.push((split, depth + 1));
-            }
             let command_words = words::spell_out(words::peel(words));
             if depth < MAX_DEPTH {
                 queue.extend(

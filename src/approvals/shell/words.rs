@@ -4,7 +4,35 @@
 //! given by a prefix spelled out (`--rec` → `--recursive`), and the scripts
 //! a command runs (`sh -c`, `eval`, `find -exec`, `env -S`, here-strings).
 
-use super::lex::is_assignment;
+use super::lex::{is_assignment, is_keyword};
+
+/// Drops what only shapes the script around a command from the front of
+/// its words: keywords, `case … in` and arm patterns, `function name`,
+/// `for x in …` lists (the bodies of functions are analysed as commands of
+/// their own). True when something was dropped.
+pub(super) fn unshape(words: &mut Vec<String>) -> bool {
+    let before = words.len();
+    while let Some(first) = words.first() {
+        if is_keyword(first) {
+            words.remove(0);
+        } else if first == "case" {
+            match words.iter().position(|w| w.ends_with(')')) {
+                Some(arm) => drop(words.drain(..=arm)),
+                None => words.clear(),
+            }
+        } else if first.ends_with(')') && !first.contains('(') && !first.contains('=') {
+            // The next arm of a case: `pattern) command`.
+            words.remove(0);
+        } else if first == "function" {
+            words.drain(..words.len().min(2));
+        } else if first == "for" || first == "select" {
+            words.clear();
+        } else {
+            break;
+        }
+    }
+    words.len() != before
+}
 
 pub(super) fn fold_home(word: &str) -> String {
     for home in ["${HOME}", "$HOME"] {
@@ -130,6 +158,10 @@ pub(super) fn peel(mut words: Vec<String>) -> Vec<String> {
             words.remove(0);
             continue;
         }
+        if unshape(&mut words) {
+            // Script structure behind a wrapper: what it holds still counts.
+            continue;
+        }
         let name = program(&first).to_string();
         if !is_wrapper(&name) {
             words[0] = name;
@@ -139,6 +171,13 @@ pub(super) fn peel(mut words: Vec<String>) -> Vec<String> {
         while let Some(next) = words.first().cloned() {
             if next == "--" {
                 words.remove(0);
+                break;
+            }
+            if name == "env"
+                && let Some(split) = split_string(&mut words)
+            {
+                // `env -S 'cmd args'`: the string is the command's words.
+                words.splice(0..0, split);
                 break;
             }
             let is_option = next.starts_with('-') && next.len() > 1;
@@ -282,15 +321,19 @@ pub fn is_shell(name: &str) -> bool {
     SHELLS.contains(&name)
 }
 
-/// The scripts `words` (a peeled command) runs: `sh -c SCRIPT`, `su -c
-/// SCRIPT`, `eval …`, a here-string into a shell, `find … -exec CMD ;`,
-/// `env -S 'CMD'`.
+/// The scripts `words` (a peeled command) runs or defines: `sh -c
+/// SCRIPT`, `su -c SCRIPT`, `eval …`, a here-string into a shell, `find …
+/// -exec CMD ;`, an alias's body.
 pub(super) fn inline_scripts(words: &[String]) -> Vec<String> {
     let Some(name) = words.first().map(String::as_str) else {
         return Vec::new();
     };
     match name {
         "eval" => vec![words[1..].join(" ")],
+        "alias" => words[1..]
+            .iter()
+            .filter_map(|d| d.split_once('=').map(|(_, body)| body.to_string()))
+            .collect(),
         "find" => find_exec(words),
         _ if is_shell(name) || name == "su" => {
             let mut scripts = Vec::new();
@@ -310,16 +353,24 @@ pub(super) fn inline_scripts(words: &[String]) -> Vec<String> {
     }
 }
 
-/// The commands of `find`'s `-exec`/`-execdir`/`-ok`/`-okdir` actions.
+/// The commands of `find`'s `-exec`/`-execdir`/`-ok`/`-okdir` actions,
+/// with `{}` standing for what is found under the first starting point
+/// (`find /etc -exec cp x {} ;` writes `/etc/*`).
 fn find_exec(words: &[String]) -> Vec<String> {
+    let start = words
+        .iter()
+        .skip(1)
+        .find(|w| !w.starts_with('-') && !matches!(w.as_str(), "(" | "!"))
+        .map_or(".", String::as_str);
+    let found = format!("{}/*", start.trim_end_matches('/'));
     let mut scripts = Vec::new();
     let mut rest = words.iter().skip(1);
     while let Some(word) = rest.next() {
         if matches!(word.as_str(), "-exec" | "-execdir" | "-ok" | "-okdir") {
-            let command: Vec<&str> = rest
+            let command: Vec<String> = rest
                 .by_ref()
                 .take_while(|w| !matches!(w.as_str(), ";" | "+" | "\\;"))
-                .map(String::as_str)
+                .map(|w| w.replace("{}", &found))
                 .collect();
             scripts.push(command.join(" "));
         }
@@ -327,33 +378,29 @@ fn find_exec(words: &[String]) -> Vec<String> {
     scripts
 }
 
-/// The command string `env -S` / `--split-string` splits, when `words`
-/// (not yet peeled) is one.
-pub(super) fn env_split(words: &[String]) -> Option<String> {
-    if program(words.first()?) != "env" {
-        return None;
-    }
-    let mut rest = words.iter().skip(1);
-    while let Some(word) = rest.next() {
-        if word == "-S" || word == "--split-string" {
-            return Some(rest.cloned().collect::<Vec<_>>().join(" "));
+/// `env`'s `-S STRING` / `-SSTRING` / `--split-string=STRING` at the
+/// front of `words`, taken off: the string's words.
+fn split_string(words: &mut Vec<String>) -> Option<Vec<String>> {
+    let first = words.first()?;
+    let inline = first
+        .strip_prefix("--split-string=")
+        .or_else(|| first.strip_prefix("-S").filter(|s| !s.is_empty()))
+        .map(str::to_string);
+    let string = match inline {
+        Some(string) => {
+            words.remove(0);
+            string
         }
-        if let Some(inline) = word
-            .strip_prefix("--split-string=")
-            .or_else(|| word.strip_prefix("-S").filter(|s| !s.is_empty()))
-        {
-            let mut script = inline.to_string();
-            for more in rest {
-                script.push(' ');
-                script.push_str(more);
+        None if first == "-S" || first == "--split-string" => {
+            words.remove(0);
+            if words.is_empty() {
+                return None;
             }
-            return Some(script);
+            words.remove(0)
         }
-        if !word.starts_with('-') && !is_assignment(word) {
-            return None;
-        }
-    }
-    None
+        None => return None,
+    };
+    Some(string.split_whitespace().map(str::to_string).collect())
 }
 
 #[cfg(test)]
@@ -400,14 +447,18 @@ mod tests {
     #[test]
     fn scripts_inside_commands_are_found() {
         assert_eq!(inline_scripts(&words("bash -c -- x")), ["x"]);
+        assert_eq!(inline_scripts(&words("alias ll=rm")), ["rm"]);
         assert_eq!(
             inline_scripts(&words("find . -name *.log -exec shred -u {} ;")),
-            ["shred -u {}"]
+            ["shred -u ./*"]
         );
-        assert_eq!(
-            env_split(&words("env -S rm -rf /")).as_deref(),
-            Some("rm -rf /")
-        );
-        assert_eq!(env_split(&words("env FOO=1 ls")), None);
+        let split = |line: &str| {
+            let mut w = words(line);
+            w[2] = w[2..].join(" ");
+            w.truncate(3);
+            peel(w).join(" ")
+        };
+        assert_eq!(split("sudo env -S rm -rf /"), "rm -rf /");
+        assert_eq!(peel(words("env FOO=1 ls")).join(" "), "ls");
     }
 }
