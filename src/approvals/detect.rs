@@ -161,7 +161,11 @@ pub fn detect(command: &str) -> Detection {
     let Normalized { segments, whole } = normalized;
     Detection {
         normalized: whole,
-        commands: segments.into_iter().map(|s| s.command).collect(),
+        commands: segments
+            .into_iter()
+            .map(|s| s.command)
+            .filter(|c| !c.is_empty())
+            .collect(),
         matches,
     }
 }

@@ -58,8 +58,12 @@ pub(super) fn fold_home(word: &str) -> String {
     word.to_string()
 }
 
-/// The program name of a word: `/usr/bin/rm` → `rm`.
+/// The program name of a word: `/usr/bin/rm` → `rm` (a command
+/// substitution stays whole: its slashes are its own).
 pub(super) fn program(word: &str) -> &str {
+    if word.contains("$(") || word.contains('`') {
+        return word;
+    }
     word.rsplit('/').next().unwrap_or(word)
 }
 
