@@ -6,6 +6,10 @@
 //!   unresolved variable, a command substitution, a glob, a brace list, or
 //!   nothing at all after normalisation). A short list of well-known safe
 //!   forms (`$EDITOR`, `$PAGER`, `$CC`, …) passes.
+//! - `dynamic_argument`: a command that can destroy (rm, dd, mkfs, shred,
+//!   chmod, chown, …) given an argument only known when it runs (a command
+//!   substitution, or a variable other than a few harmless ones such as
+//!   `$USER`).
 //! - `pipe_to_interpreter`: a shell or interpreter reading its program from
 //!   standard input — piped into it, fed by a process substitution, or
 //!   `source`d from one — whatever produced it (a download, `base64 -d`,
@@ -28,6 +32,10 @@ pub const RULES: &[Rule] = &[
     Rule {
         key: "dynamic_command",
         description: "runs a command whose name is only known when the line runs (a variable, a command substitution, a glob)",
+    },
+    Rule {
+        key: "dynamic_argument",
+        description: "gives a command that can destroy data an argument only known when the line runs",
     },
     Rule {
         key: "pipe_to_interpreter",
@@ -56,6 +64,47 @@ const SAFE_DYNAMIC: &[&str] = &[
     "$MAKE",
     "${MAKE}",
 ];
+
+/// Variables whose value cannot point a destructive command anywhere
+/// that matters.
+const SAFE_VARIABLES: &[&str] = &["USER", "LOGNAME", "UID", "GID", "PWD", "HOSTNAME"];
+
+/// Commands that destroy or expose data depending on their arguments.
+fn destructive(name: &str) -> bool {
+    matches!(
+        name,
+        "rm" | "rmdir"
+            | "shred"
+            | "unlink"
+            | "dd"
+            | "wipefs"
+            | "mkswap"
+            | "fdisk"
+            | "sfdisk"
+            | "parted"
+            | "chattr"
+            | "truncate"
+            | "chmod"
+            | "chown"
+            | "chgrp"
+    ) || name.starts_with("mkfs")
+}
+
+/// Whether `word` holds something only known when the line runs: a
+/// command substitution, or a variable not in [`SAFE_VARIABLES`].
+fn unknown(word: &str) -> bool {
+    if word.contains("$(") || word.contains('`') {
+        return true;
+    }
+    word.match_indices('$').any(|(at, _)| {
+        let rest = word[at + 1..].trim_start_matches('{');
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        !name.is_empty() && !SAFE_VARIABLES.contains(&name.as_str()) && !name.starts_with("((")
+    })
+}
 
 /// Interpreters that run a program read from standard input.
 fn is_interpreter(name: &str) -> bool {
@@ -287,11 +336,16 @@ pub fn check(normalized: &Normalized) -> Vec<(&'static Rule, String)> {
         if dynamic(segment) {
             note(0, &segment.command);
         }
-        if reads_program_from_pipe(segment) {
+        if segment.words.first().is_some_and(|n| destructive(n))
+            && segment.words[1..].iter().any(|w| unknown(w))
+        {
             note(1, &segment.command);
         }
-        if !downloaded.is_empty() && runs_one_of(segment, &downloaded) {
+        if reads_program_from_pipe(segment) {
             note(2, &segment.command);
+        }
+        if !downloaded.is_empty() && runs_one_of(segment, &downloaded) {
+            note(3, &segment.command);
         }
         downloaded.extend(downloads(segment));
     }
@@ -334,6 +388,35 @@ mod tests {
         ] {
             assert!(
                 !keys(line).contains(&"dynamic_command"),
+                "{line}: {:?}",
+                keys(line)
+            );
+        }
+    }
+
+    #[test]
+    fn destructive_commands_with_unknown_arguments_fail_closed() {
+        for line in [
+            "shred -u $(cat targets)",
+            "chmod $(cat mode) /etc/shadow",
+            "truncate -s 0 $LOG",
+            "dd if=x of=`cat dev`",
+            "rm -f ${TARGET}",
+        ] {
+            assert!(
+                keys(line).contains(&"dynamic_argument"),
+                "{line}: {:?}",
+                keys(line)
+            );
+        }
+        for line in [
+            "chown $USER src/lib.rs",
+            "rm -f build.log",
+            "kill -9 $(pgrep node)",
+            "x=a.log; rm -f $x",
+        ] {
+            assert!(
+                !keys(line).contains(&"dynamic_argument"),
                 "{line}: {:?}",
                 keys(line)
             );
