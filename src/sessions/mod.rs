@@ -7,6 +7,7 @@
 
 pub mod access;
 mod commands;
+mod completion;
 mod intake;
 pub mod keys;
 mod live;

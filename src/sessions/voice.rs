@@ -82,7 +82,7 @@ pub(super) async fn hear(
     }
     event.text = said.join("\n\n");
     let payload = serde_json::to_string(&event).unwrap_or_default();
-    let out = super::worker::outbound(event, &shown);
+    let out = super::completion::outbound(event, &shown);
     match inner.store.inbox_heard(inbox_id, key, &payload, &out).await {
         Ok(Some(row)) => {
             super::outbox::send(inner, row, &out).await;
