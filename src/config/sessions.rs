@@ -30,6 +30,13 @@ pub struct SessionsConfig {
     /// after its turn and reads it again from storage on its next message
     /// (an idle session drops it after 30 s anyway).
     pub history_cache_mb: u64,
+    /// Messages one person may send a minute in the chat platforms (a
+    /// token bucket, bursts up to it); past it they are told once to slow
+    /// down and their messages are refused without being stored. 0: no
+    /// limit.
+    pub user_messages_per_minute: u32,
+    /// The same for one chat or channel, whoever writes. 0: no limit.
+    pub chat_messages_per_minute: u32,
     /// Reset policy of every platform without its own.
     pub reset: ResetPolicy,
     /// Reset policies by platform (`telegram`, `discord`, `slack`,
@@ -47,6 +54,8 @@ impl Default for SessionsConfig {
             worker_idle_secs: 600,
             max_idle_workers: 1000,
             history_cache_mb: 64,
+            user_messages_per_minute: 0,
+            chat_messages_per_minute: 0,
             reset: ResetPolicy::default(),
             reset_by_platform: BTreeMap::new(),
         }

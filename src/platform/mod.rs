@@ -15,6 +15,7 @@ mod backoff;
 mod command;
 mod download;
 mod event;
+mod limit;
 mod profile;
 mod registry;
 
@@ -27,6 +28,7 @@ pub use backoff::Backoff;
 pub use command::{ApproveScope, ChatCommand};
 pub use download::{MAX_DOWNLOAD_BYTES, download};
 pub use event::{Actor, Attachment, AttachmentKind, ChatKind, InboundEvent, Revision};
+pub use limit::RateLimiter;
 pub use profile::{AccessRules, KeyScheme, Preset, Profile, STILL};
 pub use registry::Platforms;
 

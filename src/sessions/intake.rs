@@ -8,9 +8,11 @@
 //! 4. the mention rule — in groups with `require_mention`, only messages
 //!    that mention the bot, or replies in a thread where the bot already
 //!    has an open session;
-//! 5. attachments are fetched through the platform's port (or described by
+//! 5. the sender's and the chat's rate limits (chat platforms), past which
+//!    nothing is stored and the sender is told once;
+//! 6. attachments are fetched through the platform's port (or described by
 //!    their link); audio stays with the event, heard by its worker;
-//! 6. the inbox commit, after the session's mailbox slot is reserved so a
+//! 7. the inbox commit, after the session's mailbox slot is reserved so a
 //!    busy answer stores nothing.
 //!
 //! Button presses come in through [`SessionManager::press`]: approval
@@ -21,6 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::access::{self, Access};
 use super::keys::session_key;
 use super::manager::{SessionManager, Submitted};
+use super::throttle::Verdict;
 use super::worker::Job;
 use crate::approvals::Choice;
 use crate::config::BusyInputMode;
@@ -33,6 +36,7 @@ use crate::telemetry::events;
 
 const BUSY: &str = "I'm still working on earlier messages; please send this again in a moment.";
 const QUEUED: &str = "Got it — I'll get to this as soon as I finish the current request.";
+const SLOW_DOWN: &str = "You're sending messages faster than I can take them. Please slow down: messages sent in the next moments are not read.";
 
 /// A button pressed on a prompt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,6 +154,15 @@ impl SessionManager {
             }
             // A message of its own.
             event.revision = Revision::New;
+        }
+        if profile.human
+            && let Verdict::Refused { tell } = inner.throttle.check(&event)
+        {
+            tracing::info!(platform = %event.platform, user = %event.user_id, chat = %event.chat_id, "message refused: past the rate limit");
+            if tell {
+                inner.replies.notice(&event, SLOW_DOWN).await;
+            }
+            return Ok((Submitted::Throttled, None));
         }
         events::emit(events::EventAccepted {
             platform: &event.platform,

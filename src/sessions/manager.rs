@@ -99,6 +99,8 @@ pub enum Submitted {
     /// Too much is waiting (this session's queue or the whole inbox);
     /// nothing was stored, the sender should try again later.
     Busy,
+    /// Its sender or chat is past its rate limit; nothing was stored.
+    Throttled,
 }
 
 /// What a previous run left undone: inbox events it did not process, and
@@ -144,6 +146,8 @@ pub(super) struct Inner {
     /// With several replicas: where presses for questions asked on another
     /// replica go.
     pub(super) relay: std::sync::OnceLock<Arc<crate::cluster::relay::Relay>>,
+    /// Per-sender and per-chat rate limits.
+    pub(super) throttle: super::throttle::Throttle,
     /// Where voice notes are heard (unset: they are not).
     pub(super) transcriber: std::sync::OnceLock<crate::transcription::Transcriber>,
     /// Sessions lately found owned by another replica, until when.
@@ -211,6 +215,7 @@ impl SessionManager {
         settings: ManagerSettings,
         stop: CancellationToken,
     ) -> Self {
+        let throttle = super::throttle::Throttle::new(&config.sessions);
         Self {
             inner: Arc::new(Inner {
                 store: deps.store.clone(),
@@ -223,6 +228,7 @@ impl SessionManager {
                 cluster: std::sync::OnceLock::new(),
                 relay: std::sync::OnceLock::new(),
                 transcriber: std::sync::OnceLock::new(),
+                throttle,
                 elsewhere: Mutex::new(HashMap::new()),
                 claiming: tokio::sync::Mutex::new(()),
                 settings,

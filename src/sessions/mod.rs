@@ -19,6 +19,7 @@ pub mod questions;
 pub mod replies;
 pub mod reset;
 mod revisions;
+mod throttle;
 mod voice;
 mod worker;
 

@@ -488,3 +488,55 @@ async fn an_update_with_nul_bytes_is_answered_on_both_backends() {
     })
     .await;
 }
+
+/// A mention of the bot by `from` in the group, message `id`.
+fn group_mention(from: i64, name: &str, id: i64) -> Value {
+    let mut msg = FakeTelegram::message(GROUP, from, name, id, &format!("@{BOT_USERNAME} go"));
+    msg["message"]["entities"] = json!([{"type": "mention", "offset": 0, "length": 16}]);
+    msg
+}
+
+#[tokio::test]
+async fn senders_and_chats_past_their_rate_are_told_once_and_nothing_is_stored() {
+    let s = start(
+        vec![
+            Reply::Json(text("one")),
+            Reply::Json(text("two")),
+            Reply::Json(text("three")),
+        ],
+        |c| {
+            c.sessions.user_messages_per_minute = 2;
+            c.sessions.chat_messages_per_minute = 3;
+            // One session per chat, so the answers come in order.
+            c.sessions.group_sessions_per_user = false;
+        },
+    )
+    .await;
+    // Ann writes four times in a row: two pass, the third is refused with
+    // a notice, the fourth silently.
+    for id in 1..=4 {
+        s.tg.push(group_mention(ANN, "Ann", 100 + id));
+    }
+    // Bob's first passes (the chat's third), his second is past the chat's
+    // limit: the chat is told.
+    s.tg.push(group_mention(BOB, "Bob", 110));
+    s.tg.push(group_mention(BOB, "Bob", 111));
+    let sent = s.tg.wait("sendMessage", 5).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let said = texts(&s.tg.calls("sendMessage"));
+    let slow: Vec<&String> = said.iter().filter(|t| t.contains("slow down")).collect();
+    assert_eq!(slow.len(), 2, "{said:?}");
+    // (Besides a "queued" acknowledgement: the session was busy.)
+    let answers: Vec<&String> = said
+        .iter()
+        .filter(|t| !t.contains("slow down") && !t.starts_with("Got it"))
+        .collect();
+    assert_eq!(answers, ["one", "two", "three"], "{} sent", sent.len());
+    assert_eq!(s.llm.requests().len(), 3);
+    assert_eq!(
+        common::inbox_count(&s.daemon.gateway.store, "telegram").await,
+        3,
+        "refused messages are not stored"
+    );
+    s.daemon.shutdown().await;
+}

@@ -8,7 +8,6 @@
 
 pub mod deliver;
 pub mod events;
-mod limit;
 pub mod template;
 pub mod verify;
 
@@ -26,6 +25,7 @@ use serde_json::{Value, json};
 use crate::config::{Config, DeliverKind, WebhookRoute};
 use crate::daemon::Gateway;
 use crate::http::AppState;
+use crate::platform::RateLimiter;
 use crate::platform::{
     AccessRules, Actor, Capabilities, ChatCommand, ChatKind, ChatRef, InboundEvent, KeyScheme,
     Platform, PlatformError, Preset, Profile, Prompt, PromptKind,
@@ -34,7 +34,6 @@ use crate::sessions::Submitted;
 use crate::telemetry::events as internal;
 use deliver::{Deliverer, IssueRef};
 use events::{Classified, classify, delivery_id, event_name};
-use limit::RateLimiter;
 use verify::Verifier;
 
 /// The platform id.
@@ -279,6 +278,12 @@ async fn submit(state: &RouteState, event: InboundEvent) -> Response {
         Ok(Submitted::Pairing | Submitted::Command) => {
             answer(StatusCode::OK, json!({ "status": "acknowledged" }))
         }
+        // (Routes have their own limit; a chat's never applies here.)
+        Ok(Submitted::Throttled) => retry_after(
+            StatusCode::TOO_MANY_REQUESTS,
+            BUSY_RETRY_SECS,
+            json!({ "error": "too many events; retry later" }),
+        ),
         Err(err) => {
             tracing::error!(error = %err, "webhook event could not be stored");
             retry_after(

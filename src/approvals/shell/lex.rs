@@ -25,8 +25,12 @@ pub(super) struct Lexed {
     pub(super) whole: String,
 }
 
+/// Deepest `$(echo $(echo …))` resolved; deeper ones stay unresolved.
+const MAX_ECHO_DEPTH: usize = 4;
 /// Most words one brace list expands to.
 const MAX_BRACE_WORDS: usize = 64;
+/// Longest word whose brace lists are expanded.
+const MAX_BRACE_WORD: usize = 4096;
 
 struct Lexer<'a> {
     chars: std::iter::Peekable<std::str::Chars<'a>>,
@@ -43,6 +47,8 @@ struct Lexer<'a> {
     piped: bool,
     /// Literal values assigned on the line so far.
     vars: HashMap<String, String>,
+    /// How many `$(echo …)` resolutions this lexer is inside.
+    depth: usize,
 }
 
 /// Shell keywords that carry no command of their own.
@@ -363,7 +369,10 @@ impl Lexer<'_> {
     /// `$(inner)` or a backtick substitution: the output of `echo` or
     /// `printf` of literal words, else kept (and analysed as a command).
     fn substitution(&mut self, inner: String) {
-        match echoed(&inner, &self.vars) {
+        let output = (self.depth < MAX_ECHO_DEPTH)
+            .then(|| echoed(&inner, &self.vars, self.depth + 1))
+            .flatten();
+        match output {
             Some(output) => self.expand(&output),
             None => self.word.push_str(&format!("$({inner})")),
         }
@@ -518,9 +527,10 @@ impl Lexer<'_> {
 
 /// What `script` prints if it is a lone `echo` or `printf` of literal
 /// words (variables known in `vars` included).
-fn echoed(script: &str, vars: &HashMap<String, String>) -> Option<String> {
+fn echoed(script: &str, vars: &HashMap<String, String>, depth: usize) -> Option<String> {
     let mut lexer = new(script);
     lexer.vars = vars.clone();
+    lexer.depth = depth;
     let lexed = lexer.run();
     let [Words { words, .. }] = lexed.segments.as_slice() else {
         return None;
@@ -607,6 +617,9 @@ fn unescape(text: &str) -> String {
 /// `word` with its brace lists expanded (`{a,b}c` → `ac bc`); the word
 /// itself when it has none or expands to too many.
 fn braces(word: &str) -> Vec<String> {
+    if word.len() > MAX_BRACE_WORD {
+        return vec![word.to_string()];
+    }
     let Some((open, close)) = brace_list(word) else {
         return vec![word.to_string()];
     };
@@ -623,27 +636,26 @@ fn braces(word: &str) -> Vec<String> {
     out
 }
 
-/// The first `{…}` of `word` holding a top-level comma: its brace indices.
+/// A `{…}` of `word` holding a comma at its own level (the first to close):
+/// its brace indices. One pass over the word.
 fn brace_list(word: &str) -> Option<(usize, usize)> {
-    let bytes = word.as_bytes();
-    for (open, _) in word.match_indices('{') {
-        let mut depth = 0;
-        let mut comma = false;
-        for (i, b) in bytes.iter().enumerate().skip(open) {
-            match b {
-                b'{' => depth += 1,
-                b'}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        if comma {
-                            return Some((open, i));
-                        }
-                        break;
-                    }
+    let mut open: Vec<(usize, bool)> = Vec::new();
+    for (i, b) in word.bytes().enumerate() {
+        match b {
+            b'{' => open.push((i, false)),
+            b',' => {
+                if let Some(top) = open.last_mut() {
+                    top.1 = true;
                 }
-                b',' if depth == 1 => comma = true,
-                _ => {}
             }
+            b'}' => {
+                if let Some((at, comma)) = open.pop()
+                    && comma
+                {
+                    return Some((at, i));
+                }
+            }
+            _ => {}
         }
     }
     None
@@ -680,6 +692,7 @@ fn new(text: &str) -> Lexer<'_> {
         tokens: Vec::new(),
         piped: false,
         vars: HashMap::new(),
+        depth: 0,
     }
 }
 
@@ -747,6 +760,19 @@ mod tests {
         );
         assert_eq!(words("case y in y) rm -rf /;; esac")[0], "rm -rf /");
         assert_eq!(words("function g { rm -rf /; }")[0], "rm -rf /");
+    }
+
+    #[test]
+    fn deep_nesting_is_cheap() {
+        let deep = format!("{}rm{}", "$(echo ".repeat(5000), ")".repeat(5000));
+        let started = std::time::Instant::now();
+        let lexed = lex(&deep);
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert_eq!(lexed.segments.len(), 1);
+        let braces = "{".repeat(100_000);
+        let started = std::time::Instant::now();
+        lex(&braces);
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
     }
 
     #[test]

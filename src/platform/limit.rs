@@ -1,10 +1,11 @@
-//! A token bucket per route: `rate` requests per minute, bursts up to
-//! `rate`.
+//! A token bucket: `rate` requests per minute, bursts up to `rate`. One
+//! per webhook route, and one per chat sender and per chat (the sessions'
+//! intake).
 
 use std::sync::Mutex;
 use std::time::Instant;
 
-/// One route's limiter.
+/// One limiter.
 pub struct RateLimiter {
     capacity: f64,
     per_sec: f64,
