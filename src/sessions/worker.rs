@@ -520,6 +520,7 @@ async fn run_job(
         super::voice::hear(inner, key, inbox_id, &mut event).await
     {
         state.active.store(false, Ordering::SeqCst);
+        state.revisions.end(inbox_id);
         let completion = Completion {
             fence: context.fence.cloned(),
             ..done_with(inner, key, inbox_id, &event, "unheard", [notice.as_str()])
