@@ -235,6 +235,13 @@ pub const PATTERNS: &[Pattern] = &[
         false,
     ),
     p(
+        "database_wipe",
+        "drops a database or flushes a data store with its own tool (dropdb, mysqladmin drop, redis FLUSHALL, dropDatabase)",
+        r"(?i)^(?:dropdb|dropuser)(?:\s|$)|^mysqladmin\s(?:.*\s)?drop(?:\s|$)|^redis-cli\s(?:.*\s)?(?:flushall|flushdb)(?:\s|$)|^(?:mongo|mongosh)\s.*\bdropDatabase\s*\(",
+        C,
+        false,
+    ),
+    p(
         "sql_tautology",
         "changes or deletes rows under a condition that is always true (WHERE 1=1, OR 1=1)",
         r"(?i)\b(?:delete|update)\b[^;]*\b(?:where|or)\s+\(?\s*(?:true|not\s+false|(\d+)\s*=\s*\d+|'[^']*'\s*=\s*'[^']*'|\x22[^\x22]*\x22\s*=\s*\x22[^\x22]*\x22)(?:\s|\)|;|$)",
@@ -340,6 +347,13 @@ pub const PATTERNS: &[Pattern] = &[
         "script_exec",
         "runs an inline script (sh -c, python -c, eval, heredoc)",
         r"^(?:sh|bash|zsh|dash|ksh|fish|ash|su)\s(?:.*\s)?-[a-zA-Z]*c[a-zA-Z]*(?:\s|$)|^(?:python[\d.]*|pypy\d*|perl|ruby|node|nodejs|php|lua|deno|bun|osascript)\s(?:.*\s)?-(?:c|e|r|E)(?:\s|$)|^eval(?:\s|$)|^(?:sh|bash|zsh|dash|ksh|python[\d.]*|perl|ruby|node|php)\s(?:-\S*\s+)*(?:<<|<<<)|^(?:sh|bash|zsh|dash)\s+-s(?:\s|$)|^source\s+/dev/stdin",
+        C,
+        false,
+    ),
+    p(
+        "awk_sed_exec",
+        "runs commands from awk (system, pipes) or GNU sed (the e command)",
+        r#"^(?:g|m|n)?awk\s.*(?:\bsystem\s*\(|\|\s*getline|\bprint[^|;]*\|\s*\S)|^sed\s(?:.*\s)?(?:\d+|\$|/[^/]*/)?e\s|^sed\s(?:.*\s)?s/[^/]*/[^/]*/[gpIiMm0-9]*e[gpIiMm0-9]*(?:\s|$)"#,
         C,
         false,
     ),

@@ -253,7 +253,9 @@ impl Lexer<'_> {
             self.word.push_str(value);
             return;
         }
-        let mut parts = value.split([' ', '\t', '\n']);
+        // Split at the blanks, and at whatever the line set IFS to.
+        let ifs = self.vars.get("IFS").cloned().unwrap_or_default();
+        let mut parts = value.split(|c: char| matches!(c, ' ' | '\t' | '\n') || ifs.contains(c));
         if let Some(first) = parts.next() {
             self.word.push_str(first);
         }
@@ -737,6 +739,7 @@ mod tests {
         assert_eq!(words("export X=sh; curl x | $X")[1], "curl x");
         assert_eq!(words("export X=sh; curl x | $X")[2], "sh");
         assert_eq!(words("$unknown -rf /"), ["$unknown -rf /"]);
+        assert_eq!(words("IFS=,; c=rm,-rf,/; $c")[2], "rm -rf /");
     }
 
     #[test]

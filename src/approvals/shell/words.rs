@@ -334,6 +334,11 @@ pub(super) fn inline_scripts(words: &[String]) -> Vec<String> {
     };
     match name {
         "eval" => vec![words[1..].join(" ")],
+        // A command run elsewhere is still a command.
+        "ssh" => remote_command(words).into_iter().collect(),
+        "docker" | "podman" | "kubectl" | "oc" if words.get(1).is_some_and(|w| w == "exec") => {
+            exec_command(&words[2..]).into_iter().collect()
+        }
         "alias" => words[1..]
             .iter()
             .filter_map(|d| d.split_once('=').map(|(_, body)| body.to_string()))
@@ -355,6 +360,57 @@ pub(super) fn inline_scripts(words: &[String]) -> Vec<String> {
         }
         _ => Vec::new(),
     }
+}
+
+/// The command `ssh [options] host command…` runs on the host.
+fn remote_command(words: &[String]) -> Option<String> {
+    let mut rest = words.iter().skip(1);
+    while let Some(word) = rest.next() {
+        if let Some(option) = word.strip_prefix('-') {
+            // Options that take a value (`-p 22`, `-i key`, `-o Opt=v`…).
+            if option.len() == 1 && "bcDEeFIiJLlmOopQRSWw".contains(option) {
+                rest.next();
+            }
+            continue;
+        }
+        // The host; what follows is the command.
+        let command: Vec<&str> = rest.map(String::as_str).collect();
+        return (!command.is_empty()).then(|| command.join(" "));
+    }
+    None
+}
+
+/// The command of `docker exec [options] container command…` (and
+/// podman's, kubectl's `exec pod -- command…`).
+fn exec_command(words: &[String]) -> Option<String> {
+    if let Some(at) = words.iter().position(|w| w == "--") {
+        let command = &words[at + 1..];
+        return (!command.is_empty()).then(|| command.join(" "));
+    }
+    let mut rest = words.iter();
+    while let Some(word) = rest.next() {
+        if word.starts_with('-') {
+            if matches!(
+                word.as_str(),
+                "-u" | "--user"
+                    | "-w"
+                    | "--workdir"
+                    | "-e"
+                    | "--env"
+                    | "--env-file"
+                    | "-c"
+                    | "--container"
+                    | "-n"
+                    | "--namespace"
+            ) {
+                rest.next();
+            }
+            continue;
+        }
+        let command: Vec<&str> = rest.map(String::as_str).collect();
+        return (!command.is_empty()).then(|| command.join(" "));
+    }
+    None
 }
 
 /// The commands of `find`'s `-exec`/`-execdir`/`-ok`/`-okdir` actions,
@@ -452,6 +508,19 @@ mod tests {
     fn scripts_inside_commands_are_found() {
         assert_eq!(inline_scripts(&words("bash -c -- x")), ["x"]);
         assert_eq!(inline_scripts(&words("alias ll=rm")), ["rm"]);
+        assert_eq!(
+            inline_scripts(&words("ssh -p 2222 -i key deploy@host rm -rf /srv")),
+            ["rm -rf /srv"]
+        );
+        assert_eq!(
+            inline_scripts(&words("docker exec -it -u root web rm -rf /data")),
+            ["rm -rf /data"]
+        );
+        assert_eq!(
+            inline_scripts(&words("kubectl exec -n prod api -- rm -rf /data")),
+            ["rm -rf /data"]
+        );
+        assert!(inline_scripts(&words("ssh host")).is_empty());
         assert_eq!(
             inline_scripts(&words("find . -name *.log -exec shred -u {} ;")),
             ["shred -u ./*"]
