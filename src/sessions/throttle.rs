@@ -113,7 +113,7 @@ mod tests {
 
     fn event(user: &str, chat: &str) -> InboundEvent {
         let mut e: InboundEvent = serde_json::from_value(serde_json::json!({
-            "platform": "telegram", "kind": "group", "chat_id": chat, "thread_id": null,
+            "platform": "chat", "kind": "group", "chat_id": chat, "thread_id": null,
             "user_id": user, "user_name": user, "text": "hi", "event_id": "1",
         }))
         .unwrap();

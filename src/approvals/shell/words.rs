@@ -362,22 +362,30 @@ pub(super) fn inline_scripts(words: &[String]) -> Vec<String> {
     }
 }
 
-/// The command `ssh [options] host command…` runs on the host.
-fn remote_command(words: &[String]) -> Option<String> {
-    let mut rest = words.iter().skip(1);
+/// What follows the first operand of `words` (a target: ssh's host,
+/// exec's container) after options, of which those `takes_value` says
+/// are followed by their value: the command run there.
+fn after_target(words: &[String], takes_value: impl Fn(&str) -> bool) -> Option<String> {
+    let mut rest = words.iter();
     while let Some(word) = rest.next() {
-        if let Some(option) = word.strip_prefix('-') {
-            // Options that take a value (`-p 22`, `-i key`, `-o Opt=v`…).
-            if option.len() == 1 && "bcDEeFIiJLlmOopQRSWw".contains(option) {
+        if word.starts_with('-') {
+            if takes_value(word) {
                 rest.next();
             }
             continue;
         }
-        // The host; what follows is the command.
         let command: Vec<&str> = rest.map(String::as_str).collect();
         return (!command.is_empty()).then(|| command.join(" "));
     }
     None
+}
+
+/// The command `ssh [options] host command…` runs on the host.
+fn remote_command(words: &[String]) -> Option<String> {
+    // Options that take a value (`-p 22`, `-i key`, `-o Opt=v`…).
+    after_target(&words[1..], |option| {
+        option.len() == 2 && "bcDEeFIiJLlmOopQRSWw".contains(&option[1..])
+    })
 }
 
 /// The command of `docker exec [options] container command…` (and
@@ -387,30 +395,21 @@ fn exec_command(words: &[String]) -> Option<String> {
         let command = &words[at + 1..];
         return (!command.is_empty()).then(|| command.join(" "));
     }
-    let mut rest = words.iter();
-    while let Some(word) = rest.next() {
-        if word.starts_with('-') {
-            if matches!(
-                word.as_str(),
-                "-u" | "--user"
-                    | "-w"
-                    | "--workdir"
-                    | "-e"
-                    | "--env"
-                    | "--env-file"
-                    | "-c"
-                    | "--container"
-                    | "-n"
-                    | "--namespace"
-            ) {
-                rest.next();
-            }
-            continue;
-        }
-        let command: Vec<&str> = rest.map(String::as_str).collect();
-        return (!command.is_empty()).then(|| command.join(" "));
-    }
-    None
+    after_target(words, |option| {
+        matches!(
+            option,
+            "-u" | "--user"
+                | "-w"
+                | "--workdir"
+                | "-e"
+                | "--env"
+                | "--env-file"
+                | "-c"
+                | "--container"
+                | "-n"
+                | "--namespace"
+        )
+    })
 }
 
 /// The commands of `find`'s `-exec`/`-execdir`/`-ok`/`-okdir` actions,
@@ -451,11 +450,9 @@ fn split_string(words: &mut Vec<String>) -> Option<Vec<String>> {
             words.remove(0);
             string
         }
-        None if first == "-S" || first == "--split-string" => {
+        // (A `-S` with nothing after it is left for the option loop.)
+        None if (first == "-S" || first == "--split-string") && words.len() > 1 => {
             words.remove(0);
-            if words.is_empty() {
-                return None;
-            }
             words.remove(0)
         }
         None => return None,
@@ -533,5 +530,6 @@ mod tests {
         };
         assert_eq!(split("sudo env -S rm -rf /"), "rm -rf /");
         assert_eq!(peel(words("env FOO=1 ls")).join(" "), "ls");
+        assert!(peel(words("env -S")).is_empty());
     }
 }
