@@ -12,9 +12,11 @@
 pub mod adapters;
 pub mod agent;
 pub mod approvals;
+pub mod budgets;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod cron;
 pub mod daemon;
 pub mod http;
 pub mod platform;

@@ -75,6 +75,10 @@ pub fn check_toolsets(config: &Config) -> Vec<Problem> {
             lists.push((format!("webhook.routes[{i}].toolsets"), list));
         }
     }
+    lists.push(("cron.group_toolsets".into(), &config.cron.group_toolsets));
+    for (i, job) in config.cron.jobs.iter().enumerate() {
+        lists.push((format!("cron.jobs[{i}].toolsets"), &job.toolsets));
+    }
     lists
         .into_iter()
         .filter_map(|(key, list)| {

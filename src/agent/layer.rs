@@ -1,7 +1,8 @@
 //! The agent-layer tools, served from the conversation's own state:
 //! `todo` (per session), `memory` (notes per user, in storage),
-//! `session_search` (full text over the user's stored messages) and
-//! `clarify` (a question to the human through the session's broker).
+//! `session_search` (full text over the user's stored messages),
+//! `clarify` (a question to the human through the session's broker) and
+//! `cronjob` (the chat's scheduled jobs, through its desk).
 
 use std::sync::Mutex;
 
@@ -14,7 +15,7 @@ use crate::store::Store;
 use crate::tools::{ToolError, arg_opt_str, arg_opt_u64, arg_str};
 
 /// The tools served here.
-pub const AGENT_TOOLS: &[&str] = &["todo", "memory", "session_search", "clarify"];
+pub const AGENT_TOOLS: &[&str] = &["todo", "memory", "session_search", "clarify", "cronjob"];
 
 /// Longest memory note.
 const MAX_NOTE_CHARS: usize = 2000;
@@ -35,6 +36,14 @@ pub trait ClarifyBroker: Send + Sync {
         choices: &[String],
         cancel: &CancellationToken,
     ) -> Result<String, String>;
+}
+
+/// A chat's scheduled jobs, as the `cronjob` tool reaches them (the
+/// session wires its chat's desk).
+#[async_trait::async_trait]
+pub trait JobDesk: Send + Sync {
+    /// Carries out one `cronjob` call.
+    async fn cronjob(&self, args: &Value, cancel: &CancellationToken) -> Result<String, ToolError>;
 }
 
 /// One todo item.
@@ -161,16 +170,35 @@ impl Owner {
     }
 }
 
+/// What the agent-layer tools are served from: the conversation's state.
+#[derive(Clone, Copy)]
+pub struct Served<'a> {
+    /// The session's todo list.
+    pub todos: &'a Todos,
+    /// Storage (memory notes, search).
+    pub store: &'a Store,
+    /// Whom the conversation belongs to.
+    pub owner: Option<&'a Owner>,
+    /// Who answers `clarify`.
+    pub clarify: Option<&'a dyn ClarifyBroker>,
+    /// The chat's scheduled jobs.
+    pub jobs: Option<&'a dyn JobDesk>,
+}
+
 /// Runs one agent-layer tool.
 pub async fn run(
     tool: &str,
     args: &Value,
-    todos: &Todos,
-    store: &Store,
-    owner: Option<&Owner>,
-    clarify: Option<&dyn ClarifyBroker>,
+    served: &Served<'_>,
     cancel: &CancellationToken,
 ) -> Result<String, ToolError> {
+    let Served {
+        todos,
+        store,
+        owner,
+        clarify,
+        jobs,
+    } = *served;
     let store_err = |e: crate::store::StoreError| ToolError::Failed(e.to_string());
     let need_owner = || {
         owner.ok_or_else(|| {
@@ -263,6 +291,12 @@ pub async fn run(
                 .map_err(ToolError::Failed)?;
             Ok(json!({"answer": answer}).to_string())
         }
+        "cronjob" => match jobs {
+            Some(desk) => desk.cronjob(args, cancel).await,
+            None => Err(ToolError::Failed(
+                "scheduled jobs cannot be made or changed from this conversation".into(),
+            )),
+        },
         other => Err(ToolError::Failed(format!(
             "{other} is not an agent-layer tool"
         ))),

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 mod approvals;
 mod chat;
 mod cluster;
+mod cron;
 mod pairing;
 mod sessions;
 mod tools;
@@ -76,6 +77,19 @@ pub enum Command {
         /// What to do.
         #[command(subcommand)]
         command: cluster::ClusterCommand,
+    },
+    /// Scheduled jobs and their runs (status and delivery).
+    Cron {
+        /// What to do.
+        #[command(subcommand)]
+        command: cron::CronCommand,
+    },
+    /// What turns cost today and this month, per user, chat, webhook
+    /// route and job, against the budgets.
+    Usage {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Inspect stored sessions.
     Sessions {
@@ -204,6 +218,8 @@ async fn dispatch(
         Command::Pairing { command } => pairing::run(&config, command).await,
         Command::Sessions { command } => sessions::run(&config, command).await,
         Command::Cluster { command } => cluster::run(&config, command).await,
+        Command::Cron { command } => cron::run(&config, command).await,
+        Command::Usage { json } => cron::usage(&config, json).await,
         #[cfg(feature = "webhook")]
         Command::Webhook { command } => webhook::run(&config, &env, command).await,
         Command::Healthcheck { url } => {

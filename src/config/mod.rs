@@ -6,12 +6,14 @@
 //! that need more than a type (URLs, secrets present, route sanity) live in
 //! [`validate`].
 
+mod cron;
 mod load;
 mod platforms;
 mod sessions;
 mod tools;
 mod validate;
 
+pub use cron::{BudgetsConfig, Caps, CronConfig, CronJobConfig, MissedPolicy, OverBudget, Price};
 pub use load::{ConfigError, ConfigSource, load, load_from_str};
 pub use platforms::{
     DeliverConfig, DeliverKind, DiscordConfig, GroupBy, McpConfig, McpServerConfig,
@@ -69,6 +71,10 @@ pub struct Config {
     /// Voice notes and audio files heard through a speech-to-text
     /// endpoint.
     pub transcription: TranscriptionConfig,
+    /// Scheduled agent jobs.
+    pub cron: CronConfig,
+    /// What turns may cost.
+    pub budgets: BudgetsConfig,
 }
 
 /// `[server]`: the HTTP listener.

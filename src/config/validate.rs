@@ -216,6 +216,8 @@ pub fn validate(config: &Config, env: &Env) -> Vec<Problem> {
     v.webhook(config);
     v.mcp(config);
     v.transcription(config);
+    v.cron(config);
+    v.budgets(config);
     v.problems
 }
 
@@ -266,6 +268,109 @@ impl Validator<'_> {
         self.positive("transcription.max_bytes", t.max_bytes);
         self.positive("transcription.max_seconds", u64::from(t.max_seconds));
         self.positive("transcription.timeout_secs", t.timeout_secs);
+    }
+
+    fn cron(&mut self, c: &Config) {
+        let mut names = std::collections::BTreeSet::new();
+        for (i, job) in c.cron.jobs.iter().enumerate() {
+            let key = |field: &str| format!("cron.jobs[{i}].{field}");
+            let name = job.name.trim();
+            if name.is_empty() {
+                self.push(key("name"), "every job needs a name");
+            } else if !names.insert(name) {
+                self.push(key("name"), format!("{name:?} names two jobs"));
+            }
+            if let Err(err) = crate::cron::Schedule::parse(&job.schedule, &job.timezone) {
+                let field = if err.to_string().contains("time zone") {
+                    "timezone"
+                } else {
+                    "schedule"
+                };
+                self.push(key(field), err.to_string());
+            }
+            if job.prompt.trim().is_empty() {
+                self.push(key("prompt"), "say what the job asks the agent");
+            }
+            let enabled = match job.platform.trim() {
+                "telegram" => Some(c.telegram.enabled),
+                "discord" => Some(c.discord.enabled),
+                "slack" => Some(c.slack.enabled),
+                _ => None,
+            };
+            match enabled {
+                None => self.push(
+                    key("platform"),
+                    format!("{:?} is not telegram, discord or slack", job.platform),
+                ),
+                Some(false) => self.push(
+                    key("platform"),
+                    format!("{} is not enabled, so the job could not post", job.platform),
+                ),
+                Some(true) => {}
+            }
+            if job.chat.trim().is_empty() {
+                self.push(key("chat"), "name the chat the job posts to");
+            }
+        }
+    }
+
+    fn budgets(&mut self, c: &Config) {
+        let b = &c.budgets;
+        for (model, price) in &b.prices {
+            if !(price.input.is_finite()
+                && price.input >= 0.0
+                && price.output.is_finite()
+                && price.output >= 0.0)
+            {
+                self.push(
+                    format!("budgets.prices.{model}"),
+                    "input and output are prices per million tokens, 0 or more",
+                );
+            }
+        }
+        if !(1..=100).contains(&b.warn_percent) {
+            self.push("budgets.warn_percent", "must be between 1 and 100");
+        }
+        let mut cost_capped = false;
+        for (level, caps) in [
+            ("user", &b.user),
+            ("chat", &b.chat),
+            ("route", &b.route),
+            ("job", &b.job),
+        ] {
+            for (field, value) in [
+                ("daily_cost", caps.daily_cost),
+                ("monthly_cost", caps.monthly_cost),
+            ] {
+                if !value.is_finite() || value < 0.0 {
+                    self.push(
+                        format!("budgets.{level}.{field}"),
+                        "must be 0 (no cap) or more",
+                    );
+                }
+                cost_capped |= value > 0.0;
+            }
+        }
+        if cost_capped {
+            let models = std::iter::once(&c.llm.model)
+                .chain(c.llm.models.iter())
+                .chain(c.llm.model_by_platform.values())
+                .chain(c.llm.model_by_chat.values())
+                .chain(c.llm.model_by_user.values());
+            let unpriced: std::collections::BTreeSet<&str> = models
+                .filter(|m| !b.prices.contains_key(m.as_str()))
+                .map(String::as_str)
+                .collect();
+            if !unpriced.is_empty() {
+                self.push(
+                    "budgets.prices",
+                    format!(
+                        "cost caps are set but these models have no price, so their turns would cost nothing: {}",
+                        unpriced.into_iter().collect::<Vec<_>>().join(", ")
+                    ),
+                );
+            }
+        }
     }
 
     fn positive(&mut self, key: &str, value: u64) {

@@ -303,6 +303,11 @@ impl Daemon {
             }
             sessions.requeue(backlog).await?;
         }
+        // Scheduled jobs: the configured ones stored, due ones fired.
+        tracker.spawn(
+            crate::cron::Scheduler::new(store.clone(), sessions.clone(), gateway.config.clone())
+                .run(root.child_token()),
+        );
         // Background processes report into their sessions; the ones a
         // previous run was to report are taken over.
         processes.report_to(Arc::new(sessions.clone()));

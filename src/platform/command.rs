@@ -27,6 +27,8 @@ pub enum ChatCommand {
     New,
     /// Show the session.
     Status,
+    /// Show what the sender and the chat spent, against their budgets.
+    Usage,
     /// Approve a waiting command.
     Approve {
         /// The approval named, or the oldest waiting in the chat.
@@ -69,6 +71,7 @@ impl ChatCommand {
             "stop" => Self::Stop,
             "new" | "reset" => Self::New,
             "status" => Self::Status,
+            "usage" => Self::Usage,
             "model" => Self::Model(args.first().map(|m| m.to_string())),
             "approve" => {
                 let id = id();
@@ -101,6 +104,7 @@ impl std::fmt::Display for ChatCommand {
             Self::Stop => f.write_str("/stop"),
             Self::New => f.write_str("/new"),
             Self::Status => f.write_str("/status"),
+            Self::Usage => f.write_str("/usage"),
             Self::Model(None) => f.write_str("/model"),
             Self::Model(Some(name)) => write!(f, "/model {name}"),
             Self::Approve { id, scope } => {
@@ -196,6 +200,7 @@ mod tests {
             Just(ChatCommand::Stop),
             Just(ChatCommand::New),
             Just(ChatCommand::Status),
+            Just(ChatCommand::Usage),
             proptest::option::of("[a-z0-9][a-z0-9./:-]{0,20}").prop_map(ChatCommand::Model),
             (id.clone(), scope).prop_map(|(id, scope)| ChatCommand::Approve { id, scope }),
             (id, reason).prop_map(|(id, reason)| ChatCommand::Deny { id, reason }),

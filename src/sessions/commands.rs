@@ -8,7 +8,7 @@ use crate::approvals::Refusal;
 use crate::platform::{ChatCommand, InboundEvent};
 use crate::store::StoreError;
 
-const HELP: &str = "Commands: /new (or /reset) starts a fresh conversation, /stop cancels the running request, /status shows this session, /model shows or switches its model, /approve and /deny answer a pending approval, /help shows this.";
+const HELP: &str = "Commands: /new (or /reset) starts a fresh conversation, /stop cancels the running request, /status shows this session, /model shows or switches its model, /usage shows what you and this chat spent against the budgets, /approve and /deny answer a pending approval, /help shows this.";
 
 impl SessionManager {
     /// Carries out `command`, written in `event`'s chat, for session
@@ -47,6 +47,9 @@ impl SessionManager {
                     ),
                     None => format!("No conversation yet in {key}."),
                 }
+            }
+            ChatCommand::Usage => {
+                crate::budgets::usage_report(&inner.store, &inner.config, event).await?
             }
             ChatCommand::Model(choice) => self.model(key, event, choice.as_deref()).await?,
             ChatCommand::Approve { .. } | ChatCommand::Deny { .. } => {

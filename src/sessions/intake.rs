@@ -10,9 +10,11 @@
 //!    has an open session;
 //! 5. the sender's and the chat's rate limits (chat platforms), past which
 //!    nothing is stored and the sender is told once;
-//! 6. attachments are fetched through the platform's port (or described by
+//! 6. the budget caps of the sender, the chat or the route (a warning once
+//!    per window past its share; refused at the cap);
+//! 7. attachments are fetched through the platform's port (or described by
 //!    their link); audio stays with the event, heard by its worker;
-//! 7. the inbox commit, after the session's mailbox slot is reserved so a
+//! 8. the inbox commit, after the session's mailbox slot is reserved so a
 //!    busy answer stores nothing.
 //!
 //! Button presses come in through [`SessionManager::press`]: approval
@@ -163,6 +165,28 @@ impl SessionManager {
                 inner.replies.notice(&event, SLOW_DOWN).await;
             }
             return Ok((Submitted::Throttled, None));
+        }
+        match crate::budgets::check_event(&inner.store, &inner.config, &event).await? {
+            crate::budgets::Verdict::Clear(warnings) => {
+                for warning in warnings {
+                    inner.replies.notice(&event, &warning).await;
+                }
+            }
+            crate::budgets::Verdict::Over(why) => {
+                tracing::info!(platform = %event.platform, user = %event.user_id, chat = %event.chat_id, reason = %why, "event refused: over budget");
+                if profile.human {
+                    inner.replies.notice(&event, &why).await;
+                } else if inner.config.budgets.webhook_over_budget
+                    == crate::config::OverBudget::Accept
+                {
+                    // Kept, and marked as not run.
+                    let dedupe = format!("{}:{}", event.platform, event.event_id);
+                    if let Some((id, _)) = self.store_event(&key, &event, &dedupe).await? {
+                        inner.store.inbox_mark_processed(id, "over_budget").await?;
+                    }
+                }
+                return Ok((Submitted::OverBudget, None));
+            }
         }
         events::emit(events::EventAccepted {
             platform: &event.platform,

@@ -101,6 +101,9 @@ pub enum Submitted {
     Busy,
     /// Its sender or chat is past its rate limit; nothing was stored.
     Throttled,
+    /// Its user, chat or route is past a budget cap: not run (a webhook
+    /// event is stored as over budget, a chat message is not).
+    OverBudget,
 }
 
 /// What a previous run left undone: inbox events it did not process, and
@@ -150,6 +153,8 @@ pub(super) struct Inner {
     pub(super) throttle: super::throttle::Throttle,
     /// Where voice notes are heard (unset: they are not).
     pub(super) transcriber: std::sync::OnceLock<crate::transcription::Transcriber>,
+    /// Wakes the scheduler when a chat makes or resumes a job.
+    pub(super) cron_wake: Arc<tokio::sync::Notify>,
     /// Sessions lately found owned by another replica, until when.
     pub(super) elsewhere: Mutex<HashMap<String, std::time::Instant>>,
     /// Serialises taking sessions over, so one is started once here.
@@ -229,6 +234,7 @@ impl SessionManager {
                 relay: std::sync::OnceLock::new(),
                 transcriber: std::sync::OnceLock::new(),
                 throttle,
+                cron_wake: Arc::new(tokio::sync::Notify::new()),
                 elsewhere: Mutex::new(HashMap::new()),
                 claiming: tokio::sync::Mutex::new(()),
                 settings,
@@ -263,6 +269,11 @@ impl SessionManager {
             let _ = self.inner.transcriber.set(transcriber);
         }
         self
+    }
+
+    /// What wakes the scheduler when a chat makes or resumes a job.
+    pub fn cron_wake(&self) -> Arc<tokio::sync::Notify> {
+        self.inner.cron_wake.clone()
     }
 
     /// Sessions with a live worker.

@@ -1,8 +1,9 @@
 //! Reports into a session from outside a conversation (a background
-//! process that ended), posted as a turn of its own through the inbox, so
-//! that they survive a restart like any event.
+//! process that ended) and scheduled jobs' runs, posted as turns of their
+//! own through the inbox, so that they survive a restart like any event.
 
-use crate::store::{ProcessWatch, StoreError};
+use crate::platform::ChatKind;
+use crate::store::{CronJob, ProcessWatch, StoreError};
 use crate::tools::builtin::ProcessReports;
 
 use super::{InboundEvent, SessionManager, Submitted};
@@ -29,6 +30,55 @@ impl SessionManager {
         event.mentioned = true;
         let dedupe = format!("{}:{id}", event.platform);
         Ok(self.enqueue(key, event, &dedupe, false).await?.0)
+    }
+
+    /// Hands `job`'s run at `slot` to a session of its own, stored in the
+    /// inbox under `dedupe` (so it is run once however often it is
+    /// handed); its answer goes to the job's chat.
+    pub async fn run_job(
+        &self,
+        job: &CronJob,
+        slot: i64,
+        dedupe: &str,
+    ) -> Result<Submitted, StoreError> {
+        if self.inner.platforms().profile(&job.platform).is_none() {
+            return Ok(Submitted::Ignored("the job's platform is not configured"));
+        }
+        let user_id = if job.owner_user.is_empty() {
+            "cron".to_string()
+        } else {
+            job.owner_user.clone()
+        };
+        let event = InboundEvent {
+            platform: job.platform.as_str().into(),
+            kind: ChatKind::Group,
+            chat_id: job.chat_id.clone(),
+            thread_id: job.thread_id.clone(),
+            user_id,
+            user_name: format!("scheduled job {}", job.name),
+            roles: Vec::new(),
+            text: crate::store::storable(&format!(
+                "[Scheduled job \"{}\" ({}), run for its slot at {}. Its answer is posted to the chat.]\n\n{}",
+                job.name,
+                job.schedule,
+                crate::budgets::utc(slot),
+                job.prompt
+            ))
+            .into_owned(),
+            event_id: dedupe.to_string(),
+            message_id: None,
+            mentioned: true,
+            from_bot: false,
+            in_thread: false,
+            attachments: Vec::new(),
+            revision: Default::default(),
+        };
+        Ok(self.enqueue(dedupe, event, dedupe, false).await?.0)
+    }
+
+    /// The platforms answers go through.
+    pub fn platforms(&self) -> &std::sync::Arc<crate::platform::Platforms> {
+        self.inner.platforms()
     }
 }
 

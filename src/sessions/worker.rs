@@ -178,10 +178,20 @@ async fn open_conversation(
         user_name: Some(event.user_name.clone()),
         thread: event.thread_id.clone(),
     };
-    let toolsets = (
-        profile.toolsets_for(&event.chat_id).to_vec(),
-        inner.config.tools.disabled_toolsets.clone(),
-    );
+    let job = crate::cron::job_of_session(key);
+    let enabled = match job {
+        // A job's run has the job's toolsets (its platform's preset when
+        // it names none; the group ones when it is gone).
+        Some(id) => match inner.store.job(id).await {
+            Ok(Some(job)) => job.toolsets.map_or_else(
+                || profile.toolsets_for(&event.chat_id).to_vec(),
+                |t| t.split(',').map(str::to_string).collect(),
+            ),
+            _ => inner.config.cron.group_toolsets.clone(),
+        },
+        None => profile.toolsets_for(&event.chat_id).to_vec(),
+    };
+    let toolsets = (enabled, inner.config.tools.disabled_toolsets.clone());
     let deps = inner.deps.clone();
     let approvals: Arc<dyn crate::tools::ApprovalHook> = if human {
         // Its draft shows when a command waits for approval.
@@ -202,12 +212,25 @@ async fn open_conversation(
             draft.clone(),
         )));
     if human {
-        conversation = conversation.with_clarify(Arc::new(PortQuestions {
+        let questions = Arc::new(PortQuestions {
             platforms: inner.platforms().clone(),
             questions: inner.questions.clone(),
             chat: event.chat(),
             user: Some(event.user_id.clone()),
-        }));
+        });
+        if job.is_none() {
+            // A job's run cannot make jobs.
+            conversation = conversation.with_jobs(Arc::new(crate::cron::Desk::new(
+                inner.store.clone(),
+                inner.config.cron.clone(),
+                event.chat(),
+                event.kind,
+                event.actor(),
+                questions.clone(),
+                inner.cron_wake.clone(),
+            )));
+        }
+        conversation = conversation.with_clarify(questions);
     }
     Ok(conversation)
 }

@@ -9,6 +9,7 @@
 
 mod approvals;
 mod audit;
+mod cron;
 mod deliveries;
 mod health;
 mod inbox;
@@ -19,9 +20,11 @@ mod pairing;
 mod processes;
 mod sessions;
 mod turns;
+mod usage;
 
 pub use approvals::{AllowEntry, ApprovalRecord, ApprovalStatus, PatternKeys};
 pub use audit::{AuditEvent, AuditKind, AuditRow, ChainCheck, GENESIS, PromptRef};
+pub use cron::{CronJob, CronRun};
 pub use deliveries::DeliveryRow;
 pub use health::{DISK_FLOOR, PROBE_TIMEOUT};
 pub use inbox::{InboxInsert, InboxRow, NewInboxEvent};
@@ -32,6 +35,7 @@ pub use pairing::{PairedUser, PairingRequest};
 pub use processes::ProcessWatch;
 pub use sessions::{MessageHit, NewMessage, NewSession, Session, StoredMessage};
 pub use turns::{Committed, Completion, TurnCommit, TurnRecord};
+pub use usage::UsageRow;
 
 use std::path::Path;
 use std::str::FromStr;

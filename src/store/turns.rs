@@ -26,6 +26,19 @@ pub struct TurnRecord {
     pub completion_tokens: i64,
     /// How it ended.
     pub outcome: String,
+    /// The model that answered (priced by `[budgets.prices]`).
+    pub model: Option<String>,
+    /// What it cost, in millionths of the prices' currency.
+    pub cost_micros: i64,
+    /// Whom it is counted against: platform, chat and user of its
+    /// session, and the scheduled job it ran for.
+    pub platform: Option<String>,
+    /// Chat (for webhooks, the route).
+    pub chat_id: Option<String>,
+    /// User.
+    pub user_id: Option<String>,
+    /// Scheduled job.
+    pub job_id: Option<String>,
 }
 
 /// Writes `$turn` through `$executor` (a pool or a transaction).
@@ -34,7 +47,8 @@ macro_rules! insert_turn {
         let turn: &TurnRecord = $turn;
         sqlx::query(
             "INSERT INTO turns (session_id, started_at, finished_at, model_calls, tool_calls, \
-             prompt_tokens, completion_tokens, outcome) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+             prompt_tokens, completion_tokens, outcome, model, cost_micros, platform, chat_id, \
+             user_id, job_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
         )
         .bind(&turn.session_id)
         .bind(turn.started_at)
@@ -44,6 +58,12 @@ macro_rules! insert_turn {
         .bind(turn.prompt_tokens)
         .bind(turn.completion_tokens)
         .bind(crate::store::storable(&turn.outcome))
+        .bind(turn.model.as_deref())
+        .bind(turn.cost_micros)
+        .bind(turn.platform.as_deref())
+        .bind(turn.chat_id.as_deref())
+        .bind(turn.user_id.as_deref())
+        .bind(turn.job_id.as_deref())
         .execute($executor)
         .await?;
     }};
@@ -143,7 +163,8 @@ impl Store {
     /// A session's turns, oldest first.
     pub async fn turns(&self, session_id: &str) -> Result<Vec<TurnRecord>> {
         Ok(with_pool!(self, pool => sqlx::query_as(
-            "SELECT session_id, started_at, finished_at, model_calls, tool_calls, prompt_tokens, completion_tokens, outcome \
+            "SELECT session_id, started_at, finished_at, model_calls, tool_calls, prompt_tokens, \
+             completion_tokens, outcome, model, cost_micros, platform, chat_id, user_id, job_id \
              FROM turns WHERE session_id = $1 ORDER BY id")
             .bind(session_id).fetch_all(pool).await?))
     }

@@ -43,6 +43,7 @@ pub const CORE_TOOLS: &[&str] = &[
     "memory",
     "session_search",
     "send_message",
+    "cronjob",
 ];
 
 /// Every static toolset.
@@ -93,6 +94,12 @@ pub const TOOLSETS: &[ToolsetDef] = &[
         name: "session_search",
         description: "Search past conversations",
         tools: &["session_search"],
+        includes: &[],
+    },
+    ToolsetDef {
+        name: "cron",
+        description: "Scheduled jobs of the chat",
+        tools: &["cronjob"],
         includes: &[],
     },
     ToolsetDef {

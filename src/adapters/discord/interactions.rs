@@ -25,6 +25,7 @@ pub fn commands() -> Vec<CreateCommand> {
         CreateCommand::new("new").description("Start a new conversation"),
         CreateCommand::new("stop").description("Stop the running turn"),
         CreateCommand::new("status").description("Show this conversation's status"),
+        CreateCommand::new("usage").description("Show what you and this chat spent"),
         CreateCommand::new("approve")
             .description("Allow the pending command")
             .add_option(
@@ -57,7 +58,7 @@ pub fn command_text(cmd: &CommandInteraction) -> Option<String> {
     let name = cmd.data.name.as_str();
     if !matches!(
         name,
-        "new" | "stop" | "status" | "model" | "approve" | "deny" | "help"
+        "new" | "stop" | "status" | "usage" | "model" | "approve" | "deny" | "help"
     ) {
         return None;
     }

@@ -450,6 +450,7 @@ fn commands() -> Vec<BotCommand> {
         ("new", "Start a fresh conversation"),
         ("stop", "Cancel the running request"),
         ("status", "Show this session"),
+        ("usage", "Show what you and this chat spent"),
         ("approve", "Approve the pending command"),
         ("deny", "Deny the pending command"),
         ("help", "List the commands"),

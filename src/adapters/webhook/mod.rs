@@ -284,6 +284,17 @@ async fn submit(state: &RouteState, event: InboundEvent) -> Response {
             BUSY_RETRY_SECS,
             json!({ "error": "too many events; retry later" }),
         ),
+        Ok(Submitted::OverBudget) => match state.gateway.config.budgets.webhook_over_budget {
+            crate::config::OverBudget::Accept => answer(
+                StatusCode::ACCEPTED,
+                json!({ "status": "over budget", "reason": "the route's budget is spent; the event was recorded and not run" }),
+            ),
+            crate::config::OverBudget::Reject => retry_after(
+                StatusCode::TOO_MANY_REQUESTS,
+                BUSY_RETRY_SECS,
+                json!({ "error": "the route's budget is spent; retry after it resets" }),
+            ),
+        },
         Err(err) => {
             tracing::error!(error = %err, "webhook event could not be stored");
             retry_after(

@@ -72,16 +72,14 @@ impl Conversation {
     async fn run_handler(&self, call: &ToolCall, args: &Value, ctx: &ToolContext) -> String {
         if AGENT_TOOLS.contains(&call.name.as_str()) {
             let args = self.deps.tools.registry.coerce(&call.name, args.clone());
-            let outcome = layer::run(
-                &call.name,
-                &args,
-                &self.todos,
-                &self.deps.store,
-                self.owner.as_ref(),
-                self.clarify.as_deref(),
-                &ctx.cancel,
-            )
-            .await;
+            let served = layer::Served {
+                todos: &self.todos,
+                store: &self.deps.store,
+                owner: self.owner.as_ref(),
+                clarify: self.clarify.as_deref(),
+                jobs: self.jobs.as_deref(),
+            };
+            let outcome = layer::run(&call.name, &args, &served, &ctx.cancel).await;
             match outcome {
                 Ok(text) => text,
                 Err(err) => error_json(&format!("Tool execution failed: {err}")),

@@ -55,6 +55,8 @@ pub struct AgentDeps {
     pub system_prompt: String,
     /// Root of the session workspaces.
     pub workspace_root: PathBuf,
+    /// Prices per model, for each turn's cost.
+    pub prices: std::collections::BTreeMap<String, crate::config::Price>,
 }
 
 impl AgentDeps {
@@ -75,6 +77,7 @@ impl AgentDeps {
                 .clone()
                 .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_string()),
             workspace_root: config.agent.workspace.clone(),
+            prices: config.budgets.prices.clone(),
         }
     }
 }
@@ -284,6 +287,7 @@ pub struct Conversation {
     disabled: Vec<String>,
     approvals: Arc<dyn ApprovalHook>,
     clarify: Option<Arc<dyn ClarifyBroker>>,
+    jobs: Option<Arc<dyn super::layer::JobDesk>>,
     events: Arc<dyn AgentEvents>,
     workspace: PathBuf,
     history: Vec<ChatMessage>,
@@ -359,6 +363,7 @@ impl Conversation {
             disabled: toolsets.1,
             approvals,
             clarify: None,
+            jobs: None,
             events: Arc::new(NoEvents),
             workspace,
             history,
@@ -367,6 +372,12 @@ impl Conversation {
             unsaved: false,
             staged: None,
         })
+    }
+
+    /// Wires the chat's scheduled jobs (the `cronjob` tool).
+    pub fn with_jobs(mut self, desk: Arc<dyn super::layer::JobDesk>) -> Self {
+        self.jobs = Some(desk);
+        self
     }
 
     /// Wires the broker that asks the human `clarify` questions.
@@ -494,6 +505,9 @@ impl Conversation {
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,
         });
+        let model = self.deps.models.for_session(&self.session).to_string();
+        let cost_micros = crate::budgets::cost_micros(&self.deps.prices, &model, usage);
+        let job_id = crate::cron::job_of_session(&self.session.key).map(str::to_string);
         Turn {
             answer: self.staged.take(),
             record: TurnRecord {
@@ -505,6 +519,12 @@ impl Conversation {
                 prompt_tokens: usage.prompt_tokens as i64,
                 completion_tokens: usage.completion_tokens as i64,
                 outcome: outcome_label,
+                model: Some(model),
+                cost_micros,
+                platform: Some(self.session.platform.clone()),
+                chat_id: Some(self.session.chat_id.clone()),
+                user_id: self.session.user_id.clone(),
+                job_id,
             },
             result,
         }

@@ -1,5 +1,5 @@
-//! Schemas of the agent-layer tools: `clarify`, `todo`, `memory` and
-//! `session_search`. Their state (the user, the todo list, the clarify
+//! Schemas of the agent-layer tools: `clarify`, `todo`, `memory`,
+//! `session_search` and `cronjob`. Their state (the user, the todo list, the clarify
 //! broker) belongs to the running agent, which intercepts these calls
 //! before the registry; the registry holds them so toolsets, availability
 //! and schema listing treat them like every other tool.
@@ -17,10 +17,16 @@ pub struct AgentTool {
 
 /// The agent-layer tools.
 pub fn agent_tools() -> Vec<AgentTool> {
-    [clarify as fn() -> ToolSpec, todo, memory, session_search]
-        .into_iter()
-        .map(|spec| AgentTool { spec })
-        .collect()
+    [
+        clarify as fn() -> ToolSpec,
+        todo,
+        memory,
+        session_search,
+        cronjob,
+    ]
+    .into_iter()
+    .map(|spec| AgentTool { spec })
+    .collect()
 }
 
 #[async_trait]
@@ -116,4 +122,27 @@ fn session_search() -> ToolSpec {
     )
     .emoji("🗂️")
     .concurrency(Concurrency::ReadOnly)
+}
+
+fn cronjob() -> ToolSpec {
+    ToolSpec::new(
+        "cronjob",
+        "cronjob",
+        "Scheduled jobs of this chat: at each run the prompt is answered by an agent and the answer posted here. action create makes one (the user is asked to confirm), list shows this chat's jobs with their last run, runs shows a job's recent runs (status and delivery), pause, resume and delete change one by job_id. Jobs always post to this chat.",
+        json!({
+            "type": "object",
+            "properties": {
+                "action": {"type": "string", "enum": ["create", "list", "runs", "pause", "resume", "delete"]},
+                "schedule": {"type": "string", "description": "create: a cron expression (minute hour day month weekday, e.g. \"0 9 * * 1-5\"), \"every 30m\", or \"at 2026-12-01T09:00\"."},
+                "timezone": {"type": "string", "description": "create: IANA time zone of the schedule, e.g. Europe/Berlin. Default UTC."},
+                "prompt": {"type": "string", "description": "create: what to do at each run, written as a request."},
+                "name": {"type": "string", "description": "create: a short name."},
+                "missed": {"type": "string", "enum": ["skip", "once", "all"], "description": "create: runs missed while the gateway was down are skipped (default), run once, or all run."},
+                "job_id": {"type": "string", "description": "runs, pause, resume, delete: which job (its id or name)."}
+            },
+            "required": ["action"]
+        }),
+    )
+    .emoji("⏰")
+    .concurrency(Concurrency::Exclusive)
 }

@@ -1,0 +1,287 @@
+//! The `cronjob` tool of one chat: jobs are made only for the chat the
+//! conversation is in (no argument names another), only after the person
+//! confirms them, and at most `cron.max_jobs_per_user` per person; a job
+//! made in a group chat runs with `cron.group_toolsets`. Listing, pausing,
+//! resuming and deleting reach only this chat's jobs.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::Schedule;
+use crate::agent::ClarifyBroker;
+use crate::agent::layer::JobDesk;
+use crate::budgets::utc;
+use crate::config::{CronConfig, MissedPolicy};
+use crate::platform::{Actor, ChatKind, ChatRef};
+use crate::store::{CronJob, Store, now_ms};
+use crate::tools::{ToolError, arg_opt_str, arg_str};
+
+/// Longest prompt a job keeps.
+const MAX_PROMPT_CHARS: usize = 4000;
+/// Arguments that would aim a job elsewhere; refused by name.
+const ELSEWHERE: &[&str] = &["platform", "chat", "chat_id", "channel", "target", "thread"];
+
+/// One chat's jobs, for its conversation.
+pub struct Desk {
+    store: Store,
+    settings: CronConfig,
+    chat: ChatRef,
+    kind: ChatKind,
+    owner: Actor,
+    confirm: Arc<dyn ClarifyBroker>,
+    wake: Arc<Notify>,
+}
+
+impl Desk {
+    /// The desk of `chat` (a `kind` chat) for `owner`, who confirms new
+    /// jobs through `confirm`; `wake` tells the scheduler of a change.
+    pub fn new(
+        store: Store,
+        settings: CronConfig,
+        chat: ChatRef,
+        kind: ChatKind,
+        owner: Actor,
+        confirm: Arc<dyn ClarifyBroker>,
+        wake: Arc<Notify>,
+    ) -> Self {
+        Self {
+            store,
+            settings,
+            chat,
+            kind,
+            owner,
+            confirm,
+            wake,
+        }
+    }
+
+    /// This chat's job named by `args.job_id` (its id or its name).
+    async fn own_job(&self, args: &Value) -> Result<CronJob, ToolError> {
+        let id = arg_str(args, "job_id")?;
+        let job = self.store.job(id).await.map_err(failed)?;
+        match job {
+            Some(job)
+                if job.platform == self.chat.platform.as_str() && job.chat_id == self.chat.chat =>
+            {
+                Ok(job)
+            }
+            _ => Err(ToolError::InvalidArgs(format!(
+                "no job {id:?} in this chat (cronjob list shows them)"
+            ))),
+        }
+    }
+
+    async fn create(&self, args: &Value, cancel: &CancellationToken) -> Result<String, ToolError> {
+        if let Some(key) = ELSEWHERE
+            .iter()
+            .find(|k| args.get(**k).is_some_and(|v| !v.is_null()))
+        {
+            return Err(ToolError::InvalidArgs(format!(
+                "`{key}`: a job posts to the chat it is made in, and nowhere else"
+            )));
+        }
+        let schedule_text = arg_str(args, "schedule")?.trim().to_string();
+        let timezone = arg_opt_str(args, "timezone")
+            .unwrap_or("UTC")
+            .trim()
+            .to_string();
+        let schedule = Schedule::parse(&schedule_text, &timezone)
+            .map_err(|e| ToolError::InvalidArgs(e.to_string()))?;
+        let prompt = arg_str(args, "prompt")?.trim().to_string();
+        if prompt.is_empty() || prompt.chars().count() > MAX_PROMPT_CHARS {
+            return Err(ToolError::InvalidArgs(format!(
+                "prompt: say what to do at each run, in at most {MAX_PROMPT_CHARS} characters"
+            )));
+        }
+        let name = arg_opt_str(args, "name")
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map_or_else(
+                || crate::render::clip(&prompt, 40),
+                |n| crate::render::clip(n, 60),
+            );
+        let missed = match arg_opt_str(args, "missed").unwrap_or("skip") {
+            "skip" => MissedPolicy::Skip,
+            "once" => MissedPolicy::Once,
+            "all" => MissedPolicy::All,
+            other => {
+                return Err(ToolError::InvalidArgs(format!(
+                    "missed: {other:?} is not skip, once or all"
+                )));
+            }
+        };
+        let owned = self
+            .store
+            .jobs_owned(&self.owner.platform, &self.owner.user_id)
+            .await
+            .map_err(failed)?;
+        if owned >= self.settings.max_jobs_per_user as i64 {
+            return Err(ToolError::Failed(format!(
+                "{} already keeps {owned} jobs, the most one person may; delete one first",
+                self.owner.shown()
+            )));
+        }
+        let now = now_ms();
+        let Some(first) = schedule.next_after(now, now) else {
+            return Err(ToolError::InvalidArgs(
+                "that moment has passed: the job would never run".into(),
+            ));
+        };
+        let question = format!(
+            "Create the scheduled job \"{name}\" ({schedule_text}, {timezone}), first run {}, posting here: \"{}\"?",
+            utc(first),
+            crate::render::clip(&prompt, 200)
+        );
+        let answer = self
+            .confirm
+            .ask(&question, &["Create".into(), "Cancel".into()], cancel)
+            .await
+            .map_err(ToolError::Failed)?;
+        if !answer.trim().eq_ignore_ascii_case("create") {
+            return Ok(json!({"created": false, "reason": "the user did not confirm"}).to_string());
+        }
+        let job = CronJob {
+            id: crate::store::new_id()[..10].to_string(),
+            name,
+            origin: "chat".into(),
+            schedule: schedule_text,
+            timezone,
+            prompt,
+            toolsets: (self.kind == ChatKind::Group)
+                .then(|| self.settings.group_toolsets.join(",")),
+            platform: self.chat.platform.to_string(),
+            chat_id: self.chat.chat.clone(),
+            thread_id: self.chat.thread.clone(),
+            owner_user: self.owner.user_id.clone(),
+            owner_chat: self.chat.chat.clone(),
+            owner_thread: self.chat.thread.clone(),
+            missed: missed.as_str().into(),
+            missed_limit: 5,
+            paused: 0,
+            next_at: Some(first),
+            created_at: now,
+            updated_at: now,
+        };
+        self.store.put_job(&job, true).await.map_err(failed)?;
+        self.wake.notify_one();
+        tracing::info!(job = %job.id, owner = %self.owner.key(), "job made from a chat");
+        Ok(json!({"created": true, "job": describe(&job)}).to_string())
+    }
+
+    async fn list(&self) -> Result<String, ToolError> {
+        let jobs = self
+            .store
+            .jobs_of_chat(&self.chat.platform, &self.chat.chat)
+            .await
+            .map_err(failed)?;
+        let mut out = Vec::new();
+        for job in &jobs {
+            let mut entry = describe(job);
+            if let Some(last) = self
+                .store
+                .runs(Some(&job.id), 1)
+                .await
+                .map_err(failed)?
+                .first()
+            {
+                entry["last_run"] = json!({
+                    "slot": utc(last.slot_at),
+                    "status": last.status,
+                    "delivery": last.delivery,
+                    "detail": last.detail,
+                });
+            }
+            out.push(entry);
+        }
+        Ok(json!({"jobs": out}).to_string())
+    }
+
+    async fn runs(&self, args: &Value) -> Result<String, ToolError> {
+        let job = self.own_job(args).await?;
+        let runs: Vec<Value> = self
+            .store
+            .runs(Some(&job.id), 10)
+            .await
+            .map_err(failed)?
+            .into_iter()
+            .map(|r| {
+                json!({
+                    "slot": utc(r.slot_at),
+                    "status": r.status,
+                    "delivery": r.delivery,
+                    "detail": r.detail,
+                })
+            })
+            .collect();
+        Ok(json!({"job": job.id, "runs": runs}).to_string())
+    }
+
+    async fn change(&self, action: &str, args: &Value) -> Result<String, ToolError> {
+        let job = self.own_job(args).await?;
+        if job.origin == "config" {
+            return Err(ToolError::Failed(format!(
+                "{} is configured in gateway.toml; it is changed there",
+                job.name
+            )));
+        }
+        match action {
+            "delete" => {
+                self.store.delete_job(&job.id).await.map_err(failed)?;
+            }
+            "pause" => {
+                self.store
+                    .pause_job(&job.id, true, None)
+                    .await
+                    .map_err(failed)?;
+            }
+            _ => {
+                let schedule = Schedule::parse(&job.schedule, &job.timezone)
+                    .map_err(|e| ToolError::Failed(e.to_string()))?;
+                let next = schedule.next_after(now_ms(), job.created_at);
+                self.store
+                    .pause_job(&job.id, false, next)
+                    .await
+                    .map_err(failed)?;
+                self.wake.notify_one();
+            }
+        }
+        tracing::info!(job = %job.id, action, by = %self.owner.key(), "job changed from a chat");
+        Ok(json!({"job": job.id, "done": action}).to_string())
+    }
+}
+
+#[async_trait::async_trait]
+impl JobDesk for Desk {
+    async fn cronjob(&self, args: &Value, cancel: &CancellationToken) -> Result<String, ToolError> {
+        match arg_str(args, "action")? {
+            "create" => self.create(args, cancel).await,
+            "list" => self.list().await,
+            "runs" => self.runs(args).await,
+            action @ ("pause" | "resume" | "delete") => self.change(action, args).await,
+            other => Err(ToolError::InvalidArgs(format!(
+                "action {other:?} is not create, list, runs, pause, resume or delete"
+            ))),
+        }
+    }
+}
+
+fn failed(err: crate::store::StoreError) -> ToolError {
+    ToolError::Failed(err.to_string())
+}
+
+/// A job as the model sees it.
+fn describe(job: &CronJob) -> Value {
+    json!({
+        "job_id": job.id,
+        "name": job.name,
+        "schedule": job.schedule,
+        "timezone": if job.timezone.is_empty() { "UTC" } else { &job.timezone },
+        "prompt": crate::render::clip(&job.prompt, 200),
+        "paused": job.paused != 0,
+        "next_run": job.next_at.filter(|_| job.paused == 0).map(utc),
+        "origin": job.origin,
+    })
+}
