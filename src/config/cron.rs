@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CronConfig {
-    /// Run due jobs (when off, jobs are kept and nothing fires).
+    /// Run due jobs (when off, stored jobs are kept as they are and
+    /// nothing fires).
     pub enabled: bool,
     /// Jobs one person may keep through the `cronjob` tool.
     pub max_jobs_per_user: usize,

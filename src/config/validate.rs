@@ -291,22 +291,11 @@ impl Validator<'_> {
             if job.prompt.trim().is_empty() {
                 self.push(key("prompt"), "say what the job asks the agent");
             }
-            let enabled = match job.platform.trim() {
-                "telegram" => Some(c.telegram.enabled),
-                "discord" => Some(c.discord.enabled),
-                "slack" => Some(c.slack.enabled),
-                _ => None,
-            };
-            match enabled {
-                None => self.push(
+            if !matches!(job.platform.trim(), "telegram" | "discord" | "slack") {
+                self.push(
                     key("platform"),
                     format!("{:?} is not telegram, discord or slack", job.platform),
-                ),
-                Some(false) => self.push(
-                    key("platform"),
-                    format!("{} is not enabled, so the job could not post", job.platform),
-                ),
-                Some(true) => {}
+                );
             }
             if job.chat.trim().is_empty() {
                 self.push(key("chat"), "name the chat the job posts to");

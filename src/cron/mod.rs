@@ -126,8 +126,12 @@ impl Scheduler {
     }
 
     /// Runs until `stop`: fires what is due, settles runs, tells owners.
+    /// With `cron.enabled` off, jobs are left as stored and nothing fires;
+    /// runs still settle and owners are still told.
     pub async fn run(self, stop: CancellationToken) {
-        if let Err(err) = self.sync_config(now_ms()).await {
+        if self.config.cron.enabled
+            && let Err(err) = self.sync_config(now_ms()).await
+        {
             tracing::error!(error = %err, "configured jobs not stored; they do not run");
         }
         loop {

@@ -191,7 +191,12 @@ async fn open_conversation(
         },
         None => profile.toolsets_for(&event.chat_id).to_vec(),
     };
-    let toolsets = (enabled, inner.config.tools.disabled_toolsets.clone());
+    let mut disabled = inner.config.tools.disabled_toolsets.clone();
+    if job.is_some() || !human {
+        // Only a person's own conversation makes jobs.
+        disabled.push("cron".into());
+    }
+    let toolsets = (enabled, disabled);
     let deps = inner.deps.clone();
     let approvals: Arc<dyn crate::tools::ApprovalHook> = if human {
         // Its draft shows when a command waits for approval.

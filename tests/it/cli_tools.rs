@@ -276,3 +276,93 @@ async fn healthcheck_says_whether_the_daemon_answers() {
     assert_eq!(down.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&down.stderr).starts_with("unhealthy:"));
 }
+
+#[test]
+fn cron_and_usage_cli_show_runs_apart_from_their_delivery_and_spend_against_caps() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = storage_in(dir.path());
+    let toml = std::fs::read_to_string(dir.path().join("gateway.toml")).unwrap();
+    std::fs::write(
+        dir.path().join("gateway.toml"),
+        format!("{toml}[llm]\nmodel = \"m\"\n[budgets.user]\ndaily_cost = 0.10\n[budgets.prices.m]\ninput = 1000.0\noutput = 1000.0\n"),
+    )
+    .unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let store = switchboard::store::Store::open(&storage).await.unwrap();
+        let now = switchboard::store::now_ms();
+        let job = switchboard::store::CronJob {
+            id: "config:digest".into(),
+            timezone: "Europe/Berlin".into(),
+            ..crate::common::stored_job("digest", "0 9 * * *", "slack", "C1", "")
+        };
+        store.put_job(&job, true).await.unwrap();
+        store
+            .record_run(
+                "config:digest",
+                now - 60_000,
+                None,
+                "succeeded",
+                "failed",
+                Some("rejected: channel_not_found"),
+            )
+            .await
+            .unwrap();
+        store
+            .record_turn(&switchboard::store::TurnRecord {
+                session_id: "s1".into(),
+                started_at: now,
+                finished_at: now,
+                model_calls: 1,
+                tool_calls: 0,
+                prompt_tokens: 40,
+                completion_tokens: 10,
+                outcome: "final".into(),
+                model: Some("m".into()),
+                cost_micros: 50_000,
+                platform: Some("slack".into()),
+                chat_id: Some("C1".into()),
+                user_id: Some("U1".into()),
+                job_id: None,
+            })
+            .await
+            .unwrap();
+        store.close().await;
+    });
+    let (status, out, err) = run(dir.path(), &["cron", "list"]);
+    assert_eq!(status, 0, "{err}");
+    assert!(
+        out.contains("config:digest") && out.contains("succeeded / failed"),
+        "{out}"
+    );
+    let (_, out, _) = run(dir.path(), &["cron", "show", "digest"]);
+    assert!(
+        out.contains("0 9 * * * (Europe/Berlin)") && out.contains("channel_not_found"),
+        "{out}"
+    );
+    let (_, out, _) = run(dir.path(), &["cron", "runs", "--json"]);
+    let runs: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(runs["runs"][0]["status"], "succeeded");
+    assert_eq!(runs["runs"][0]["delivery"], "failed");
+    let (status, out, err) = run(dir.path(), &["usage"]);
+    assert_eq!(status, 0, "{err}");
+    assert!(
+        out.contains("slack:U1") && out.contains("50% of its cap: 0.05 of 0.10"),
+        "{out}"
+    );
+    let (_, out, _) = run(dir.path(), &["usage", "--json"]);
+    let usage: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let user = &usage["usage"][0]["spend"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["level"] == "user")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (user["tokens"].as_i64(), user["used_percent"].as_f64()),
+        (Some(50), Some(50.0))
+    );
+    let (_, out, _) = run(dir.path(), &["cron", "show", "nope"]);
+    assert!(out.is_empty());
+}

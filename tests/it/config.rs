@@ -471,6 +471,15 @@ fn readme_documents_every_key() {
         args = []
         env = { A = "b" }
         timeout_secs = 5
+        [[cron.jobs]]
+        name = "j"
+        schedule = "0 9 * * *"
+        prompt = "p"
+        platform = "slack"
+        chat = "C1"
+        [budgets.prices.m]
+        input = 1.0
+        output = 2.0
     "#;
     let config = load_from_str(sample, &Env::default()).unwrap();
     let value = serde_json::to_value(&config).unwrap();
@@ -486,6 +495,10 @@ fn readme_documents_every_key() {
             "sessions.reset_by_platform.slack.",
             "sessions.reset_by_platform.<platform>.",
         );
+        *key = key.replace("budgets.prices.m.", "budgets.prices.<model>.");
+        for level in ["user", "chat", "route", "job"] {
+            *key = key.replace(&format!("budgets.{level}."), "budgets.<level>.");
+        }
     }
     keys.push("tools.send_message.targets".into());
     keys.push("sessions.reset_by_platform".into());
@@ -565,4 +578,51 @@ fn unknown_toolset_names_are_rejected() {
     }
     let ok = "[discord]\ntoolsets = [\"hermes-discord\", \"web_tools\", \"mcp-fs\", \"all\", \"gateway\", \"gateway-webhook\"]\n[[mcp.servers]]\nname = \"fs\"\ncommand = \"x\"\n";
     assert_eq!(toolset_problems(ok), []);
+}
+
+#[test]
+fn check_names_bad_schedules_and_missing_prices() {
+    let found = problems(
+        r#"
+        [[cron.jobs]]
+        name = "a"
+        schedule = "61 * * * *"
+        prompt = "p"
+        platform = "slack"
+        chat = "C1"
+        [[cron.jobs]]
+        name = "a"
+        schedule = "0 9 * * *"
+        timezone = "Mars/Olympus"
+        prompt = ""
+        platform = "irc"
+        [[cron.jobs]]
+        name = "b"
+        schedule = "every 10s"
+        prompt = "p"
+        platform = "telegram"
+        chat = "1"
+        [budgets.prices.m]
+        input = -1.0
+        output = 2.0
+        [budgets.user]
+        daily_cost = 1.0
+        "#,
+        &[],
+    );
+    let has = |key: &str, needle: &str| {
+        assert!(
+            found.iter().any(|(k, r)| k == key && r.contains(needle)),
+            "no problem {key}: {needle} in {found:?}"
+        );
+    };
+    has("cron.jobs[0].schedule", "not a cron expression");
+    has("cron.jobs[1].name", "names two jobs");
+    has("cron.jobs[1].timezone", "unknown time zone");
+    has("cron.jobs[1].prompt", "say what the job asks");
+    has("cron.jobs[1].platform", "not telegram, discord or slack");
+    has("cron.jobs[1].chat", "name the chat");
+    has("cron.jobs[2].schedule", "too often");
+    has("budgets.prices.m", "per million tokens");
+    has("budgets.prices", "have no price");
 }

@@ -84,7 +84,9 @@ async fn a_mention_gets_a_reply_that_references_it() {
         .collect();
     assert_eq!(
         names,
-        ["new", "stop", "status", "approve", "deny", "model", "help"]
+        [
+            "new", "stop", "status", "usage", "approve", "deny", "model", "help"
+        ]
     );
     s.daemon.shutdown().await;
 }

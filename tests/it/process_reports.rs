@@ -10,37 +10,20 @@ use std::time::Duration;
 
 use common::fake_llm::{FakeLlm, Reply, calls, text};
 use common::fake_telegram::FakeTelegram;
-use common::in_process::{InProcess, daemon_config};
+use common::in_process::{start_telegram as start, telegram_config};
 use serde_json::{Value, json};
-use switchboard::config::{Config, Env};
+use switchboard::config::Config;
 use switchboard::store::{ProcessWatch, Store};
 
 const ANN: i64 = 1001;
 const KEY: &str = "telegram:dm:1001";
 
 fn config(dir: &std::path::Path, tg: &FakeTelegram, llm: &FakeLlm) -> Config {
-    let mut config = daemon_config(dir, &llm.url);
-    config.telegram.enabled = true;
-    config.telegram.api_url = tg.url.clone();
-    config.telegram.allowed_users = vec![ANN];
-    config
-}
-
-async fn start(config: &Config) -> InProcess {
-    let daemon = InProcess::start(
-        config.clone(),
-        Env::from_pairs([("TELEGRAM_BOT_TOKEN", "123:test-token")]),
-    )
-    .await;
-    common::ready(&daemon.gateway, "telegram").await;
-    daemon
+    telegram_config(dir, tg, &llm.url, None, ANN)
 }
 
 fn sent(tg: &FakeTelegram) -> Vec<String> {
-    tg.calls("sendMessage")
-        .iter()
-        .map(|c| c.body["text"].as_str().unwrap_or_default().to_string())
-        .collect()
+    tg.texts()
 }
 
 /// What the model was told in the newest message of `request`.

@@ -82,7 +82,10 @@ async fn a_private_message_gets_a_markdown_reply_with_typing_and_commands_set() 
         .iter()
         .map(|c| c["command"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["new", "stop", "status", "approve", "deny", "help"]);
+    assert_eq!(
+        names,
+        ["new", "stop", "status", "usage", "approve", "deny", "help"]
+    );
     let typing = s.tg.calls("sendChatAction");
     assert!(!typing.is_empty() && typing[0].body["action"] == "typing");
     let prompt = s.llm.requests()[0]["messages"][0]["content"]

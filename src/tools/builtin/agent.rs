@@ -127,7 +127,7 @@ fn session_search() -> ToolSpec {
 fn cronjob() -> ToolSpec {
     ToolSpec::new(
         "cronjob",
-        "cronjob",
+        "cron",
         "Scheduled jobs of this chat: at each run the prompt is answered by an agent and the answer posted here. action create makes one (the user is asked to confirm), list shows this chat's jobs with their last run, runs shows a job's recent runs (status and delivery), pause, resume and delete change one by job_id. Jobs always post to this chat.",
         json!({
             "type": "object",

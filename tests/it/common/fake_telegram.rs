@@ -53,6 +53,8 @@ struct Inner {
     files: std::collections::HashMap<String, (String, Vec<u8>)>,
     /// Paths downloaded, in order.
     downloads: Vec<String>,
+    /// Chats the bot was removed from: sendMessage there is forbidden.
+    kicked: std::collections::BTreeSet<i64>,
 }
 
 #[derive(Clone, Default)]
@@ -140,6 +142,20 @@ impl FakeTelegram {
             .unwrap()
             .send_outage
             .start(how_long, answers);
+    }
+
+    /// The texts of every message sent, in order.
+    pub fn texts(&self) -> Vec<String> {
+        self.calls("sendMessage")
+            .iter()
+            .map(|c| c.body["text"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
+    /// Removes the bot from `chat`: sending there is answered 403, as
+    /// Telegram does.
+    pub fn kick(&self, chat: i64) {
+        self.shared.0.lock().unwrap().kicked.insert(chat);
     }
 
     /// Refuses the next `n` messages that carry entities, as Telegram does
@@ -376,6 +392,17 @@ async fn method(
         "sendMessage" => {
             if let Some(failure) = inner.send_outage.answer() {
                 return failure;
+            }
+            if inner
+                .kicked
+                .contains(&body["chat_id"].as_i64().unwrap_or_default())
+            {
+                return (
+                    axum::http::StatusCode::FORBIDDEN,
+                    axum::Json(json!({"ok": false, "error_code": 403,
+                        "description": "Forbidden: bot was kicked from the group chat"})),
+                )
+                    .into_response();
             }
             let scripted = body.get("entities").is_some() && inner.reject_entities > 0;
             if scripted {

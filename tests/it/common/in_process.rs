@@ -70,3 +70,59 @@ pub fn daemon_config(dir: &std::path::Path, llm_url: &str) -> Config {
     config.agent.workspace = dir.join("ws");
     config
 }
+
+/// Starts `config` with the Telegram adapter's token set, once Telegram
+/// is connected.
+pub async fn start_telegram(config: &Config) -> InProcess {
+    let daemon = InProcess::start(
+        config.clone(),
+        Env::from_pairs([("TELEGRAM_BOT_TOKEN", "123:test-token")]),
+    )
+    .await;
+    super::ready(&daemon.gateway, "telegram").await;
+    daemon
+}
+
+/// A GitHub route at `/webhooks/github` signed with the secret in
+/// `GITHUB_WEBHOOK_SECRET`, whose answers are commented through the
+/// GitHub API at `api` with the token in `GITHUB_TOKEN`.
+pub fn github_route(api: &str) -> Vec<switchboard::config::WebhookRoute> {
+    switchboard::config::load_from_str(
+        &format!(
+            r#"
+            [[webhook.routes]]
+            name = "github"
+            path = "/webhooks/github"
+            scheme = "github"
+            secret_env = "GITHUB_WEBHOOK_SECRET"
+            [webhook.routes.deliver]
+            kind = "github_comment"
+            api_url = "{api}"
+            token_env = "GITHUB_TOKEN"
+            "#
+        ),
+        &Env::default(),
+    )
+    .unwrap()
+    .webhook
+    .routes
+}
+
+/// [`daemon_config`] with the Telegram adapter on `tg`, `user` allowed,
+/// on `storage` when given (else the SQLite file in `dir`).
+pub fn telegram_config(
+    dir: &std::path::Path,
+    tg: &super::fake_telegram::FakeTelegram,
+    llm_url: &str,
+    storage: Option<&switchboard::config::StorageConfig>,
+    user: i64,
+) -> Config {
+    let mut config = daemon_config(dir, llm_url);
+    if let Some(storage) = storage {
+        config.storage = storage.clone();
+    }
+    config.telegram.enabled = true;
+    config.telegram.api_url = tg.url.clone();
+    config.telegram.allowed_users = vec![user];
+    config
+}

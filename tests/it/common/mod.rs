@@ -452,3 +452,36 @@ pub fn assert_patient(
         "memory grew from {early} to {late} KiB during the outage"
     );
 }
+
+/// A stored job named `name` (its id too), made by `owner` in `chat` on
+/// `platform`, due in an hour on `schedule`.
+pub fn stored_job(
+    name: &str,
+    schedule: &str,
+    platform: &str,
+    chat: &str,
+    owner: &str,
+) -> switchboard::store::CronJob {
+    let now = switchboard::store::now_ms();
+    switchboard::store::CronJob {
+        id: name.into(),
+        name: name.into(),
+        origin: if owner.is_empty() { "config" } else { "chat" }.into(),
+        schedule: schedule.into(),
+        timezone: String::new(),
+        prompt: format!("the {name}"),
+        toolsets: None,
+        platform: platform.into(),
+        chat_id: chat.into(),
+        thread_id: None,
+        owner_user: owner.into(),
+        owner_chat: chat.into(),
+        owner_thread: None,
+        missed: "skip".into(),
+        missed_limit: 1,
+        paused: 0,
+        next_at: Some(now + 3_600_000),
+        created_at: now,
+        updated_at: now,
+    }
+}

@@ -17,7 +17,7 @@ use common::fake_telegram::FakeTelegram;
 use common::in_process::{InProcess, daemon_config};
 use common::{PgTestDb, eventually_within, marker, marker_in};
 use switchboard::adapters::webhook::verify::github_signature;
-use switchboard::config::{Config, Env, StorageConfig, load_from_str};
+use switchboard::config::{Config, Env, StorageConfig};
 use switchboard::store::Store;
 
 mod slack;
@@ -116,26 +116,7 @@ fn replica(
     config.cluster.name = name.into();
     config.cluster.lease_secs = 3;
     config.webhook.enabled = true;
-    config.webhook.routes = load_from_str(
-        &format!(
-            r#"
-            [[webhook.routes]]
-            name = "github"
-            path = "/webhooks/github"
-            scheme = "github"
-            secret_env = "GITHUB_WEBHOOK_SECRET"
-            [webhook.routes.deliver]
-            kind = "github_comment"
-            api_url = "{}"
-            token_env = "GITHUB_TOKEN"
-            "#,
-            github.url
-        ),
-        &Env::default(),
-    )
-    .unwrap()
-    .webhook
-    .routes;
+    config.webhook.routes = common::in_process::github_route(&github.url);
     if let Some(tg) = tg {
         config.telegram.enabled = true;
         config.telegram.api_url = tg.url.clone();

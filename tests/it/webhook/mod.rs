@@ -15,7 +15,7 @@ use common::fake_llm::{FakeLlm, Reply, calls, text};
 use common::in_process::{InProcess, daemon_config};
 use serde_json::{Value, json};
 use switchboard::adapters::webhook::verify::{github_signature, standard_signature};
-use switchboard::config::{Config, DeliverKind, Env, SignatureScheme, WebhookRoute, load_from_str};
+use switchboard::config::{Config, DeliverKind, Env, SignatureScheme, WebhookRoute};
 use switchboard::daemon::Gateway;
 
 const SECRET: &str = "It's a Secret to Everybody";
@@ -80,25 +80,9 @@ impl Running {
 }
 
 fn github_route(api: &str) -> WebhookRoute {
-    let toml = format!(
-        r#"
-        [[webhook.routes]]
-        name = "github"
-        path = "/webhooks/github"
-        scheme = "github"
-        secret_env = "GITHUB_WEBHOOK_SECRET"
-        bot_login = "switchboard-bot"
-        [webhook.routes.deliver]
-        kind = "github_comment"
-        api_url = "{api}"
-        token_env = "GITHUB_TOKEN"
-        "#
-    );
-    load_from_str(&toml, &Env::default())
-        .unwrap()
-        .webhook
-        .routes
-        .remove(0)
+    let mut route = common::in_process::github_route(api).remove(0);
+    route.bot_login = Some("switchboard-bot".into());
+    route
 }
 
 async fn start(llm: &FakeLlm, gh: &FakeGithub, tweak: impl FnOnce(&mut Config)) -> Running {
