@@ -266,10 +266,10 @@ impl Scheduler {
                     .store
                     .record_run(&job.id, slot, Some(inbox_id), "queued", "pending", None)
                     .await?;
-                if added {
-                    tracing::info!(job = %job.id, slot, inbox.id = inbox_id, "job run handed to its session");
-                }
-                Ok(if added && outcome == Submitted::Accepted {
+                // Whoever stored the event fired it; the run's record is
+                // the same whoever writes it first.
+                Ok(if outcome == Submitted::Accepted {
+                    tracing::info!(job = %job.id, slot, inbox.id = inbox_id, recorded = added, "job run handed to its session");
                     Fired::Handed
                 } else {
                     Fired::Already

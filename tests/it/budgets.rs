@@ -116,70 +116,76 @@ async fn a_persons_daily_budget_warns_once_at_80_percent_and_refuses_at_the_cap(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_route_over_budget_records_the_event_or_answers_429() {
     for (mode, status) in [(OverBudget::Accept, 202), (OverBudget::Reject, 429)] {
-        let llm = FakeLlm::start(vec![Reply::Json(text("LGTM"))]).await;
-        let gh = FakeGithub::start().await;
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = daemon_config(dir.path(), &llm.url);
-        config.webhook.enabled = true;
-        config.webhook.routes = github_route(&gh.url);
-        priced(&mut config);
-        config.budgets.route.daily_tokens = 10;
-        config.budgets.webhook_over_budget = mode;
-        let daemon = InProcess::start(
-            config,
-            Env::from_pairs([
-                ("GITHUB_WEBHOOK_SECRET", "s3cret"),
-                ("GITHUB_TOKEN", "ghs_t"),
-            ]),
-        )
-        .await;
-        let http = switchboard::http::client::client();
-        let post = |delivery: &'static str, body: Vec<u8>| {
-            let http = http.clone();
-            let url = format!("{}/webhooks/github", daemon.base);
-            async move {
-                http.post(url)
-                    .header("content-type", "application/json")
-                    .header("x-github-event", "pull_request")
-                    .header("x-github-delivery", delivery)
-                    .header("x-hub-signature-256", github_signature("s3cret", &body))
-                    .body(body)
-                    .send()
+        common::on_both_backends(|storage| async move {
+            let llm = FakeLlm::start(vec![Reply::Json(text("LGTM"))]).await;
+            let gh = FakeGithub::start().await;
+            let dir = tempfile::tempdir().unwrap();
+            let mut config = daemon_config(dir.path(), &llm.url);
+            if let Some(storage) = &storage {
+                config.storage = storage.clone();
+            }
+            config.webhook.enabled = true;
+            config.webhook.routes = github_route(&gh.url);
+            priced(&mut config);
+            config.budgets.route.daily_tokens = 10;
+            config.budgets.webhook_over_budget = mode;
+            let daemon = InProcess::start(
+                config,
+                Env::from_pairs([
+                    ("GITHUB_WEBHOOK_SECRET", "s3cret"),
+                    ("GITHUB_TOKEN", "ghs_t"),
+                ]),
+            )
+            .await;
+            let http = switchboard::http::client::client();
+            let post = |delivery: &'static str, body: Vec<u8>| {
+                let http = http.clone();
+                let url = format!("{}/webhooks/github", daemon.base);
+                async move {
+                    http.post(url)
+                        .header("content-type", "application/json")
+                        .header("x-github-event", "pull_request")
+                        .header("x-github-delivery", delivery)
+                        .header("x-hub-signature-256", github_signature("s3cret", &body))
+                        .body(body)
+                        .send()
+                        .await
+                        .unwrap()
+                }
+            };
+            assert_eq!(post("d1", common::pr_push(1, "first")).await.status(), 202);
+            let store = daemon.gateway.store.clone();
+            common::eventually("the first turn is counted", || async {
+                store
+                    .usage_since(0)
                     .await
                     .unwrap()
+                    .iter()
+                    .any(|r| r.level == "route")
+            })
+            .await;
+            let over = post("d2", common::pr_push(2, "second")).await;
+            assert_eq!(over.status(), status);
+            let body: serde_json::Value = over.json().await.unwrap();
+            let inbox = common::inbox_count(&store, "webhook").await;
+            match mode {
+                OverBudget::Accept => {
+                    assert_eq!(body["status"], "over budget", "{body}");
+                    assert_eq!(inbox, 2, "recorded");
+                    assert!(
+                        store.inbox_pending(10).await.unwrap().is_empty(),
+                        "and not run"
+                    );
+                }
+                OverBudget::Reject => {
+                    assert!(body["error"].as_str().unwrap().contains("budget"), "{body}");
+                    assert_eq!(inbox, 1, "not stored: the sender delivers it again later");
+                }
             }
-        };
-        assert_eq!(post("d1", common::pr_push(1, "first")).await.status(), 202);
-        let store = daemon.gateway.store.clone();
-        common::eventually("the first turn is counted", || async {
-            store
-                .usage_since(0)
-                .await
-                .unwrap()
-                .iter()
-                .any(|r| r.level == "route")
+            assert_eq!(llm.requests().len(), 1);
+            daemon.shutdown().await;
         })
         .await;
-        let over = post("d2", common::pr_push(2, "second")).await;
-        assert_eq!(over.status(), status);
-        let body: serde_json::Value = over.json().await.unwrap();
-        let inbox = common::inbox_count(&store, "webhook").await;
-        match mode {
-            OverBudget::Accept => {
-                assert_eq!(body["status"], "over budget", "{body}");
-                assert_eq!(inbox, 2, "recorded");
-                assert!(
-                    store.inbox_pending(10).await.unwrap().is_empty(),
-                    "and not run"
-                );
-            }
-            OverBudget::Reject => {
-                assert!(body["error"].as_str().unwrap().contains("budget"), "{body}");
-                assert_eq!(inbox, 1, "not stored: the sender delivers it again later");
-            }
-        }
-        assert_eq!(llm.requests().len(), 1);
-        daemon.shutdown().await;
     }
 }
 

@@ -317,9 +317,14 @@ fn press_create(tg: &FakeTelegram, chat: i64) {
         .expect("a question");
     let button = &asked.body["reply_markup"]["inline_keyboard"][0][0];
     assert_eq!(button["text"], "Create");
+    let at = if chat < 0 {
+        json!({"id": chat, "type": "supergroup", "title": "Team", "is_forum": true})
+    } else {
+        json!({"id": chat, "type": "private", "first_name": "Ann"})
+    };
     let question = json!({
         "message_id": asked.id, "date": 1_764_000_000,
-        "chat": {"id": chat, "type": "private", "first_name": "Ann"},
+        "chat": at,
         "from": {"id": 999, "is_bot": true, "first_name": "Switchboard"},
         "text": asked.body["text"],
     });
@@ -333,148 +338,154 @@ fn press_create(tg: &FakeTelegram, chat: i64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cronjob_tool_makes_a_confirmed_job_for_its_own_chat_and_it_runs() {
-    let tg = FakeTelegram::start().await;
-    // An hour away: the test fires it with a scheduler of its own.
-    let later = chrono::Utc::now() + chrono::Duration::hours(1);
-    let later = later.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let llm = FakeLlm::start(vec![
-        // Aimed at another chat: refused by name.
-        cronjob("c1", json!({"action": "create", "schedule": "every 1h", "prompt": "spam", "chat_id": "-42"})),
-        cronjob("c2", json!({"action": "create", "name": "stretch", "schedule": format!("at {later}"), "prompt": "Remind Ann to stretch."})),
-        Reply::Json(text("Scheduled.")),
-        cronjob("c3", json!({"action": "create", "schedule": "every 2h", "prompt": "one too many"})),
-        Reply::Json(text("You have too many jobs.")),
-        Reply::Json(text("Time to stretch!")),
-    ])
-    .await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = config(dir.path(), &tg, &llm, &None, Vec::new());
-    config.cron.enabled = true;
-    config.cron.max_jobs_per_user = 1;
-    let daemon = start(&config).await;
-    let store = daemon.gateway.store.clone();
-    tg.push(FakeTelegram::message(
-        ANN,
-        ANN,
-        "Ann",
-        10,
-        "remind me to stretch in a moment",
-    ));
-    common::eventually("the confirmation is asked", || async {
-        tg.calls("sendMessage")
+    common::on_both_backends(|storage| async move {
+        let tg = FakeTelegram::start().await;
+        // An hour away: the test fires it with a scheduler of its own.
+        let later = chrono::Utc::now() + chrono::Duration::hours(1);
+        let later = later.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let llm = FakeLlm::start(vec![
+            // Aimed at another chat: refused by name.
+            cronjob("c1", json!({"action": "create", "schedule": "every 1h", "prompt": "spam", "chat_id": "-42"})),
+            cronjob("c2", json!({"action": "create", "name": "stretch", "schedule": format!("at {later}"), "prompt": "Remind Ann to stretch."})),
+            Reply::Json(text("Scheduled.")),
+            cronjob("c3", json!({"action": "create", "schedule": "every 2h", "prompt": "one too many"})),
+            Reply::Json(text("You have too many jobs.")),
+            Reply::Json(text("Time to stretch!")),
+        ])
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = config(dir.path(), &tg, &llm, &storage, Vec::new());
+        config.cron.enabled = true;
+        config.cron.max_jobs_per_user = 1;
+        let daemon = start(&config).await;
+        let store = daemon.gateway.store.clone();
+        tg.push(FakeTelegram::message(
+            ANN,
+            ANN,
+            "Ann",
+            10,
+            "remind me to stretch in a moment",
+        ));
+        common::eventually("the confirmation is asked", || async {
+            tg.calls("sendMessage")
+                .iter()
+                .any(|c| c.body.get("reply_markup").is_some())
+        })
+        .await;
+        let refused = llm.requests()[1]["messages"].to_string();
+        assert!(
+            refused.contains("posts to the chat it is made in"),
+            "{refused}"
+        );
+        assert!(
+            store.jobs().await.unwrap().is_empty(),
+            "nothing before the press"
+        );
+        press_create(&tg, ANN);
+        common::eventually("the job is confirmed", || async {
+            sent_to(&tg, ANN).iter().any(|t| t == "Scheduled.")
+        })
+        .await;
+        let jobs = store.jobs().await.unwrap();
+        assert_eq!(jobs.len(), 1);
+        assert_eq!(
+            (jobs[0].name.as_str(), jobs[0].origin.as_str()),
+            ("stretch", "chat")
+        );
+        assert_eq!(
+            (jobs[0].chat_id.as_str(), jobs[0].owner_user.as_str()),
+            ("1001", "1001")
+        );
+        assert_eq!(
+            jobs[0].toolsets, None,
+            "a direct message's job has the platform's preset"
+        );
+        // One job per person here: the next is refused before any question.
+        tg.push(FakeTelegram::message(
+            ANN,
+            ANN,
+            "Ann",
+            11,
+            "and every 2 hours too",
+        ));
+        common::eventually("the limit is said", || async {
+            sent_to(&tg, ANN)
+                .iter()
+                .any(|t| t == "You have too many jobs.")
+        })
+        .await;
+        let limit = llm.requests()[4]["messages"].to_string();
+        assert!(limit.contains("already keeps 1 jobs"), "{limit}");
+        let due = jobs[0].next_at.unwrap();
+        let s = scheduler(&daemon, &config);
+        assert_eq!(s.tick(due).await.unwrap().fired, 1);
+        common::eventually("the job runs and posts", || async {
+            sent_to(&tg, ANN).iter().any(|t| t == "Time to stretch!")
+        })
+        .await;
+        let runs = settled(&s, &store, due).await;
+        assert_eq!(states(&runs), [("succeeded".into(), "posted".into())]);
+        assert_eq!(
+            store.job(&jobs[0].id).await.unwrap().unwrap().next_at,
+            None,
+            "done"
+        );
+        let run_tools: Vec<String> = llm.requests()[5]["tools"]
+            .as_array()
+            .unwrap()
             .iter()
-            .any(|c| c.body.get("reply_markup").is_some())
+            .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+            .collect();
+        assert!(
+            !run_tools.contains(&"cronjob".to_string()),
+            "a run makes no jobs"
+        );
+        daemon.shutdown().await;
     })
     .await;
-    let refused = llm.requests()[1]["messages"].to_string();
-    assert!(
-        refused.contains("posts to the chat it is made in"),
-        "{refused}"
-    );
-    assert!(
-        store.jobs().await.unwrap().is_empty(),
-        "nothing before the press"
-    );
-    press_create(&tg, ANN);
-    common::eventually("the job is confirmed", || async {
-        sent_to(&tg, ANN).iter().any(|t| t == "Scheduled.")
-    })
-    .await;
-    let jobs = store.jobs().await.unwrap();
-    assert_eq!(jobs.len(), 1);
-    assert_eq!(
-        (jobs[0].name.as_str(), jobs[0].origin.as_str()),
-        ("stretch", "chat")
-    );
-    assert_eq!(
-        (jobs[0].chat_id.as_str(), jobs[0].owner_user.as_str()),
-        ("1001", "1001")
-    );
-    assert_eq!(
-        jobs[0].toolsets, None,
-        "a direct message's job has the platform's preset"
-    );
-    // One job per person here: the next is refused before any question.
-    tg.push(FakeTelegram::message(
-        ANN,
-        ANN,
-        "Ann",
-        11,
-        "and every 2 hours too",
-    ));
-    common::eventually("the limit is said", || async {
-        sent_to(&tg, ANN)
-            .iter()
-            .any(|t| t == "You have too many jobs.")
-    })
-    .await;
-    let limit = llm.requests()[4]["messages"].to_string();
-    assert!(limit.contains("already keeps 1 jobs"), "{limit}");
-    let due = jobs[0].next_at.unwrap();
-    let s = scheduler(&daemon, &config);
-    assert_eq!(s.tick(due).await.unwrap().fired, 1);
-    common::eventually("the job runs and posts", || async {
-        sent_to(&tg, ANN).iter().any(|t| t == "Time to stretch!")
-    })
-    .await;
-    let runs = settled(&s, &store, due).await;
-    assert_eq!(states(&runs), [("succeeded".into(), "posted".into())]);
-    assert_eq!(
-        store.job(&jobs[0].id).await.unwrap().unwrap().next_at,
-        None,
-        "done"
-    );
-    let run_tools: Vec<String> = llm.requests()[5]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-        .collect();
-    assert!(
-        !run_tools.contains(&"cronjob".to_string()),
-        "a run makes no jobs"
-    );
-    daemon.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chat_reaches_only_its_own_jobs() {
-    let tg = FakeTelegram::start().await;
-    let llm = FakeLlm::start(vec![
-        cronjob("c1", json!({"action": "pause", "job_id": "theirs"})),
-        cronjob("c2", json!({"action": "list"})),
-        Reply::Json(text("Nothing of yours.")),
-    ])
+    common::on_both_backends(|storage| async move {
+        let tg = FakeTelegram::start().await;
+        let llm = FakeLlm::start(vec![
+            cronjob("c1", json!({"action": "pause", "job_id": "theirs"})),
+            cronjob("c2", json!({"action": "list"})),
+            Reply::Json(text("Nothing of yours.")),
+        ])
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let config = config(dir.path(), &tg, &llm, &storage, Vec::new());
+        let daemon = start(&config).await;
+        let store = daemon.gateway.store.clone();
+        store
+            .put_job(
+                &common::stored_job("theirs", "every 1h", "telegram", "2002", "2002"),
+                true,
+            )
+            .await
+            .unwrap();
+        tg.push(FakeTelegram::message(
+            ANN,
+            ANN,
+            "Ann",
+            10,
+            "pause their digest",
+        ));
+        common::eventually("answered", || async { !sent_to(&tg, ANN).is_empty() }).await;
+        let requests = llm.requests();
+        let paused = requests[1]["messages"].to_string();
+        assert!(
+            paused.contains("in this chat (cronjob list shows them)"),
+            "{paused}"
+        );
+        let listed = requests[2]["messages"].to_string();
+        assert!(listed.contains("{\\\"jobs\\\":[]}"), "{listed}");
+        assert_eq!(store.job("theirs").await.unwrap().unwrap().paused, 0);
+        daemon.shutdown().await;
+    })
     .await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), &tg, &llm, &None, Vec::new());
-    let daemon = start(&config).await;
-    let store = daemon.gateway.store.clone();
-    store
-        .put_job(
-            &common::stored_job("theirs", "every 1h", "telegram", "2002", "2002"),
-            true,
-        )
-        .await
-        .unwrap();
-    tg.push(FakeTelegram::message(
-        ANN,
-        ANN,
-        "Ann",
-        10,
-        "pause their digest",
-    ));
-    common::eventually("answered", || async { !sent_to(&tg, ANN).is_empty() }).await;
-    let requests = llm.requests();
-    let paused = requests[1]["messages"].to_string();
-    assert!(
-        paused.contains("in this chat (cronjob list shows them)"),
-        "{paused}"
-    );
-    let listed = requests[2]["messages"].to_string();
-    assert!(listed.contains("{\\\"jobs\\\":[]}"), "{listed}");
-    assert_eq!(store.job("theirs").await.unwrap().unwrap().paused, 0);
-    daemon.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -498,5 +509,97 @@ async fn the_daemons_scheduler_fires_a_due_job_by_itself() {
         runs.len() == 1 && runs[0].status == "succeeded" && runs[0].delivery == "posted"
     })
     .await;
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_ticking_the_same_slot_run_it_once() {
+    let Some(db) = common::PgTestDb::create().await else {
+        return;
+    };
+    let tg = FakeTelegram::start().await;
+    let llm = FakeLlm::start(vec![Reply::Json(text("one digest"))]).await;
+    let jobs = vec![job("digest", "*/5 * * * *", MissedPolicy::Skip, 1)];
+    let (da, dbb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let replica = |dir: &std::path::Path, name: &str| {
+        let mut config = config(dir, &tg, &llm, &Some(db.config.clone()), jobs.clone());
+        config.cluster.name = name.into();
+        config
+    };
+    let (ca, cb) = (replica(da.path(), "a"), replica(dbb.path(), "b"));
+    let a = start(&ca).await;
+    let b = start(&cb).await;
+    let (sa, sb) = (scheduler(&a, &ca), scheduler(&b, &cb));
+    let t0 = at("2026-12-01T09:00:00Z");
+    sa.sync_config(t0 - 1_000).await.unwrap();
+    sb.sync_config(t0 - 1_000).await.unwrap();
+    let (ta, tb) = tokio::join!(sa.tick(t0), sb.tick(t0));
+    let (ta, tb) = (ta.unwrap(), tb.unwrap());
+    assert_eq!(ta.fired + tb.fired, 1, "{ta:?} {tb:?}");
+    common::eventually("posted", || async { sent_to(&tg, ANN) == ["one digest"] }).await;
+    let runs = settled(&sa, &a.gateway.store, t0 + 1_000).await;
+    assert_eq!(states(&runs), [("succeeded".into(), "posted".into())]);
+    assert_eq!(llm.requests().len(), 1);
+    a.shutdown().await;
+    b.shutdown().await;
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_made_in_a_group_runs_with_the_group_toolsets() {
+    let tg = FakeTelegram::start().await;
+    let llm = FakeLlm::start(vec![
+        cronjob("c1", json!({"action": "create", "name": "team digest", "schedule": "0 9 * * 1-5", "timezone": "Europe/Berlin", "prompt": "Post the digest."})),
+        Reply::Json(text("Done.")),
+        Reply::Json(text("the digest")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &tg, &llm, &None, Vec::new());
+    let daemon = start(&config).await;
+    let store = daemon.gateway.store.clone();
+    let mut mention = FakeTelegram::message(
+        TEAM,
+        ANN,
+        "Ann",
+        20,
+        "@switchboard_bot post a digest here on weekdays",
+    );
+    mention["message"]["entities"] = json!([{"type": "mention", "offset": 0, "length": 16}]);
+    tg.push(mention);
+    common::eventually("the confirmation is asked in the group", || async {
+        tg.calls("sendMessage").iter().any(|c| {
+            c.body["chat_id"].as_i64() == Some(TEAM) && c.body.get("reply_markup").is_some()
+        })
+    })
+    .await;
+    press_create(&tg, TEAM);
+    common::eventually("made", || async {
+        sent_to(&tg, TEAM).iter().any(|t| t == "Done.")
+    })
+    .await;
+    let job = store.jobs().await.unwrap().remove(0);
+    assert_eq!(job.chat_id, TEAM.to_string());
+    assert_eq!(job.toolsets.as_deref(), Some("safe"));
+    assert_eq!(job.timezone, "Europe/Berlin");
+    let s = scheduler(&daemon, &config);
+    assert_eq!(s.tick(job.next_at.unwrap()).await.unwrap().fired, 1);
+    common::eventually("it runs", || async {
+        sent_to(&tg, TEAM).iter().any(|t| t == "the digest")
+    })
+    .await;
+    let tools: Vec<String> = llm.requests()[2]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        tools.contains(&"read_file".to_string())
+            && !tools
+                .iter()
+                .any(|t| ["terminal", "write_file", "patch", "process"].contains(&t.as_str())),
+        "{tools:?}"
+    );
     daemon.shutdown().await;
 }
