@@ -12,8 +12,6 @@ use crate::config::{BudgetsConfig, Caps, Config, Price};
 use crate::platform::InboundEvent;
 use crate::store::{CronJob, Store, StoreError, now_ms};
 
-const DAY_MS: i64 = 86_400_000;
-
 /// What a turn with `usage` on `model` cost, in millionths of the prices'
 /// currency (0 for a model without a price).
 pub fn cost_micros(prices: &BTreeMap<String, Price>, model: &str, usage: Usage) -> i64 {
@@ -23,12 +21,7 @@ pub fn cost_micros(prices: &BTreeMap<String, Price>, model: &str, usage: Usage) 
     })
 }
 
-/// `ms` as `2026-12-01 09:00 UTC`.
-pub fn utc(ms: i64) -> String {
-    jiff::Timestamp::from_millisecond(ms)
-        .map(|t| t.strftime("%Y-%m-%d %H:%M UTC").to_string())
-        .unwrap_or_else(|_| ms.to_string())
-}
+pub use crate::clock::utc;
 
 /// An amount in millionths, as `1.23`.
 pub fn money(micros: i64) -> String {
@@ -110,26 +103,8 @@ impl Window {
     /// Start and end (Unix ms) of the window `now` is in.
     pub fn bounds(self, now: i64) -> (i64, i64) {
         match self {
-            Self::Day => {
-                let start = now - now.rem_euclid(DAY_MS);
-                (start, start + DAY_MS)
-            }
-            Self::Month => {
-                let month = || -> Option<(i64, i64)> {
-                    let date = jiff::Timestamp::from_millisecond(now)
-                        .ok()?
-                        .to_zoned(jiff::tz::TimeZone::UTC)
-                        .date()
-                        .first_of_month();
-                    let start = date.to_zoned(jiff::tz::TimeZone::UTC).ok()?;
-                    let end = start.checked_add(jiff::Span::new().months(1)).ok()?;
-                    Some((
-                        start.timestamp().as_millisecond(),
-                        end.timestamp().as_millisecond(),
-                    ))
-                };
-                month().unwrap_or((now - now.rem_euclid(DAY_MS), now + DAY_MS))
-            }
+            Self::Day => crate::clock::day_bounds(now),
+            Self::Month => crate::clock::month_bounds(now),
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod agent;
 pub mod approvals;
 pub mod budgets;
 pub mod cli;
+pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod cron;

@@ -504,6 +504,45 @@ impl Broker {
         self.decide(id, choice, actor, reason, None).await
     }
 
+    /// Decides approval `id` for the operator console, whose login vouches
+    /// for `actor`: any pending request, acted on in the chat it was asked
+    /// in (its prompt there is closed and its turn goes on, as with a
+    /// press).
+    pub async fn resolve_as_operator(
+        &self,
+        id: &str,
+        choice: Choice,
+        actor: &Actor,
+        reason: Option<String>,
+    ) -> Result<Decision, Refusal> {
+        let local = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .map(|w| w.chat.clone());
+        let chat = match local {
+            Some(chat) => chat,
+            None => {
+                let prompts = self
+                    .store
+                    .pending_prompts(None)
+                    .await
+                    .map_err(|_| Refusal::Storage)?;
+                let prompt = prompts.into_iter().find(|p| p.id == id);
+                match prompt.and_then(|p| Some((p.prompt_platform?, p.prompt_chat?))) {
+                    Some((platform, chat)) => ChatRef {
+                        platform: platform.as_str().into(),
+                        chat,
+                        thread: None,
+                    },
+                    None => return self.decide(id, choice, actor, reason, None).await,
+                }
+            }
+        };
+        self.decide(id, choice, actor, reason, Some(&chat)).await
+    }
+
     /// Decides approval `id` where its turn waits: here, or through the
     /// relay on the replica that has it. `vouched`: the actor was
     /// authorised by the caller, for requests asked in that chat only.

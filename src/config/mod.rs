@@ -75,6 +75,34 @@ pub struct Config {
     pub cron: CronConfig,
     /// What turns may cost.
     pub budgets: BudgetsConfig,
+    /// The operator console: a web page on a listener of its own.
+    pub console: ConsoleConfig,
+}
+
+/// `[console]`: the operator console.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsoleConfig {
+    /// Serve it (off by default).
+    pub enabled: bool,
+    /// Its own address, apart from the webhook listener's.
+    pub listen: SocketAddr,
+    /// Environment variable holding the login token (required when
+    /// enabled).
+    pub token_env: String,
+    /// How long a login lasts.
+    pub session_hours: u64,
+}
+
+impl Default for ConsoleConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            listen: SocketAddr::from(([127, 0, 0, 1], 8081)),
+            token_env: "SWITCHBOARD_CONSOLE_TOKEN".into(),
+            session_hours: 12,
+        }
+    }
 }
 
 /// `[server]`: the HTTP listener.

@@ -217,6 +217,7 @@ pub fn validate(config: &Config, env: &Env) -> Vec<Problem> {
     v.mcp(config);
     v.transcription(config);
     v.cron(config);
+    v.console(config);
     v.budgets(config);
     v.problems
 }
@@ -301,6 +302,25 @@ impl Validator<'_> {
                 self.push(key("chat"), "name the chat the job posts to");
             }
         }
+    }
+
+    fn console(&mut self, c: &Config) {
+        let console = &c.console;
+        if !console.enabled {
+            return;
+        }
+        self.secret(
+            "console.token_env",
+            &console.token_env,
+            "console.enabled = true",
+        );
+        if console.listen == c.server.listen && console.listen.port() != 0 {
+            self.push(
+                "console.listen",
+                "must differ from server.listen: the console is never served on the webhook port",
+            );
+        }
+        self.positive("console.session_hours", console.session_hours);
     }
 
     fn budgets(&mut self, c: &Config) {

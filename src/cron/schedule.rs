@@ -2,8 +2,6 @@
 //! job's time zone, so 09:00 stays 09:00 across daylight saving), a fixed
 //! interval (`every 30m`), or one moment (`at 2026-12-01T09:00`).
 
-use std::str::FromStr;
-
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 use jiff::tz::TimeZone;
@@ -168,20 +166,60 @@ fn interval(text: &str) -> Result<i64, ScheduleError> {
     Ok(ms)
 }
 
-/// `2026-12-01T09:00` (in `tz`), or an instant with its offset.
+/// `2026-12-01T09:00[:SS]` (in `tz`), or with `Z` or `±HH:MM` after it
+/// (that instant).
 fn moment(text: &str, tz: &TimeZone) -> Result<i64, ScheduleError> {
-    if let Ok(ts) = Timestamp::from_str(text) {
-        return Ok(ts.as_millisecond());
-    }
-    let civil = jiff::civil::DateTime::from_str(text).map_err(|e| {
+    let bad = || {
         ScheduleError(format!(
-            "\"at {text}\" is not a date and time like 2026-12-01T09:00: {e}"
+            "\"at {text}\" is not a date and time like 2026-12-01T09:00"
         ))
-    })?;
-    let zoned = civil
-        .to_zoned(tz.clone())
-        .map_err(|e| ScheduleError(format!("\"at {text}\": {e}")))?;
-    Ok(zoned.timestamp().as_millisecond())
+    };
+    let num = |s: &str| -> Result<i64, ScheduleError> {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        s.parse().map_err(|_| bad())
+    };
+    let (date, rest) = text.split_once(['T', 't', ' ']).ok_or_else(bad)?;
+    let mut ymd = date.splitn(3, '-');
+    let (y, mo, d) = (
+        num(ymd.next().unwrap_or(""))?,
+        num(ymd.next().unwrap_or(""))?,
+        num(ymd.next().unwrap_or(""))?,
+    );
+    let (time, offset) = match rest.find(['Z', 'z', '+', '-']) {
+        Some(at) => (&rest[..at], Some(&rest[at..])),
+        None => (rest, None),
+    };
+    let mut hms = time.splitn(3, ':');
+    let (h, mi) = (num(hms.next().unwrap_or(""))?, num(hms.next().unwrap_or(""))?);
+    let s = hms.next().map_or(Ok(0), num)?;
+    let fits = |v: i64, lo: i64, hi: i64| (lo..=hi).contains(&v);
+    if !(fits(mo, 1, 12) && fits(d, 1, 31) && fits(h, 0, 23) && fits(mi, 0, 59) && fits(s, 0, 59) && fits(y, 1970, 9999)) {
+        return Err(bad());
+    }
+    let civil = jiff::civil::DateTime::new(y as i16, mo as i8, d as i8, h as i8, mi as i8, s as i8, 0)
+        .map_err(|_| bad())?;
+    let offset_secs = match offset {
+        None => {
+            let zoned = civil
+                .to_zoned(tz.clone())
+                .map_err(|e| ScheduleError(format!("\"at {text}\": {e}")))?;
+            return Ok(zoned.timestamp().as_millisecond());
+        }
+        Some("Z" | "z") => 0,
+        Some(o) => {
+            let sign = if o.starts_with('-') { -1 } else { 1 };
+            let (oh, om) = o[1..].split_once(':').ok_or_else(bad)?;
+            let (oh, om) = (num(oh)?, num(om)?);
+            if !(fits(oh, 0, 23) && fits(om, 0, 59)) {
+                return Err(bad());
+            }
+            sign * (oh * 3600 + om * 60)
+        }
+    };
+    let days = crate::clock::days_from_civil(y, mo as u32, d as u32);
+    Ok((days * 86_400 + h * 3600 + mi * 60 + s - offset_secs) * 1000)
 }
 
 #[cfg(test)]
@@ -189,7 +227,7 @@ mod tests {
     use super::*;
 
     fn ms(text: &str) -> i64 {
-        Timestamp::from_str(text).unwrap().as_millisecond()
+        text.parse::<Timestamp>().unwrap().as_millisecond()
     }
 
     #[test]
@@ -219,6 +257,14 @@ mod tests {
         assert_eq!(at.next_after(0, 0), Some(ms("2026-12-01T08:00:00Z")));
         assert_eq!(at.next_after(ms("2026-12-01T08:00:00Z"), 0), None);
         assert!(at.is_once());
+        for (text, instant) in [
+            ("at 2026-12-01T09:00:30Z", "2026-12-01T09:00:30Z"),
+            ("at 2026-12-01T09:00+02:00", "2026-12-01T07:00:00Z"),
+            ("at 2026-12-01T09:00-05:30", "2026-12-01T14:30:00Z"),
+        ] {
+            let at = Schedule::parse(text, "Europe/Berlin").unwrap();
+            assert_eq!(at.next_after(0, 0), Some(ms(instant)), "{text}");
+        }
     }
 
     #[test]
@@ -239,6 +285,9 @@ mod tests {
             ("* * * * * *", "", "cron expression"),
             ("0 9 * * *", "Mars/Olympus", "unknown time zone"),
             ("at tomorrow", "", "date and time"),
+            ("at 2026-13-01T09:00", "", "date and time"),
+            ("at 2026-12-01T25:00", "", "date and time"),
+            ("at 2026-12-01T09:00+1", "", "date and time"),
             ("", "", "empty"),
         ] {
             let err = Schedule::parse(text, tz).unwrap_err().to_string();

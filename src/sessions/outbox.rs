@@ -178,3 +178,22 @@ pub(super) async fn withdraw(inner: &Inner, inbox_id: i64, to: &ChatRef) {
         tracing::debug!(inbox.id = inbox_id, error = %err, "draft not dropped");
     }
 }
+
+impl super::SessionManager {
+    /// Sends given-up outbox row `id` again (from the operator console),
+    /// with the usual patience; false when it was not given up.
+    pub async fn retry_outbound(&self, id: i64) -> Result<bool, crate::store::StoreError> {
+        let inner = &self.inner;
+        if !inner.store.outbox_requeue(id).await? {
+            return Ok(false);
+        }
+        let Some(row) = inner.store.outbox_row(id).await? else {
+            return Ok(false);
+        };
+        let worker = self.inner.clone();
+        self.inner.tracker.spawn(async move {
+            send(&worker, id, &row.outbound()).await;
+        });
+        Ok(true)
+    }
+}

@@ -9,6 +9,7 @@
 
 mod approvals;
 mod audit;
+mod console;
 mod cron;
 mod deliveries;
 mod health;
@@ -24,6 +25,7 @@ mod usage;
 
 pub use approvals::{AllowEntry, ApprovalRecord, ApprovalStatus, PatternKeys};
 pub use audit::{AuditEvent, AuditKind, AuditRow, ChainCheck, GENESIS, PromptRef};
+pub use console::ConsoleAudit;
 pub use cron::{CronJob, CronRun};
 pub use deliveries::DeliveryRow;
 pub use health::{DISK_FLOOR, PROBE_TIMEOUT};

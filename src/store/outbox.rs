@@ -201,6 +201,12 @@ impl Store {
         Ok(())
     }
 
+    /// Row `id`.
+    pub async fn outbox_row(&self, id: i64) -> Result<Option<OutboxRow>> {
+        let sql = concat!("SELECT ", outbox_columns!(), " FROM outbox WHERE id = $1");
+        Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(id).fetch_optional(pool).await?))
+    }
+
     /// The latest rows, newest first.
     pub async fn outbox(&self, limit: i64) -> Result<Vec<OutboxRow>> {
         let sql = concat!(
