@@ -196,6 +196,38 @@ pub async fn standings(
     Ok(out)
 }
 
+/// Spend in the `window` that `now` is in, per user, chat, route and job
+/// (the largest first within each), each with its standing against its
+/// cap in that window when it has one.
+pub async fn usage_in(
+    store: &Store,
+    budgets: &BudgetsConfig,
+    window: Window,
+    now: i64,
+) -> Result<Vec<(crate::store::UsageRow, Option<Standing>)>, StoreError> {
+    let mut out = Vec::new();
+    for row in store.usage_since(window.bounds(now).0).await? {
+        let scope = match row.level.as_str() {
+            "user" => Scope::User {
+                platform: row.platform.clone(),
+                user: row.id.clone(),
+            },
+            "chat" => Scope::Chat {
+                platform: row.platform.clone(),
+                chat: row.id.clone(),
+            },
+            "route" => Scope::Route(row.id.clone()),
+            _ => Scope::Job(row.id.clone()),
+        };
+        let standing = standings(store, budgets, &scope, now)
+            .await?
+            .into_iter()
+            .find(|s| s.window == window);
+        out.push((row, standing));
+    }
+    Ok(out)
+}
+
 /// What the caps say about a new turn.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {

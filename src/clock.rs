@@ -80,10 +80,16 @@ mod tests {
         let leap = days_from_civil(2028, 2, 29) * DAY_MS + 43_200_000;
         assert_eq!(
             month_bounds(leap),
-            (days_from_civil(2028, 2, 1) * DAY_MS, days_from_civil(2028, 3, 1) * DAY_MS)
+            (
+                days_from_civil(2028, 2, 1) * DAY_MS,
+                days_from_civil(2028, 3, 1) * DAY_MS
+            )
         );
         assert_eq!(day_bounds(leap).1 - day_bounds(leap).0, DAY_MS);
         let december = days_from_civil(2026, 12, 31) * DAY_MS;
-        assert_eq!(month_bounds(december).1, days_from_civil(2027, 1, 1) * DAY_MS);
+        assert_eq!(
+            month_bounds(december).1,
+            days_from_civil(2027, 1, 1) * DAY_MS
+        );
     }
 }

@@ -20,6 +20,7 @@ pub mod config;
 pub mod cron;
 pub mod daemon;
 pub mod http;
+pub mod operator;
 pub mod platform;
 pub mod render;
 pub mod runtime;

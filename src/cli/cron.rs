@@ -3,7 +3,7 @@
 use clap::Subcommand;
 use serde_json::json;
 
-use crate::budgets::{Scope, Window, money, standings, utc};
+use crate::budgets::{Window, money, usage_in, utc};
 use crate::config::Config;
 use crate::store::{CronJob, CronRun, Store, now_ms};
 
@@ -181,26 +181,7 @@ pub async fn usage(config: &Config, json: bool) -> anyhow::Result<u8> {
     let mut windows = Vec::new();
     for window in [Window::Day, Window::Month] {
         let (start, end) = window.bounds(now);
-        let mut rows = Vec::new();
-        for row in store.usage_since(start).await? {
-            let scope = match row.level.as_str() {
-                "user" => Scope::User {
-                    platform: row.platform.clone(),
-                    user: row.id.clone(),
-                },
-                "chat" => Scope::Chat {
-                    platform: row.platform.clone(),
-                    chat: row.id.clone(),
-                },
-                "route" => Scope::Route(row.id.clone()),
-                _ => Scope::Job(row.id.clone()),
-            };
-            let standing = standings(&store, &config.budgets, &scope, now)
-                .await?
-                .into_iter()
-                .find(|s| s.window == window);
-            rows.push((row, standing));
-        }
+        let rows = usage_in(&store, &config.budgets, window, now).await?;
         windows.push((window, start, end, rows));
     }
     if json {

@@ -192,14 +192,24 @@ fn moment(text: &str, tz: &TimeZone) -> Result<i64, ScheduleError> {
         None => (rest, None),
     };
     let mut hms = time.splitn(3, ':');
-    let (h, mi) = (num(hms.next().unwrap_or(""))?, num(hms.next().unwrap_or(""))?);
+    let (h, mi) = (
+        num(hms.next().unwrap_or(""))?,
+        num(hms.next().unwrap_or(""))?,
+    );
     let s = hms.next().map_or(Ok(0), num)?;
     let fits = |v: i64, lo: i64, hi: i64| (lo..=hi).contains(&v);
-    if !(fits(mo, 1, 12) && fits(d, 1, 31) && fits(h, 0, 23) && fits(mi, 0, 59) && fits(s, 0, 59) && fits(y, 1970, 9999)) {
+    if !(fits(mo, 1, 12)
+        && fits(d, 1, 31)
+        && fits(h, 0, 23)
+        && fits(mi, 0, 59)
+        && fits(s, 0, 59)
+        && fits(y, 1970, 9999))
+    {
         return Err(bad());
     }
-    let civil = jiff::civil::DateTime::new(y as i16, mo as i8, d as i8, h as i8, mi as i8, s as i8, 0)
-        .map_err(|_| bad())?;
+    let civil =
+        jiff::civil::DateTime::new(y as i16, mo as i8, d as i8, h as i8, mi as i8, s as i8, 0)
+            .map_err(|_| bad())?;
     let offset_secs = match offset {
         None => {
             let zoned = civil

@@ -36,6 +36,8 @@ pub struct Gateway {
     /// (a button press answered after its acknowledgement) runs here, so
     /// shutdown waits for it.
     pub tasks: TaskTracker,
+    /// Where the operator console listens, when `[console]` enables it.
+    pub console: Option<std::net::SocketAddr>,
 }
 
 impl Gateway {

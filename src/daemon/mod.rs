@@ -52,6 +52,9 @@ pub enum DaemonError {
     /// The built-in tools could not be registered.
     #[error("tool registry: {0}")]
     Tools(#[from] crate::tools::RegistryError),
+    /// The operator console could not start.
+    #[error("console: {0}")]
+    Console(String),
     /// The HTTP server stopped on its own.
     #[error("http server failed: {0}")]
     Serve(String),
@@ -264,6 +267,32 @@ impl Daemon {
         .with_broker(broker.clone())
         .with_cluster(cluster.clone())
         .with_transcriber(Transcriber::from_config(&config.transcription, &env));
+        // The operator console's own listener, bound before anything is
+        // served so that a taken port stops the start.
+        let console = if config.console.enabled {
+            let token = env.secret(&config.console.token_env).ok_or_else(|| {
+                DaemonError::Console(format!(
+                    "console.token_env: {} is not set; the console does not start without it",
+                    config.console.token_env
+                ))
+            })?;
+            let listener = TcpListener::bind(config.console.listen)
+                .await
+                .map_err(|e| {
+                    DaemonError::Console(format!("cannot bind {}: {e}", config.console.listen))
+                })?;
+            Some((listener, token))
+        } else {
+            None
+        };
+        let console_addr = match &console {
+            Some((listener, _)) => Some(
+                listener
+                    .local_addr()
+                    .map_err(|e| DaemonError::Console(e.to_string()))?,
+            ),
+            None => None,
+        };
         let gateway = Gateway {
             config: Arc::new(config.clone()),
             env,
@@ -274,7 +303,19 @@ impl Daemon {
             health: health.clone(),
             cluster: cluster.clone(),
             tasks: tracker.clone(),
+            console: console_addr,
         };
+        if let Some((listener, token)) = console {
+            tracing::info!(console.listen = ?console_addr, "operator console listening");
+            let app = crate::operator::router(gateway.clone(), token);
+            let limits = Limits::from_config(&config.server);
+            let stop = root.child_token();
+            tracker.spawn(async move {
+                if let Err(err) = crate::http::serve(listener, app, limits, stop).await {
+                    tracing::error!(error = %err, "the operator console stopped");
+                }
+            });
+        }
         if cluster.is_shared() {
             // Sessions nobody owns (a replica died with them, or none ran)
             // are taken before intake opens; the others stay with their

@@ -21,7 +21,13 @@ pub struct ConsoleAudit {
 
 impl Store {
     /// Records a console action.
-    pub async fn console_audit(&self, actor: &str, action: &str, target: &str, outcome: &str) -> Result<()> {
+    pub async fn console_audit(
+        &self,
+        actor: &str,
+        action: &str,
+        target: &str,
+        outcome: &str,
+    ) -> Result<()> {
         with_pool!(self, pool => sqlx::query(
             "INSERT INTO console_audit (at, actor, action, target, outcome) VALUES ($1, $2, $3, $4, $5)")
             .bind(now_ms()).bind(actor).bind(action).bind(storable(target)).bind(storable(outcome))

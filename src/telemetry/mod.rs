@@ -4,8 +4,10 @@
 
 pub mod events;
 mod health;
+mod recent;
 
 pub use health::{ComponentHealth, Health};
+pub use recent::{Problem, recent_problems};
 
 use std::io::IsTerminal;
 use std::sync::OnceLock;
@@ -21,16 +23,18 @@ pub fn init_logging(format: LogFormat, level: &str) {
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(level))
         .unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let fmt = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
+    let registry = tracing_subscriber::registry()
+        .with(filter)
+        .with(recent::Recent);
     let _ = match format {
-        LogFormat::Human => builder.try_init(),
-        LogFormat::Json => builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(true)
+        LogFormat::Human => registry.with(fmt).try_init(),
+        LogFormat::Json => registry
+            .with(fmt.json().flatten_event(true).with_current_span(true))
             .try_init(),
     };
 }

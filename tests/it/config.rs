@@ -626,3 +626,30 @@ fn check_names_bad_schedules_and_missing_prices() {
     has("budgets.prices.m", "per million tokens");
     has("budgets.prices", "have no price");
 }
+
+#[test]
+fn the_console_needs_its_token_and_a_port_of_its_own() {
+    let found = problems(
+        r#"
+        [server]
+        listen = "127.0.0.1:9000"
+        [console]
+        enabled = true
+        listen = "127.0.0.1:9000"
+        "#,
+        &[],
+    );
+    assert!(
+        found
+            .iter()
+            .any(|(k, r)| k == "console.token_env"
+                && r.contains("SWITCHBOARD_CONSOLE_TOKEN is not set")),
+        "{found:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|(k, r)| k == "console.listen" && r.contains("never served on the webhook port")),
+        "{found:?}"
+    );
+}

@@ -16,6 +16,7 @@ mod cli_tools;
 mod common;
 mod compliance;
 mod config;
+mod console;
 mod crash;
 mod cron;
 mod daemon;

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod agent_harness;
+pub mod browser;
 pub mod cut_proxy;
 pub mod discord_harness;
 pub mod fake_discord;
