@@ -335,3 +335,81 @@ async fn wrong_tokens_missing_csrf_and_strangers_are_refused() {
     assert_eq!(refusals, 3, "{audits:?}");
     daemon.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_given_up_message_is_sent_again_from_the_console() {
+    let tg = FakeTelegram::start().await;
+    let llm = FakeLlm::start(vec![Reply::Json(text("the answer"))]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, console) = start(&tg, &llm, dir.path()).await;
+    let store = daemon.gateway.store.clone();
+    tg.kick(ANN);
+    tg.push(FakeTelegram::message(ANN, ANN, "Ann", 10, "hello"));
+    let row = common::until("the answer is given up", || async {
+        let rows = store.outbox(10).await.unwrap();
+        rows.into_iter().find(|r| r.status == "failed")
+    })
+    .await;
+    tg.readmit(ANN);
+    let http = no_redirects();
+    let ok = http
+        .post(format!("{console}/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(&[("token", TOKEN)]))
+        .send()
+        .await
+        .unwrap();
+    let session = ok.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let page = http
+        .get(format!("{console}/deliveries"))
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("gave up") && page.contains("Retry"), "{page}");
+    let csrf = page
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_string();
+    let retried = post(
+        &http,
+        format!("{console}/outbox/{}/retry", row.id),
+        &session,
+        &[("csrf", &csrf)],
+    )
+    .await;
+    assert_eq!(retried.status(), 303);
+    assert!(
+        retried.headers()["location"]
+            .to_str()
+            .unwrap()
+            .contains("sending+it+again")
+    );
+    common::eventually("sent this time", || async {
+        tg.shown(ANN)
+            .iter()
+            .filter(|(_, t)| t == "the answer")
+            .count()
+            == 1
+            && store.outbox_row(row.id).await.unwrap().unwrap().status == "sent"
+    })
+    .await;
+    assert_eq!(llm.requests().len(), 1, "the model is not asked again");
+    let audits = store.console_audits(5).await.unwrap();
+    assert_eq!(
+        (audits[0].action.as_str(), audits[0].outcome.as_str()),
+        ("retry", "sending it again")
+    );
+    daemon.shutdown().await;
+}

@@ -158,6 +158,11 @@ impl FakeTelegram {
         self.shared.0.lock().unwrap().kicked.insert(chat);
     }
 
+    /// Lets the bot back into `chat`.
+    pub fn readmit(&self, chat: i64) {
+        self.shared.0.lock().unwrap().kicked.remove(&chat);
+    }
+
     /// Refuses the next `n` messages that carry entities, as Telegram does
     /// when it cannot parse them.
     pub fn reject_entities(&self, n: usize) {
