@@ -4,6 +4,7 @@
 //! installed the tests that need it skip with the reason printed, except
 //! under `CI=true`, where `.ci/run` installs it and they are mandatory.
 
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -22,7 +23,15 @@ pub struct Browser {
 }
 
 impl Drop for Browser {
+    /// Stops chromedriver and the Chromium it started (its process group:
+    /// a test that fails half way leaves no browser behind).
     fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.driver.id()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
@@ -55,13 +64,14 @@ impl Browser {
             .local_addr()
             .unwrap()
             .port();
+        let http = switchboard::http::client::client();
         let driver = Command::new(CHROMEDRIVER)
+            .process_group(0)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("chromedriver starts");
-        let http = switchboard::http::client::client();
         let base = format!("http://127.0.0.1:{port}");
         for _ in 0..100 {
             if http.get(format!("{base}/status")).send().await.is_ok() {
