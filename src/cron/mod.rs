@@ -137,7 +137,8 @@ impl Scheduler {
         loop {
             let now = now_ms();
             let mut pause = IDLE_LOOK;
-            match self.tick(now).await {
+            match self.look(now).await {
+                Ok((_, open)) if open => pause = SETTLE_EVERY,
                 Ok(_) => {}
                 Err(err) => {
                     tracing::warn!(error = %err, "scheduled jobs not looked at; trying again");
@@ -147,12 +148,6 @@ impl Scheduler {
             if let Ok(Some(next)) = self.store.next_job_at().await {
                 let until = u64::try_from(next.saturating_sub(now_ms())).unwrap_or(0);
                 pause = pause.min(Duration::from_millis(until.max(50)));
-            }
-            if matches!(
-                self.store.runs_open().await.map(|r| r.is_empty()),
-                Ok(false)
-            ) {
-                pause = pause.min(SETTLE_EVERY);
             }
             tokio::select! {
                 _ = stop.cancelled() => return,
@@ -165,15 +160,20 @@ impl Scheduler {
     /// Fires every job due at `now` (per its missed-run policy), settles
     /// the runs not settled yet and tells owners of failures.
     pub async fn tick(&self, now: i64) -> Result<Tick, StoreError> {
+        Ok(self.look(now).await?.0)
+    }
+
+    /// [`tick`](Self::tick), and whether runs are left unsettled.
+    async fn look(&self, now: i64) -> Result<(Tick, bool), StoreError> {
         let mut done = Tick::default();
         if self.config.cron.enabled {
             for job in self.store.jobs_due(now).await? {
                 self.fire_due(&job, now, &mut done).await?;
             }
         }
-        self.settle().await?;
+        let open = self.settle().await?;
         self.tell_owners().await?;
-        Ok(done)
+        Ok((done, open))
     }
 
     async fn fire_due(&self, job: &CronJob, now: i64, done: &mut Tick) -> Result<(), StoreError> {
@@ -286,8 +286,9 @@ impl Scheduler {
     }
 
     /// Reads the state of runs not settled yet from their inbox events
-    /// and outbox rows.
-    async fn settle(&self) -> Result<(), StoreError> {
+    /// and outbox rows; whether some are still unsettled.
+    async fn settle(&self) -> Result<bool, StoreError> {
+        let mut open = false;
         for run in self.store.runs_open().await? {
             let Some(inbox_id) = run.inbox_id else {
                 continue;
@@ -309,6 +310,7 @@ impl Scheduler {
             } else {
                 delivery_of(&self.store.outbox_for(inbox_id).await?)
             };
+            open |= matches!(status, "queued" | "running") || delivery == "pending";
             if status != run.status || delivery != run.delivery {
                 self.store
                     .update_run(run.id, status, delivery, detail.as_deref())
@@ -316,7 +318,7 @@ impl Scheduler {
                 tracing::info!(job = %run.job_id, run = run.id, status, delivery, "job run");
             }
         }
-        Ok(())
+        Ok(open)
     }
 
     /// Tells each failed, refused or undelivered run's owner, once.

@@ -430,12 +430,7 @@ async fn the_cronjob_tool_makes_a_confirmed_job_for_its_own_chat_and_it_runs() {
             None,
             "done"
         );
-        let run_tools: Vec<String> = llm.requests()[5]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-            .collect();
+        let run_tools = common::tool_names(&llm.requests()[5]);
         assert!(
             !run_tools.contains(&"cronjob".to_string()),
             "a run makes no jobs"
@@ -588,12 +583,7 @@ async fn a_job_made_in_a_group_runs_with_the_group_toolsets() {
         sent_to(&tg, TEAM).iter().any(|t| t == "the digest")
     })
     .await;
-    let tools: Vec<String> = llm.requests()[2]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-        .collect();
+    let tools = common::tool_names(&llm.requests()[2]);
     assert!(
         tools.contains(&"read_file".to_string())
             && !tools

@@ -486,3 +486,16 @@ pub fn stored_job(
         updated_at: now,
     }
 }
+
+/// The names of the tools a model request offers.
+pub fn tool_names(request: &serde_json::Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}

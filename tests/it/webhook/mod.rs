@@ -13,6 +13,7 @@ use std::time::Duration;
 use common::fake_github::FakeGithub;
 use common::fake_llm::{FakeLlm, Reply, calls, text};
 use common::in_process::{InProcess, daemon_config};
+use common::tool_names;
 use serde_json::{Value, json};
 use switchboard::adapters::webhook::verify::{github_signature, standard_signature};
 use switchboard::config::{Config, DeliverKind, Env, SignatureScheme, WebhookRoute};
@@ -113,18 +114,6 @@ fn fixture(name: &str) -> Value {
 
 fn bytes(v: &Value) -> Vec<u8> {
     serde_json::to_vec(v).unwrap()
-}
-
-fn tool_names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[tokio::test]
