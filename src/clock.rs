@@ -41,6 +41,28 @@ pub fn utc(ms: i64) -> String {
     format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02} UTC")
 }
 
+/// Unix ms of a UTC timestamp as APIs write it: `2026-12-01T09:00:05Z`
+/// (fractions of a second ignored); `None` for anything else.
+pub fn parse_utc(text: &str) -> Option<i64> {
+    let text = text.trim().strip_suffix('Z')?;
+    let (date, time) = text.split_once('T')?;
+    let num = |s: &str| s.parse::<u32>().ok();
+    let mut d = date.splitn(3, '-');
+    let year = d.next()?.parse::<i64>().ok()?;
+    let (month, day) = (num(d.next()?)?, num(d.next()?)?);
+    let time = time.split('.').next()?;
+    let mut t = time.splitn(3, ':');
+    let (h, mi, s) = (num(t.next()?)?, num(t.next()?)?, num(t.next()?)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || h > 23 || mi > 59 || s > 60 {
+        return None;
+    }
+    let secs = days_from_civil(year, month, day) * 86_400
+        + i64::from(h) * 3600
+        + i64::from(mi) * 60
+        + i64::from(s);
+    Some(secs * 1000)
+}
+
 fn parts(ms: i64) -> (i64, u32, u32, i64, i64, i64) {
     let days = ms.div_euclid(DAY_MS);
     let secs = ms.rem_euclid(DAY_MS) / 1000;
@@ -67,6 +89,15 @@ pub fn month_bounds(ms: i64) -> (i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn api_timestamps_parse() {
+        let ms = parse_utc("2026-12-01T09:00:05Z").unwrap();
+        assert_eq!(iso(ms), "2026-12-01 09:00:05Z");
+        assert_eq!(parse_utc("2026-12-01T09:00:05.250Z"), Some(ms));
+        assert_eq!(parse_utc("2026-12-01 09:00:05"), None);
+        assert_eq!(parse_utc("2026-13-01T09:00:05Z"), None);
+    }
 
     #[test]
     fn dates_round_trip_and_format() {

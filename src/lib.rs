@@ -19,6 +19,7 @@ pub mod cluster;
 pub mod config;
 pub mod cron;
 pub mod daemon;
+pub mod forge;
 pub mod http;
 pub mod operator;
 pub mod platform;

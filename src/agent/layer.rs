@@ -2,7 +2,8 @@
 //! `todo` (per session), `memory` (notes per user, in storage),
 //! `session_search` (full text over the user's stored messages),
 //! `clarify` (a question to the human through the session's broker) and
-//! `cronjob` (the chat's scheduled jobs, through its desk).
+//! `cronjob` (the chat's scheduled jobs, through its desk) and the
+//! `forge_*` read tools of a webhook run (through its forge desk).
 
 use std::sync::Mutex;
 
@@ -15,7 +16,17 @@ use crate::store::Store;
 use crate::tools::{ToolError, arg_opt_str, arg_opt_u64, arg_str};
 
 /// The tools served here.
-pub const AGENT_TOOLS: &[&str] = &["todo", "memory", "session_search", "clarify", "cronjob"];
+pub const AGENT_TOOLS: &[&str] = &[
+    "todo",
+    "memory",
+    "session_search",
+    "clarify",
+    "cronjob",
+    "forge_diff",
+    "forge_file",
+    "forge_ci_log",
+    "forge_thread",
+];
 
 /// Longest memory note.
 const MAX_NOTE_CHARS: usize = 2000;
@@ -44,6 +55,14 @@ pub trait ClarifyBroker: Send + Sync {
 pub trait JobDesk: Send + Sync {
     /// Carries out one `cronjob` call.
     async fn cronjob(&self, args: &Value, cancel: &CancellationToken) -> Result<String, ToolError>;
+}
+
+/// The forge a webhook run reads, confined to what its event names (the
+/// session wires it for each run).
+#[async_trait::async_trait]
+pub trait ForgeDesk: Send + Sync {
+    /// Carries out one `forge_*` call.
+    async fn call(&self, tool: &str, args: &Value) -> Result<String, ToolError>;
 }
 
 /// One todo item.
@@ -183,6 +202,8 @@ pub struct Served<'a> {
     pub clarify: Option<&'a dyn ClarifyBroker>,
     /// The chat's scheduled jobs.
     pub jobs: Option<&'a dyn JobDesk>,
+    /// The run's forge.
+    pub forge: Option<&'a dyn ForgeDesk>,
 }
 
 /// Runs one agent-layer tool.
@@ -198,6 +219,7 @@ pub async fn run(
         owner,
         clarify,
         jobs,
+        forge,
     } = *served;
     let store_err = |e: crate::store::StoreError| ToolError::Failed(e.to_string());
     let need_owner = || {
@@ -295,6 +317,12 @@ pub async fn run(
             Some(desk) => desk.cronjob(args, cancel).await,
             None => Err(ToolError::Failed(
                 "scheduled jobs cannot be made or changed from this conversation".into(),
+            )),
+        },
+        "forge_diff" | "forge_file" | "forge_ci_log" | "forge_thread" => match forge {
+            Some(desk) => desk.call(tool, args).await,
+            None => Err(ToolError::Failed(
+                "the forge tools read only the pull request or CI run a webhook event names".into(),
             )),
         },
         other => Err(ToolError::Failed(format!(

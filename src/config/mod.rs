@@ -7,6 +7,7 @@
 //! [`validate`].
 
 mod cron;
+mod forge;
 mod load;
 mod platforms;
 mod sessions;
@@ -14,6 +15,7 @@ mod tools;
 mod validate;
 
 pub use cron::{BudgetsConfig, Caps, CronConfig, CronJobConfig, MissedPolicy, OverBudget, Price};
+pub use forge::{BlockingConclusion, ForgeConfig};
 pub use load::{ConfigError, ConfigSource, load, load_from_str};
 pub use platforms::{
     DeliverConfig, DeliverKind, DiscordConfig, GroupBy, McpConfig, McpServerConfig,

@@ -242,6 +242,11 @@ pub struct WebhookRoute {
     /// Where the agent's answer goes.
     #[serde(default)]
     pub deliver: DeliverConfig,
+    /// Review pull requests and triage CI on the forge the events come
+    /// from: the `forge_*` read tools, inline reviews, a check run. The
+    /// answer is then posted there, whatever `deliver` says.
+    #[serde(default)]
+    pub forge: Option<super::ForgeConfig>,
 }
 
 fn default_rate_limit() -> u32 {

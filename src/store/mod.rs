@@ -12,6 +12,7 @@ mod audit;
 mod console;
 mod cron;
 mod deliveries;
+mod forge;
 mod health;
 mod inbox;
 mod leases;
@@ -28,6 +29,7 @@ pub use audit::{AuditEvent, AuditKind, AuditRow, ChainCheck, GENESIS, PromptRef}
 pub use console::ConsoleAudit;
 pub use cron::{CronJob, CronRun};
 pub use deliveries::DeliveryRow;
+pub use forge::{ForgeOutput, OutputAttempt};
 pub use health::{DISK_FLOOR, PROBE_TIMEOUT};
 pub use inbox::{InboxInsert, InboxRow, NewInboxEvent};
 pub use leases::{Fence, LeaseRow, ReplicaRow};

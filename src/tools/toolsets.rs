@@ -103,6 +103,12 @@ pub const TOOLSETS: &[ToolsetDef] = &[
         includes: &[],
     },
     ToolsetDef {
+        name: "forge",
+        description: "Read the pull request or CI run a webhook event names (its diff, files, log, discussion)",
+        tools: &["forge_diff", "forge_file", "forge_ci_log", "forge_thread"],
+        includes: &[],
+    },
+    ToolsetDef {
         name: "messaging",
         description: "Send messages to configured chats",
         tools: &["send_message"],

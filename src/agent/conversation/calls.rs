@@ -78,6 +78,7 @@ impl Conversation {
                 owner: self.owner.as_ref(),
                 clarify: self.clarify.as_deref(),
                 jobs: self.jobs.as_deref(),
+                forge: self.forge.as_deref(),
             };
             let outcome = layer::run(&call.name, &args, &served, &ctx.cancel).await;
             match outcome {

@@ -288,6 +288,8 @@ pub struct Conversation {
     approvals: Arc<dyn ApprovalHook>,
     clarify: Option<Arc<dyn ClarifyBroker>>,
     jobs: Option<Arc<dyn super::layer::JobDesk>>,
+    /// The running turn's forge (a webhook run's event scopes it).
+    forge: Option<Arc<dyn super::layer::ForgeDesk>>,
     events: Arc<dyn AgentEvents>,
     workspace: PathBuf,
     history: Vec<ChatMessage>,
@@ -364,6 +366,7 @@ impl Conversation {
             approvals,
             clarify: None,
             jobs: None,
+            forge: None,
             events: Arc::new(NoEvents),
             workspace,
             history,
@@ -378,6 +381,11 @@ impl Conversation {
     pub fn with_jobs(mut self, desk: Arc<dyn super::layer::JobDesk>) -> Self {
         self.jobs = Some(desk);
         self
+    }
+
+    /// Sets the forge the next turns read (`None`: no forge tools work).
+    pub fn set_forge(&mut self, desk: Option<Arc<dyn super::layer::ForgeDesk>>) {
+        self.forge = desk;
     }
 
     /// Wires the broker that asks the human `clarify` questions.

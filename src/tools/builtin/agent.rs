@@ -1,5 +1,5 @@
 //! Schemas of the agent-layer tools: `clarify`, `todo`, `memory`,
-//! `session_search` and `cronjob`. Their state (the user, the todo list, the clarify
+//! `session_search`, `cronjob` and the `forge_*` read tools. Their state (the user, the todo list, the clarify
 //! broker) belongs to the running agent, which intercepts these calls
 //! before the registry; the registry holds them so toolsets, availability
 //! and schema listing treat them like every other tool.
@@ -23,6 +23,10 @@ pub fn agent_tools() -> Vec<AgentTool> {
         memory,
         session_search,
         cronjob,
+        forge_diff,
+        forge_file,
+        forge_ci_log,
+        forge_thread,
     ]
     .into_iter()
     .map(|spec| AgentTool { spec })
@@ -145,4 +149,69 @@ fn cronjob() -> ToolSpec {
     )
     .emoji("⏰")
     .concurrency(Concurrency::Exclusive)
+}
+
+fn forge_diff() -> ToolSpec {
+    ToolSpec::new(
+        "forge_diff",
+        "forge",
+        "The diff of the pull or merge request this run is about: the file list first, then the patches with line numbers to comment on (an incremental review shows only what changed since the last review). Paged; path shows one file whole.",
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "One changed file to show whole (optional)."},
+                "page": {"type": "integer", "minimum": 1, "description": "Page, from 1 (optional)."}
+            }
+        }),
+    )
+    .emoji("🧾")
+    .concurrency(Concurrency::ReadOnly)
+}
+
+fn forge_file() -> ToolSpec {
+    ToolSpec::new(
+        "forge_file",
+        "forge",
+        "A file of the repository this run is about, at the change's head (default) or base commit, with line numbers; at most 400 lines per call.",
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path in the repository."},
+                "version": {"type": "string", "enum": ["head", "base"], "description": "Which commit (default head)."},
+                "start_line": {"type": "integer", "minimum": 1},
+                "end_line": {"type": "integer", "minimum": 1}
+            },
+            "required": ["path"]
+        }),
+    )
+    .emoji("📄")
+    .concurrency(Concurrency::ReadOnly)
+}
+
+fn forge_ci_log() -> ToolSpec {
+    ToolSpec::new(
+        "forge_ci_log",
+        "forge",
+        "The log of the failed CI job this run is about, its tail first, colours and timestamps removed, with the error lines listed; page back with skip_from_end.",
+        json!({
+            "type": "object",
+            "properties": {
+                "lines": {"type": "integer", "minimum": 1, "maximum": 2000, "description": "Lines to show (default 200)."},
+                "skip_from_end": {"type": "integer", "minimum": 0, "description": "Lines to skip from the end, to read earlier parts."}
+            }
+        }),
+    )
+    .emoji("🪵")
+    .concurrency(Concurrency::ReadOnly)
+}
+
+fn forge_thread() -> ToolSpec {
+    ToolSpec::new(
+        "forge_thread",
+        "forge",
+        "The discussion of the pull or merge request this run is about: its comments and review comments, oldest first.",
+        json!({"type": "object", "properties": {}}),
+    )
+    .emoji("💬")
+    .concurrency(Concurrency::ReadOnly)
 }

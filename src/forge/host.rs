@@ -1,0 +1,123 @@
+//! What a forge does for a review or a triage, whichever forge it is:
+//! read the change, its files, CI logs and discussion; post a review with
+//! comments on lines, a summary comment, a gate.
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::api::Failure;
+use super::diff::{FileDiff, Side};
+use super::scope::Scope;
+
+/// Two heads compared.
+#[derive(Debug, Clone, Default)]
+pub struct Compared {
+    /// The newer head descends from the older (no force-push between).
+    pub descends: bool,
+    /// Commits between them.
+    pub commits: u64,
+    /// The files changed between them.
+    pub files: Vec<FileDiff>,
+}
+
+/// A comment anchored on a diff line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Anchored {
+    /// File path at the head.
+    pub path: String,
+    /// Line number on `side`.
+    pub line: u64,
+    /// Which version the line is in.
+    pub side: Side,
+    /// The comment, Markdown.
+    pub body: String,
+}
+
+/// The state of the review's gate.
+#[derive(Debug, Clone)]
+pub struct Check {
+    /// Names this run's check among every run's (its idempotency key).
+    pub key: String,
+    /// `None` while the review runs; then `success`, `neutral` or
+    /// `failure`.
+    pub conclusion: Option<&'static str>,
+    /// One line.
+    pub title: String,
+    /// Markdown.
+    pub summary: String,
+    /// GitHub check-run annotations (`path`, `start_line`, `end_line`,
+    /// `annotation_level`, `message`).
+    pub annotations: Vec<Value>,
+}
+
+/// One forge, for the runs of one route.
+#[async_trait]
+pub trait Host: Send + Sync + std::fmt::Debug {
+    /// Its name, for messages.
+    fn name(&self) -> &'static str;
+
+    /// The change's current base and head SHAs.
+    async fn shas(&self, scope: &Scope) -> Result<(String, String), Failure>;
+
+    /// The files the change touches, with their patches.
+    async fn change_files(&self, scope: &Scope) -> Result<Vec<FileDiff>, Failure>;
+
+    /// What changed from `from` to `to`.
+    async fn compare(&self, scope: &Scope, from: &str, to: &str) -> Result<Compared, Failure>;
+
+    /// A file's text at `sha`.
+    async fn file(&self, scope: &Scope, path: &str, sha: &str) -> Result<String, Failure>;
+
+    /// The failed job of the scope's run (id and name), when it names no job.
+    async fn failed_job(&self, scope: &Scope) -> Result<Option<(u64, String)>, Failure>;
+
+    /// A job's log.
+    async fn job_log(&self, scope: &Scope, job: u64) -> Result<String, Failure>;
+
+    /// The change's discussion: (author, where, text), oldest first.
+    async fn thread(&self, scope: &Scope) -> Result<Vec<(String, String, String)>, Failure>;
+
+    /// The open change the scope's head belongs to, when it names none.
+    async fn change_for(&self, scope: &Scope) -> Result<Option<u64>, Failure>;
+
+    /// The id of a review (or review note) whose text holds `marker`.
+    async fn find_review(&self, scope: &Scope, marker: &str) -> Result<Option<String>, Failure>;
+
+    /// Posts a review of `head` with `comments` on its lines; its id.
+    async fn post_review(
+        &self,
+        scope: &Scope,
+        head: &str,
+        body: &str,
+        comments: &[Anchored],
+    ) -> Result<String, Failure>;
+
+    /// The line comments of review `review`: (id, path, line).
+    async fn review_comments(
+        &self,
+        scope: &Scope,
+        review: &str,
+    ) -> Result<Vec<(String, String, u64)>, Failure>;
+
+    /// Resolves the threads a push made outdated that start with one of
+    /// the comments `own`; how many.
+    async fn resolve_outdated(&self, scope: &Scope, own: &[String]) -> Result<usize, Failure>;
+
+    /// Writes the summary comment: `existing` edited in place, else a new
+    /// one (on the change, or on the head commit when there is none); its id.
+    async fn comment(
+        &self,
+        scope: &Scope,
+        existing: Option<&str>,
+        body: &str,
+    ) -> Result<String, Failure>;
+
+    /// Creates (`existing` none) or updates the gate on `head`; its id.
+    async fn check(
+        &self,
+        scope: &Scope,
+        head: &str,
+        existing: Option<&str>,
+        check: &Check,
+    ) -> Result<String, Failure>;
+}

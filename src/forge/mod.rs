@@ -1,0 +1,222 @@
+//! Code review and CI triage on a forge (GitHub, GitLab) for webhook
+//! routes with `[webhook.routes.forge]`.
+//!
+//! - [`scope`]: what an event lets its run reach, fixed when it arrives.
+//! - [`tools`]: `forge_diff`, `forge_file`, `forge_ci_log`,
+//!   `forge_thread`, read-only, confined to that scope, their output fenced
+//!   as untrusted data.
+//! - [`publish`]: the answer written back — a review with comments on diff
+//!   lines (each finding once), the summary comment edited in place, a
+//!   check run (or commit status) to gate merges, outdated threads
+//!   resolved — every write recorded under an idempotency key.
+//! - [`host`]: what a forge does; [`github`] speaks GitHub's API through
+//!   [`api`] (rate limits, App tokens from [`auth`]).
+
+pub mod api;
+pub mod auth;
+pub mod diff;
+pub mod findings;
+pub mod github;
+pub mod host;
+pub mod publish;
+pub mod scope;
+pub mod tools;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::config::{Config, Env, ForgeConfig, SignatureScheme, WebhookRoute};
+use crate::platform::InboundEvent;
+use crate::store::Store;
+use api::{Api, Dialect};
+use auth::{App, Credentials};
+use host::Host;
+pub use scope::{Scope, Task};
+
+/// GitHub's public API.
+pub const GITHUB_API: &str = "https://api.github.com";
+
+/// One route's forge.
+#[derive(Debug)]
+pub struct Forge {
+    /// The route's name.
+    pub route: String,
+    /// Its settings.
+    pub config: ForgeConfig,
+    /// The forge's API.
+    pub host: Arc<dyn Host>,
+    /// Where reviews are remembered.
+    pub store: Store,
+}
+
+/// The forges of every route that has one.
+#[derive(Debug, Default)]
+pub struct Forges(HashMap<String, Arc<Forge>>);
+
+/// The credentials `forge` names.
+fn credentials(
+    route: &WebhookRoute,
+    forge: &ForgeConfig,
+    env: &Env,
+) -> Result<Credentials, String> {
+    let name = &route.name;
+    if let (Some(app_id), Some(file)) = (forge.app_id, &forge.private_key_file) {
+        let pem = std::fs::read(file).map_err(|e| {
+            format!(
+                "webhook route {name}: cannot read forge.private_key_file {}: {e}",
+                file.display()
+            )
+        })?;
+        let key = auth::read_key(&pem).map_err(|e| {
+            format!(
+                "webhook route {name}: forge.private_key_file {}: {e}",
+                file.display()
+            )
+        })?;
+        return Ok(Credentials::App(Arc::new(App::new(
+            app_id,
+            key,
+            forge.installation_id,
+        ))));
+    }
+    let var = forge.token_env.as_deref().unwrap_or(match route.scheme {
+        SignatureScheme::Gitlab => "GITLAB_TOKEN",
+        _ => "GITHUB_TOKEN",
+    });
+    let token = env
+        .get(var)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| format!("webhook route {name}: forge token {var} is not set"))?;
+    Ok(Credentials::Token(Arc::from(token)))
+}
+
+impl Forges {
+    /// The forges of `config`'s routes; an error names a route whose
+    /// credentials cannot be read.
+    pub fn from_config(
+        config: &Config,
+        env: &Env,
+        store: &Store,
+        http: &reqwest::Client,
+    ) -> Result<Self, String> {
+        let mut forges = HashMap::new();
+        if !config.webhook.enabled {
+            return Ok(Self(forges));
+        }
+        for route in &config.webhook.routes {
+            let Some(forge) = &route.forge else { continue };
+            let creds = credentials(route, forge, env)?;
+            let app = matches!(creds, Credentials::App(_));
+            let host: Arc<dyn Host> = match route.scheme {
+                SignatureScheme::Github => {
+                    let base = forge.api_url.as_deref().unwrap_or(GITHUB_API);
+                    Arc::new(github::Github::new(
+                        Api::new(http.clone(), base, Dialect::Github, creds),
+                        app,
+                    ))
+                }
+                other => {
+                    return Err(format!(
+                        "webhook route {}: forge reviews are not available for scheme {other:?}",
+                        route.name
+                    ));
+                }
+            };
+            forges.insert(
+                route.name.clone(),
+                Arc::new(Forge {
+                    route: route.name.clone(),
+                    config: forge.clone(),
+                    host,
+                    store: store.clone(),
+                }),
+            );
+        }
+        Ok(Self(forges))
+    }
+
+    /// Route `route`'s forge.
+    pub fn get(&self, route: &str) -> Option<&Arc<Forge>> {
+        self.0.get(route)
+    }
+
+    /// Whether any route has one.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The forge tools of `event`'s run, when its route has a forge and
+    /// the event a scope; the review's check is opened as the run starts.
+    pub async fn desk(&self, event: &InboundEvent) -> Option<Arc<tools::Desk>> {
+        if event.platform != crate::adapters::webhook::ID {
+            return None;
+        }
+        let forge = self.get(&event.chat_id)?.clone();
+        let entity = event.thread_id.clone().unwrap_or_default();
+        let scope = match forge.scope_of(&event.event_id).await {
+            Ok(Some(scope)) => scope,
+            Ok(None) => return None,
+            Err(err) => {
+                tracing::warn!(route = %forge.route, event = %event.event_id, error = %err, "forge scope unreadable");
+                return None;
+            }
+        };
+        let scope = forge.settle(scope, &entity).await;
+        if scope.task.reviews() {
+            forge.begin(&event.event_id, &entity, &scope).await;
+        }
+        Some(Arc::new(tools::Desk::new(forge, scope)))
+    }
+}
+
+impl Forge {
+    /// The stored scope of event `event_id`.
+    pub async fn scope_of(&self, event_id: &str) -> Result<Option<Scope>, String> {
+        let Some((_, _, scope)) = self
+            .store
+            .forge_event(event_id)
+            .await
+            .map_err(|e| e.to_string())?
+        else {
+            return Ok(None);
+        };
+        serde_json::from_str(&scope)
+            .map(Some)
+            .map_err(|e| format!("stored scope unreadable: {e}"))
+    }
+
+    /// Fills in what the event did not say: the change a CI run belongs
+    /// to, the change's SHAs, the head last reviewed.
+    async fn settle(&self, mut scope: Scope, entity: &str) -> Scope {
+        if scope.change.is_none() {
+            match self.host.change_for(&scope).await {
+                Ok(change) => scope.change = change,
+                Err(err) => {
+                    tracing::warn!(route = %self.route, error = %err, "could not find the change of a CI run")
+                }
+            }
+        }
+        if scope.change.is_some() && (scope.head.is_none() || scope.base.is_none()) {
+            match self.host.shas(&scope).await {
+                Ok((base, head)) => {
+                    scope.base.get_or_insert(base);
+                    if scope.task != Task::Triage {
+                        scope.head.get_or_insert(head);
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(route = %self.route, error = %err, "could not read the change's SHAs")
+                }
+            }
+        }
+        if scope.task == Task::Review {
+            match self.store.forge_change(&self.route, entity).await {
+                Ok((since, _)) => scope.since = since.filter(|s| Some(s) != scope.head.as_ref()),
+                Err(err) => {
+                    tracing::warn!(route = %self.route, error = %err, "could not read the last review")
+                }
+            }
+        }
+        scope
+    }
+}

@@ -1,0 +1,439 @@
+//! A run's answer written back to the forge. For a review: the findings
+//! that sit on diff lines and were not posted before become one review
+//! with line comments, the summary comment is edited in place, the bot's
+//! threads a push made outdated are resolved, and the check concludes.
+//! For a triage or a question: a comment on the change (or the commit).
+//!
+//! Every write has an idempotency key (`<event>:<output>`) and a record in
+//! `forge_outputs`; text posted carries the key in an HTML comment, so a
+//! write that a crash left unconfirmed is found on the forge instead of
+//! posted twice.
+
+use serde_json::{Value, json};
+
+use super::api::Failure;
+use super::diff::commentable;
+use super::findings::{self, Finding, Severity};
+use super::host::{Anchored, Check};
+use super::{Forge, Scope, Task};
+use crate::config::BlockingConclusion;
+use crate::platform::PlatformError;
+use crate::store::OutputAttempt;
+
+/// The marker that names an output in the text posted.
+fn marker(key: &str) -> String {
+    format!("<!-- switchboard:{key} -->")
+}
+
+fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(7)]
+}
+
+/// What a store error means for sending.
+fn store_failure(err: crate::store::StoreError) -> PlatformError {
+    PlatformError::Unavailable(format!("storage: {err}"))
+}
+
+/// The findings of a review, sorted by where they can go.
+struct Sorted {
+    /// New, on diff lines: posted as line comments (with fingerprints).
+    inline: Vec<(Finding, String)>,
+    /// Posted before on the same code.
+    repeated: usize,
+    /// Not on a line of the diff, or past the comment limit: listed in
+    /// the summary.
+    listed: Vec<Finding>,
+}
+
+impl Forge {
+    async fn record(&self, key: &str, entity: &str, kind: &str, attempt: OutputAttempt<'_>) {
+        if let Err(err) = self
+            .store
+            .forge_output_attempt(key, (&self.route, entity, kind), attempt)
+            .await
+        {
+            tracing::warn!(route = %self.route, key, error = %err, "forge output not recorded");
+        }
+    }
+
+    /// Runs `write` as output `key` unless it was posted already; records
+    /// how it went; the forge's id for it.
+    async fn output<F, Fut>(
+        &self,
+        key: &str,
+        entity: &str,
+        kind: &str,
+        write: F,
+    ) -> Result<String, PlatformError>
+    where
+        F: FnOnce(Option<String>) -> Fut,
+        Fut: Future<Output = Result<(String, &'static str), Failure>>,
+    {
+        let known = self.store.forge_output(key).await.map_err(store_failure)?;
+        if let Some(done) = known
+            .as_ref()
+            .filter(|o| matches!(o.status.as_str(), "posted" | "updated"))
+        {
+            return Ok(done.remote_id.clone().unwrap_or_default());
+        }
+        let remote = known.and_then(|o| o.remote_id);
+        match write(remote).await {
+            Ok((id, status)) => {
+                self.record(
+                    key,
+                    entity,
+                    kind,
+                    OutputAttempt {
+                        status,
+                        remote_id: Some(&id),
+                        error: None,
+                    },
+                )
+                .await;
+                Ok(id)
+            }
+            Err(failure) => {
+                let status = if failure.retry { "pending" } else { "failed" };
+                tracing::warn!(route = %self.route, key, error = %failure.message, "forge output failed");
+                self.record(
+                    key,
+                    entity,
+                    kind,
+                    OutputAttempt {
+                        status,
+                        remote_id: None,
+                        error: Some(&failure.message),
+                    },
+                )
+                .await;
+                Err(failure.platform())
+            }
+        }
+    }
+
+    /// Opens the review's check on its head as the run starts (in
+    /// progress), when the route gates merges.
+    pub async fn begin(&self, event_id: &str, entity: &str, scope: &Scope) {
+        let Some(head) = scope.head.clone().filter(|_| self.config.check_run) else {
+            return;
+        };
+        let key = format!("{event_id}:check");
+        let check = Check {
+            key: key.clone(),
+            conclusion: None,
+            title: "Review in progress".into(),
+            summary: String::new(),
+            annotations: Vec::new(),
+        };
+        let host = self.host.clone();
+        let scope = scope.clone();
+        let opened = self
+            .output(&key, entity, "check", |existing| async move {
+                if existing.is_some() {
+                    // Opened before a restart; it concludes at the end.
+                    return Ok((existing.unwrap_or_default(), "pending"));
+                }
+                let id = host.check(&scope, &head, None, &check).await?;
+                Ok((id, "pending"))
+            })
+            .await;
+        if let Err(err) = opened {
+            tracing::warn!(route = %self.route, entity, error = %err, "the review's check could not be opened");
+        }
+    }
+
+    /// Writes the answer `text` of event `event_id`'s run on `entity`.
+    pub async fn publish(
+        &self,
+        event_id: &str,
+        entity: &str,
+        text: &str,
+    ) -> Result<(), PlatformError> {
+        let scope = match self.scope_of(event_id).await {
+            Ok(Some(scope)) => scope,
+            Ok(None) => {
+                return Err(PlatformError::Rejected(format!(
+                    "event {event_id} has no forge scope"
+                )));
+            }
+            Err(err) => return Err(PlatformError::Unavailable(err)),
+        };
+        if scope.task.reviews() {
+            return self.review(event_id, entity, &scope, text).await;
+        }
+        let key = format!("{event_id}:comment");
+        let body = format!("{}\n\n{}", crate::render::clip(text, 60_000), marker(&key));
+        let host = self.host.clone();
+        let mark = marker(&key);
+        self.output(&key, entity, "comment", |_| async move {
+            // A comment a crash left unconfirmed is found by its marker.
+            if let Ok(thread) = host.thread(&scope).await
+                && thread.iter().any(|(_, _, b)| b.contains(&mark))
+            {
+                return Ok((String::new(), "posted"));
+            }
+            let id = host.comment(&scope, None, &body).await?;
+            Ok((id, "posted"))
+        })
+        .await
+        .map(|_| ())
+    }
+
+    async fn sort(
+        &self,
+        scope: &Scope,
+        entity: &str,
+        found: Vec<Finding>,
+    ) -> Result<Sorted, PlatformError> {
+        let files = self
+            .host
+            .change_files(scope)
+            .await
+            .map_err(|f| f.platform())?;
+        let known = self
+            .store
+            .forge_fingerprints(&self.route, entity)
+            .await
+            .map_err(store_failure)?;
+        let mut sorted = Sorted {
+            inline: Vec::new(),
+            repeated: 0,
+            listed: Vec::new(),
+        };
+        for finding in found {
+            let anchor = files
+                .iter()
+                .find(|f| f.path == finding.path)
+                .and_then(|f| f.patch.as_deref())
+                .map(commentable)
+                .and_then(|lines| lines.get(&(finding.side, finding.line)).cloned());
+            let Some(line_text) = anchor.filter(|_| self.config.inline) else {
+                sorted.listed.push(finding);
+                continue;
+            };
+            let print = findings::fingerprint(&finding, &line_text);
+            if known.contains(&print) || sorted.inline.iter().any(|(_, p)| *p == print) {
+                sorted.repeated += 1;
+            } else if sorted.inline.len() >= self.config.max_inline_comments {
+                sorted.listed.push(finding);
+            } else {
+                sorted.inline.push((finding, print));
+            }
+        }
+        Ok(sorted)
+    }
+
+    async fn review(
+        &self,
+        event_id: &str,
+        entity: &str,
+        scope: &Scope,
+        text: &str,
+    ) -> Result<(), PlatformError> {
+        let head = match &scope.head {
+            Some(head) => head.clone(),
+            None => self.host.shas(scope).await.map_err(|f| f.platform())?.1,
+        };
+        let (summary, found) = findings::split(text);
+        let blocking = found.iter().any(|f| f.severity == Severity::Blocking);
+        let annotations: Vec<Value> = found.iter().map(annotation).collect();
+        let sorted = self.sort(scope, entity, found).await?;
+
+        // 1. The review with its line comments, when there is anything new.
+        if !sorted.inline.is_empty() {
+            let key = format!("{event_id}:review");
+            let comments: Vec<Anchored> = sorted
+                .inline
+                .iter()
+                .map(|(f, _)| Anchored {
+                    path: f.path.clone(),
+                    line: f.line,
+                    side: f.side,
+                    body: format!("**{}**: {}", f.severity.as_str(), f.body),
+                })
+                .collect();
+            let body = format!(
+                "Review of {} — {} comment(s) on the diff; the summary is in the bot's comment.\n\n{}",
+                short(&head),
+                comments.len(),
+                marker(&key)
+            );
+            let host = self.host.clone();
+            let (scope2, head2, key2) = (scope.clone(), head.clone(), key.clone());
+            let review_id = self
+                .output(&key, entity, "review", |existing| async move {
+                    // Posted before a crash cut the record short?
+                    if existing.is_none()
+                        && let Some(id) = host.find_review(&scope2, &marker(&key2)).await?
+                    {
+                        return Ok((id, "posted"));
+                    }
+                    let id = host.post_review(&scope2, &head2, &body, &comments).await?;
+                    Ok((id, "posted"))
+                })
+                .await?;
+            let posted = match self.host.review_comments(scope, &review_id).await {
+                Ok(posted) => posted,
+                Err(err) => {
+                    tracing::warn!(route = %self.route, error = %err, "the review's comments could not be read back");
+                    Vec::new()
+                }
+            };
+            for (finding, print) in &sorted.inline {
+                let id = posted
+                    .iter()
+                    .find(|(_, path, line)| *path == finding.path && *line == finding.line)
+                    .map(|(id, _, _)| id.as_str());
+                self.store
+                    .forge_finding(
+                        &self.route,
+                        entity,
+                        print,
+                        &finding.path,
+                        finding.line,
+                        id,
+                        &head,
+                    )
+                    .await
+                    .map_err(store_failure)?;
+            }
+        }
+
+        // 2. The bot's threads a push made outdated.
+        match self.store.forge_comment_ids(&self.route, entity).await {
+            Ok(own) if !own.is_empty() => {
+                if let Err(err) = self.host.resolve_outdated(scope, &own).await {
+                    tracing::warn!(route = %self.route, entity, error = %err, "outdated threads not resolved");
+                }
+            }
+            Ok(_) => {}
+            Err(err) => tracing::warn!(error = %err, "the bot's comments could not be read"),
+        }
+
+        // 3. The summary, one comment per change, edited in place.
+        let mut text = format!("**Review of {}**\n\n{summary}", short(&head));
+        if !sorted.listed.is_empty() {
+            text.push_str("\n\n**Also noted**\n");
+            for f in &sorted.listed {
+                text.push_str(&format!(
+                    "- `{}:{}` ({}): {}\n",
+                    f.path,
+                    f.line,
+                    f.severity.as_str(),
+                    f.body
+                ));
+            }
+        }
+        if sorted.repeated > 0 {
+            text.push_str(&format!(
+                "\n\n_{} finding(s) already commented on earlier are not repeated._",
+                sorted.repeated
+            ));
+        }
+        let summary_key = format!("{event_id}:summary");
+        let body = format!(
+            "{}\n\n{}",
+            crate::render::clip(&text, 60_000),
+            marker(&summary_key)
+        );
+        let existing = self
+            .store
+            .bot_comment(entity)
+            .await
+            .map_err(store_failure)?;
+        let host = self.host.clone();
+        let scope2 = scope.clone();
+        let id = self
+            .output(&summary_key, entity, "summary", |_| async move {
+                let status = if existing.is_some() {
+                    "updated"
+                } else {
+                    "posted"
+                };
+                let id = host.comment(&scope2, existing.as_deref(), &body).await?;
+                Ok((id, status))
+            })
+            .await?;
+        if !id.is_empty() {
+            self.store
+                .set_bot_comment(entity, &id)
+                .await
+                .map_err(store_failure)?;
+        }
+
+        // 4. The gate.
+        if self.config.check_run {
+            let conclusion = match (self.config.blocking_conclusion, blocking) {
+                (BlockingConclusion::Neutral, _) => "neutral",
+                (BlockingConclusion::Failure, true) => "failure",
+                (BlockingConclusion::Failure, false) => "success",
+            };
+            let key = format!("{event_id}:check");
+            let opened = self.store.forge_output(&key).await.map_err(store_failure)?;
+            let existing = opened.and_then(|o| o.remote_id).filter(|id| !id.is_empty());
+            let check = Check {
+                key: key.clone(),
+                conclusion: Some(conclusion),
+                title: if blocking {
+                    "Blocking findings".into()
+                } else {
+                    "Reviewed".into()
+                },
+                summary: crate::render::clip(&summary, 60_000),
+                annotations,
+            };
+            let host = self.host.clone();
+            let (scope2, head2) = (scope.clone(), head.clone());
+            // The opening record is pending; its conclusion completes it.
+            let done = format!("{key}:done");
+            self.output(&done, entity, "check", |_| async move {
+                let id = host
+                    .check(&scope2, &head2, existing.as_deref(), &check)
+                    .await?;
+                Ok((id, "updated"))
+            })
+            .await?;
+        }
+        self.store
+            .forge_reviewed(&self.route, entity, &head)
+            .await
+            .map_err(store_failure)?;
+        tracing::info!(route = %self.route, entity, head = short(&head), inline = sorted.inline.len(), repeated = sorted.repeated, "review posted");
+        Ok(())
+    }
+}
+
+/// A finding as a check-run annotation.
+fn annotation(f: &Finding) -> Value {
+    json!({
+        "path": f.path,
+        "start_line": f.line,
+        "end_line": f.line,
+        "annotation_level": match f.severity {
+            Severity::Blocking => "failure",
+            Severity::Warning => "warning",
+            Severity::Note => "notice",
+        },
+        "message": crate::render::clip(&f.body, 60_000),
+    })
+}
+
+/// The instructions a run of `task` gets after the event's prompt.
+pub fn instructions(task: Task) -> String {
+    match task {
+        Task::Review | Task::FullReview => format!(
+            "Read the change with forge_diff (it shows line numbers to comment on) and, where \
+             you need context, files with forge_file; forge_thread shows the discussion so far. \
+             Write a concise review: what the change does, the risks, concrete suggestions. \
+             Do not repeat points already made in the discussion.\n\n{}",
+            findings::FORMAT
+        ),
+        Task::Triage => "Read the failing job's log with forge_ci_log (the tail comes first) \
+             and, where needed, the code with forge_file and forge_diff. Answer with the failing \
+             step, a short excerpt of the log that shows the error, the likely cause and the fix."
+            .into(),
+        Task::Ask => "Answer the question about this change; forge_diff, forge_file and \
+             forge_thread read it."
+            .into(),
+    }
+}

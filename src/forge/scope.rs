@@ -1,0 +1,250 @@
+//! What a webhook event lets the forge tools reach: one repository, one
+//! pull / merge request or pipeline, its SHAs. Read from the payload when
+//! the event arrives and stored with it; no tool argument can widen it.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::adapters::webhook::template::{lookup, lookup_str};
+
+/// What the run is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Task {
+    /// Review what changed since the last review (the whole change when
+    /// there was none, or the branch was rewritten).
+    Review,
+    /// Review the whole change.
+    FullReview,
+    /// Find why CI failed.
+    Triage,
+    /// Answer a question about the change.
+    Ask,
+}
+
+impl Task {
+    /// Whether the run reviews code.
+    pub fn reviews(self) -> bool {
+        matches!(self, Self::Review | Self::FullReview)
+    }
+}
+
+/// The part of a forge one run may read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Scope {
+    /// `owner/repo` (GitHub) or `group/project` (GitLab).
+    pub repo: String,
+    /// GitLab's project id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<u64>,
+    /// Pull request number / merge request iid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<u64>,
+    /// Base SHA of the change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    /// Head SHA (of the change, or of the failed CI run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<String>,
+    /// The head last reviewed, for an incremental review (set when the
+    /// run starts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// Workflow run (GitHub) or pipeline (GitLab).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<u64>,
+    /// The failed job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<u64>,
+    /// The GitHub App installation the event came through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installation: Option<u64>,
+    /// What the run is for.
+    pub task: Task,
+    /// The question of an `ask` command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+}
+
+fn num(payload: &Value, path: &str) -> Option<u64> {
+    lookup(payload, path).and_then(Value::as_u64)
+}
+
+fn sha(payload: &Value, path: &str) -> Option<String> {
+    lookup_str(payload, path)
+        .filter(|s| s.len() >= 7 && s.len() <= 64 && s.chars().all(|c| c.is_ascii_hexdigit()))
+        .map(str::to_string)
+}
+
+/// A repository name as the forge paths take it.
+fn repo_name(name: &str) -> Option<String> {
+    let ok = !name.is_empty()
+        && name.len() <= 200
+        && name
+            .split('/')
+            .all(|p| !p.is_empty() && p != "." && p != "..")
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c));
+    ok.then(|| name.to_string())
+}
+
+/// The scope of a GitHub event, or `None` when it reaches no code.
+pub fn github(event: &str, payload: &Value, task: Option<Task>) -> Option<Scope> {
+    let repo = repo_name(lookup_str(payload, "repository.full_name")?)?;
+    let mut scope = Scope {
+        repo,
+        project: None,
+        change: None,
+        base: None,
+        head: None,
+        since: None,
+        run: None,
+        job: None,
+        installation: num(payload, "installation.id"),
+        task: Task::Triage,
+        question: None,
+    };
+    match event {
+        "pull_request" => {
+            scope.change = num(payload, "pull_request.number").or_else(|| num(payload, "number"));
+            scope.base = sha(payload, "pull_request.base.sha");
+            scope.head = sha(payload, "pull_request.head.sha");
+            scope.task = match lookup_str(payload, "action") {
+                Some("synchronize") => Task::Review,
+                _ => Task::FullReview,
+            };
+        }
+        "issue_comment" => {
+            lookup(payload, "issue.pull_request")?;
+            scope.change = num(payload, "issue.number");
+            scope.task = task?;
+        }
+        "workflow_job" => {
+            scope.job = num(payload, "workflow_job.id");
+            scope.run = num(payload, "workflow_job.run_id");
+            scope.head = sha(payload, "workflow_job.head_sha");
+        }
+        "workflow_run" => {
+            scope.run = num(payload, "workflow_run.id");
+            scope.head = sha(payload, "workflow_run.head_sha");
+            scope.change = num(payload, "workflow_run.pull_requests.0.number");
+        }
+        "check_run" => {
+            // An Actions job's check run has the job's id.
+            scope.job = num(payload, "check_run.id");
+            scope.head = sha(payload, "check_run.head_sha");
+            scope.change = num(payload, "check_run.pull_requests.0.number");
+        }
+        "check_suite" => {
+            scope.head = sha(payload, "check_suite.head_sha");
+            scope.change = num(payload, "check_suite.pull_requests.0.number");
+        }
+        _ => return None,
+    }
+    if let Some(task) = task {
+        scope.task = task;
+    }
+    Some(scope)
+}
+
+/// The scope of a GitLab event, or `None` when it reaches no code.
+pub fn gitlab(event: &str, payload: &Value, task: Option<Task>) -> Option<Scope> {
+    let repo = repo_name(lookup_str(payload, "project.path_with_namespace")?)?;
+    let mut scope = Scope {
+        repo,
+        project: num(payload, "project.id"),
+        change: None,
+        base: None,
+        head: None,
+        since: None,
+        run: None,
+        job: None,
+        installation: None,
+        task: Task::Triage,
+        question: None,
+    };
+    match event {
+        "merge_request" => {
+            scope.change = num(payload, "object_attributes.iid");
+            scope.head = sha(payload, "object_attributes.last_commit.id");
+            // An update that pushed commits names the previous head.
+            scope.task = match lookup_str(payload, "object_attributes.action") {
+                Some("update") if lookup(payload, "object_attributes.oldrev").is_some() => {
+                    Task::Review
+                }
+                _ => Task::FullReview,
+            };
+        }
+        "note" => {
+            scope.change = num(payload, "merge_request.iid");
+            scope.change?;
+            scope.head = sha(payload, "merge_request.last_commit.id");
+            scope.task = task?;
+        }
+        "pipeline" => {
+            scope.run = num(payload, "object_attributes.id");
+            scope.head = sha(payload, "object_attributes.sha");
+            scope.change = num(payload, "merge_request.iid");
+            scope.job = lookup(payload, "builds")
+                .and_then(Value::as_array)
+                .and_then(|builds| {
+                    builds
+                        .iter()
+                        .filter(|b| lookup_str(b, "status") == Some("failed"))
+                        .find_map(|b| num(b, "id"))
+                });
+        }
+        "build" => {
+            scope.job = num(payload, "build_id");
+            scope.run = num(payload, "pipeline_id");
+            scope.head = sha(payload, "sha");
+            scope.project = scope.project.or_else(|| num(payload, "project_id"));
+        }
+        _ => return None,
+    }
+    if let Some(task) = task {
+        scope.task = task;
+    }
+    Some(scope)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_pull_request_event_scopes_its_repository_and_shas() {
+        let p = json!({
+            "action": "synchronize",
+            "number": 7,
+            "pull_request": {"number": 7, "base": {"sha": "aaaaaaa1"}, "head": {"sha": "bbbbbbb2"}},
+            "repository": {"full_name": "octo/hello"},
+            "installation": {"id": 42},
+        });
+        let s = github("pull_request", &p, None).unwrap();
+        assert_eq!(
+            (s.repo.as_str(), s.change, s.task),
+            ("octo/hello", Some(7), Task::Review)
+        );
+        assert_eq!(s.head.as_deref(), Some("bbbbbbb2"));
+        assert_eq!(s.installation, Some(42));
+        let bad = json!({"repository": {"full_name": "../x"}, "pull_request": {"number": 1}});
+        assert_eq!(github("pull_request", &bad, None), None);
+        let not_a_sha = json!({"repository": {"full_name": "a/b"}, "pull_request": {"head": {"sha": "main; rm"}}});
+        assert_eq!(github("pull_request", &not_a_sha, None).unwrap().head, None);
+    }
+
+    #[test]
+    fn a_failed_pipeline_scopes_its_first_failed_job() {
+        let p = json!({
+            "object_kind": "pipeline",
+            "object_attributes": {"id": 31, "sha": "cccccccc"},
+            "project": {"id": 5, "path_with_namespace": "grp/app"},
+            "builds": [{"id": 1, "status": "success"}, {"id": 2, "status": "failed"}],
+        });
+        let s = gitlab("pipeline", &p, None).unwrap();
+        assert_eq!((s.project, s.run, s.job), (Some(5), Some(31), Some(2)));
+    }
+}

@@ -1,0 +1,434 @@
+//! The forge read tools of one run: `forge_diff`, `forge_file`,
+//! `forge_ci_log` and `forge_thread`. Each reads only what the run's
+//! scope names (its repository, change, SHAs, job): no argument names a
+//! repository, a ref or a job. Output is capped, paged, and fenced as
+//! untrusted data like the event's payload.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::api::Failure;
+use super::diff::{FileDiff, numbered};
+use super::{Forge, Scope, Task};
+use crate::adapters::webhook::template::Renderer;
+use crate::agent::layer::ForgeDesk;
+use crate::tools::{ToolError, arg_opt_str, arg_opt_u64, arg_str};
+
+/// Characters of diff, file or log text one call returns.
+const PAGE_CHARS: usize = 24_000;
+/// Characters of one file's patch in the all-files view.
+const FILE_CHARS: usize = 8_000;
+/// Lines of a file one call returns.
+const FILE_LINES: u64 = 400;
+/// Log lines one call returns by default, and at most.
+const LOG_LINES: u64 = 200;
+const LOG_LINES_MAX: u64 = 2000;
+/// Error lines of a log listed before its tail.
+const LOG_ERRORS: usize = 20;
+
+/// The forge tools of one run.
+pub struct Desk {
+    forge: Arc<Forge>,
+    scope: Scope,
+}
+
+impl Desk {
+    /// The tools of a run with `scope` on `forge`.
+    pub fn new(forge: Arc<Forge>, scope: Scope) -> Self {
+        Self { forge, scope }
+    }
+
+    /// The run's scope.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+}
+
+fn failed(err: Failure) -> ToolError {
+    ToolError::Failed(err.message)
+}
+
+fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(12)]
+}
+
+/// Removes ANSI escape sequences (colours, cursor moves).
+pub fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\u{1b}' {
+            out.push(c);
+            continue;
+        }
+        match chars.peek() {
+            Some('[') => {
+                chars.next();
+                // Parameters, then one final byte in @..~.
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            Some(']') => {
+                // An OSC string, ended by BEL or ESC \.
+                chars.next();
+                while let Some(c) = chars.next() {
+                    if c == '\u{7}' || (c == '\u{1b}' && chars.next_if_eq(&'\\').is_some()) {
+                        break;
+                    }
+                }
+            }
+            _ => {
+                chars.next();
+            }
+        }
+    }
+    out
+}
+
+/// A log line without GitHub's leading timestamp.
+fn untimed(line: &str) -> &str {
+    match line.split_once(' ') {
+        Some((stamp, rest))
+            if stamp.len() >= 20
+                && stamp.ends_with('Z')
+                && stamp.as_bytes().get(4) == Some(&b'-')
+                && stamp.contains('T') =>
+        {
+            rest
+        }
+        _ => line,
+    }
+}
+
+impl Desk {
+    fn need_change(&self) -> Result<u64, ToolError> {
+        self.scope
+            .change
+            .ok_or_else(|| ToolError::Failed("this run is about no pull or merge request".into()))
+    }
+
+    fn head(&self) -> Result<&str, ToolError> {
+        self.scope
+            .head
+            .as_deref()
+            .ok_or_else(|| ToolError::Failed("this run names no head commit".into()))
+    }
+
+    /// The files to show and what they are: the whole change, or what
+    /// changed since the last review when the branch only moved forward.
+    async fn files(&self) -> Result<(Vec<FileDiff>, String), ToolError> {
+        let n = self.need_change()?;
+        let host = &self.forge.host;
+        let whole = format!(
+            "Pull request #{n} in {}, base {} → head {}.",
+            self.scope.repo,
+            short(self.scope.base.as_deref().unwrap_or("?")),
+            short(self.scope.head.as_deref().unwrap_or("?"))
+        );
+        if let (Task::Review, Some(since), Some(head)) =
+            (self.scope.task, &self.scope.since, &self.scope.head)
+        {
+            let compared = host
+                .compare(&self.scope, since, head)
+                .await
+                .map_err(failed)?;
+            if compared.descends {
+                return Ok((
+                    compared.files,
+                    format!(
+                        "{whole} Incremental review: the {} commit(s) since {}, the head reviewed last time. \
+                         Only these changes are shown; review them.",
+                        compared.commits,
+                        short(since)
+                    ),
+                ));
+            }
+            let files = host.change_files(&self.scope).await.map_err(failed)?;
+            return Ok((
+                files,
+                format!(
+                    "{whole} The branch was rewritten since the last review (force-push; {} is gone \
+                     from it): this is the whole change, review all of it.",
+                    short(since)
+                ),
+            ));
+        }
+        let files = host.change_files(&self.scope).await.map_err(failed)?;
+        Ok((files, format!("{whole} The whole change.")))
+    }
+
+    async fn diff(&self, args: &Value) -> Result<String, ToolError> {
+        let (files, what) = self.files().await?;
+        let page = arg_opt_u64(args, "page")?.unwrap_or(1).max(1) as usize;
+        let mut fence = Renderer::new();
+        let mut out = format!("{what}\n{}\n", fence.tool_note());
+        let numbers = "Lines show their number in the new file; `L<n>` is a removed line's \
+                       number in the old file.";
+        if let Some(path) = arg_opt_str(args, "path") {
+            let file = files.iter().find(|f| f.path == path).ok_or_else(|| {
+                ToolError::InvalidArgs(format!("{path} is not among the changed files"))
+            })?;
+            let Some(patch) = &file.patch else {
+                return Ok(format!(
+                    "{out}{path} ({}) has no textual diff (binary or too large); forge_file reads it.",
+                    file.status
+                ));
+            };
+            let text = numbered(patch);
+            let pages = paginate(&text, PAGE_CHARS);
+            let body = pages.get(page - 1).ok_or_else(|| {
+                ToolError::InvalidArgs(format!("{path} has {} page(s)", pages.len()))
+            })?;
+            out.push_str(&format!("{numbers}\n{}", fence.fence_all(path, body)));
+            if page < pages.len() {
+                out.push_str(&format!(
+                    "\nPage {page} of {}: call forge_diff with path and page={} for more.",
+                    pages.len(),
+                    page + 1
+                ));
+            }
+            return Ok(out);
+        }
+        out.push_str(&format!("Files ({}):\n", files.len()));
+        for f in &files {
+            let renamed = f
+                .old_path
+                .as_deref()
+                .map(|o| format!(" from {o}"))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "- {} ({}{renamed}, +{} −{})\n",
+                f.path, f.status, f.additions, f.deletions
+            ));
+        }
+        // Whole files per page, each clipped to its share.
+        let mut pages: Vec<String> = vec![String::new()];
+        for f in &files {
+            let Some(patch) = &f.patch else { continue };
+            let mut text = numbered(patch);
+            if text.chars().count() > FILE_CHARS {
+                text = format!(
+                    "{}\n(cut: forge_diff with path={:?} shows it whole)",
+                    crate::render::clip(&text, FILE_CHARS),
+                    f.path
+                );
+            }
+            let piece = format!("### {}\n{text}\n", f.path);
+            let last = pages.last_mut().expect("one page at least");
+            if !last.is_empty() && last.len() + piece.len() > PAGE_CHARS {
+                pages.push(piece);
+            } else {
+                last.push_str(&piece);
+            }
+        }
+        let body = pages.get(page - 1).ok_or_else(|| {
+            ToolError::InvalidArgs(format!("the diff has {} page(s)", pages.len()))
+        })?;
+        if !body.is_empty() {
+            out.push_str(&format!("{numbers}\n{}", fence.fence_all("diff", body)));
+        }
+        if page < pages.len() {
+            out.push_str(&format!(
+                "\nPage {page} of {}: call forge_diff with page={} for more files.",
+                pages.len(),
+                page + 1
+            ));
+        }
+        Ok(out)
+    }
+
+    async fn file(&self, args: &Value) -> Result<String, ToolError> {
+        let path = arg_str(args, "path")?.trim_start_matches('/');
+        if path.is_empty() || path.split('/').any(|p| p == ".." || p.is_empty()) {
+            return Err(ToolError::InvalidArgs(format!(
+                "{path:?} is not a file path"
+            )));
+        }
+        let (which, sha) = match arg_opt_str(args, "version").unwrap_or("head") {
+            "head" => ("head", self.head()?),
+            "base" => (
+                "base",
+                self.scope
+                    .base
+                    .as_deref()
+                    .ok_or_else(|| ToolError::Failed("this run names no base commit".into()))?,
+            ),
+            other => {
+                return Err(ToolError::InvalidArgs(format!(
+                    "version {other:?} is not head or base"
+                )));
+            }
+        };
+        let text = self
+            .forge
+            .host
+            .file(&self.scope, path, sha)
+            .await
+            .map_err(failed)?;
+        let total = text.lines().count() as u64;
+        let start = arg_opt_u64(args, "start_line")?.unwrap_or(1).max(1);
+        let end = arg_opt_u64(args, "end_line")?
+            .unwrap_or(start + FILE_LINES - 1)
+            .min(start + FILE_LINES - 1)
+            .min(total);
+        if start > total.max(1) {
+            return Err(ToolError::InvalidArgs(format!("{path} has {total} lines")));
+        }
+        let mut body = String::new();
+        for (i, line) in text.lines().enumerate() {
+            let n = i as u64 + 1;
+            if n < start {
+                continue;
+            }
+            if n > end || body.len() > PAGE_CHARS {
+                break;
+            }
+            body.push_str(&format!("{n:>6} | {line}\n"));
+        }
+        let mut fence = Renderer::new();
+        let mut out = format!(
+            "{path} at the {which} ({}), lines {start}–{end} of {total}.\n{}\n{}",
+            short(sha),
+            fence.tool_note(),
+            fence.fence_all(path, &body)
+        );
+        if end < total {
+            out.push_str(&format!("\nMore: start_line={}.", end + 1));
+        }
+        Ok(out)
+    }
+
+    async fn ci_log(&self, args: &Value) -> Result<String, ToolError> {
+        let host = &self.forge.host;
+        let (job, name) = match self.scope.job {
+            Some(job) => (job, format!("job {job}")),
+            None => host
+                .failed_job(&self.scope)
+                .await
+                .map_err(failed)?
+                .map(|(id, name)| (id, format!("job {id} ({name})")))
+                .ok_or_else(|| ToolError::Failed("this run names no failed CI job".into()))?,
+        };
+        let raw = host.job_log(&self.scope, job).await.map_err(failed)?;
+        let clean = strip_ansi(&raw);
+        let lines: Vec<&str> = clean.lines().map(untimed).collect();
+        let count = arg_opt_u64(args, "lines")?
+            .unwrap_or(LOG_LINES)
+            .clamp(1, LOG_LINES_MAX) as usize;
+        let skip = arg_opt_u64(args, "skip_from_end")?.unwrap_or(0) as usize;
+        let end = lines.len().saturating_sub(skip);
+        let start = end.saturating_sub(count);
+        let mut tail = lines[start..end].join("\n");
+        if tail.len() > PAGE_CHARS {
+            let cut = tail.len() - PAGE_CHARS;
+            let cut = (cut..tail.len())
+                .find(|i| tail.is_char_boundary(*i))
+                .unwrap_or(tail.len());
+            tail = tail[cut..].to_string();
+        }
+        let errors: Vec<String> = lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| {
+                l.contains("##[error]") || l.starts_with("ERROR") || l.contains("error:")
+            })
+            .take(LOG_ERRORS)
+            .map(|(i, l)| format!("{:>6} | {}", i + 1, crate::render::clip(l, 300)))
+            .collect();
+        let mut fence = Renderer::new();
+        let mut out = format!(
+            "Log of {name}: {} lines; lines {}–{end} shown (the tail first). Masked secrets stay masked.\n{}\n",
+            lines.len(),
+            start + 1,
+            fence.tool_note()
+        );
+        if !errors.is_empty() {
+            out.push_str(&fence.fence_all("error lines", &errors.join("\n")));
+            out.push('\n');
+        }
+        out.push_str(&fence.fence_all("log tail", &tail));
+        if start > 0 {
+            out.push_str(&format!(
+                "\nEarlier lines: skip_from_end={}.",
+                lines.len() - start
+            ));
+        }
+        Ok(out)
+    }
+
+    async fn thread(&self) -> Result<String, ToolError> {
+        self.need_change()?;
+        let comments = self.forge.host.thread(&self.scope).await.map_err(failed)?;
+        if comments.is_empty() {
+            return Ok("No comments yet.".into());
+        }
+        let mut body = String::new();
+        // The latest comments matter most: keep them when it is long.
+        for (who, place, text) in comments.iter().rev() {
+            let entry = format!("@{who} ({place}):\n{}\n\n", crate::render::clip(text, 2000));
+            if body.len() + entry.len() > PAGE_CHARS {
+                break;
+            }
+            body.insert_str(0, &entry);
+        }
+        let mut fence = Renderer::new();
+        Ok(format!(
+            "{} comment(s) on the change, oldest first.\n{}\n{}",
+            comments.len(),
+            fence.tool_note(),
+            fence.fence_all("comments", body.trim_end())
+        ))
+    }
+}
+
+/// `text` in pieces of at most `max` bytes, cut at line ends.
+fn paginate(text: &str, max: usize) -> Vec<String> {
+    let mut pages = vec![String::new()];
+    for line in text.lines() {
+        let last = pages.last_mut().expect("one page at least");
+        if !last.is_empty() && last.len() + line.len() + 1 > max {
+            pages.push(String::new());
+        }
+        let last = pages.last_mut().expect("one page at least");
+        last.push_str(&crate::render::clip(line, max));
+        last.push('\n');
+    }
+    pages
+}
+
+#[async_trait]
+impl ForgeDesk for Desk {
+    async fn call(&self, tool: &str, args: &Value) -> Result<String, ToolError> {
+        match tool {
+            "forge_diff" => self.diff(args).await,
+            "forge_file" => self.file(args).await,
+            "forge_ci_log" => self.ci_log(args).await,
+            "forge_thread" => self.thread().await,
+            other => Err(ToolError::Failed(format!("{other} is not a forge tool"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colours_and_timestamps_leave_the_log() {
+        let line =
+            "2026-12-01T09:00:00.1234567Z \u{1b}[31merror\u{1b}[0m: \u{1b}]8;;http://x\u{7}link";
+        assert_eq!(untimed(&strip_ansi(line)), "error: link");
+        assert_eq!(untimed("plain line"), "plain line");
+    }
+
+    #[test]
+    fn pages_cut_at_line_ends() {
+        let text = "aaaa\nbbbb\ncccc\n";
+        assert_eq!(paginate(text, 10), vec!["aaaa\nbbbb\n", "cccc\n"]);
+    }
+}
