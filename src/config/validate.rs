@@ -692,6 +692,9 @@ impl Validator<'_> {
             {
                 self.push(key("deliver"), "kind = \"chat\" needs platform and chat");
             }
+            if let Some(forge) = &route.forge {
+                self.forge(&key, route, forge, c.webhook.enabled);
+            }
             if !c.webhook.enabled {
                 continue;
             }
@@ -714,6 +717,59 @@ impl Validator<'_> {
                     "deliver.kind = \"github_comment\"",
                 );
             }
+        }
+    }
+
+    fn forge(
+        &mut self,
+        key: &dyn Fn(&str) -> String,
+        route: &crate::config::WebhookRoute,
+        forge: &crate::config::ForgeConfig,
+        enabled: bool,
+    ) {
+        if route.scheme != SignatureScheme::Github {
+            self.push(
+                key("forge"),
+                "forge reviews are available for scheme = \"github\"",
+            );
+        }
+        if let Some(url) = &forge.api_url {
+            self.url(&key("forge.api_url"), url);
+        }
+        if forge.max_inline_comments == 0 || forge.max_inline_comments > 100 {
+            self.push(key("forge.max_inline_comments"), "must be 1 to 100");
+        }
+        if !forge.commands_from.is_empty() && route.bot_login.is_none() {
+            self.push(
+                key("bot_login"),
+                "forge.commands_from needs the bot's login (commands are `@<bot_login> review`, …)",
+            );
+        }
+        match (forge.app_id, &forge.private_key_file) {
+            (Some(_), Some(file)) => {
+                if let Err(err) = std::fs::read(file)
+                    .map_err(|e| e.to_string())
+                    .and_then(|pem| crate::forge::auth::read_key(&pem).map(|_| ()))
+                {
+                    self.push(
+                        key("forge.private_key_file"),
+                        format!("{}: {err}", file.display()),
+                    );
+                }
+            }
+            (Some(_), None) => self.push(
+                key("forge.private_key_file"),
+                "a GitHub App (forge.app_id) needs its private key",
+            ),
+            (None, Some(_)) => self.push(
+                key("forge.app_id"),
+                "forge.private_key_file needs the App's id",
+            ),
+            (None, None) if enabled => {
+                let var = forge.token_env.as_deref().unwrap_or("GITHUB_TOKEN");
+                self.secret(&key("forge.token_env"), var, "the route has a forge");
+            }
+            (None, None) => {}
         }
     }
 

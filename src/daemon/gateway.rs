@@ -38,6 +38,8 @@ pub struct Gateway {
     pub tasks: TaskTracker,
     /// Where the operator console listens, when `[console]` enables it.
     pub console: Option<std::net::SocketAddr>,
+    /// The webhook routes' forges (reviews, CI triage).
+    pub forges: Arc<crate::forge::Forges>,
 }
 
 impl Gateway {

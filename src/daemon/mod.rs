@@ -55,6 +55,9 @@ pub enum DaemonError {
     /// The operator console could not start.
     #[error("console: {0}")]
     Console(String),
+    /// A webhook route's forge credentials could not be read.
+    #[error("{0}")]
+    Forge(String),
     /// The HTTP server stopped on its own.
     #[error("http server failed: {0}")]
     Serve(String),
@@ -257,6 +260,15 @@ impl Daemon {
             config.approvals.mode,
             Some(deps.auxiliary.clone()),
         );
+        let forges = Arc::new(
+            crate::forge::Forges::from_config(
+                &config,
+                &env,
+                &store,
+                &crate::http::client::client(),
+            )
+            .map_err(DaemonError::Forge)?,
+        );
         let sessions = SessionManager::new(
             config.clone(),
             deps,
@@ -266,7 +278,8 @@ impl Daemon {
         )
         .with_broker(broker.clone())
         .with_cluster(cluster.clone())
-        .with_transcriber(Transcriber::from_config(&config.transcription, &env));
+        .with_transcriber(Transcriber::from_config(&config.transcription, &env))
+        .with_forges(forges.clone());
         // The operator console's own listener, bound before anything is
         // served so that a taken port stops the start.
         let console = if config.console.enabled {
@@ -304,6 +317,7 @@ impl Daemon {
             cluster: cluster.clone(),
             tasks: tracker.clone(),
             console: console_addr,
+            forges,
         };
         if let Some((listener, token)) = console {
             tracing::info!(console.listen = ?console_addr, "operator console listening");

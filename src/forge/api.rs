@@ -143,10 +143,10 @@ pub fn rate_limit_wait(
         // GitLab's `ratelimit-reset` is a Unix time as well.
         header_secs(headers, "ratelimit-reset")
     });
-    if exhausted || status == StatusCode::TOO_MANY_REQUESTS {
-        if let Some(reset) = reset {
-            return Some(Duration::from_secs(reset.saturating_sub(now_secs).max(1)));
-        }
+    if (exhausted || status == StatusCode::TOO_MANY_REQUESTS)
+        && let Some(reset) = reset
+    {
+        return Some(Duration::from_secs(reset.saturating_sub(now_secs).max(1)));
     }
     if status == StatusCode::TOO_MANY_REQUESTS
         || body.to_ascii_lowercase().contains("secondary rate limit")

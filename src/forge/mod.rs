@@ -162,6 +162,15 @@ impl Forges {
             }
         };
         let scope = forge.settle(scope, &entity).await;
+        // The answer is published against what the run read.
+        let json = serde_json::to_string(&scope).unwrap_or_default();
+        if let Err(err) = forge
+            .store
+            .forge_event_put(&event.event_id, &forge.route, &entity, &json)
+            .await
+        {
+            tracing::warn!(route = %forge.route, error = %err, "settled forge scope not stored");
+        }
         if scope.task.reviews() {
             forge.begin(&event.event_id, &entity, &scope).await;
         }

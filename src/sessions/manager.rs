@@ -153,6 +153,8 @@ pub(super) struct Inner {
     pub(super) throttle: super::throttle::Throttle,
     /// Where voice notes are heard (unset: they are not).
     pub(super) transcriber: std::sync::OnceLock<crate::transcription::Transcriber>,
+    /// The webhook routes' forges, whose tools their runs read.
+    pub(super) forges: std::sync::OnceLock<Arc<crate::forge::Forges>>,
     /// Wakes the scheduler when a chat makes or resumes a job.
     pub(super) cron_wake: Arc<tokio::sync::Notify>,
     /// Sessions lately found owned by another replica, until when.
@@ -233,6 +235,7 @@ impl SessionManager {
                 cluster: std::sync::OnceLock::new(),
                 relay: std::sync::OnceLock::new(),
                 transcriber: std::sync::OnceLock::new(),
+                forges: std::sync::OnceLock::new(),
                 throttle,
                 cron_wake: Arc::new(tokio::sync::Notify::new()),
                 elsewhere: Mutex::new(HashMap::new()),
@@ -268,6 +271,13 @@ impl SessionManager {
         if let Some(transcriber) = transcriber {
             let _ = self.inner.transcriber.set(transcriber);
         }
+        self
+    }
+
+    /// Gives webhook runs on routes with a forge its read tools (the
+    /// first set given stays).
+    pub fn with_forges(self, forges: Arc<crate::forge::Forges>) -> Self {
+        let _ = self.inner.forges.set(forges);
         self
     }
 

@@ -686,6 +686,11 @@ async fn answer(
         let Some((conv, last_active)) = conversation.as_mut() else {
             return Answered::Unopened;
         };
+        let forge = match inner.forges.get() {
+            Some(forges) => forges.desk(event).await,
+            None => None,
+        };
+        conv.set_forge(forge.map(|d| d as Arc<dyn crate::agent::layer::ForgeDesk>));
         let token = state.start_turn();
         let turn = {
             let span =

@@ -219,6 +219,27 @@ impl InternalEvent for WebhookAnswered<'_> {
     }
 }
 
+/// A comment command on a forge route was not carried out: its author
+/// may not give commands.
+pub struct ForgeCommandIgnored<'a> {
+    /// The route.
+    pub route: &'a str,
+    /// Who wrote it.
+    pub login: &'a str,
+}
+
+impl InternalEvent for ForgeCommandIgnored<'_> {
+    fn emit(self) {
+        tracing::info!(
+            route = self.route,
+            login = self.login,
+            "forge command from a login not allowed; ignored"
+        );
+        metrics::counter!("switchboard_forge_commands_ignored_total", "route" => self.route.to_string())
+            .increment(1);
+    }
+}
+
 /// A webhook run's answer reached its target, or finally did not.
 pub struct Delivered {
     /// Whether it arrived.

@@ -8,6 +8,7 @@
 
 pub mod deliver;
 pub mod events;
+pub mod review;
 pub mod template;
 pub mod verify;
 
@@ -59,7 +60,17 @@ pub fn profile(config: &Config) -> Profile {
         toolsets: vec![crate::tools::toolsets::preset_name(ID)],
         chat_toolsets: routes
             .iter()
-            .filter_map(|r| Some((r.name.clone(), r.toolsets.clone()?)))
+            .filter_map(|r| {
+                let toolsets = match (&r.toolsets, &r.forge) {
+                    (Some(named), _) => named.clone(),
+                    // A route with a forge reads it; nothing else changes.
+                    (None, Some(_)) => {
+                        vec![crate::tools::toolsets::preset_name(ID), "forge".to_string()]
+                    }
+                    (None, None) => return None,
+                };
+                Some((r.name.clone(), toolsets))
+            })
             .collect(),
         preset: Preset {
             description: "Webhook runs: untrusted input, read-only tools",
@@ -90,6 +101,7 @@ struct RouteState {
 /// One route's answers and approval prompts.
 struct Routes {
     deliverers: HashMap<String, (WebhookRoute, Deliverer)>,
+    forges: Arc<crate::forge::Forges>,
 }
 
 impl Routes {
@@ -131,7 +143,10 @@ pub fn router(gateway: &Gateway) -> axum::Router<AppState> {
         deliverers.insert(route.name.clone(), (route.clone(), deliverer));
         tracing::info!(route = %route.name, path = %route.path, scheme = ?route.scheme, "webhook route mounted");
     }
-    let routes = Arc::new(Routes { deliverers });
+    let routes = Arc::new(Routes {
+        deliverers,
+        forges: gateway.forges.clone(),
+    });
     gateway.platforms.attach(ID, routes);
     let broker = gateway.broker.clone();
     gateway
@@ -211,6 +226,12 @@ async fn receive(
             prompt,
             sender,
         } => {
+            let event_id = format!("{}:{delivery}", route.name);
+            let prompt =
+                match forge_intake(&state, (&event, &event_id, &entity), prompt, &payload).await {
+                    Ok(prompt) => prompt,
+                    Err(answered) => return answered,
+                };
             let inbound = InboundEvent {
                 platform: ID.into(),
                 kind: ChatKind::Group,
@@ -220,8 +241,9 @@ async fn receive(
                 user_name: sender,
                 roles: Vec::new(),
                 text: prompt,
-                event_id: format!("{}:{delivery}", route.name),
-                message_id: None,
+                // A forge route's answer finds its event's scope by it.
+                message_id: route.forge.is_some().then(|| event_id.clone()),
+                event_id,
                 mentioned: true,
                 from_bot: false,
                 in_thread: false,
@@ -242,6 +264,43 @@ async fn receive(
         outcome: label,
     });
     outcome
+}
+
+/// The prompt of an event on a route with a forge (its scope stored), or
+/// the answer when it does not run.
+async fn forge_intake(
+    state: &RouteState,
+    ids: (&str, &str, &str),
+    prompt: String,
+    payload: &Value,
+) -> Result<String, Response> {
+    let route = &state.route;
+    if route.forge.is_none() {
+        return Ok(prompt);
+    }
+    let done = |status: &str, reason: &str| {
+        internal::emit(internal::WebhookAnswered {
+            route: &route.name,
+            outcome: "acknowledged",
+        });
+        answer(
+            StatusCode::OK,
+            json!({ "status": status, "reason": reason }),
+        )
+    };
+    match review::intake(&state.gateway.store, route, ids, prompt, payload).await {
+        Ok(review::Intake::Run(prompt)) => Ok(prompt),
+        Ok(review::Intake::Done(reason)) => Err(done("done", reason)),
+        Ok(review::Intake::Skip(reason)) => Err(done("ignored", reason)),
+        Err(err) => {
+            tracing::error!(route = %route.name, error = %err, "webhook event could not be stored");
+            Err(retry_after(
+                StatusCode::SERVICE_UNAVAILABLE,
+                BUSY_RETRY_SECS,
+                json!({ "error": "the event could not be stored; retry later" }),
+            ))
+        }
+    }
 }
 
 /// The JSON payload: the body itself, or its `payload` field when the
@@ -410,13 +469,19 @@ impl Platform for Routes {
     async fn send(
         &self,
         to: &ChatRef,
-        _reply_to: Option<&str>,
+        reply_to: Option<&str>,
         text: &str,
     ) -> Result<String, PlatformError> {
+        let entity = to.thread.as_deref().unwrap_or_default();
+        // A forge route's run answers on the forge, as its event's scope
+        // (found by the event id it replies to) says.
+        if let (Some(forge), Some(event_id)) = (self.forges.get(&to.chat), reply_to) {
+            forge.publish(event_id, entity, text).await?;
+            return Ok(String::new());
+        }
         let (_, deliverer) = self
             .get(&to.chat)
             .ok_or_else(|| PlatformError::NotFound(format!("webhook route {}", to.chat)))?;
-        let entity = to.thread.as_deref().unwrap_or_default();
         deliverer.deliver(entity, text).await?;
         Ok(String::new())
     }

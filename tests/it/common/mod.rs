@@ -7,6 +7,7 @@ pub mod browser;
 pub mod cut_proxy;
 pub mod discord_harness;
 pub mod fake_discord;
+pub mod fake_forge;
 pub mod fake_github;
 pub mod fake_llm;
 pub mod fake_port;

@@ -6,6 +6,7 @@
 
 use crate::common;
 
+mod review;
 mod security;
 
 use std::time::Duration;
@@ -87,10 +88,15 @@ fn github_route(api: &str) -> WebhookRoute {
 }
 
 async fn start(llm: &FakeLlm, gh: &FakeGithub, tweak: impl FnOnce(&mut Config)) -> Running {
+    start_at(llm, &gh.url, tweak).await
+}
+
+/// The daemon with one GitHub route whose API is at `api`.
+async fn start_at(llm: &FakeLlm, api: &str, tweak: impl FnOnce(&mut Config)) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let mut config = daemon_config(dir.path(), &llm.url);
     config.webhook.enabled = true;
-    config.webhook.routes = vec![github_route(&gh.url)];
+    config.webhook.routes = vec![github_route(api)];
     tweak(&mut config);
     let env = Env::from_pairs([
         ("GITHUB_WEBHOOK_SECRET", SECRET),

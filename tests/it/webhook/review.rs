@@ -1,0 +1,301 @@
+//! Pull-request reviews on a route with a forge, against the fake GitHub:
+//! a GitHub App's installation token, the forge tools reading the diff
+//! with line numbers, a review with comments on the right lines, the
+//! summary comment, the check run; a push reviewed incrementally with no
+//! comment repeated; a force-push reviewed whole with the outdated thread
+//! resolved.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use switchboard::config::{BlockingConclusion, ForgeConfig};
+
+use super::{Running, bytes, fixture, start_at};
+use crate::common::fake_forge::{FakeForge, Pull};
+use crate::common::fake_llm::{FakeLlm, Reply, calls, text};
+use crate::common::tool_names;
+
+const BASE: &str = "9049f1265b7d61be4a8904a9a27120d2064dab3b";
+const HEAD1: &str = "6dcb09b5b57875f334f61aebed695e2e4193db5e";
+const HEAD2: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2";
+const HEAD3: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb3";
+
+const LIB_PATCH: &str = "@@ -1,3 +1,4 @@\n pub fn add(a: u32, b: u32) -> u32 {\n-    a + b\n+    let sum = a + b;\n+    sum\n }";
+const NEW_PATCH: &str = "@@ -0,0 +1,2 @@\n+pub fn zero() -> u32 {\n+    0 }";
+const FIXED_PATCH: &str = "@@ -1,3 +1,3 @@\n pub fn add(a: u32, b: u32) -> u32 {\n-    a + b\n+    a.checked_add(b).unwrap()\n }";
+
+fn file(name: &str, status: &str, patch: &str) -> Value {
+    json!({"filename": name, "status": status, "additions": 2, "deletions": 1, "changes": 3, "patch": patch})
+}
+
+fn review_answer(summary: &str, findings: Value) -> Reply {
+    Reply::Json(text(&format!("{summary}\n\n```findings\n{findings}\n```")))
+}
+
+fn forge_route(
+    forge: &FakeForge,
+    key: &std::path::Path,
+) -> impl FnOnce(&mut switchboard::config::Config) {
+    let url = forge.url.clone();
+    let key = key.to_path_buf();
+    move |config| {
+        config.webhook.routes[0].forge = Some(ForgeConfig {
+            api_url: Some(url),
+            app_id: Some(4242),
+            private_key_file: Some(key),
+            installation_id: Some(77),
+            blocking_conclusion: BlockingConclusion::Failure,
+            ..ForgeConfig::default()
+        });
+    }
+}
+
+async fn wait_for(what: &str, check: impl Fn() -> bool) {
+    for _ in 0..400 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("waited in vain for {what}");
+}
+
+/// The text of the result the model got back for its tool call.
+fn tool_result(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or("").to_string())
+        .unwrap_or_default()
+}
+
+async fn push(d: &Running, delivery: &str, head: &str) {
+    let mut sync = fixture("pull_request.opened");
+    sync["action"] = json!("synchronize");
+    sync["pull_request"]["head"]["sha"] = json!(head);
+    assert_eq!(
+        d.github("pull_request", delivery, &bytes(&sync))
+            .await
+            .status(),
+        202
+    );
+}
+
+#[tokio::test]
+async fn a_pull_request_is_reviewed_on_its_lines_then_pushes_are_reviewed_incrementally() {
+    let forge = FakeForge::start().await;
+    forge.set_pull(
+        7,
+        Pull {
+            base: BASE.into(),
+            head: HEAD1.into(),
+            files: vec![file("src/lib.rs", "modified", LIB_PATCH)],
+        },
+    );
+    let overflow = json!({"path": "src/lib.rs", "line": 2, "side": "RIGHT", "severity": "blocking",
+                          "body": "`a + b` overflows: use checked_add."});
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
+        review_answer(
+            "Adds a temporary for the sum.",
+            json!([overflow, {"path": "src/lib.rs", "line": 40, "severity": "note", "body": "Line outside the diff."}]),
+        ),
+        Reply::Json(calls(&[("c2", "forge_diff", "{}")])),
+        review_answer(
+            "Adds zero().",
+            json!([overflow, {"path": "src/new.rs", "line": 1, "severity": "warning", "body": "Document zero()."}]),
+        ),
+        Reply::Json(calls(&[("c3", "forge_diff", "{}")])),
+        review_answer("The overflow is fixed.", json!([])),
+    ])
+    .await;
+    let key = std::path::Path::new("tests/data/github/app-test-key.pem")
+        .canonicalize()
+        .unwrap();
+    let d = start_at(&llm, &forge.url, forge_route(&forge, &key)).await;
+
+    // 1. Opened: the whole change is reviewed.
+    let opened = bytes(&fixture("pull_request.opened"));
+    assert_eq!(d.github("pull_request", "f-1", &opened).await.status(), 202);
+    wait_for("the first check to complete", || {
+        forge
+            .checks()
+            .first()
+            .is_some_and(|c| c["status"] == "completed")
+    })
+    .await;
+    let requests = llm.requests();
+    let mut tools = tool_names(&requests[0]);
+    tools.sort();
+    assert_eq!(
+        tools,
+        [
+            "clarify",
+            "forge_ci_log",
+            "forge_diff",
+            "forge_file",
+            "forge_thread",
+            "web_extract"
+        ],
+        "the webhook preset and the forge tools, nothing that runs or writes"
+    );
+    let diff = tool_result(&requests[1]);
+    assert!(diff.contains("The whole change."), "{diff}");
+    assert!(diff.contains("+      2 |     let sum = a + b;"), "{diff}");
+    assert!(diff.contains("-     L2 |     a + b"), "{diff}");
+    assert!(
+        diff.contains("<untrusted-data id="),
+        "fenced as data: {diff}"
+    );
+
+    // The App's token, for installation 77.
+    let seen = forge.seen();
+    let token = seen
+        .iter()
+        .find(|s| s.path == "/app/installations/77/access_tokens")
+        .unwrap();
+    assert_eq!(token.auth.matches('.').count(), 2, "a JWT: {}", token.auth);
+    assert!(
+        seen.iter()
+            .filter(|s| s.path.starts_with("/repos/"))
+            .all(|s| s.auth == "Bearer ghs_installation_77")
+    );
+    // The check opened before the review was written.
+    let opened_at = seen
+        .iter()
+        .position(|s| s.path.ends_with("/check-runs"))
+        .unwrap();
+    let reviewed_at = seen
+        .iter()
+        .position(|s| s.path.ends_with("/pulls/7/reviews") && s.method == "POST")
+        .unwrap();
+    assert!(opened_at < reviewed_at);
+    assert_eq!(seen[opened_at].body["status"], "in_progress");
+    assert_eq!(seen[opened_at].body["head_sha"], HEAD1);
+
+    let reviews = forge.reviews();
+    assert_eq!(reviews.len(), 1);
+    assert_eq!(reviews[0]["commit_id"], HEAD1);
+    let comments = forge.review_comments();
+    assert_eq!(comments.len(), 1, "only the finding on a diff line");
+    assert_eq!(
+        (
+            comments[0]["path"].as_str(),
+            comments[0]["line"].as_u64(),
+            comments[0]["side"].as_str()
+        ),
+        (Some("src/lib.rs"), Some(2), Some("RIGHT"))
+    );
+    assert!(
+        comments[0]["body"]
+            .as_str()
+            .unwrap()
+            .contains("checked_add")
+    );
+    let summary = forge.issue_comments();
+    assert_eq!(summary.len(), 1);
+    let text = summary[0]["body"].as_str().unwrap();
+    assert!(text.contains("Adds a temporary"), "{text}");
+    assert!(
+        text.contains("`src/lib.rs:40` (note): Line outside the diff."),
+        "{text}"
+    );
+    let check = &forge.checks()[0];
+    assert_eq!(
+        check["conclusion"], "failure",
+        "a blocking finding fails the gate"
+    );
+    assert_eq!(check["name"], "switchboard/review");
+    assert_eq!(check["output"]["annotations"].as_array().unwrap().len(), 2);
+
+    // 2. A push that adds a commit: only the new commit is shown, and the
+    // finding already made is not posted again.
+    forge.set_pull(
+        7,
+        Pull {
+            base: BASE.into(),
+            head: HEAD2.into(),
+            files: vec![
+                file("src/lib.rs", "modified", LIB_PATCH),
+                file("src/new.rs", "added", NEW_PATCH),
+            ],
+        },
+    );
+    forge.set_compare(
+        HEAD1,
+        HEAD2,
+        "ahead",
+        vec![file("src/new.rs", "added", NEW_PATCH)],
+        1,
+    );
+    push(&d, "f-2", HEAD2).await;
+    wait_for("the second check to complete", || {
+        forge
+            .checks()
+            .get(1)
+            .is_some_and(|c| c["status"] == "completed")
+    })
+    .await;
+    let diff = tool_result(&llm.requests()[3]);
+    assert!(
+        diff.contains("Incremental review: the 1 commit(s) since 6dcb09b5b578"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("src/new.rs") && !diff.contains("let sum"),
+        "{diff}"
+    );
+    let comments = forge.review_comments();
+    assert_eq!(comments.len(), 2, "one new comment, none repeated");
+    assert_eq!(comments[1]["path"], "src/new.rs");
+    assert_eq!(forge.reviews()[1]["commit_id"], HEAD2);
+    let summary = forge.issue_comments();
+    assert_eq!(summary.len(), 1, "the summary is edited in place");
+    let text = summary[0]["body"].as_str().unwrap();
+    assert!(
+        text.contains("Adds zero()") && text.contains("1 finding(s) already commented"),
+        "{text}"
+    );
+    assert!(forge.resolved().is_empty(), "nothing outdated yet");
+
+    // 3. A force-push: the last reviewed head is gone, so the whole
+    // change is reviewed; the thread on the rewritten line is resolved.
+    forge.set_pull(
+        7,
+        Pull {
+            base: BASE.into(),
+            head: HEAD3.into(),
+            files: vec![
+                file("src/lib.rs", "modified", FIXED_PATCH),
+                file("src/new.rs", "added", NEW_PATCH),
+            ],
+        },
+    );
+    forge.set_compare(HEAD2, HEAD3, "diverged", Vec::new(), 1);
+    push(&d, "f-3", HEAD3).await;
+    wait_for("the third check to complete", || {
+        forge
+            .checks()
+            .get(2)
+            .is_some_and(|c| c["status"] == "completed")
+    })
+    .await;
+    let diff = tool_result(&llm.requests()[5]);
+    assert!(diff.contains("force-push"), "{diff}");
+    assert!(diff.contains("checked_add(b)"), "{diff}");
+    assert_eq!(forge.reviews().len(), 2, "no new finding, no new review");
+    let first_comment = comments[0]["id"].as_u64().unwrap();
+    assert_eq!(forge.resolved(), vec![format!("PRRT_{first_comment}")]);
+    assert_eq!(forge.checks()[2]["conclusion"], "success");
+    let (reviewed, _) = d
+        .gateway
+        .store
+        .forge_change("github", "github:octo-org/hello-world:pr:7")
+        .await
+        .unwrap();
+    assert_eq!(reviewed.as_deref(), Some(HEAD3));
+    d.shutdown().await;
+}
