@@ -57,7 +57,9 @@ impl Forge {
     }
 
     /// Runs `write` as output `key` unless it was posted already; records
-    /// how it went; the forge's id for it.
+    /// how it went; the forge's id for it. `write` is told the id known
+    /// from an earlier attempt, and whether there was one (a write whose
+    /// answer a crash lost is then looked for by its marker first).
     async fn output<F, Fut>(
         &self,
         key: &str,
@@ -66,7 +68,7 @@ impl Forge {
         write: F,
     ) -> Result<String, PlatformError>
     where
-        F: FnOnce(Option<String>) -> Fut,
+        F: FnOnce(Option<String>, bool) -> Fut,
         Fut: Future<Output = Result<(String, &'static str), Failure>>,
     {
         let known = self.store.forge_output(key).await.map_err(store_failure)?;
@@ -76,8 +78,15 @@ impl Forge {
         {
             return Ok(done.remote_id.clone().unwrap_or_default());
         }
+        let tried = known.is_some();
+        if !tried {
+            self.store
+                .forge_output_intent(key, (&self.route, entity, kind))
+                .await
+                .map_err(store_failure)?;
+        }
         let remote = known.and_then(|o| o.remote_id);
-        match write(remote).await {
+        match write(remote, tried).await {
             Ok((id, status)) => {
                 self.record(
                     key,
@@ -128,7 +137,7 @@ impl Forge {
         let host = self.host.clone();
         let scope = scope.clone();
         let opened = self
-            .output(&key, entity, "check", |existing| async move {
+            .output(&key, entity, "check", |existing, _| async move {
                 if existing.is_some() {
                     // Opened before a restart; it concludes at the end.
                     return Ok((existing.unwrap_or_default(), "pending"));
@@ -165,9 +174,10 @@ impl Forge {
         let body = format!("{}\n\n{}", crate::render::clip(text, 60_000), marker(&key));
         let host = self.host.clone();
         let mark = marker(&key);
-        self.output(&key, entity, "comment", |_| async move {
+        self.output(&key, entity, "comment", |_, tried| async move {
             // A comment a crash left unconfirmed is found by its marker.
-            if let Ok(thread) = host.thread(&scope).await
+            if tried
+                && let Ok(thread) = host.thread(&scope).await
                 && thread.iter().any(|(_, _, b)| b.contains(&mark))
             {
                 return Ok((String::new(), "posted"));
@@ -261,9 +271,10 @@ impl Forge {
             let host = self.host.clone();
             let (scope2, head2, key2) = (scope.clone(), head.clone(), key.clone());
             let review_id = self
-                .output(&key, entity, "review", |existing| async move {
+                .output(&key, entity, "review", |existing, tried| async move {
                     // Posted before a crash cut the record short?
-                    if existing.is_none()
+                    if tried
+                        && existing.is_none()
                         && let Some(id) = host.find_review(&scope2, &marker(&key2)).await?
                     {
                         return Ok((id, "posted"));
@@ -344,7 +355,7 @@ impl Forge {
         let host = self.host.clone();
         let scope2 = scope.clone();
         let id = self
-            .output(&summary_key, entity, "summary", |_| async move {
+            .output(&summary_key, entity, "summary", |_, _| async move {
                 let status = if existing.is_some() {
                     "updated"
                 } else {
@@ -361,7 +372,12 @@ impl Forge {
                 .map_err(store_failure)?;
         }
 
-        // 4. The gate.
+        self.store
+            .forge_reviewed(&self.route, entity, &head)
+            .await
+            .map_err(store_failure)?;
+
+        // 4. The gate, last: once it completes, the review is whole.
         if self.config.check_run {
             let conclusion = match (self.config.blocking_conclusion, blocking) {
                 (BlockingConclusion::Neutral, _) => "neutral",
@@ -386,7 +402,7 @@ impl Forge {
             let (scope2, head2) = (scope.clone(), head.clone());
             // The opening record is pending; its conclusion completes it.
             let done = format!("{key}:done");
-            self.output(&done, entity, "check", |_| async move {
+            self.output(&done, entity, "check", |_, _| async move {
                 let id = host
                     .check(&scope2, &head2, existing.as_deref(), &check)
                     .await?;
@@ -394,10 +410,6 @@ impl Forge {
             })
             .await?;
         }
-        self.store
-            .forge_reviewed(&self.route, entity, &head)
-            .await
-            .map_err(store_failure)?;
         tracing::info!(route = %self.route, entity, head = short(&head), inline = sorted.inline.len(), repeated = sorted.repeated, "review posted");
         Ok(())
     }

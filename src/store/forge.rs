@@ -134,6 +134,22 @@ impl Store {
             .bind(storable(key)).fetch_optional(pool).await?))
     }
 
+    /// Records that output `key` is about to be written (its first
+    /// attempt): a record without a remote id then means a write whose
+    /// answer was lost, to be looked for on the forge before writing again.
+    pub async fn forge_output_intent(
+        &self,
+        key: &str,
+        (route, entity, kind): (&str, &str, &str),
+    ) -> Result<()> {
+        with_pool!(self, pool => sqlx::query(
+            "INSERT INTO forge_outputs (key, route, entity, kind, status, remote_id, attempts, last_error, updated_at) \
+             VALUES ($1, $2, $3, $4, 'pending', NULL, 0, NULL, $5) ON CONFLICT (key) DO NOTHING")
+            .bind(storable(key)).bind(route).bind(storable(entity)).bind(kind).bind(now_ms())
+            .execute(pool).await?.rows_affected());
+        Ok(())
+    }
+
     /// Records an attempt at output `key` (a known remote id is kept when
     /// the attempt names none).
     pub async fn forge_output_attempt(

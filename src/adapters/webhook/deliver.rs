@@ -6,9 +6,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::config::{DeliverKind, Env, WebhookRoute};
+use crate::forge::api::{Api, Dialect, Failure};
+use crate::forge::auth::Credentials;
 use crate::platform::{ChatRef, PlatformError, Platforms};
 use crate::store::Store;
 use crate::telemetry::events;
@@ -49,47 +52,11 @@ impl IssueRef {
     }
 }
 
-/// Why a delivery attempt failed.
-#[derive(Debug)]
-struct Failure {
-    message: String,
-    retry: bool,
-    /// How long GitHub asked us to wait (its Retry-After).
-    wait: Option<Duration>,
-}
-
-impl Failure {
-    fn fatal(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-            retry: false,
-            wait: None,
-        }
-    }
-
-    fn transient(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-            retry: true,
-            wait: None,
-        }
-    }
-}
-
-/// A GitHub REST client for issue comments.
-#[derive(Clone)]
+/// A GitHub REST client for issue comments, on the forge's one GitHub
+/// API (its rate-limit rules included).
+#[derive(Clone, Debug)]
 pub struct GithubClient {
-    http: reqwest::Client,
-    api: String,
-    token: String,
-}
-
-impl std::fmt::Debug for GithubClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GithubClient")
-            .field("api", &self.api)
-            .finish_non_exhaustive()
-    }
+    api: Api,
 }
 
 impl GithubClient {
@@ -97,45 +64,12 @@ impl GithubClient {
     /// test server) with `token`.
     pub fn new(http: reqwest::Client, api: &str, token: &str) -> Self {
         Self {
-            http,
-            api: api.trim_end_matches('/').to_string(),
-            token: token.to_string(),
-        }
-    }
-
-    async fn send(&self, req: reqwest::RequestBuilder, body: &Value) -> Result<Value, Failure> {
-        let resp = req
-            .bearer_auth(&self.token)
-            .header("accept", "application/vnd.github+json")
-            .header("x-github-api-version", "2022-11-28")
-            .json(body)
-            .timeout(Duration::from_secs(30))
-            .send()
-            .await
-            .map_err(|e| Failure::transient(format!("GitHub unreachable: {e}")))?;
-        let status = resp.status();
-        let wait = resp
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let text = resp.text().await.unwrap_or_default();
-        if status.is_success() {
-            return Ok(serde_json::from_str(&text).unwrap_or(Value::Null));
-        }
-        let message = format!(
-            "GitHub answered {status}: {}",
-            crate::render::clip(&text, 300)
-        );
-        // A secondary rate limit is a 403 with Retry-After.
-        if status.as_u16() == 429 || status.is_server_error() || wait.is_some() {
-            Err(Failure {
-                wait,
-                ..Failure::transient(message)
-            })
-        } else {
-            Err(Failure::fatal(message))
+            api: Api::new(
+                http,
+                api,
+                Dialect::Github,
+                Credentials::Token(std::sync::Arc::from(token)),
+            ),
         }
     }
 
@@ -145,12 +79,10 @@ impl GithubClient {
     }
 
     async fn create(&self, issue: &IssueRef, body: &str) -> Result<String, Failure> {
-        let url = format!(
-            "{}/repos/{}/issues/{}/comments",
-            self.api, issue.repo, issue.number
-        );
+        let path = format!("/repos/{}/issues/{}/comments", issue.repo, issue.number);
         let created = self
-            .send(self.http.post(url), &json!({ "body": body }))
+            .api
+            .send(Method::POST, &path, &json!({ "body": body }), None)
             .await?;
         created
             .get("id")
@@ -167,8 +99,9 @@ impl GithubClient {
     }
 
     async fn update(&self, repo: &str, id: &str, body: &str) -> Result<(), Failure> {
-        let url = format!("{}/repos/{repo}/issues/comments/{id}", self.api);
-        self.send(self.http.patch(url), &json!({ "body": body }))
+        let path = format!("/repos/{repo}/issues/comments/{id}");
+        self.api
+            .send(Method::PATCH, &path, &json!({ "body": body }), None)
             .await
             .map(|_| ())
     }
@@ -267,11 +200,7 @@ impl Deliverer {
                 Err(f) if last => {
                     tracing::error!(route = %self.route.name, entity, error = %f.message, attempts = attempt, "delivery failed");
                     events::emit(events::Delivered { ok: false });
-                    break Err(match f.wait {
-                        Some(retry_after) => PlatformError::RateLimited { retry_after },
-                        None if f.retry => PlatformError::Unavailable(f.message),
-                        None => PlatformError::Rejected(f.message),
-                    });
+                    break Err(f.platform());
                 }
                 Err(f) => {
                     tracing::warn!(route = %self.route.name, entity, error = %f.message, attempt, "delivery failed; retrying");
@@ -335,7 +264,7 @@ impl Deliverer {
                     match github.update(&issue.repo, &id, &body).await {
                         Ok(()) => return Ok(()),
                         // Deleted by someone: post a new one.
-                        Err(f) if f.message.contains("404") => {}
+                        Err(f) if f.status == 404 => {}
                         Err(f) => return Err(f),
                     }
                 }

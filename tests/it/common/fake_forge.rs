@@ -52,8 +52,9 @@ struct Repo {
     next_id: u64,
 }
 
-/// An answer given instead of the next one: status, headers, body.
-type Failure = (u16, Vec<(String, String)>, Value);
+/// An answer given instead of the next one to a path ending so: path
+/// suffix, status, headers, body.
+type Failure = (String, u16, Vec<(String, String)>, Value);
 
 #[derive(Clone, Default)]
 struct Shared {
@@ -62,6 +63,9 @@ struct Shared {
     /// (status, headers, body) answered instead of the next requests.
     fail_next: Arc<Mutex<Vec<Failure>>>,
     held: Arc<tokio::sync::watch::Sender<bool>>,
+    /// Requests to paths ending so are carried out, then left unanswered
+    /// while `held` is on.
+    hold_after: Arc<Mutex<Option<String>>>,
 }
 
 /// A running fake.
@@ -121,9 +125,11 @@ impl FakeForge {
         self.repo().commit_pulls.insert(sha.into(), pulls.to_vec());
     }
 
-    /// Answers the next requests with these failures, in order.
-    pub fn fail_next(&self, status: u16, headers: &[(&str, &str)], body: Value) {
+    /// Answers the next request to a path ending with `suffix` with this
+    /// failure (failures queue up in order).
+    pub fn fail_next(&self, suffix: &str, status: u16, headers: &[(&str, &str)], body: Value) {
         self.shared.fail_next.lock().unwrap().push((
+            suffix.to_string(),
             status,
             headers
                 .iter()
@@ -133,9 +139,11 @@ impl FakeForge {
         ));
     }
 
-    /// While on, requests are recorded and left unanswered.
-    pub fn hold(&self, on: bool) {
-        self.shared.held.send_replace(on);
+    /// While on, requests to paths ending with `suffix` are carried out
+    /// and their answers held back (`None`: nothing held).
+    pub fn hold_after(&self, suffix: Option<&str>) {
+        *self.shared.hold_after.lock().unwrap() = suffix.map(str::to_string);
+        self.shared.held.send_replace(suffix.is_some());
     }
 
     pub fn seen(&self) -> Vec<Seen> {
@@ -238,6 +246,22 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let path = uri.path().to_string();
+    let answer = answer(&shared, method, uri, headers, body);
+    let hold = shared
+        .hold_after
+        .lock()
+        .unwrap()
+        .as_deref()
+        .is_some_and(|suffix| path.ends_with(suffix));
+    if hold {
+        let mut held = shared.held.subscribe();
+        let _ = held.wait_for(|on| !on).await;
+    }
+    answer
+}
+
+fn answer(shared: &Shared, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let path = uri.path().to_string();
     shared.seen.lock().unwrap().push(Seen {
@@ -246,13 +270,13 @@ async fn handle(
         auth: super::authorization(&headers),
         body: body.clone(),
     });
-    let mut held = shared.held.subscribe();
-    let _ = held.wait_for(|on| !on).await;
     let failure = {
         let mut fail = shared.fail_next.lock().unwrap();
-        (!fail.is_empty()).then(|| fail.remove(0))
+        fail.iter()
+            .position(|(suffix, ..)| path.ends_with(suffix.as_str()))
+            .map(|i| fail.remove(i))
     };
-    if let Some((status, extra, body)) = failure {
+    if let Some((_, status, extra, body)) = failure {
         let mut resp = json_answer(StatusCode::from_u16(status).unwrap(), body);
         for (k, v) in extra {
             resp.headers_mut().insert(
