@@ -7,6 +7,7 @@
 
 mod chaos;
 mod replicas;
+mod review;
 mod streaming;
 
 use crate::common;

@@ -1,0 +1,92 @@
+//! A review cut off by SIGKILL: GitHub stored the review but its answer
+//! never reached the daemon. The restarted daemon sends what the killed
+//! one owed, finds the review by the key it carries, and posts it once;
+//! the model is not asked again.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::{Daemon, send, write_config_with};
+use crate::common::fake_forge::{FakeForge, Pull};
+use crate::common::fake_llm::{FakeLlm, Reply, text};
+
+const PATCH: &str = "@@ -1,3 +1,4 @@\n pub fn add(a: u32, b: u32) -> u32 {\n-    a + b\n+    let sum = a + b;\n+    sum\n }";
+
+async fn until(what: &str, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !check() {
+        assert!(Instant::now() < deadline, "waited in vain for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_whose_answer_a_kill_lost_is_posted_once_after_the_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let forge = FakeForge::start().await;
+    let pr = crate::common::pr_push(1, "marker-00");
+    let payload: serde_json::Value = serde_json::from_slice(&pr).unwrap();
+    let repo = payload["repository"]["full_name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let number = payload["pull_request"]["number"].as_u64().unwrap();
+    let head = payload["pull_request"]["head"]["sha"]
+        .as_str()
+        .unwrap_or("6dcb09b5b57875f334f61aebed695e2e4193db5e")
+        .to_string();
+    forge.set_pull(
+        number,
+        Pull {
+            base: "9049f1265b7d61be4a8904a9a27120d2064dab3b".into(),
+            head,
+            files: vec![
+                json!({"filename": "src/lib.rs", "status": "modified", "additions": 2,
+                               "deletions": 1, "changes": 3, "patch": PATCH}),
+            ],
+        },
+    );
+    let llm = FakeLlm::start(vec![Reply::Json(text(
+        "One point.\n\n```findings\n[{\"path\": \"src/lib.rs\", \"line\": 3, \"body\": \"Return the sum directly.\"}]\n```",
+    ))])
+    .await;
+    let storage = format!("sqlite://{}/crash.db", dir.path().display());
+    let more = format!("[webhook.routes.forge]\napi_url = \"{}\"\n", forge.url);
+    write_config_with(dir.path(), &storage, &llm.url, &forge.url, &more);
+    let client = switchboard::http::client::client();
+    let reviews_path = format!("/repos/{repo}/pulls/{number}/reviews");
+
+    // GitHub stores the review and its answer is held back; the daemon
+    // dies waiting for it.
+    forge.hold_after(Some(&reviews_path));
+    let first = Daemon::start(dir.path());
+    assert_eq!(
+        send(&client, &first.addr, "kill-1", pr.clone()).await,
+        Some(202)
+    );
+    until("the review on GitHub", || forge.reviews().len() == 1).await;
+    first.kill();
+    forge.hold_after(None);
+
+    let second = Daemon::start(dir.path());
+    until("the review's status", || {
+        forge.statuses().iter().any(|s| s["state"] != "pending")
+    })
+    .await;
+    let posts = forge
+        .seen()
+        .iter()
+        .filter(|s| s.method == "POST" && s.path == reviews_path)
+        .count();
+    assert_eq!(posts, 1, "posted once, found again after the restart");
+    assert_eq!(forge.reviews().len(), 1);
+    assert_eq!(forge.review_comments().len(), 1);
+    assert_eq!(forge.issue_comments().len(), 1, "one summary");
+    assert_eq!(llm.requests().len(), 1, "the turn was not run again");
+    // A redelivery of the same event changes nothing.
+    assert_eq!(send(&client, &second.addr, "kill-1", pr).await, Some(200));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(forge.reviews().len(), 1);
+    second.stop();
+}
