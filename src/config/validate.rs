@@ -727,11 +727,17 @@ impl Validator<'_> {
         forge: &crate::config::ForgeConfig,
         enabled: bool,
     ) {
-        if route.scheme != SignatureScheme::Github {
-            self.push(
+        match route.scheme {
+            SignatureScheme::Github => {}
+            SignatureScheme::Gitlab if forge.app_id.is_none() => {}
+            SignatureScheme::Gitlab => self.push(
+                key("forge.app_id"),
+                "GitHub Apps are GitHub's; a GitLab route uses token_env",
+            ),
+            _ => self.push(
                 key("forge"),
-                "forge reviews are available for scheme = \"github\"",
-            );
+                "forge reviews need scheme = \"github\" or \"gitlab\"",
+            ),
         }
         if let Some(url) = &forge.api_url {
             self.url(&key("forge.api_url"), url);
@@ -766,7 +772,11 @@ impl Validator<'_> {
                 "forge.private_key_file needs the App's id",
             ),
             (None, None) if enabled => {
-                let var = forge.token_env.as_deref().unwrap_or("GITHUB_TOKEN");
+                let default = match route.scheme {
+                    SignatureScheme::Gitlab => "GITLAB_TOKEN",
+                    _ => "GITHUB_TOKEN",
+                };
+                let var = forge.token_env.as_deref().unwrap_or(default);
                 self.secret(&key("forge.token_env"), var, "the route has a forge");
             }
             (None, None) => {}

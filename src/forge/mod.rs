@@ -9,14 +9,15 @@
 //!   lines (each finding once), the summary comment edited in place, a
 //!   check run (or commit status) to gate merges, outdated threads
 //!   resolved — every write recorded under an idempotency key.
-//! - [`host`]: what a forge does; [`github`] speaks GitHub's API through
-//!   [`api`] (rate limits, App tokens from [`auth`]).
+//! - [`host`]: what a forge does; [`github`] and [`gitlab`] speak their
+//!   APIs through [`api`] (rate limits, App tokens from [`auth`]).
 
 pub mod api;
 pub mod auth;
 pub mod diff;
 pub mod findings;
 pub mod github;
+pub mod gitlab;
 pub mod host;
 pub mod publish;
 pub mod scope;
@@ -35,6 +36,8 @@ pub use scope::{Scope, Task};
 
 /// GitHub's public API.
 pub const GITHUB_API: &str = "https://api.github.com";
+/// GitLab.com's API.
+pub const GITLAB_API: &str = "https://gitlab.com/api/v4";
 
 /// One route's forge.
 #[derive(Debug)]
@@ -115,9 +118,18 @@ impl Forges {
                         app,
                     ))
                 }
+                SignatureScheme::Gitlab if !app => {
+                    let base = forge.api_url.as_deref().unwrap_or(GITLAB_API);
+                    Arc::new(gitlab::Gitlab::new(Api::new(
+                        http.clone(),
+                        base,
+                        Dialect::Gitlab,
+                        creds,
+                    )))
+                }
                 other => {
                     return Err(format!(
-                        "webhook route {}: forge reviews are not available for scheme {other:?}",
+                        "webhook route {}: forge reviews need scheme github, or gitlab with a token (scheme {other:?})",
                         route.name
                     ));
                 }

@@ -252,14 +252,22 @@ impl Forge {
         // 1. The review with its line comments, when there is anything new.
         if !sorted.inline.is_empty() {
             let key = format!("{event_id}:review");
+            // Each comment carries its own key too (GitLab posts them one
+            // by one, and skips those already there).
             let comments: Vec<Anchored> = sorted
                 .inline
                 .iter()
-                .map(|(f, _)| Anchored {
+                .enumerate()
+                .map(|(i, (f, _))| Anchored {
                     path: f.path.clone(),
                     line: f.line,
                     side: f.side,
-                    body: format!("**{}**: {}", f.severity.as_str(), f.body),
+                    body: format!(
+                        "**{}**: {}\n\n{}",
+                        f.severity.as_str(),
+                        f.body,
+                        marker(&format!("{key}#{i}"))
+                    ),
                 })
                 .collect();
             let body = format!(

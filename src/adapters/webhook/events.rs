@@ -160,6 +160,12 @@ pub fn classify(route: &WebhookRoute, event: &str, delivery: &str, payload: &Val
     {
         return Classified::Skip(reason);
     }
+    if route.scheme == SignatureScheme::Gitlab
+        && !explicit
+        && let Some(reason) = gitlab_rules(route, event, payload)
+    {
+        return Classified::Skip(reason);
+    }
     for (path, accepted) in &route.when {
         let value = lookup(payload, path).map(scalar_text);
         if !value.is_some_and(|v| accepted.contains(&v)) {
@@ -230,6 +236,45 @@ fn github_rules(
     }
 }
 
+/// GitLab's built-in rules; `Some(reason)` to skip: merge requests
+/// opened, reopened or pushed to (drafts left alone), notes on a merge
+/// request that mention the bot, failed pipelines and jobs.
+fn gitlab_rules(route: &WebhookRoute, event: &str, payload: &Value) -> Option<&'static str> {
+    let attr = |k: &str| lookup_str(payload, &format!("object_attributes.{k}"));
+    match event {
+        "merge_request" => {
+            let pushed = attr("action") == Some("update") && attr("oldrev").is_some();
+            if !(matches!(attr("action"), Some("open" | "reopen")) || pushed) {
+                return Some("merge request action not reviewed");
+            }
+            let draft = |k: &str| {
+                lookup(payload, &format!("object_attributes.{k}")) == Some(&Value::Bool(true))
+            };
+            (draft("draft") || draft("work_in_progress")).then_some("draft merge request")
+        }
+        "note" => {
+            if attr("noteable_type") != Some("MergeRequest") {
+                return Some("comment not on a merge request");
+            }
+            let Some(bot) = route.bot_login.as_deref() else {
+                return Some("no bot_login configured to be mentioned");
+            };
+            let author = lookup_str(payload, "user.username").unwrap_or_default();
+            if author.eq_ignore_ascii_case(bot) {
+                return Some("comment written by a bot");
+            }
+            let note = attr("note").unwrap_or_default().to_ascii_lowercase();
+            (!note.contains(&format!("@{}", bot.to_ascii_lowercase())))
+                .then_some("comment does not mention the bot")
+        }
+        "pipeline" => (attr("status") != Some("failed")).then_some("CI did not fail"),
+        "build" => {
+            (lookup_str(payload, "build_status") != Some("failed")).then_some("CI did not fail")
+        }
+        _ => None,
+    }
+}
+
 /// The entity a delivery belongs to: its pull request where the payload
 /// names one, else its run, pipeline or issue, else the delivery itself.
 pub fn entity(scheme: SignatureScheme, event: &str, delivery: &str, payload: &Value) -> String {
@@ -277,6 +322,10 @@ pub fn entity(scheme: SignatureScheme, event: &str, delivery: &str, payload: &Va
             match (mr, event) {
                 (Some(n), _) => format!("gitlab:{project}:mr:{n}"),
                 (None, "pipeline") => match num("object_attributes.id") {
+                    Some(id) => format!("gitlab:{project}:pipeline:{id}"),
+                    None => format!("gitlab:{project}:delivery:{delivery}"),
+                },
+                (None, "build") => match num("pipeline_id") {
                     Some(id) => format!("gitlab:{project}:pipeline:{id}"),
                     None => format!("gitlab:{project}:delivery:{delivery}"),
                 },

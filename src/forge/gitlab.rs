@@ -1,0 +1,534 @@
+//! GitLab's REST API (v4) as the forge tools and the review output use
+//! it: merge request diffs and versions, repository files, job traces,
+//! discussions with positions for line comments, notes, commit statuses.
+
+use async_trait::async_trait;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use super::api::{Api, Failure};
+use super::diff::{FileDiff, Side};
+use super::github::CHECK_NAME;
+use super::host::{Anchored, Check, Compared, Host};
+use super::scope::Scope;
+use crate::adapters::webhook::template::lookup_str;
+
+/// Pages of 100 read at most from a list.
+const MAX_PAGES: u32 = 30;
+
+/// GitLab for one route.
+#[derive(Debug, Clone)]
+pub struct Gitlab {
+    api: Api,
+}
+
+fn encode(part: &str) -> String {
+    url::form_urlencoded::byte_serialize(part.as_bytes()).collect()
+}
+
+/// The project as paths name it: its id, else its encoded path.
+fn project(scope: &Scope) -> String {
+    scope
+        .project
+        .map_or_else(|| encode(&scope.repo), |id| id.to_string())
+}
+
+fn change(scope: &Scope) -> Result<u64, Failure> {
+    scope
+        .change
+        .ok_or_else(|| Failure::fatal("this run has no merge request"))
+}
+
+fn id_of(v: &Value) -> Option<String> {
+    match v.get("id")? {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// A GitLab diff entry as a file diff.
+fn file_diff(v: &Value) -> Option<FileDiff> {
+    let path = v.get("new_path")?.as_str()?.to_string();
+    let old = v.get("old_path").and_then(Value::as_str).map(str::to_string);
+    let flag = |k: &str| v.get(k).and_then(Value::as_bool).unwrap_or(false);
+    let status = if flag("new_file") {
+        "added"
+    } else if flag("deleted_file") {
+        "removed"
+    } else if flag("renamed_file") {
+        "renamed"
+    } else {
+        "modified"
+    };
+    let patch = v
+        .get("diff")
+        .and_then(Value::as_str)
+        .filter(|d| !d.is_empty())
+        .map(str::to_string);
+    let count = |marker: char| {
+        patch.as_deref().map_or(0, |p| {
+            p.lines()
+                .filter(|l| l.starts_with(marker) && !l.starts_with("+++") && !l.starts_with("---"))
+                .count() as u64
+        })
+    };
+    Some(FileDiff {
+        old_path: old.filter(|o| *o != path),
+        path,
+        status: status.into(),
+        additions: count('+'),
+        deletions: count('-'),
+        patch,
+    })
+}
+
+impl Gitlab {
+    /// GitLab through `api`.
+    pub fn new(api: Api) -> Self {
+        Self { api }
+    }
+
+    async fn pages(&self, path: &str) -> Result<Vec<Value>, Failure> {
+        let mut out = Vec::new();
+        for page in 1..=MAX_PAGES {
+            let sep = if path.contains('?') { '&' } else { '?' };
+            let reply = self
+                .api
+                .get(&format!("{path}{sep}per_page=100&page={page}"), None)
+                .await?;
+            match reply.json() {
+                Value::Array(items) => out.extend(items),
+                _ => return Err(Failure::fatal(format!("GitLab's {path} is not a list"))),
+            }
+            if !reply.more {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    fn mr_path(&self, scope: &Scope) -> Result<String, Failure> {
+        Ok(format!(
+            "/projects/{}/merge_requests/{}",
+            project(scope),
+            change(scope)?
+        ))
+    }
+
+    async fn diff_refs(&self, scope: &Scope) -> Result<Value, Failure> {
+        let mr = self.api.get(&self.mr_path(scope)?, None).await?.json();
+        mr.get("diff_refs")
+            .filter(|r| r.is_object())
+            .cloned()
+            .ok_or_else(|| Failure::fatal("GitLab's merge request has no diff_refs yet"))
+    }
+
+    async fn discussions(&self, scope: &Scope) -> Result<Vec<Value>, Failure> {
+        self.pages(&format!("{}/discussions", self.mr_path(scope)?))
+            .await
+    }
+}
+
+#[async_trait]
+impl Host for Gitlab {
+    fn name(&self) -> &'static str {
+        "GitLab"
+    }
+
+    async fn shas(&self, scope: &Scope) -> Result<(String, String), Failure> {
+        let refs = self.diff_refs(scope).await?;
+        let get = |k: &str| {
+            lookup_str(&refs, k)
+                .map(str::to_string)
+                .ok_or_else(|| Failure::fatal(format!("GitLab's diff_refs has no {k}")))
+        };
+        Ok((get("base_sha")?, get("head_sha")?))
+    }
+
+    async fn change_files(&self, scope: &Scope) -> Result<Vec<FileDiff>, Failure> {
+        let items = self
+            .pages(&format!("{}/diffs", self.mr_path(scope)?))
+            .await?;
+        Ok(items.iter().filter_map(file_diff).collect())
+    }
+
+    async fn compare(&self, scope: &Scope, from: &str, to: &str) -> Result<Compared, Failure> {
+        let p = project(scope);
+        let base = self
+            .api
+            .get(
+                &format!(
+                    "/projects/{p}/repository/merge_base?refs[]={}&refs[]={}",
+                    encode(from),
+                    encode(to)
+                ),
+                None,
+            )
+            .await;
+        let descends = match base {
+            Ok(reply) => reply.json().get("id").and_then(Value::as_str) == Some(from),
+            // The old head is gone from the repository: rewritten.
+            Err(f) if matches!(f.status, 400 | 404) => false,
+            Err(f) => return Err(f),
+        };
+        if !descends {
+            return Ok(Compared::default());
+        }
+        let reply = self
+            .api
+            .get(
+                &format!(
+                    "/projects/{p}/repository/compare?from={}&to={}&straight=true",
+                    encode(from),
+                    encode(to)
+                ),
+                None,
+            )
+            .await?
+            .json();
+        Ok(Compared {
+            descends,
+            commits: reply
+                .get("commits")
+                .and_then(Value::as_array)
+                .map_or(0, |c| c.len() as u64),
+            files: reply
+                .get("diffs")
+                .and_then(Value::as_array)
+                .map(|d| d.iter().filter_map(file_diff).collect())
+                .unwrap_or_default(),
+        })
+    }
+
+    async fn file(&self, scope: &Scope, path: &str, sha: &str) -> Result<String, Failure> {
+        self.api
+            .call(
+                Method::GET,
+                &format!(
+                    "/projects/{}/repository/files/{}/raw?ref={}",
+                    project(scope),
+                    encode(path),
+                    encode(sha)
+                ),
+                None,
+                "text/plain",
+                None,
+            )
+            .await
+            .map(|r| r.body)
+    }
+
+    async fn failed_job(&self, scope: &Scope) -> Result<Option<(u64, String)>, Failure> {
+        let Some(pipeline) = scope.run else {
+            return Ok(None);
+        };
+        let jobs = self
+            .pages(&format!(
+                "/projects/{}/pipelines/{pipeline}/jobs?scope[]=failed",
+                project(scope)
+            ))
+            .await?;
+        Ok(jobs.iter().find_map(|j| {
+            Some((
+                j.get("id")?.as_u64()?,
+                j.get("name")?.as_str()?.to_string(),
+            ))
+        }))
+    }
+
+    async fn job_log(&self, scope: &Scope, job: u64) -> Result<String, Failure> {
+        self.api
+            .call(
+                Method::GET,
+                &format!("/projects/{}/jobs/{job}/trace", project(scope)),
+                None,
+                "text/plain",
+                None,
+            )
+            .await
+            .map(|r| r.body)
+    }
+
+    async fn thread(&self, scope: &Scope) -> Result<Vec<(String, String, String)>, Failure> {
+        let notes = self
+            .pages(&format!("{}/notes?sort=asc&order_by=created_at", self.mr_path(scope)?))
+            .await?;
+        Ok(notes
+            .iter()
+            .filter(|n| n.get("system") != Some(&Value::Bool(true)))
+            .map(|n| {
+                let who = lookup_str(n, "author.username").unwrap_or("unknown");
+                let place = match (
+                    lookup_str(n, "position.new_path"),
+                    n.get("position").and_then(|p| p.get("new_line")),
+                ) {
+                    (Some(p), Some(Value::Number(l))) => format!("comment on {p}:{l}"),
+                    (Some(p), _) => format!("comment on {p}"),
+                    _ => "comment".into(),
+                };
+                let body = n.get("body").and_then(Value::as_str).unwrap_or("");
+                (who.to_string(), place, body.to_string())
+            })
+            .collect())
+    }
+
+    async fn change_for(&self, scope: &Scope) -> Result<Option<u64>, Failure> {
+        if scope.change.is_some() {
+            return Ok(scope.change);
+        }
+        let Some(sha) = &scope.head else {
+            return Ok(None);
+        };
+        let reply = self
+            .api
+            .get(
+                &format!(
+                    "/projects/{}/repository/commits/{sha}/merge_requests",
+                    project(scope)
+                ),
+                None,
+            )
+            .await?
+            .json();
+        Ok(reply
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| m.get("state").and_then(Value::as_str) == Some("opened"))
+            .and_then(|m| m.get("iid")?.as_u64()))
+    }
+
+    /// GitLab has no review object: each line comment is a discussion
+    /// carrying its own marker, and posting skips those already there.
+    async fn find_review(&self, _scope: &Scope, _marker: &str) -> Result<Option<String>, Failure> {
+        Ok(None)
+    }
+
+    async fn post_review(
+        &self,
+        scope: &Scope,
+        head: &str,
+        _body: &str,
+        comments: &[Anchored],
+    ) -> Result<String, Failure> {
+        let refs = self.diff_refs(scope).await?;
+        let existing = self.discussions(scope).await?;
+        let posted = |body: &str| {
+            let mark = body.rsplit("<!-- switchboard:").next().unwrap_or("");
+            existing.iter().any(|d| {
+                lookup_str(d, "notes.0.body").is_some_and(|b| !mark.is_empty() && b.contains(mark))
+            })
+        };
+        let path = format!("{}/discussions", self.mr_path(scope)?);
+        for c in comments {
+            if posted(&c.body) {
+                continue;
+            }
+            let mut position = json!({
+                "position_type": "text",
+                "base_sha": refs.get("base_sha"),
+                "start_sha": refs.get("start_sha"),
+                "head_sha": refs.get("head_sha").cloned().unwrap_or_else(|| json!(head)),
+                "new_path": c.path,
+                "old_path": c.path,
+            });
+            match c.side {
+                Side::Right => position["new_line"] = json!(c.line),
+                Side::Left => position["old_line"] = json!(c.line),
+            }
+            self.api
+                .send(
+                    Method::POST,
+                    &path,
+                    &json!({"body": c.body, "position": position}),
+                    None,
+                )
+                .await?;
+        }
+        Ok(head.to_string())
+    }
+
+    async fn review_comments(
+        &self,
+        scope: &Scope,
+        _review: &str,
+    ) -> Result<Vec<(String, String, u64)>, Failure> {
+        Ok(self
+            .discussions(scope)
+            .await?
+            .iter()
+            .filter_map(|d| {
+                let note = d.get("notes")?.get(0)?;
+                note.get("body")?.as_str()?.contains("<!-- switchboard:").then_some(())?;
+                let position = note.get("position")?;
+                let line = position
+                    .get("new_line")
+                    .and_then(Value::as_u64)
+                    .or_else(|| position.get("old_line").and_then(Value::as_u64))?;
+                Some((
+                    id_of(d)?,
+                    position.get("new_path")?.as_str()?.to_string(),
+                    line,
+                ))
+            })
+            .collect())
+    }
+
+    /// A discussion of the gateway's is outdated when its line no longer
+    /// reads the same in the merge request's diff (GitLab's API has no
+    /// flag for it): its file left the diff, or the line is gone from it.
+    async fn resolve_outdated(&self, scope: &Scope, own: &[String]) -> Result<usize, Failure> {
+        let files = self.change_files(scope).await?;
+        let mut resolved = 0;
+        for d in self.discussions(scope).await? {
+            let Some(id) = id_of(&d) else { continue };
+            let note = d.get("notes").and_then(|n| n.get(0));
+            let open = note
+                .and_then(|n| n.get("resolved"))
+                .and_then(Value::as_bool)
+                == Some(false);
+            if !own.contains(&id) || !open {
+                continue;
+            }
+            let position = note.and_then(|n| n.get("position"));
+            let path = position.and_then(|p| lookup_str(p, "new_path")).unwrap_or("");
+            let line = position
+                .and_then(|p| p.get("new_line"))
+                .and_then(Value::as_u64);
+            let still = files
+                .iter()
+                .find(|f| f.path == path)
+                .and_then(|f| f.patch.as_deref())
+                .zip(line)
+                .is_some_and(|(patch, line)| {
+                    super::diff::lines(patch)
+                        .iter()
+                        .any(|l| l.new == Some(line) && l.kind == '+')
+                });
+            let moved = position
+                .and_then(|p| lookup_str(p, "head_sha"))
+                .is_some_and(|h| Some(h) != scope.head.as_deref());
+            if moved && !still {
+                self.api
+                    .call(
+                        Method::PUT,
+                        &format!("{}/discussions/{id}?resolved=true", self.mr_path(scope)?),
+                        None,
+                        "application/json",
+                        None,
+                    )
+                    .await?;
+                resolved += 1;
+            }
+        }
+        Ok(resolved)
+    }
+
+    async fn comment(
+        &self,
+        scope: &Scope,
+        existing: Option<&str>,
+        body: &str,
+    ) -> Result<String, Failure> {
+        let p = project(scope);
+        if let (Some(id), Some(n)) = (existing, scope.change) {
+            let updated = self
+                .api
+                .send(
+                    Method::PUT,
+                    &format!("/projects/{p}/merge_requests/{n}/notes/{id}"),
+                    &json!({"body": body}),
+                    None,
+                )
+                .await;
+            match updated {
+                Ok(_) => return Ok(id.to_string()),
+                // Deleted by someone: post a new one.
+                Err(f) if f.status == 404 => {}
+                Err(f) => return Err(f),
+            }
+        }
+        let created = match (scope.change, &scope.head) {
+            (Some(n), _) => {
+                self.api
+                    .send(
+                        Method::POST,
+                        &format!("/projects/{p}/merge_requests/{n}/notes"),
+                        &json!({"body": body}),
+                        None,
+                    )
+                    .await?
+            }
+            (None, Some(sha)) => {
+                self.api
+                    .send(
+                        Method::POST,
+                        &format!("/projects/{p}/repository/commits/{sha}/comments"),
+                        &json!({"note": body}),
+                        None,
+                    )
+                    .await?
+            }
+            (None, None) => return Err(Failure::fatal("nothing to comment on")),
+        };
+        // A commit comment has no id: its place stands for it.
+        Ok(id_of(&created).unwrap_or_else(|| format!("commit:{}", scope.head.as_deref().unwrap_or(""))))
+    }
+
+    async fn check(
+        &self,
+        scope: &Scope,
+        head: &str,
+        _existing: Option<&str>,
+        check: &Check,
+    ) -> Result<String, Failure> {
+        // GitLab has no neutral: only a failure fails.
+        let state = match check.conclusion {
+            None => "running",
+            Some("failure") => "failed",
+            Some(_) => "success",
+        };
+        self.api
+            .send(
+                Method::POST,
+                &format!("/projects/{}/statuses/{head}", project(scope)),
+                &json!({
+                    "state": state,
+                    "name": CHECK_NAME,
+                    "description": crate::render::clip(&check.title, 140),
+                }),
+                None,
+            )
+            .await?;
+        Ok(format!("status:{head}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gitlab_diffs_read_as_file_diffs() {
+        let v = json!({"old_path": "a.rs", "new_path": "b.rs", "renamed_file": true,
+                       "diff": "@@ -1,2 +1,2 @@\n-x\n+y\n z\n"});
+        let f = file_diff(&v).unwrap();
+        assert_eq!((f.path.as_str(), f.old_path.as_deref(), f.status.as_str()), ("b.rs", Some("a.rs"), "renamed"));
+        assert_eq!((f.additions, f.deletions), (1, 1));
+        let scope = Scope {
+            repo: "grp/sub/app".into(),
+            project: None,
+            change: Some(3),
+            base: None,
+            head: None,
+            since: None,
+            run: None,
+            job: None,
+            installation: None,
+            task: crate::forge::Task::Review,
+            question: None,
+        };
+        assert_eq!(project(&scope), "grp%2Fsub%2Fapp");
+    }
+}
