@@ -179,6 +179,13 @@ pub fn fingerprint(finding: &Finding, line_text: &str) -> String {
     hex::encode(&hash.finalize()[..16])
 }
 
+/// A short hash of a line's text (trimmed), carried in a line comment's
+/// key: a forge that does not say when a comment went outdated (GitLab)
+/// is asked whether its line still reads the same.
+pub fn line_hash(text: &str) -> String {
+    hex::encode(&Sha256::digest(text.trim().as_bytes())[..8])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -50,7 +50,10 @@ fn id_of(v: &Value) -> Option<String> {
 /// A GitLab diff entry as a file diff.
 fn file_diff(v: &Value) -> Option<FileDiff> {
     let path = v.get("new_path")?.as_str()?.to_string();
-    let old = v.get("old_path").and_then(Value::as_str).map(str::to_string);
+    let old = v
+        .get("old_path")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let flag = |k: &str| v.get(k).and_then(Value::as_bool).unwrap_or(false);
     let status = if flag("new_file") {
         "added"
@@ -229,12 +232,9 @@ impl Host for Gitlab {
                 project(scope)
             ))
             .await?;
-        Ok(jobs.iter().find_map(|j| {
-            Some((
-                j.get("id")?.as_u64()?,
-                j.get("name")?.as_str()?.to_string(),
-            ))
-        }))
+        Ok(jobs
+            .iter()
+            .find_map(|j| Some((j.get("id")?.as_u64()?, j.get("name")?.as_str()?.to_string()))))
     }
 
     async fn job_log(&self, scope: &Scope, job: u64) -> Result<String, Failure> {
@@ -252,7 +252,10 @@ impl Host for Gitlab {
 
     async fn thread(&self, scope: &Scope) -> Result<Vec<(String, String, String)>, Failure> {
         let notes = self
-            .pages(&format!("{}/notes?sort=asc&order_by=created_at", self.mr_path(scope)?))
+            .pages(&format!(
+                "{}/notes?sort=asc&order_by=created_at",
+                self.mr_path(scope)?
+            ))
             .await?;
         Ok(notes
             .iter()
@@ -360,7 +363,10 @@ impl Host for Gitlab {
             .iter()
             .filter_map(|d| {
                 let note = d.get("notes")?.get(0)?;
-                note.get("body")?.as_str()?.contains("<!-- switchboard:").then_some(())?;
+                note.get("body")?
+                    .as_str()?
+                    .contains("<!-- switchboard:")
+                    .then_some(())?;
                 let position = note.get("position")?;
                 let line = position
                     .get("new_line")
@@ -376,40 +382,55 @@ impl Host for Gitlab {
     }
 
     /// A discussion of the gateway's is outdated when its line no longer
-    /// reads the same in the merge request's diff (GitLab's API has no
-    /// flag for it): its file left the diff, or the line is gone from it.
+    /// reads as it did (GitLab's API has no flag for it): its comment
+    /// carries the hash of the line's text, compared with the line at its
+    /// place in the merge request's diff now.
     async fn resolve_outdated(&self, scope: &Scope, own: &[String]) -> Result<usize, Failure> {
         let files = self.change_files(scope).await?;
         let mut resolved = 0;
         for d in self.discussions(scope).await? {
             let Some(id) = id_of(&d) else { continue };
-            let note = d.get("notes").and_then(|n| n.get(0));
-            let open = note
-                .and_then(|n| n.get("resolved"))
-                .and_then(Value::as_bool)
-                == Some(false);
-            if !own.contains(&id) || !open {
+            let Some(note) = d.get("notes").and_then(|n| n.get(0)) else {
                 continue;
-            }
-            let position = note.and_then(|n| n.get("position"));
-            let path = position.and_then(|p| lookup_str(p, "new_path")).unwrap_or("");
-            let line = position
-                .and_then(|p| p.get("new_line"))
-                .and_then(Value::as_u64);
-            let still = files
+            };
+            let open = note.get("resolved").and_then(Value::as_bool) == Some(false);
+            let was = note
+                .get("body")
+                .and_then(Value::as_str)
+                .and_then(|b| b.split(" line:").nth(1))
+                .and_then(|h| h.split_whitespace().next());
+            let (Some(was), true) = (was, open && own.contains(&id)) else {
+                continue;
+            };
+            let position = note.get("position");
+            let path = position
+                .and_then(|p| lookup_str(p, "new_path"))
+                .unwrap_or("");
+            let (side_new, line) = match position {
+                Some(p) if p.get("new_line").and_then(Value::as_u64).is_some() => {
+                    (true, p.get("new_line").and_then(Value::as_u64))
+                }
+                Some(p) => (false, p.get("old_line").and_then(Value::as_u64)),
+                None => (true, None),
+            };
+            let now = files
                 .iter()
                 .find(|f| f.path == path)
                 .and_then(|f| f.patch.as_deref())
                 .zip(line)
-                .is_some_and(|(patch, line)| {
+                .and_then(|(patch, line)| {
                     super::diff::lines(patch)
-                        .iter()
-                        .any(|l| l.new == Some(line) && l.kind == '+')
+                        .into_iter()
+                        .find(|l| {
+                            if side_new {
+                                l.new == Some(line)
+                            } else {
+                                l.old == Some(line) && l.kind != '+'
+                            }
+                        })
+                        .map(|l| super::findings::line_hash(l.text))
                 });
-            let moved = position
-                .and_then(|p| lookup_str(p, "head_sha"))
-                .is_some_and(|h| Some(h) != scope.head.as_deref());
-            if moved && !still {
+            if now.as_deref() != Some(was) {
                 self.api
                     .call(
                         Method::PUT,
@@ -473,7 +494,8 @@ impl Host for Gitlab {
             (None, None) => return Err(Failure::fatal("nothing to comment on")),
         };
         // A commit comment has no id: its place stands for it.
-        Ok(id_of(&created).unwrap_or_else(|| format!("commit:{}", scope.head.as_deref().unwrap_or(""))))
+        Ok(id_of(&created)
+            .unwrap_or_else(|| format!("commit:{}", scope.head.as_deref().unwrap_or(""))))
     }
 
     async fn check(
@@ -514,7 +536,10 @@ mod tests {
         let v = json!({"old_path": "a.rs", "new_path": "b.rs", "renamed_file": true,
                        "diff": "@@ -1,2 +1,2 @@\n-x\n+y\n z\n"});
         let f = file_diff(&v).unwrap();
-        assert_eq!((f.path.as_str(), f.old_path.as_deref(), f.status.as_str()), ("b.rs", Some("a.rs"), "renamed"));
+        assert_eq!(
+            (f.path.as_str(), f.old_path.as_deref(), f.status.as_str()),
+            ("b.rs", Some("a.rs"), "renamed")
+        );
         assert_eq!((f.additions, f.deletions), (1, 1));
         let scope = Scope {
             repo: "grp/sub/app".into(),

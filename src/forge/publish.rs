@@ -36,8 +36,9 @@ fn store_failure(err: crate::store::StoreError) -> PlatformError {
 
 /// The findings of a review, sorted by where they can go.
 struct Sorted {
-    /// New, on diff lines: posted as line comments (with fingerprints).
-    inline: Vec<(Finding, String)>,
+    /// New, on diff lines: posted as line comments (with fingerprints
+    /// and the text of their line).
+    inline: Vec<(Finding, String, String)>,
     /// Posted before on the same code.
     repeated: usize,
     /// Not on a line of the diff, or past the comment limit: listed in
@@ -222,12 +223,12 @@ impl Forge {
                 continue;
             };
             let print = findings::fingerprint(&finding, &line_text);
-            if known.contains(&print) || sorted.inline.iter().any(|(_, p)| *p == print) {
+            if known.contains(&print) || sorted.inline.iter().any(|(_, p, _)| *p == print) {
                 sorted.repeated += 1;
             } else if sorted.inline.len() >= self.config.max_inline_comments {
                 sorted.listed.push(finding);
             } else {
-                sorted.inline.push((finding, print));
+                sorted.inline.push((finding, print, line_text));
             }
         }
         Ok(sorted)
@@ -258,7 +259,7 @@ impl Forge {
                 .inline
                 .iter()
                 .enumerate()
-                .map(|(i, (f, _))| Anchored {
+                .map(|(i, (f, _, text))| Anchored {
                     path: f.path.clone(),
                     line: f.line,
                     side: f.side,
@@ -266,7 +267,7 @@ impl Forge {
                         "**{}**: {}\n\n{}",
                         f.severity.as_str(),
                         f.body,
-                        marker(&format!("{key}#{i}"))
+                        marker(&format!("{key}#{i} line:{}", findings::line_hash(text)))
                     ),
                 })
                 .collect();
@@ -298,7 +299,7 @@ impl Forge {
                     Vec::new()
                 }
             };
-            for (finding, print) in &sorted.inline {
+            for (finding, print, _) in &sorted.inline {
                 let id = posted
                     .iter()
                     .find(|(_, path, line)| *path == finding.path && *line == finding.line)

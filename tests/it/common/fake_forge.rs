@@ -175,7 +175,7 @@ impl FakeForge {
     }
 }
 
-fn json_answer(status: StatusCode, body: Value) -> Response {
+pub fn json_answer(status: StatusCode, body: Value) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
@@ -189,6 +189,11 @@ fn not_found() -> Response {
 /// The text of (side, line) in `files`' patch of `path`.
 fn line_text(files: &[Value], path: &Value, side: &str, line: u64) -> Option<String> {
     let patch = files.iter().find(|f| f["filename"] == *path)?["patch"].as_str()?;
+    patch_line(patch, side, line)
+}
+
+/// The text of (side, line) in `patch`.
+pub fn patch_line(patch: &str, side: &str, line: u64) -> Option<String> {
     let mut found = None;
     for (s, n, text) in numbered(patch) {
         if s == side && n == line {
@@ -207,7 +212,7 @@ fn commentable(patch: &str) -> Vec<(String, u64)> {
 }
 
 /// Each commentable line of a patch: (side, number, text).
-fn numbered(patch: &str) -> Vec<(String, u64, String)> {
+pub fn numbered(patch: &str) -> Vec<(String, u64, String)> {
     let mut out = Vec::new();
     let (mut old, mut new) = (0u64, 0u64);
     for raw in patch.lines() {

@@ -9,6 +9,7 @@ pub mod discord_harness;
 pub mod fake_discord;
 pub mod fake_forge;
 pub mod fake_github;
+pub mod fake_gitlab;
 pub mod fake_llm;
 pub mod fake_port;
 pub mod fake_slack;

@@ -7,6 +7,7 @@
 use crate::common;
 
 mod review;
+mod review_gitlab;
 mod security;
 
 use std::time::Duration;
@@ -101,6 +102,7 @@ async fn start_at(llm: &FakeLlm, api: &str, tweak: impl FnOnce(&mut Config)) -> 
     let env = Env::from_pairs([
         ("GITHUB_WEBHOOK_SECRET", SECRET),
         ("GITHUB_TOKEN", "ghs_test_token"),
+        ("GITLAB_TOKEN", "glpat-test-token"),
         ("CI_SECRET", STANDARD_SECRET),
     ]);
     let daemon = InProcess::start(config, env).await;
