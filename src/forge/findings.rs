@@ -128,8 +128,9 @@ fn parse_block(block: &str) -> Option<Vec<Finding>> {
 
 /// Splits a review into its summary and its findings: the last fenced
 /// block tagged `findings` (or a `json` block holding findings) is taken
-/// out of the text and read.
-pub fn split(answer: &str) -> (String, Vec<Finding>) {
+/// out of the text and read; `None` when there is no such block (the
+/// review did not say what it found: it failed, or ignored the format).
+pub fn split(answer: &str) -> (String, Option<Vec<Finding>>) {
     let mut taken: Option<(usize, usize, Vec<Finding>)> = None;
     let mut search = 0;
     while let Some(open) = answer[search..].find("```").map(|i| i + search) {
@@ -150,9 +151,9 @@ pub fn split(answer: &str) -> (String, Vec<Finding>) {
     match taken {
         Some((start, end, found)) => {
             let summary = format!("{}{}", &answer[..start], &answer[end..]);
-            (summary.trim().to_string(), found)
+            (summary.trim().to_string(), Some(found))
         }
-        None => (answer.trim().to_string(), Vec::new()),
+        None => (answer.trim().to_string(), None),
     }
 }
 
@@ -196,6 +197,7 @@ mod tests {
             {\"path\": \"b.rs\", \"line\": \"L3\", \"side\": \"left\", \"body\": \"Removed guard.\"},\
             {\"path\": \"c.rs\", \"body\": \"no line\"}]\n```\nThanks.";
         let (summary, found) = split(answer);
+        let found = found.unwrap();
         assert_eq!(found.len(), 2);
         assert_eq!(found[0].path, "src/a.rs");
         assert_eq!(found[0].severity, Severity::Blocking);
@@ -208,10 +210,10 @@ mod tests {
     #[test]
     fn an_answer_without_findings_is_all_summary() {
         let (summary, found) = split("Nothing to add.\n```json\n{\"a\": 1}\n```");
-        assert!(found.is_empty());
+        assert_eq!(found, None);
         assert!(summary.contains("{\"a\": 1}"));
         let (_, found) = split("```findings\n{\"findings\": []}\n```");
-        assert!(found.is_empty());
+        assert_eq!(found, Some(Vec::new()));
     }
 
     #[test]

@@ -246,6 +246,9 @@ impl Forge {
             None => self.host.shas(scope).await.map_err(|f| f.platform())?.1,
         };
         let (summary, found) = findings::split(text);
+        // Without a findings block the review is not known to be whole.
+        let complete = found.is_some();
+        let found = found.unwrap_or_default();
         let blocking = found.iter().any(|f| f.severity == Severity::Blocking);
         let annotations: Vec<Value> = found.iter().map(annotation).collect();
         let sorted = self.sort(scope, entity, found).await?;
@@ -388,10 +391,10 @@ impl Forge {
 
         // 4. The gate, last: once it completes, the review is whole.
         if self.config.check_run {
-            let conclusion = match (self.config.blocking_conclusion, blocking) {
-                (BlockingConclusion::Neutral, _) => "neutral",
-                (BlockingConclusion::Failure, true) => "failure",
-                (BlockingConclusion::Failure, false) => "success",
+            let conclusion = match (self.config.blocking_conclusion, blocking, complete) {
+                (BlockingConclusion::Failure, true, _) => "failure",
+                (BlockingConclusion::Failure, false, true) => "success",
+                _ => "neutral",
             };
             let key = format!("{event_id}:check");
             let opened = self.store.forge_output(&key).await.map_err(store_failure)?;
@@ -401,8 +404,10 @@ impl Forge {
                 conclusion: Some(conclusion),
                 title: if blocking {
                     "Blocking findings".into()
-                } else {
+                } else if complete {
                     "Reviewed".into()
+                } else {
+                    "Review incomplete: no findings were reported".into()
                 },
                 summary: crate::render::clip(&summary, 60_000),
                 annotations,

@@ -61,6 +61,10 @@ struct Shared {
     project: Arc<Mutex<Project>>,
     seen: Arc<Mutex<Vec<Seen>>>,
     fail_next: Arc<Mutex<Vec<Failure>>>,
+    held: Arc<tokio::sync::watch::Sender<bool>>,
+    /// Requests to paths ending so are carried out, then left unanswered
+    /// while `held` is on.
+    hold_after: Arc<Mutex<Option<String>>>,
 }
 
 /// A running fake.
@@ -126,6 +130,13 @@ impl FakeGitlab {
         ));
     }
 
+    /// While on, requests to paths ending with `suffix` (and `method`)
+    /// are carried out and their answers held back (`None`: nothing held).
+    pub fn hold_after(&self, suffix: Option<&str>) {
+        *self.shared.hold_after.lock().unwrap() = suffix.map(str::to_string);
+        self.shared.held.send_replace(suffix.is_some());
+    }
+
     pub fn seen(&self) -> Vec<Seen> {
         self.shared.seen.lock().unwrap().clone()
     }
@@ -159,6 +170,22 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let hold = method == Method::POST
+        && shared
+            .hold_after
+            .lock()
+            .unwrap()
+            .as_deref()
+            .is_some_and(|suffix| uri.path().ends_with(suffix));
+    let answer = answer(&shared, method, uri, headers, body);
+    if hold {
+        let mut held = shared.held.subscribe();
+        let _ = held.wait_for(|on| !on).await;
+    }
+    answer
+}
+
+fn answer(shared: &Shared, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let path = uri.path().to_string();
     let query = uri.query().unwrap_or("").to_string();

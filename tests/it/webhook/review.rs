@@ -617,3 +617,47 @@ async fn a_secondary_rate_limit_is_waited_out_and_one_review_posted() {
     assert_eq!((review.status.as_str(), review.attempts), ("posted", 1));
     d.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_review_without_findings_leaves_the_gate_neutral_even_when_it_could_fail() {
+    let forge = FakeForge::start().await;
+    forge.set_pull(
+        7,
+        Pull {
+            base: BASE.into(),
+            head: HEAD1.into(),
+            files: vec![file("src/lib.rs", "modified", LIB_PATCH)],
+        },
+    );
+    let llm = FakeLlm::start(vec![Reply::Json(text("I could not read the whole diff."))]).await;
+    let key = std::path::Path::new("tests/data/github/app-test-key.pem")
+        .canonicalize()
+        .unwrap();
+    let d = start_at(&llm, &forge.url, forge_route(&forge, &key)).await;
+    let opened = bytes(&fixture("pull_request.opened"));
+    assert_eq!(d.github("pull_request", "n-1", &opened).await.status(), 202);
+    wait_for("the check to complete", || {
+        forge
+            .checks()
+            .first()
+            .is_some_and(|c| c["status"] == "completed")
+    })
+    .await;
+    let check = &forge.checks()[0];
+    assert_eq!(
+        check["conclusion"], "neutral",
+        "not success: nothing was said to be fine"
+    );
+    assert_eq!(
+        check["output"]["title"],
+        "Review incomplete: no findings were reported"
+    );
+    assert!(forge.reviews().is_empty());
+    assert!(
+        forge.issue_comments()[0]["body"]
+            .as_str()
+            .unwrap()
+            .contains("could not read")
+    );
+    d.shutdown().await;
+}
