@@ -653,3 +653,79 @@ fn the_console_needs_its_token_and_a_port_of_its_own() {
         "{found:?}"
     );
 }
+
+#[test]
+fn check_names_forge_routes_that_cannot_work() {
+    let found = problems(
+        r#"
+        [webhook]
+        enabled = true
+        [[webhook.routes]]
+        name = "gh"
+        path = "/webhooks/gh"
+        scheme = "github"
+        secret_env = "S"
+        [webhook.routes.forge]
+        app_id = 1
+        commands_from = ["bob"]
+        [[webhook.routes]]
+        name = "gl"
+        path = "/webhooks/gl"
+        scheme = "gitlab"
+        secret_env = "S"
+        [webhook.routes.forge]
+        app_id = 2
+        private_key_file = "Cargo.toml"
+        max_inline_comments = 0
+        [[webhook.routes]]
+        name = "ci"
+        path = "/webhooks/ci"
+        scheme = "hmac"
+        signature_header = "x-sig"
+        secret_env = "S"
+        [webhook.routes.forge]
+        [[webhook.routes]]
+        name = "tok"
+        path = "/webhooks/tok"
+        scheme = "gitlab"
+        secret_env = "S"
+        [webhook.routes.forge]
+        "#,
+        &[("S", "secret")],
+    );
+    let has = |key: &str, needle: &str| {
+        assert!(
+            found.iter().any(|(k, r)| k == key && r.contains(needle)),
+            "no problem {key}: {needle} in {found:?}"
+        );
+    };
+    has(
+        "webhook.routes[0].forge.private_key_file",
+        "needs its private key",
+    );
+    has(
+        "webhook.routes[0].bot_login",
+        "commands_from needs the bot's login",
+    );
+    has("webhook.routes[1].forge.app_id", "GitHub Apps are GitHub's");
+    has("webhook.routes[1].forge.private_key_file", "not a PEM key");
+    has("webhook.routes[1].forge.max_inline_comments", "1 to 100");
+    has("webhook.routes[2].forge", "need scheme");
+    has("webhook.routes[3].forge.token_env", "GITLAB_TOKEN");
+    let ok = load_from_str(
+        r#"
+        [webhook]
+        enabled = true
+        [[webhook.routes]]
+        name = "gh"
+        path = "/webhooks/gh"
+        scheme = "github"
+        secret_env = "S"
+        [webhook.routes.forge]
+        app_id = 1
+        private_key_file = "tests/data/github/app-test-key.pem"
+        "#,
+        &env(&[("S", "secret"), ("OPENAI_API_KEY", "k")]),
+    );
+    assert!(ok.is_ok(), "{:?}", ok.err());
+}
