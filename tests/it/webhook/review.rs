@@ -342,7 +342,9 @@ async fn a_failed_job_is_triaged_from_its_log_and_comment_commands_steer_reviews
             files: vec![file("src/lib.rs", "modified", LIB_PATCH)],
         },
     );
-    forge.set_commit_pulls(HEAD1, &[7]);
+    // The job of @octokit/webhooks' published `workflow_job.completed`
+    // failure example ran on this commit, which pull request 7 holds.
+    forge.set_commit_pulls("3484a3fb816e0859fd6e1cea078d76385ff50625", &[7]);
     let mut log = String::new();
     for i in 0..300 {
         log.push_str(&format!(
@@ -355,13 +357,15 @@ async fn a_failed_job_is_triaged_from_its_log_and_comment_commands_steer_reviews
     );
     log.push_str("2026-12-01T09:03:09.2000000Z token=***\n");
     log.push_str("2026-12-01T09:03:10.0000000Z ##[error]Process completed with exit code 101.\n");
-    forge.set_job(940463255, 2832853555, "test", &log);
+    forge.set_job(2202229078, 289782451, "linters", &log);
     let llm = FakeLlm::start(vec![
         Reply::Json(calls(&[("c1", "forge_ci_log", "{\"lines\": 50}")])),
         Reply::Json(text(
             "The `Run tests` step failed: `retry::gives_up` loops forever. Cap the retries.",
         )),
         Reply::Json(text("Yes: it stops after five tries.")),
+        Reply::Json(calls(&[("c2", "forge_diff", "{}")])),
+        review_answer("Reviewed again on request.", json!([])),
     ])
     .await;
     let d = start_at(&llm, &forge.url, token_route(&forge)).await;
@@ -371,7 +375,7 @@ async fn a_failed_job_is_triaged_from_its_log_and_comment_commands_steer_reviews
     assert_eq!(d.github("workflow_job", "j-1", &job).await.status(), 202);
     wait_for("the triage comment", || !forge.issue_comments().is_empty()).await;
     let read = tool_result(&llm.requests()[1]);
-    assert!(read.contains("Log of job 2832853555"), "{read}");
+    assert!(read.contains("Log of job 289782451"), "{read}");
     assert!(
         read.contains("error: test retry::gives_up failed"),
         "no colours: {read}"
@@ -467,6 +471,31 @@ async fn a_failed_job_is_triaged_from_its_log_and_comment_commands_steer_reviews
         llm.requests().len(),
         3,
         "the stranger's and the paused events never ran"
+    );
+
+    // `full review` on request: the whole change, gated by a commit status
+    // (a token cannot write check runs).
+    let full = comment_by("alice", "@switchboard-bot full review");
+    assert_eq!(d.github("issue_comment", "k-6", &full).await.status(), 202);
+    wait_for("the review's status", || {
+        forge.statuses().iter().any(|s| s["state"] == "success")
+    })
+    .await;
+    let read = tool_result(&llm.requests()[4]);
+    assert!(
+        read.contains("The whole change.") && read.contains("let sum"),
+        "{read}"
+    );
+    assert!(
+        llm.requests()[3]["messages"]
+            .to_string()
+            .contains("A full review of change #7")
+    );
+    let statuses = forge.statuses();
+    assert_eq!(statuses[0]["state"], "pending");
+    assert_eq!(
+        (statuses[0]["sha"].as_str(), statuses[0]["context"].as_str()),
+        (Some(HEAD1), Some("switchboard/review"))
     );
     d.shutdown().await;
 }
