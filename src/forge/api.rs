@@ -290,6 +290,34 @@ impl Api {
             .await
     }
 
+    /// Every item of the list at `path`, read 100 a page (at most 30
+    /// pages: GitHub lists 3000 files of a pull request at most).
+    pub async fn list(&self, path: &str, installation: Option<u64>) -> Result<Vec<Value>, Failure> {
+        let mut out = Vec::new();
+        for page in 1..=30 {
+            let sep = if path.contains('?') { '&' } else { '?' };
+            let reply = self
+                .get(
+                    &format!("{path}{sep}per_page=100&page={page}"),
+                    installation,
+                )
+                .await?;
+            match reply.json() {
+                Value::Array(items) => out.extend(items),
+                _ => {
+                    return Err(Failure::fatal(format!(
+                        "{}'s {path} is not a list",
+                        self.dialect.name()
+                    )));
+                }
+            }
+            if !reply.more {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
     /// A JSON write (`POST`, `PATCH`, `PUT`).
     pub async fn send(
         &self,

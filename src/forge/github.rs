@@ -7,12 +7,9 @@ use serde_json::{Value, json};
 
 use super::api::{Api, Failure};
 use super::diff::FileDiff;
-use super::host::{Anchored, Check, Compared, Host};
+use super::host::{Anchored, Check, Compared, Host, change, id_of};
 use super::scope::Scope;
 
-/// Pages of 100 read at most from a list (GitHub lists 3000 files of a
-/// pull request at most).
-const MAX_PAGES: u32 = 30;
 /// The check's name, as branch protection requires it.
 pub const CHECK_NAME: &str = "switchboard/review";
 /// Annotations GitHub takes in one check-run request.
@@ -32,20 +29,6 @@ fn encode_path(path: &str) -> String {
         .map(|s| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>())
         .collect::<Vec<_>>()
         .join("/")
-}
-
-fn change(scope: &Scope) -> Result<u64, Failure> {
-    scope
-        .change
-        .ok_or_else(|| Failure::fatal("this run has no pull request"))
-}
-
-fn id_of(v: &Value) -> Option<String> {
-    match v.get("id")? {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
 }
 
 fn file_diff(v: &Value) -> Option<FileDiff> {
@@ -73,25 +56,7 @@ impl Github {
     }
 
     async fn pages(&self, scope: &Scope, path: &str) -> Result<Vec<Value>, Failure> {
-        let mut out = Vec::new();
-        for page in 1..=MAX_PAGES {
-            let sep = if path.contains('?') { '&' } else { '?' };
-            let reply = self
-                .api
-                .get(
-                    &format!("{path}{sep}per_page=100&page={page}"),
-                    scope.installation,
-                )
-                .await?;
-            match reply.json() {
-                Value::Array(items) => out.extend(items),
-                _ => return Err(Failure::fatal(format!("GitHub's {path} is not a list"))),
-            }
-            if !reply.more {
-                break;
-            }
-        }
-        Ok(out)
+        self.api.list(path, scope.installation).await
     }
 
     fn graphql_url(&self) -> String {

@@ -9,12 +9,9 @@ use serde_json::{Value, json};
 use super::api::{Api, Failure};
 use super::diff::{FileDiff, Side};
 use super::github::CHECK_NAME;
-use super::host::{Anchored, Check, Compared, Host};
+use super::host::{Anchored, Check, Compared, Host, change, id_of};
 use super::scope::Scope;
 use crate::adapters::webhook::template::lookup_str;
-
-/// Pages of 100 read at most from a list.
-const MAX_PAGES: u32 = 30;
 
 /// GitLab for one route.
 #[derive(Debug, Clone)]
@@ -31,20 +28,6 @@ fn project(scope: &Scope) -> String {
     scope
         .project
         .map_or_else(|| encode(&scope.repo), |id| id.to_string())
-}
-
-fn change(scope: &Scope) -> Result<u64, Failure> {
-    scope
-        .change
-        .ok_or_else(|| Failure::fatal("this run has no merge request"))
-}
-
-fn id_of(v: &Value) -> Option<String> {
-    match v.get("id")? {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
 }
 
 /// A GitLab diff entry as a file diff.
@@ -93,22 +76,7 @@ impl Gitlab {
     }
 
     async fn pages(&self, path: &str) -> Result<Vec<Value>, Failure> {
-        let mut out = Vec::new();
-        for page in 1..=MAX_PAGES {
-            let sep = if path.contains('?') { '&' } else { '?' };
-            let reply = self
-                .api
-                .get(&format!("{path}{sep}per_page=100&page={page}"), None)
-                .await?;
-            match reply.json() {
-                Value::Array(items) => out.extend(items),
-                _ => return Err(Failure::fatal(format!("GitLab's {path} is not a list"))),
-            }
-            if !reply.more {
-                break;
-            }
-        }
-        Ok(out)
+        self.api.list(path, None).await
     }
 
     fn mr_path(&self, scope: &Scope) -> Result<String, Failure> {
@@ -541,19 +509,7 @@ mod tests {
             ("b.rs", Some("a.rs"), "renamed")
         );
         assert_eq!((f.additions, f.deletions), (1, 1));
-        let scope = Scope {
-            repo: "grp/sub/app".into(),
-            project: None,
-            change: Some(3),
-            base: None,
-            head: None,
-            since: None,
-            run: None,
-            job: None,
-            installation: None,
-            task: crate::forge::Task::Review,
-            question: None,
-        };
+        let scope = Scope::new("grp/sub/app".into(), crate::forge::Task::Review);
         assert_eq!(project(&scope), "grp%2Fsub%2Fapp");
     }
 }

@@ -9,6 +9,22 @@ use super::api::Failure;
 use super::diff::{FileDiff, Side};
 use super::scope::Scope;
 
+/// The `id` of a forge object, a number or a string.
+pub fn id_of(v: &Value) -> Option<String> {
+    match v.get("id")? {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// The change (pull / merge request) a run is about, or why there is none.
+pub fn change(scope: &Scope) -> Result<u64, Failure> {
+    scope
+        .change
+        .ok_or_else(|| Failure::fatal("this run is about no pull or merge request"))
+}
+
 /// Two heads compared.
 #[derive(Debug, Clone, Default)]
 pub struct Compared {

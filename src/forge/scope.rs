@@ -66,6 +66,25 @@ pub struct Scope {
     pub question: Option<String>,
 }
 
+impl Scope {
+    /// A scope of `repo` for `task`, naming nothing else yet.
+    pub fn new(repo: String, task: Task) -> Self {
+        Self {
+            repo,
+            project: None,
+            change: None,
+            base: None,
+            head: None,
+            since: None,
+            run: None,
+            job: None,
+            installation: None,
+            task,
+            question: None,
+        }
+    }
+}
+
 fn num(payload: &Value, path: &str) -> Option<u64> {
     lookup(payload, path).and_then(Value::as_u64)
 }
@@ -76,8 +95,10 @@ fn sha(payload: &Value, path: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// A repository name as the forge paths take it.
-fn repo_name(name: &str) -> Option<String> {
+/// A repository name as the forge paths take it (`owner/repo`,
+/// `group/sub/project`): no empty, `.` or `..` segment, nothing outside
+/// letters, digits and `._-/`.
+pub fn repo_name(name: &str) -> Option<String> {
     let ok = !name.is_empty()
         && name.len() <= 200
         && name
@@ -92,19 +113,8 @@ fn repo_name(name: &str) -> Option<String> {
 /// The scope of a GitHub event, or `None` when it reaches no code.
 pub fn github(event: &str, payload: &Value, task: Option<Task>) -> Option<Scope> {
     let repo = repo_name(lookup_str(payload, "repository.full_name")?)?;
-    let mut scope = Scope {
-        repo,
-        project: None,
-        change: None,
-        base: None,
-        head: None,
-        since: None,
-        run: None,
-        job: None,
-        installation: num(payload, "installation.id"),
-        task: Task::Triage,
-        question: None,
-    };
+    let mut scope = Scope::new(repo, Task::Triage);
+    scope.installation = num(payload, "installation.id");
     match event {
         "pull_request" => {
             scope.change = num(payload, "pull_request.number").or_else(|| num(payload, "number"));
@@ -151,19 +161,8 @@ pub fn github(event: &str, payload: &Value, task: Option<Task>) -> Option<Scope>
 /// The scope of a GitLab event, or `None` when it reaches no code.
 pub fn gitlab(event: &str, payload: &Value, task: Option<Task>) -> Option<Scope> {
     let repo = repo_name(lookup_str(payload, "project.path_with_namespace")?)?;
-    let mut scope = Scope {
-        repo,
-        project: num(payload, "project.id"),
-        change: None,
-        base: None,
-        head: None,
-        since: None,
-        run: None,
-        job: None,
-        installation: None,
-        task: Task::Triage,
-        question: None,
-    };
+    let mut scope = Scope::new(repo, Task::Triage);
+    scope.project = num(payload, "project.id");
     match event {
         "merge_request" => {
             scope.change = num(payload, "object_attributes.iid");

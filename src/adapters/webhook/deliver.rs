@@ -38,17 +38,8 @@ impl IssueRef {
         let repo = repo
             .strip_suffix(":pr")
             .or_else(|| repo.strip_suffix(":issue"))?;
-        let valid = repo.split('/').count() == 2
-            && repo
-                .split('/')
-                .all(|p| !p.is_empty() && p != "." && p != "..")
-            && repo
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c));
-        valid.then(|| Self {
-            repo: repo.to_string(),
-            number,
-        })
+        let repo = crate::forge::scope::repo_name(repo).filter(|r| r.split('/').count() == 2)?;
+        Some(Self { repo, number })
     }
 }
 

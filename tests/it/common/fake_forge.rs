@@ -52,20 +52,11 @@ struct Repo {
     next_id: u64,
 }
 
-/// An answer given instead of the next one to a path ending so: path
-/// suffix, status, headers, body.
-type Failure = (String, u16, Vec<(String, String)>, Value);
-
 #[derive(Clone, Default)]
 struct Shared {
     repo: Arc<Mutex<Repo>>,
     seen: Arc<Mutex<Vec<Seen>>>,
-    /// (status, headers, body) answered instead of the next requests.
-    fail_next: Arc<Mutex<Vec<Failure>>>,
-    held: Arc<tokio::sync::watch::Sender<bool>>,
-    /// Requests to paths ending so are carried out, then left unanswered
-    /// while `held` is on.
-    hold_after: Arc<Mutex<Option<String>>>,
+    faults: Arc<super::faults::Faults>,
 }
 
 /// A running fake.
@@ -126,24 +117,15 @@ impl FakeForge {
     }
 
     /// Answers the next request to a path ending with `suffix` with this
-    /// failure (failures queue up in order).
+    /// failure.
     pub fn fail_next(&self, suffix: &str, status: u16, headers: &[(&str, &str)], body: Value) {
-        self.shared.fail_next.lock().unwrap().push((
-            suffix.to_string(),
-            status,
-            headers
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            body,
-        ));
+        self.shared.faults.fail_next(suffix, status, headers, body);
     }
 
     /// While on, requests to paths ending with `suffix` are carried out
     /// and their answers held back (`None`: nothing held).
     pub fn hold_after(&self, suffix: Option<&str>) {
-        *self.shared.hold_after.lock().unwrap() = suffix.map(str::to_string);
-        self.shared.held.send_replace(suffix.is_some());
+        self.shared.faults.hold_after(suffix, None);
     }
 
     pub fn seen(&self) -> Vec<Seen> {
@@ -252,16 +234,10 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let path = uri.path().to_string();
+    let hold = shared.faults.holds(method.as_str(), &path);
     let answer = answer(&shared, method, uri, headers, body);
-    let hold = shared
-        .hold_after
-        .lock()
-        .unwrap()
-        .as_deref()
-        .is_some_and(|suffix| path.ends_with(suffix));
     if hold {
-        let mut held = shared.held.subscribe();
-        let _ = held.wait_for(|on| !on).await;
+        shared.faults.released().await;
     }
     answer
 }
@@ -275,21 +251,8 @@ fn answer(shared: &Shared, method: Method, uri: Uri, headers: HeaderMap, body: B
         auth: super::authorization(&headers),
         body: body.clone(),
     });
-    let failure = {
-        let mut fail = shared.fail_next.lock().unwrap();
-        fail.iter()
-            .position(|(suffix, ..)| path.ends_with(suffix.as_str()))
-            .map(|i| fail.remove(i))
-    };
-    if let Some((_, status, extra, body)) = failure {
-        let mut resp = json_answer(StatusCode::from_u16(status).unwrap(), body);
-        for (k, v) in extra {
-            resp.headers_mut().insert(
-                axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                v.parse().unwrap(),
-            );
-        }
-        return resp;
+    if let Some(failure) = shared.faults.failure(&path) {
+        return failure;
     }
     let query: HashMap<String, String> = uri
         .query()

@@ -54,17 +54,11 @@ struct Project {
     next_id: u64,
 }
 
-type Failure = (String, u16, Vec<(String, String)>, Value);
-
 #[derive(Clone, Default)]
 struct Shared {
     project: Arc<Mutex<Project>>,
     seen: Arc<Mutex<Vec<Seen>>>,
-    fail_next: Arc<Mutex<Vec<Failure>>>,
-    held: Arc<tokio::sync::watch::Sender<bool>>,
-    /// Requests to paths ending so are carried out, then left unanswered
-    /// while `held` is on.
-    hold_after: Arc<Mutex<Option<String>>>,
+    faults: Arc<super::faults::Faults>,
 }
 
 /// A running fake.
@@ -119,22 +113,13 @@ impl FakeGitlab {
     }
 
     pub fn fail_next(&self, suffix: &str, status: u16, headers: &[(&str, &str)], body: Value) {
-        self.shared.fail_next.lock().unwrap().push((
-            suffix.into(),
-            status,
-            headers
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            body,
-        ));
+        self.shared.faults.fail_next(suffix, status, headers, body);
     }
 
-    /// While on, requests to paths ending with `suffix` (and `method`)
-    /// are carried out and their answers held back (`None`: nothing held).
+    /// While on, POSTs to paths ending with `suffix` are carried out and
+    /// their answers held back (`None`: nothing held).
     pub fn hold_after(&self, suffix: Option<&str>) {
-        *self.shared.hold_after.lock().unwrap() = suffix.map(str::to_string);
-        self.shared.held.send_replace(suffix.is_some());
+        self.shared.faults.hold_after(suffix, Some("POST"));
     }
 
     pub fn seen(&self) -> Vec<Seen> {
@@ -170,17 +155,10 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let hold = method == Method::POST
-        && shared
-            .hold_after
-            .lock()
-            .unwrap()
-            .as_deref()
-            .is_some_and(|suffix| uri.path().ends_with(suffix));
+    let hold = shared.faults.holds(method.as_str(), uri.path());
     let answer = answer(&shared, method, uri, headers, body);
     if hold {
-        let mut held = shared.held.subscribe();
-        let _ = held.wait_for(|on| !on).await;
+        shared.faults.released().await;
     }
     answer
 }
@@ -200,21 +178,8 @@ fn answer(shared: &Shared, method: Method, uri: Uri, headers: HeaderMap, body: B
             .to_string(),
         body: body.clone(),
     });
-    let failure = {
-        let mut fail = shared.fail_next.lock().unwrap();
-        fail.iter()
-            .position(|(suffix, ..)| path.ends_with(suffix.as_str()))
-            .map(|i| fail.remove(i))
-    };
-    if let Some((_, status, extra, body)) = failure {
-        let mut resp = json_answer(StatusCode::from_u16(status).unwrap(), body);
-        for (k, v) in extra {
-            resp.headers_mut().insert(
-                axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                v.parse().unwrap(),
-            );
-        }
-        return resp;
+    if let Some(failure) = shared.faults.failure(&path) {
+        return failure;
     }
     let params: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes())
         .into_owned()

@@ -15,6 +15,7 @@ pub mod fake_port;
 pub mod fake_slack;
 pub mod fake_telegram;
 pub mod fake_transcriber;
+pub mod faults;
 pub mod files;
 pub mod in_process;
 pub mod outage;

@@ -4,7 +4,7 @@
 //! by the key it carries, and posts the rest once; the model is not asked
 //! again.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 
@@ -16,11 +16,12 @@ use crate::common::fake_llm::{FakeLlm, Reply, text};
 const PATCH: &str = "@@ -1,3 +1,4 @@\n pub fn add(a: u32, b: u32) -> u32 {\n-    a + b\n+    let sum = a + b;\n+    sum\n }";
 
 async fn until(what: &str, check: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !check() {
-        assert!(Instant::now() < deadline, "waited in vain for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    crate::common::eventually_within(
+        what,
+        Duration::from_secs(30),
+        || std::future::ready(check()),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

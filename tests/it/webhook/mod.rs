@@ -115,6 +115,28 @@ async fn start_at(llm: &FakeLlm, api: &str, tweak: impl FnOnce(&mut Config)) -> 
     }
 }
 
+/// Waits (up to twenty seconds) until `check` holds.
+async fn wait_for(what: &str, check: impl Fn() -> bool) {
+    common::eventually(what, || std::future::ready(check())).await;
+}
+
+/// The text of the last tool result a model request carries.
+fn tool_result(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or("").to_string())
+        .unwrap_or_default()
+}
+
+/// A model's review: `summary`, then the `findings` block.
+fn review_answer(summary: &str, findings: Value) -> Reply {
+    Reply::Json(text(&format!("{summary}\n\n```findings\n{findings}\n```")))
+}
+
 fn fixture(name: &str) -> Value {
     let path = format!("tests/data/github/{name}.json");
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()

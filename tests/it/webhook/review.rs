@@ -6,12 +6,10 @@
 //! resolved; a failed job triaged from its log on its pull request;
 //! comment commands; a diff that gives orders; a secondary rate limit.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 use switchboard::config::{BlockingConclusion, ForgeConfig};
 
-use super::{Running, bytes, fixture, start_at};
+use super::{Running, bytes, fixture, review_answer, start_at, tool_result, wait_for};
 use crate::common::fake_forge::{FakeForge, Pull};
 use crate::common::fake_llm::{FakeLlm, Reply, calls, text};
 use crate::common::tool_names;
@@ -27,10 +25,6 @@ const FIXED_PATCH: &str = "@@ -1,3 +1,3 @@\n pub fn add(a: u32, b: u32) -> u32 {
 
 fn file(name: &str, status: &str, patch: &str) -> Value {
     json!({"filename": name, "status": status, "additions": 2, "deletions": 1, "changes": 3, "patch": patch})
-}
-
-fn review_answer(summary: &str, findings: Value) -> Reply {
-    Reply::Json(text(&format!("{summary}\n\n```findings\n{findings}\n```")))
 }
 
 fn forge_route(
@@ -49,28 +43,6 @@ fn forge_route(
             ..ForgeConfig::default()
         });
     }
-}
-
-async fn wait_for(what: &str, check: impl Fn() -> bool) {
-    for _ in 0..400 {
-        if check() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("waited in vain for {what}");
-}
-
-/// The text of the result the model got back for its tool call.
-fn tool_result(request: &Value) -> String {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or("").to_string())
-        .unwrap_or_default()
 }
 
 async fn push(d: &Running, delivery: &str, head: &str) {

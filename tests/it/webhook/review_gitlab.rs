@@ -9,7 +9,7 @@
 use serde_json::{Value, json};
 use switchboard::config::{BlockingConclusion, ForgeConfig, SignatureScheme};
 
-use super::{Running, STANDARD_SECRET, bytes, start_at};
+use super::{Running, STANDARD_SECRET, bytes, review_answer, start_at, tool_result, wait_for};
 use crate::common::fake_gitlab::{FakeGitlab, MergeRequest};
 use crate::common::fake_llm::{FakeLlm, Reply, calls, text};
 
@@ -94,31 +94,6 @@ async fn send(d: &Running, hook: &str, uuid: &str, payload: &Value) -> (u16, Val
     (code, resp.json().await.unwrap_or(Value::Null))
 }
 
-async fn wait_for(what: &str, check: impl Fn() -> bool) {
-    for _ in 0..400 {
-        if check() {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-    }
-    panic!("waited in vain for {what}");
-}
-
-fn tool_result(request: &Value) -> String {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or("").to_string())
-        .unwrap_or_default()
-}
-
-fn findings(summary: &str, list: Value) -> Reply {
-    Reply::Json(text(&format!("{summary}\n\n```findings\n{list}\n```")))
-}
-
 fn final_states(gitlab: &FakeGitlab) -> Vec<String> {
     gitlab
         .statuses()
@@ -143,11 +118,11 @@ async fn a_merge_request_is_reviewed_in_discussions_then_pushes_incrementally() 
     let overflow = json!({"path": "src/lib.rs", "line": 2, "severity": "blocking", "body": "`a + b` overflows: use checked_add."});
     let llm = FakeLlm::start(vec![
         Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
-        findings("Adds a temporary.", json!([overflow, {"path": "src/lib.rs", "line": 50, "body": "Outside the diff."}])),
+        review_answer("Adds a temporary.", json!([overflow, {"path": "src/lib.rs", "line": 50, "body": "Outside the diff."}])),
         Reply::Json(calls(&[("c2", "forge_diff", "{}")])),
-        findings("Adds zero().", json!([overflow, {"path": "src/new.rs", "line": 1, "severity": "warning", "body": "Document zero()."}])),
+        review_answer("Adds zero().", json!([overflow, {"path": "src/new.rs", "line": 1, "severity": "warning", "body": "Document zero()."}])),
         Reply::Json(calls(&[("c3", "forge_diff", "{}")])),
-        findings("Fixed.", json!([])),
+        review_answer("Fixed.", json!([])),
     ])
     .await;
     let d = start_at(&llm, &gitlab.url, route(&gitlab)).await;
@@ -457,7 +432,7 @@ async fn a_merge_request_whose_diff_gives_orders_gets_a_review_and_nothing_else(
     let llm = FakeLlm::start(vec![
         Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
         Reply::Json(calls(&[("c2", "terminal", "{\"command\": \"echo obeyed\"}")])),
-        findings("A comment tries to instruct reviewers.", json!([{"path": "src/main.rs", "line": 2, "severity": "warning", "body": "Remove the injected instructions."}])),
+        review_answer("A comment tries to instruct reviewers.", json!([{"path": "src/main.rs", "line": 2, "severity": "warning", "body": "Remove the injected instructions."}])),
     ])
     .await;
     let d = start_at(&llm, &gitlab.url, route(&gitlab)).await;
