@@ -239,10 +239,13 @@ impl Host for Github {
                     _ => kind.to_string(),
                 };
                 let body = c.get("body").and_then(Value::as_str).unwrap_or("");
-                out.push((who.to_string(), place, body.to_string()));
+                let at = c.get("created_at").and_then(Value::as_str).unwrap_or("");
+                out.push((at.to_string(), (who.to_string(), place, body.to_string())));
             }
         }
-        Ok(out)
+        // Both lists in one, oldest first (ISO timestamps sort as text).
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out.into_iter().map(|(_, c)| c).collect())
     }
 
     async fn change_for(&self, scope: &Scope) -> Result<Option<u64>, Failure> {

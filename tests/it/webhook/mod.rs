@@ -120,16 +120,21 @@ async fn wait_for(what: &str, check: impl Fn() -> bool) {
     common::eventually(what, || std::future::ready(check())).await;
 }
 
-/// The text of the last tool result a model request carries.
-fn tool_result(request: &Value) -> String {
-    request["messages"]
-        .as_array()
-        .unwrap()
+/// The tool results of a model request's last batch of calls, in order.
+fn tool_results(request: &Value) -> Vec<String> {
+    let messages = request["messages"].as_array().unwrap();
+    let tail = messages
         .iter()
         .rev()
-        .find(|m| m["role"] == "tool")
+        .take_while(|m| m["role"] == "tool")
         .map(|m| m["content"].as_str().unwrap_or("").to_string())
-        .unwrap_or_default()
+        .collect::<Vec<_>>();
+    tail.into_iter().rev().collect()
+}
+
+/// The text of the last tool result a model request carries.
+fn tool_result(request: &Value) -> String {
+    tool_results(request).pop().unwrap_or_default()
 }
 
 /// A model's review: `summary`, then the `findings` block.

@@ -9,7 +9,9 @@
 use serde_json::{Value, json};
 use switchboard::config::{BlockingConclusion, ForgeConfig};
 
-use super::{Running, bytes, fixture, review_answer, start_at, tool_result, wait_for};
+use super::{
+    Running, bytes, fixture, review_answer, start_at, tool_result, tool_results, wait_for,
+};
 use crate::common::fake_forge::{FakeForge, Pull};
 use crate::common::fake_llm::{FakeLlm, Reply, calls, text};
 use crate::common::tool_names;
@@ -76,7 +78,7 @@ async fn a_pull_request_is_reviewed_on_its_lines_then_pushes_are_reviewed_increm
             "Adds a temporary for the sum.",
             json!([overflow, {"path": "src/lib.rs", "line": 40, "severity": "note", "body": "Line outside the diff."}]),
         ),
-        Reply::Json(calls(&[("c2", "forge_diff", "{}")])),
+        Reply::Json(calls(&[("c2", "forge_diff", "{}"), ("c2t", "forge_thread", "{}")])),
         review_answer(
             "Adds zero().",
             json!([overflow, {"path": "src/new.rs", "line": 1, "severity": "warning", "body": "Document zero()."}]),
@@ -212,7 +214,8 @@ async fn a_pull_request_is_reviewed_on_its_lines_then_pushes_are_reviewed_increm
             .is_some_and(|c| c["status"] == "completed")
     })
     .await;
-    let diff = tool_result(&llm.requests()[3]);
+    let results = tool_results(&llm.requests()[3]);
+    let diff = &results[0];
     assert!(
         diff.contains("Incremental review: the 1 commit(s) since 6dcb09b5b578"),
         "{diff}"
@@ -221,6 +224,14 @@ async fn a_pull_request_is_reviewed_on_its_lines_then_pushes_are_reviewed_increm
         diff.contains("src/new.rs") && !diff.contains("let sum"),
         "{diff}"
     );
+    // The discussion so far: the summary and the line comment, fenced.
+    let thread = &results[1];
+    assert!(thread.contains("2 comment(s) on the change"), "{thread}");
+    assert!(
+        thread.contains("review comment on src/lib.rs:2"),
+        "{thread}"
+    );
+    assert!(thread.contains("field=\"comments\""), "{thread}");
     let comments = forge.review_comments();
     assert_eq!(comments.len(), 2, "one new comment, none repeated");
     assert_eq!(comments[1]["path"], "src/new.rs");
@@ -630,7 +641,38 @@ async fn a_review_without_findings_leaves_the_gate_neutral_even_when_it_could_fa
             files: vec![file("src/lib.rs", "modified", LIB_PATCH)],
         },
     );
-    let llm = FakeLlm::start(vec![Reply::Json(text("I could not read the whole diff."))]).await;
+    forge.set_content(
+        HEAD1,
+        "src/lib.rs",
+        "pub fn add(a: u32, b: u32) -> u32 {\n    let sum = a + b;\n    sum\n}\n",
+    );
+    forge.set_content(
+        BASE,
+        "src/lib.rs",
+        "pub fn add(a: u32, b: u32) -> u32 {\n    a + b\n}\n",
+    );
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[
+            (
+                "f1",
+                "forge_file",
+                "{\"path\": \"src/lib.rs\", \"start_line\": 2, \"end_line\": 3}",
+            ),
+            (
+                "f2",
+                "forge_file",
+                "{\"path\": \"src/lib.rs\", \"version\": \"base\"}",
+            ),
+            ("f3", "forge_file", "{\"path\": \"../../etc/passwd\"}"),
+            (
+                "f4",
+                "forge_file",
+                "{\"path\": \"src/lib.rs\", \"version\": \"main\"}",
+            ),
+        ])),
+        Reply::Json(text("I could not read the whole diff.")),
+    ])
+    .await;
     let key = std::path::Path::new("tests/data/github/app-test-key.pem")
         .canonicalize()
         .unwrap();
@@ -644,6 +686,35 @@ async fn a_review_without_findings_leaves_the_gate_neutral_even_when_it_could_fa
             .is_some_and(|c| c["status"] == "completed")
     })
     .await;
+    let files = tool_results(&llm.requests()[1]);
+    assert!(
+        files[0].contains("src/lib.rs at the head (6dcb09b5b578), lines 2–3 of 4"),
+        "{}",
+        files[0]
+    );
+    assert!(
+        files[0].contains("     2 |     let sum = a + b;") && !files[0].contains("pub fn"),
+        "{}",
+        files[0]
+    );
+    assert!(
+        files[1].contains("at the base (9049f1265b7d)") && files[1].contains("     2 |     a + b"),
+        "{}",
+        files[1]
+    );
+    assert!(files[2].contains("is not a file path"), "{}", files[2]);
+    assert!(files[3].contains("is not head or base"), "{}", files[3]);
+    let contents: Vec<String> = forge
+        .seen()
+        .iter()
+        .filter(|s| s.path.contains("/contents/"))
+        .map(|s| s.path.clone())
+        .collect();
+    assert_eq!(
+        contents.len(),
+        2,
+        "refused paths and refs never reach GitHub: {contents:?}"
+    );
     let check = &forge.checks()[0];
     assert_eq!(
         check["conclusion"], "neutral",
