@@ -107,9 +107,9 @@ pub fn load_from_str(toml: &str, env: &Env) -> Result<Config, ConfigError> {
         .add_source(overrides)
         .build()
         .map_err(|err| ConfigError::Invalid(vec![Problem::syntax(err.to_string())]))?;
-    let config: Config = serde_path_to_error::deserialize(merged).map_err(|err| {
-        let key = err.path().to_string();
-        let mut reason = explain_enum(&strip_key_suffix(&err.into_inner().to_string()));
+    let config: Config = merged.try_deserialize().map_err(|err| {
+        let key = error_key(&err);
+        let mut reason = explain_enum(&strip_key_suffix(&err.to_string()));
         let var = format!("SWITCHBOARD_{}", key.to_uppercase().replace('.', "__"));
         if env.get(&var).is_some() {
             reason.push_str(&format!(" (set by {var})"));
@@ -121,6 +121,31 @@ pub fn load_from_str(toml: &str, env: &Env) -> Result<Config, ConfigError> {
         Ok(config)
     } else {
         Err(ConfigError::Invalid(problems))
+    }
+}
+
+/// The key a deserialization error is about, as the `config` crate
+/// tracks it while it walks the tables (`webhook.routes[0].path`); `.`
+/// when it names none (the top level).
+fn error_key(err: &config::ConfigError) -> String {
+    use config::ConfigError as E;
+    let key = match err {
+        E::Type { key, .. } | E::At { key, .. } => key.clone(),
+        E::NotFound(key) => Some(key.clone()),
+        _ => None,
+    };
+    let key = key.filter(|k| !k.is_empty());
+    // An unknown key is named by its own path, not its table's.
+    let message = err.to_string();
+    let unknown = message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split_once('`'))
+        .map(|(name, _)| name);
+    match (key, unknown) {
+        (Some(table), Some(name)) => format!("{table}.{name}"),
+        (None, Some(name)) => name.to_string(),
+        (Some(key), None) => key,
+        (None, None) => ".".into(),
     }
 }
 
