@@ -20,6 +20,10 @@ use crate::config::BlockingConclusion;
 use crate::platform::PlatformError;
 use crate::store::OutputAttempt;
 
+/// Lines and characters of the log excerpt a triage carries.
+const EXCERPT_LINES: usize = 15;
+const EXCERPT_CHARS: usize = 3000;
+
 /// The marker that names an output in the text posted.
 fn marker(key: &str) -> String {
     format!("<!-- switchboard:{key} -->")
@@ -172,7 +176,11 @@ impl Forge {
             return self.review(event_id, entity, &scope, text).await;
         }
         let key = format!("{event_id}:comment");
-        let body = format!("{}\n\n{}", crate::render::clip(text, 60_000), marker(&key));
+        let mut text = crate::render::clip(text, 60_000);
+        if scope.task == Task::Triage {
+            text.push_str(&self.failure_note(&scope).await);
+        }
+        let body = format!("{text}\n\n{}", marker(&key));
         let host = self.host.clone();
         let mark = marker(&key);
         self.output(&key, entity, "comment", |_, tried| async move {
@@ -188,6 +196,57 @@ impl Forge {
         })
         .await
         .map(|_| ())
+    }
+
+    /// What a triage says whatever the model wrote: the failing job and
+    /// step as the event named them, and the log's error lines (its last
+    /// lines when none reads as an error).
+    async fn failure_note(&self, scope: &Scope) -> String {
+        // Names come from strangers' CI files: kept to one plain line.
+        let plain = |s: &str| crate::render::clip(&s.replace(['`', '\n', '\r'], " "), 200);
+        let mut note = String::new();
+        if let Some((job, step)) = &scope.failed {
+            note.push_str(&format!("\n\n---\n**Failing job:** `{}`", plain(job)));
+            if let Some(step) = step {
+                note.push_str(&format!(", step `{}`", plain(step)));
+            }
+        }
+        let job = match scope.job {
+            Some(job) => Some(job),
+            None => self
+                .host
+                .failed_job(scope)
+                .await
+                .ok()
+                .flatten()
+                .map(|(id, _)| id),
+        };
+        let Some(raw) = (match job {
+            Some(job) => self.host.job_log(scope, job).await.ok(),
+            None => None,
+        }) else {
+            return note;
+        };
+        let lines = super::tools::log_lines(&raw);
+        let errors: Vec<&str> = lines
+            .iter()
+            .map(String::as_str)
+            .filter(|l| super::tools::is_error_line(l))
+            .collect();
+        let picked = if errors.is_empty() {
+            lines.iter().map(String::as_str).collect()
+        } else {
+            errors
+        };
+        let excerpt = picked[picked.len().saturating_sub(EXCERPT_LINES)..].join("\n");
+        let excerpt = crate::render::clip(&excerpt, EXCERPT_CHARS);
+        // A fence longer than any run of backticks in the log.
+        let longest = excerpt.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+        let fence = "`".repeat(longest.max(2) + 1);
+        note.push_str(&format!(
+            "\n\n<details><summary>Log excerpt</summary>\n\n{fence}text\n{excerpt}\n{fence}\n</details>"
+        ));
+        note
     }
 
     async fn sort(

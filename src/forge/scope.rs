@@ -64,6 +64,9 @@ pub struct Scope {
     /// The question of an `ask` command.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub question: Option<String>,
+    /// The failed job's name and its failed step, as the event names them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<(String, Option<String>)>,
 }
 
 impl Scope {
@@ -81,6 +84,7 @@ impl Scope {
             installation: None,
             task,
             question: None,
+            failed: None,
         }
     }
 }
@@ -134,6 +138,17 @@ pub fn github(event: &str, payload: &Value, task: Option<Task>) -> Option<Scope>
             scope.job = num(payload, "workflow_job.id");
             scope.run = num(payload, "workflow_job.run_id");
             scope.head = sha(payload, "workflow_job.head_sha");
+            let step = lookup(payload, "workflow_job.steps")
+                .and_then(Value::as_array)
+                .and_then(|steps| {
+                    steps
+                        .iter()
+                        .find(|s| lookup_str(s, "conclusion") == Some("failure"))
+                })
+                .and_then(|s| lookup_str(s, "name"))
+                .map(str::to_string);
+            scope.failed =
+                lookup_str(payload, "workflow_job.name").map(|job| (job.to_string(), step));
         }
         "workflow_run" => {
             scope.run = num(payload, "workflow_run.id");
@@ -185,17 +200,21 @@ pub fn gitlab(event: &str, payload: &Value, task: Option<Task>) -> Option<Scope>
             scope.run = num(payload, "object_attributes.id");
             scope.head = sha(payload, "object_attributes.sha");
             scope.change = num(payload, "merge_request.iid");
-            scope.job = lookup(payload, "builds")
+            let failed = lookup(payload, "builds")
                 .and_then(Value::as_array)
                 .and_then(|builds| {
                     builds
                         .iter()
-                        .filter(|b| lookup_str(b, "status") == Some("failed"))
-                        .find_map(|b| num(b, "id"))
+                        .find(|b| lookup_str(b, "status") == Some("failed"))
                 });
+            scope.job = failed.and_then(|b| num(b, "id"));
+            scope.failed = failed
+                .and_then(|b| lookup_str(b, "name"))
+                .map(|name| (name.to_string(), None));
         }
         "build" => {
             scope.job = num(payload, "build_id");
+            scope.failed = lookup_str(payload, "build_name").map(|name| (name.to_string(), None));
             scope.run = num(payload, "pipeline_id");
             scope.head = sha(payload, "sha");
             scope.project = scope.project.or_else(|| num(payload, "project_id"));

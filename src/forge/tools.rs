@@ -90,6 +90,19 @@ pub fn strip_ansi(text: &str) -> String {
     out
 }
 
+/// A log's lines as the tools show them: no colours, no timestamps.
+pub fn log_lines(raw: &str) -> Vec<String> {
+    strip_ansi(raw)
+        .lines()
+        .map(|l| untimed(l).to_string())
+        .collect()
+}
+
+/// Whether a log line reports an error.
+pub fn is_error_line(line: &str) -> bool {
+    line.contains("##[error]") || line.starts_with("ERROR") || line.contains("error:")
+}
+
 /// A log line without GitHub's leading timestamp.
 fn untimed(line: &str) -> &str {
     match line.split_once(' ') {
@@ -315,8 +328,7 @@ impl Desk {
                 .ok_or_else(|| ToolError::Failed("this run names no failed CI job".into()))?,
         };
         let raw = host.job_log(&self.scope, job).await.map_err(failed)?;
-        let clean = strip_ansi(&raw);
-        let lines: Vec<&str> = clean.lines().map(untimed).collect();
+        let lines = log_lines(&raw);
         let count = arg_opt_u64(args, "lines")?
             .unwrap_or(LOG_LINES)
             .clamp(1, LOG_LINES_MAX) as usize;
@@ -334,9 +346,7 @@ impl Desk {
         let errors: Vec<String> = lines
             .iter()
             .enumerate()
-            .filter(|(_, l)| {
-                l.contains("##[error]") || l.starts_with("ERROR") || l.contains("error:")
-            })
+            .filter(|(_, l)| is_error_line(l))
             .take(LOG_ERRORS)
             .map(|(i, l)| format!("{:>6} | {}", i + 1, crate::render::clip(l, 300)))
             .collect();

@@ -375,6 +375,18 @@ async fn a_failed_job_is_triaged_from_its_log_and_comment_commands_steer_reviews
             .unwrap()
             .contains("loops forever")
     );
+    let triage = comments[0]["body"].as_str().unwrap();
+    assert!(
+        triage.contains("**Failing job:** `linters`, step `Run yarn run format-check`"),
+        "{triage}"
+    );
+    assert!(
+        triage.contains("<summary>Log excerpt</summary>")
+            && triage.contains("##[error]Process completed with exit code 101.")
+            && triage.contains("error: test retry::gives_up failed")
+            && !triage.contains("compiling crate"),
+        "the error lines, not the noise: {triage}"
+    );
     assert!(forge.reviews().is_empty() && forge.statuses().is_empty());
     assert!(
         forge

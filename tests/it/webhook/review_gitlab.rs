@@ -335,12 +335,21 @@ async fn a_failed_pipeline_is_triaged_from_its_trace_and_notes_steer_reviews() {
         .iter()
         .filter(|s| s.path.ends_with("/jobs/380/trace"))
         .count();
-    assert_eq!(traces, 2, "the 429 was waited out");
+    assert_eq!(
+        traces, 3,
+        "the tool's read through a 429 (two requests), and the note's excerpt"
+    );
     assert!(
         gitlab.notes()[0]["body"]
             .as_str()
             .unwrap()
             .contains("add overflows")
+    );
+    let triage = gitlab.notes()[0]["body"].as_str().unwrap().to_string();
+    assert!(triage.contains("**Failing job:** `rspec`"), "{triage}");
+    assert!(
+        triage.contains("ERROR: Job failed: exit code 1") && !triage.contains("gitlab-runner"),
+        "{triage}"
     );
     assert!(gitlab.statuses().is_empty(), "a triage sets no gate");
 
