@@ -62,6 +62,12 @@ impl Running {
         .await
     }
 
+    /// The daemon's /metrics text.
+    async fn metrics(&self) -> String {
+        let resp = self.http.get(format!("{}/metrics", self.base)).send();
+        resp.await.unwrap().text().await.unwrap()
+    }
+
     async fn wait_processed(&self, n: usize) {
         for _ in 0..400 {
             let done = self
@@ -512,15 +518,7 @@ async fn form_encoded_github_deliveries_are_read_from_their_payload_field() {
         .await
         .unwrap();
     assert_eq!(bad.status(), 400);
-    let metrics = d
-        .http
-        .get(format!("{}/metrics", d.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = d.metrics().await;
     assert!(
         metrics
             .contains(r#"switchboard_webhook_requests_total{route="github",outcome="malformed"}"#),

@@ -468,15 +468,7 @@ async fn a_failed_job_is_triaged_from_its_log_and_comment_commands_steer_reviews
         "the stranger's and the paused events never ran"
     );
 
-    let metrics = d
-        .http
-        .get(format!("{}/metrics", d.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = d.metrics().await;
     assert!(
         metrics.contains("switchboard_forge_commands_ignored_total{route=\"github\"} 1"),
         "{metrics}"
