@@ -76,15 +76,10 @@ pub fn sanitize(messages: &mut Vec<ChatMessage>) -> Repairs {
     repairs
 }
 
-/// Rough size of a request in tokens.
-pub fn estimate_tokens(
-    system: &str,
-    messages: &[ChatMessage],
-    tools: &[serde_json::Value],
-) -> usize {
-    let tools: usize = tools.iter().map(|t| t.to_string().len() / 4).sum();
+/// Rough size in tokens of a request's system prompt and messages (its
+/// tools' is [`SessionView::tokens`](crate::tools::SessionView::tokens)).
+pub fn estimate_tokens(system: &str, messages: &[ChatMessage]) -> usize {
     system.len() / 4
-        + tools
         + messages
             .iter()
             .map(ChatMessage::estimated_tokens)
@@ -247,7 +242,7 @@ pub async fn summarize(
     let request = ChatRequest {
         system: SUMMARY_SYSTEM.into(),
         messages: vec![ChatMessage::user(transcript(messages, max_chars))],
-        tools: Vec::new(),
+        tools: Default::default(),
         max_tokens: summary_tokens(replaced),
         model: None,
         live: None,

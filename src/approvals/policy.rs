@@ -149,7 +149,7 @@ impl ApprovalPolicy {
                 "Command (flagged because it {}):\n<command>\n{command}\n</command>",
                 reasons.join("; ")
             ))],
-            tools: Vec::new(),
+            tools: Default::default(),
             max_tokens: 8,
             model: None,
             live: None,

@@ -345,7 +345,10 @@ impl Store {
                 tx.rollback().await?;
                 return Ok(None);
             }
-            let row = super::outbox::insert_outbound!(&mut *tx, id, key, quote, now);
+            let mut qb = sqlx::QueryBuilder::new("");
+            super::outbox::outbound_rows!(qb, id, key, std::iter::once(quote), now);
+            qb.push(" RETURNING id");
+            let row = qb.build_query_scalar().fetch_one(&mut *tx).await?;
             tx.commit().await?;
             Ok(Some(row))
         })

@@ -95,31 +95,33 @@ macro_rules! outbox_columns {
     };
 }
 
-/// Writes `$outbound` for inbox event `$inbox_id` of session `$key`
-/// through `$executor`; evaluates to the row's id.
-macro_rules! insert_outbound {
-    ($executor:expr, $inbox_id:expr, $key:expr, $outbound:expr, $now:expr) => {{
-        let o: &$crate::store::Outbound = $outbound;
-        let id: i64 = sqlx::query_scalar(
+/// Pushes onto `$qb` (a query builder of either backend) the insert of
+/// `$rows`, outbound messages for inbox event `$inbox_id` of session
+/// `$key`, in order.
+macro_rules! outbound_rows {
+    ($qb:expr, $inbox_id:expr, $key:expr, $rows:expr, $now:expr) => {{
+        let (inbox_id, key, now): (i64, &str, i64) = ($inbox_id, $key, $now);
+        $qb.push(
             "INSERT INTO outbox (inbox_id, session_key, platform, chat_id, thread_id, reply_to, \
-             body, draft_of, status, attempts, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 0, $9, $9) RETURNING id",
-        )
-        .bind($inbox_id)
-        .bind($key)
-        .bind(o.platform.as_str())
-        .bind(o.chat_id.as_str())
-        .bind(o.thread_id.as_deref())
-        .bind(o.reply_to.as_deref())
-        .bind($crate::store::storable(&o.body))
-        .bind(o.draft_of)
-        .bind($now)
-        .fetch_one($executor)
-        .await?;
-        id
+             body, draft_of, status, attempts, created_at, updated_at) ",
+        );
+        $qb.push_values($rows, |mut row, o: &$crate::store::Outbound| {
+            row.push_bind(inbox_id)
+                .push_bind(key)
+                .push_bind(o.platform.as_str())
+                .push_bind(o.chat_id.as_str())
+                .push_bind(o.thread_id.as_deref())
+                .push_bind(o.reply_to.as_deref())
+                .push_bind($crate::store::storable(&o.body))
+                .push_bind(o.draft_of)
+                .push("'pending'")
+                .push("0")
+                .push_bind(now)
+                .push_bind(now);
+        });
     }};
 }
-pub(super) use insert_outbound;
+pub(super) use outbound_rows;
 
 impl Store {
     /// Records one sending attempt of row `id`: `error` is `None` when it

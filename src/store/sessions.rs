@@ -1,6 +1,6 @@
 //! Sessions and their messages, with full-text search over messages.
 
-use super::{Backend, Result, Store, new_id, now_ms, returning, with_pool};
+use super::{Backend, Result, Store, new_id, now_ms, with_pool};
 
 /// What is needed to open a session for a key.
 #[derive(Debug, Clone)]
@@ -46,28 +46,26 @@ pub struct Session {
     pub model: Option<String>,
 }
 
-/// Appends `$message` to session `$session_id` through `$executor` (a
-/// pool or a transaction); evaluates to the new message's id.
-macro_rules! insert_message {
-    ($executor:expr, $session_id:expr, $message:expr) => {{
-        let message: &$crate::store::NewMessage<'_> = $message;
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, name, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
-        )
-        .bind($session_id)
-        .bind(message.role)
-        .bind($crate::store::storable(message.content))
-        .bind(message.tool_calls.map($crate::store::storable))
-        .bind(message.tool_call_id.map($crate::store::storable))
-        .bind(message.name.map($crate::store::storable))
-        .bind($crate::store::now_ms())
-        .fetch_one($executor)
-        .await?;
-        id
+/// Pushes onto `$qb` (a query builder of either backend) the insert of
+/// `$messages` into session `$session_id`, in order.
+macro_rules! message_rows {
+    ($qb:expr, $session_id:expr, $messages:expr) => {{
+        let (session_id, now): (&str, i64) = ($session_id, $crate::store::now_ms());
+        $qb.push(
+            "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, name, created_at) ",
+        );
+        $qb.push_values($messages, |mut row, m: &$crate::store::NewMessage<'_>| {
+            row.push_bind(session_id)
+                .push_bind(m.role)
+                .push_bind($crate::store::storable(m.content))
+                .push_bind(m.tool_calls.map($crate::store::storable))
+                .push_bind(m.tool_call_id.map($crate::store::storable))
+                .push_bind(m.name.map($crate::store::storable))
+                .push_bind(now);
+        });
     }};
 }
-pub(super) use insert_message;
+pub(super) use message_rows;
 
 /// A message to append to a session's history.
 #[derive(Debug, Clone, Default)]
@@ -314,10 +312,13 @@ impl Store {
 
     /// Appends a message to a session's history; returns its id.
     pub async fn append_message(&self, session_id: &str, message: &NewMessage<'_>) -> Result<i64> {
-        Ok(returning!(&self.backend, ex => insert_message!(ex, session_id, message)))
+        let id = self
+            .append_messages(session_id, std::slice::from_ref(message))
+            .await?;
+        Ok(id.unwrap_or_default())
     }
 
-    /// Appends `messages` in order in one transaction; the last one's id
+    /// Appends `messages` in order in one statement; the last one's id
     /// (`None` for none).
     pub async fn append_messages(
         &self,
@@ -327,35 +328,18 @@ impl Store {
         if messages.is_empty() {
             return Ok(None);
         }
-        // One multi-row statement. On SQLite it runs as it is (no
-        // `RETURNING`, so its commit's error is not lost) and the last row's
-        // id is the connection's last insert rowid.
-        macro_rules! rows {
-            ($db:ty) => {{
-                let now = now_ms();
-                let mut qb = sqlx::QueryBuilder::<$db>::new(
-                    "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, name, created_at) ",
-                );
-                qb.push_values(messages, |mut row, m| {
-                    row.push_bind(session_id)
-                        .push_bind(m.role)
-                        .push_bind(super::storable(m.content))
-                        .push_bind(m.tool_calls.map(super::storable))
-                        .push_bind(m.tool_call_id.map(super::storable))
-                        .push_bind(m.name.map(super::storable))
-                        .push_bind(now);
-                });
-                qb
-            }};
-        }
+        // On SQLite it runs as it is (no `RETURNING`, so its commit's error
+        // is not lost) and the last row's id is the connection's last insert
+        // rowid.
         Ok(Some(match &self.backend {
-            Backend::Sqlite(pool) => rows!(sqlx::Sqlite)
-                .build()
-                .execute(pool)
-                .await?
-                .last_insert_rowid(),
+            Backend::Sqlite(pool) => {
+                let mut qb = sqlx::QueryBuilder::new("");
+                message_rows!(qb, session_id, messages);
+                qb.build().execute(pool).await?.last_insert_rowid()
+            }
             Backend::Postgres(pool) => {
-                let mut qb = rows!(sqlx::Postgres);
+                let mut qb = sqlx::QueryBuilder::new("");
+                message_rows!(qb, session_id, messages);
                 qb.push(" RETURNING id");
                 let ids: Vec<i64> = qb.build_query_scalar().fetch_all(pool).await?;
                 ids.into_iter().max().unwrap_or_default()

@@ -3,9 +3,9 @@
 //! session's activity, what it sends (the outbox) and its inbox event's
 //! completion commit together or not at all.
 
-use super::outbox::insert_outbound;
-use super::sessions::insert_message;
-use super::{NewMessage, Outbound, Result, Store, now_ms, with_pool};
+use super::outbox::outbound_rows;
+use super::sessions::message_rows;
+use super::{Backend, NewMessage, Outbound, Result, Store, StoreError, now_ms, with_pool};
 
 /// One finished turn.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
@@ -41,31 +41,57 @@ pub struct TurnRecord {
     pub job_id: Option<String>,
 }
 
-/// Writes `$turn` through `$executor` (a pool or a transaction).
-macro_rules! insert_turn {
-    ($executor:expr, $turn:expr) => {{
-        let turn: &TurnRecord = $turn;
-        sqlx::query(
+/// Pushes onto `$qb` (a query builder of either backend) the insert of
+/// `$turn`.
+macro_rules! turn_row {
+    ($qb:expr, $turn:expr) => {{
+        $qb.push(
             "INSERT INTO turns (session_id, started_at, finished_at, model_calls, tool_calls, \
              prompt_tokens, completion_tokens, outcome, model, cost_micros, platform, chat_id, \
-             user_id, job_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
-        )
-        .bind(&turn.session_id)
-        .bind(turn.started_at)
-        .bind(turn.finished_at)
-        .bind(turn.model_calls)
-        .bind(turn.tool_calls)
-        .bind(turn.prompt_tokens)
-        .bind(turn.completion_tokens)
-        .bind(crate::store::storable(&turn.outcome))
-        .bind(turn.model.as_deref())
-        .bind(turn.cost_micros)
-        .bind(turn.platform.as_deref())
-        .bind(turn.chat_id.as_deref())
-        .bind(turn.user_id.as_deref())
-        .bind(turn.job_id.as_deref())
-        .execute($executor)
-        .await?;
+             user_id, job_id) ",
+        );
+        $qb.push_values(std::iter::once($turn), |mut row, turn: &TurnRecord| {
+            row.push_bind(turn.session_id.as_str())
+                .push_bind(turn.started_at)
+                .push_bind(turn.finished_at)
+                .push_bind(turn.model_calls)
+                .push_bind(turn.tool_calls)
+                .push_bind(turn.prompt_tokens)
+                .push_bind(turn.completion_tokens)
+                .push_bind(crate::store::storable(&turn.outcome))
+                .push_bind(turn.model.as_deref())
+                .push_bind(turn.cost_micros)
+                .push_bind(turn.platform.as_deref())
+                .push_bind(turn.chat_id.as_deref())
+                .push_bind(turn.user_id.as_deref())
+                .push_bind(turn.job_id.as_deref());
+        });
+    }};
+}
+
+/// Pushes onto `$qb` the completion of inbox event `$done` (unless it was
+/// completed already).
+macro_rules! complete_event {
+    ($qb:expr, $done:expr, $now:expr) => {{
+        let done: &Completion = $done;
+        $qb.push("UPDATE inbox SET processed_at = ")
+            .push_bind($now)
+            .push(", outcome = ")
+            .push_bind(done.outcome.as_str())
+            .push(" WHERE id = ")
+            .push_bind(done.inbox_id)
+            .push(" AND processed_at IS NULL");
+    }};
+}
+
+/// Pushes onto `$qb` the activity of session `$id` at `$now`.
+macro_rules! touch_session {
+    ($qb:expr, $id:expr, $now:expr) => {{
+        let id: &str = $id;
+        $qb.push("UPDATE sessions SET last_active_at = ")
+            .push_bind($now)
+            .push(" WHERE id = ")
+            .push_bind(id);
     }};
 }
 
@@ -116,47 +142,133 @@ impl Store {
         done: Option<&Completion>,
     ) -> Result<Option<Committed>> {
         let now = now_ms();
-        with_pool!(self, pool => {
-            let mut tx = super::begin_write!(self, pool);
-            // The inbox row first: a second commit of the same event stops
-            // here.
-            if let Some(fence) = done.and_then(|d| d.fence.as_ref()) {
-                super::leases::check_fence!(self, &mut *tx, fence, tx);
-            }
-            if let Some(done) = done {
-                let completed = sqlx::query(
-                    "UPDATE inbox SET processed_at = $1, outcome = $2 WHERE id = $3 AND processed_at IS NULL")
-                    .bind(now).bind(done.outcome.as_str()).bind(done.inbox_id)
-                    .execute(&mut *tx).await?.rows_affected();
-                if completed == 0 {
+        let fence = done.and_then(|d| d.fence.as_ref());
+        match &self.backend {
+            Backend::Sqlite(pool) => {
+                let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+                if let Some(fence) = fence {
+                    super::leases::check_fence!(self, &mut *tx, fence, tx);
+                }
+                // One trip: the statements in order, their results read
+                // after.
+                let mut qb = sqlx::QueryBuilder::new("");
+                let mut n = 0;
+                let mut next = |qb: &mut sqlx::QueryBuilder<sqlx::Sqlite>| {
+                    if n > 0 {
+                        qb.push("; ");
+                    }
+                    n += 1;
+                    n - 1
+                };
+                let completed = done.map(|done| {
+                    let at = next(&mut qb);
+                    complete_event!(qb, done, now);
+                    at
+                });
+                let appended = turn.filter(|t| !t.messages.is_empty()).map(|turn| {
+                    let at = next(&mut qb);
+                    message_rows!(qb, turn.session_id, &turn.messages);
+                    at
+                });
+                if let Some(turn) = turn {
+                    next(&mut qb);
+                    turn_row!(qb, turn.record);
+                    next(&mut qb);
+                    touch_session!(qb, turn.session_id, now);
+                }
+                let queued = done.filter(|d| !d.outbox.is_empty()).map(|done| {
+                    let at = next(&mut qb);
+                    outbound_rows!(qb, done.inbox_id, &done.session_key, &done.outbox, now);
+                    at
+                });
+                let results = super::sqlite_batch(&mut tx, &mut qb).await?;
+                let result = |at: usize| {
+                    results.get(at).ok_or_else(|| StoreError::Corrupt {
+                        what: "commit_turn",
+                        reason: format!("statement {at} of {} gave no result", results.len()),
+                    })
+                };
+                if let Some(at) = completed
+                    && result(at)?.rows_affected() == 0
+                {
                     tx.rollback().await?;
                     return Ok(None);
                 }
+                let last_id = appended
+                    .map(|at| result(at).map(|r| r.last_insert_rowid()))
+                    .transpose()?;
+                let outbox = match (queued, done) {
+                    (Some(at), Some(done)) => {
+                        // One statement's rows: consecutive ids ending at
+                        // the last insert rowid (the write lock is held).
+                        let last = result(at)?.last_insert_rowid();
+                        let first = last - done.outbox.len() as i64 + 1;
+                        (first..=last).collect()
+                    }
+                    _ => Vec::new(),
+                };
+                tx.commit().await?;
+                Ok(Some(Committed { last_id, outbox }))
             }
-            let mut last_id = None;
-            if let Some(turn) = turn {
-                for message in &turn.messages {
-                    last_id = Some(insert_message!(&mut *tx, turn.session_id, message));
+            Backend::Postgres(pool) => {
+                let mut tx = pool.begin().await?;
+                if let Some(fence) = fence {
+                    super::leases::check_fence!(self, &mut *tx, fence, tx);
                 }
-                insert_turn!(&mut *tx, turn.record);
-                sqlx::query("UPDATE sessions SET last_active_at = $1 WHERE id = $2")
-                    .bind(now).bind(turn.session_id).execute(&mut *tx).await?;
-            }
-            let mut outbox = Vec::new();
-            if let Some(done) = done {
-                for o in &done.outbox {
-                    let key = done.session_key.as_str();
-                    outbox.push(insert_outbound!(&mut *tx, done.inbox_id, key, o, now));
+                // The inbox row first: a second commit of the same event
+                // stops here.
+                if let Some(done) = done {
+                    let mut qb = sqlx::QueryBuilder::new("");
+                    complete_event!(qb, done, now);
+                    if qb.build().execute(&mut *tx).await?.rows_affected() == 0 {
+                        tx.rollback().await?;
+                        return Ok(None);
+                    }
                 }
+                let mut last_id = None;
+                if let Some(turn) = turn {
+                    if !turn.messages.is_empty() {
+                        let mut qb = sqlx::QueryBuilder::new("");
+                        message_rows!(qb, turn.session_id, &turn.messages);
+                        qb.push(" RETURNING id");
+                        let ids: Vec<i64> = qb.build_query_scalar().fetch_all(&mut *tx).await?;
+                        last_id = ids.into_iter().max();
+                    }
+                    let mut qb = sqlx::QueryBuilder::new("");
+                    turn_row!(qb, turn.record);
+                    qb.build().execute(&mut *tx).await?;
+                    let mut qb = sqlx::QueryBuilder::new("");
+                    touch_session!(qb, turn.session_id, now);
+                    qb.build().execute(&mut *tx).await?;
+                }
+                let mut outbox = Vec::new();
+                if let Some(done) = done {
+                    for o in &done.outbox {
+                        let mut qb = sqlx::QueryBuilder::new("");
+                        outbound_rows!(
+                            qb,
+                            done.inbox_id,
+                            &done.session_key,
+                            std::iter::once(o),
+                            now
+                        );
+                        qb.push(" RETURNING id");
+                        outbox.push(qb.build_query_scalar().fetch_one(&mut *tx).await?);
+                    }
+                }
+                tx.commit().await?;
+                Ok(Some(Committed { last_id, outbox }))
             }
-            tx.commit().await?;
-            Ok(Some(Committed { last_id, outbox }))
-        })
+        }
     }
 
     /// Records a finished turn.
     pub async fn record_turn(&self, turn: &TurnRecord) -> Result<()> {
-        with_pool!(self, pool => insert_turn!(pool, turn));
+        with_pool!(self, pool => {
+            let mut qb = sqlx::QueryBuilder::new("");
+            turn_row!(qb, turn);
+            qb.build().execute(pool).await?;
+        });
         Ok(())
     }
 

@@ -413,10 +413,10 @@ impl Toolsets {
                 schema
             })
             .collect();
-        let view = Arc::new(SessionView {
-            names: tools.iter().map(|t| t.spec.name.clone()).collect(),
+        let view = Arc::new(SessionView::new(
+            tools.iter().map(|t| t.spec.name.clone()).collect(),
             schemas,
-        });
+        ));
         let mut memo = self.views.lock().unwrap_or_else(|e| e.into_inner());
         if memo.0 == generation && memo.1.len() < MAX_VIEWS {
             memo.1.insert(key, view.clone());
@@ -437,13 +437,39 @@ impl Toolsets {
 /// Most memoised session views kept per generation.
 const MAX_VIEWS: usize = 256;
 
-/// The tools one session's model sees.
-#[derive(Debug, Clone, PartialEq)]
+/// The tools one session's model sees, shared by every request of its
+/// turns.
+#[derive(Debug)]
 pub struct SessionView {
     /// Tool names, sorted.
     pub names: Vec<String>,
     /// Their OpenAI function schemas, patched.
     pub schemas: Vec<Value>,
+    /// `schemas` as one JSON array, written once rather than per request.
+    pub json: Box<serde_json::value::RawValue>,
+    /// Roughly how many tokens the schemas take in a request.
+    pub tokens: usize,
+}
+
+impl SessionView {
+    /// The view of `names` with `schemas`.
+    pub fn new(names: Vec<String>, schemas: Vec<Value>) -> Self {
+        let json = serde_json::value::to_raw_value(&schemas).expect("JSON values always serialise");
+        let tokens = json.get().len() / 4;
+        Self {
+            names,
+            schemas,
+            json,
+            tokens,
+        }
+    }
+}
+
+impl Default for SessionView {
+    /// No tools.
+    fn default() -> Self {
+        Self::new(Vec::new(), Vec::new())
+    }
 }
 
 /// What names resolve against.

@@ -6,8 +6,6 @@
 //! when nothing fits, the conversation continues in a new session, linked
 //! to this one, that starts from a hand-off note.
 
-use serde_json::Value;
-
 use super::Conversation;
 use crate::agent::AgentError;
 use crate::agent::history::{
@@ -107,7 +105,7 @@ impl Conversation {
     pub(super) async fn make_room(
         &mut self,
         system: &str,
-        tools: &[Value],
+        tools: usize,
         room: &mut Room,
         notice: &mut Option<String>,
     ) -> Result<bool, AgentError> {
@@ -137,14 +135,14 @@ impl Conversation {
     async fn fit(
         &mut self,
         system: &str,
-        tools: &[Value],
+        tools: usize,
         after_overflow: bool,
     ) -> Result<Fit, AgentError> {
         let limit = self.request_budget(after_overflow);
         // The system prompt and tool schemas do not change while fitting:
         // size them once, not at every step.
-        let fixed = estimate_tokens(system, &[], tools);
-        let fits = |c: &Self| fixed + estimate_tokens("", &c.history, &[]) <= limit;
+        let fixed = estimate_tokens(system, &[]) + tools;
+        let fits = |c: &Self| fixed + estimate_tokens("", &c.history) <= limit;
         if !after_overflow && fits(self) {
             return Ok(Fit::Fits);
         }

@@ -12,7 +12,6 @@ use crate::telemetry::events;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::execute::{Checked, check};
@@ -25,7 +24,7 @@ use crate::config::{Config, Env};
 use crate::store::{
     Committed, Completion, Session, Store, StoreError, TurnCommit, TurnRecord, now_ms,
 };
-use crate::tools::{ApprovalHook, ToolRuntime, workspace};
+use crate::tools::{ApprovalHook, SessionView, ToolRuntime, workspace};
 
 /// Invalid JSON arguments make the loop ask the model again this many times.
 const JSON_RETRIES: u32 = 3;
@@ -598,12 +597,12 @@ impl Conversation {
                 tracing::warn!(?repairs, "history repaired before the model call");
             }
             if !self
-                .make_room(&system, &view.schemas, &mut room, &mut turn.notice)
+                .make_room(&system, view.tokens, &mut room, &mut turn.notice)
                 .await?
             {
                 return Ok(turn.stop(StopReason::TooLong));
             }
-            let response = match self.ask(&system, &view.schemas, nudge.take(), cancel).await {
+            let response = match self.ask(&system, &view, nudge.take(), cancel).await {
                 Ok(r) => r,
                 Err(ProviderError::Cancelled) => {
                     turn.budget.refund();
@@ -693,7 +692,7 @@ impl Conversation {
     async fn ask(
         &self,
         system: &str,
-        tools: &[Value],
+        tools: &Arc<SessionView>,
         nudge: Option<&str>,
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, ProviderError> {
@@ -702,7 +701,7 @@ impl Conversation {
         let request = ChatRequest {
             system: system.to_string(),
             messages,
-            tools: tools.to_vec(),
+            tools: tools.clone(),
             max_tokens: self.deps.max_tokens,
             model: None,
             live: self.events.answer_started(),
@@ -723,7 +722,10 @@ impl Conversation {
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, AgentError> {
         sanitize(&mut self.history);
-        match self.ask(system, &[], Some(GRACE_NUDGE), cancel).await {
+        match self
+            .ask(system, &Default::default(), Some(GRACE_NUDGE), cancel)
+            .await
+        {
             Ok(response) if !response.content.trim().is_empty() => {
                 turn.usage += response.usage;
                 turn.last_text = response.content;

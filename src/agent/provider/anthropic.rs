@@ -223,8 +223,8 @@ impl ChatModel for Anthropic {
             "system": system,
             "messages": messages,
         });
-        if !request.tools.is_empty() {
-            let mut tools = wire_tools(&request.tools);
+        if !request.tools.schemas.is_empty() {
+            let mut tools = wire_tools(&request.tools.schemas);
             if let Some(last) = tools.last_mut() {
                 cache_here(last);
             }

@@ -24,8 +24,8 @@ pub struct ChatRequest {
     pub system: String,
     /// The conversation.
     pub messages: Vec<ChatMessage>,
-    /// Tool schemas in OpenAI function form.
-    pub tools: Vec<Value>,
+    /// The tools offered (OpenAI function schemas); none by default.
+    pub tools: Arc<crate::tools::SessionView>,
     /// Output cap.
     pub max_tokens: u32,
     /// The model to ask instead of the endpoint's own (a session's choice).

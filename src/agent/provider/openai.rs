@@ -50,23 +50,45 @@ impl OpenAi {
         }
     }
 
-    fn body(&self, request: &ChatRequest) -> Value {
+    fn body<'a>(&'a self, request: &'a ChatRequest) -> Body<'a> {
         let mut messages = vec![json!({"role": "system", "content": request.system})];
         messages.extend(request.messages.iter().map(wire_message));
-        let mut body = json!({
-            "model": request.model.as_deref().unwrap_or(&self.endpoint.model),
-            "messages": messages,
-        });
-        body[self.token_field()] = json!(request.max_tokens);
-        if !request.tools.is_empty() {
-            body["tools"] = Value::Array(request.tools.clone());
+        let cap = Some(request.max_tokens);
+        let (max_tokens, max_completion_tokens) = if self.completion_tokens.load(Ordering::Relaxed)
+        {
+            (None, cap)
+        } else {
+            (cap, None)
+        };
+        let stream = self.endpoint.stream;
+        Body {
+            model: request.model.as_deref().unwrap_or(&self.endpoint.model),
+            messages,
+            max_tokens,
+            max_completion_tokens,
+            tools: (!request.tools.schemas.is_empty()).then_some(&*request.tools.json),
+            stream,
+            stream_options: stream.then(|| json!({"include_usage": true})),
         }
-        if self.endpoint.stream {
-            body["stream"] = json!(true);
-            body["stream_options"] = json!({"include_usage": true});
-        }
-        body
     }
+}
+
+/// A chat completions request. The tools' schemas go in as the session's
+/// view wrote them, not serialised again per call.
+#[derive(serde::Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    messages: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<&'a serde_json::value::RawValue>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<Value>,
 }
 
 fn wire_message(m: &ChatMessage) -> Value {
