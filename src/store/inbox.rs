@@ -5,8 +5,17 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{Backend, Result, Store, now_ms, storable, with_pool};
 
-const INSERT: &str = "INSERT INTO inbox (platform, dedupe_key, session_key, payload, received_at) \
-     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (dedupe_key) DO NOTHING RETURNING id";
+/// The start of an insert into the inbox.
+macro_rules! insert_into {
+    () => {
+        "INSERT INTO inbox (platform, dedupe_key, session_key, payload, received_at) "
+    };
+}
+
+const INSERT: &str = concat!(
+    insert_into!(),
+    "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (dedupe_key) DO NOTHING RETURNING id"
+);
 
 /// Most events committed in one transaction.
 const BATCH: usize = 256;
@@ -102,8 +111,9 @@ async fn insert_batch(backend: &Backend, batch: &[Queued]) -> Result<Vec<InboxIn
     let rows: Vec<(i64, String)> = match backend {
         Backend::Sqlite(pool) => sqlite_insert(pool, batch).await?,
         Backend::Postgres(pool) => {
-            let mut qb = rows_of::<sqlx::Postgres>(batch.iter());
-            qb.push(" RETURNING id, dedupe_key");
+            let mut qb = sqlx::QueryBuilder::new(insert_into!());
+            values_of::<sqlx::Postgres>(batch.iter(), &mut qb);
+            qb.push(" ON CONFLICT (dedupe_key) DO NOTHING RETURNING id, dedupe_key");
             qb.build_query_as().fetch_all(pool).await?
         }
     };
@@ -120,33 +130,45 @@ async fn insert_batch(backend: &Backend, batch: &[Queued]) -> Result<Vec<InboxIn
 
 /// SQLite's half of [`insert_batch`], without `RETURNING` (sqlx would
 /// report the rows of an insert whose commit failed, see `returning!`) and
-/// without holding the write lock across round trips: the keys already
-/// stored are read first, the others inserted in one statement, and their
-/// ids are the consecutive ones ending at the connection's last insert
-/// rowid (this task is the inbox's only writer). Returns `(id, key)` of
-/// the rows it inserted.
+/// in one trip to the connection's thread: the keys already stored are
+/// read, and the other rows inserted (a repeat's first) by a statement that
+/// skips stored keys itself. A row must not reach the table's unique key to
+/// be skipped: `AUTOINCREMENT` spends an id on every row it tries. The ids
+/// are then the consecutive ones ending at the connection's last insert
+/// rowid (this task is the inbox's only writer). Returns `(id, key)` of the
+/// rows it inserted.
 async fn sqlite_insert(pool: &sqlx::SqlitePool, batch: &[Queued]) -> Result<Vec<(i64, String)>> {
-    let stored: std::collections::HashSet<String> = keys_in(
-        "SELECT dedupe_key FROM inbox WHERE dedupe_key IN ",
-        batch.iter(),
-    )
-    .build_query_scalar()
-    .fetch_all(pool)
-    .await?
-    .into_iter()
-    .collect();
+    use sqlx::Row;
     let mut seen = std::collections::HashSet::new();
-    let fresh: Vec<&Queued> = batch
+    let unique: Vec<&Queued> = batch
         .iter()
-        .filter(|q| !stored.contains(&q.dedupe_key) && seen.insert(q.dedupe_key.as_str()))
+        .filter(|q| seen.insert(q.dedupe_key.as_str()))
         .collect();
-    if fresh.is_empty() {
-        return Ok(Vec::new());
-    }
-    let done = rows_of::<sqlx::Sqlite>(fresh.iter().copied())
-        .build()
-        .execute(pool)
-        .await?;
+    let mut qb = keys_in(
+        "SELECT dedupe_key FROM inbox WHERE dedupe_key IN ",
+        unique.iter().copied(),
+    );
+    qb.push("; ");
+    qb.push(insert_into!());
+    qb.push("SELECT * FROM (");
+    values_of(unique.iter().copied(), &mut qb);
+    qb.push(") AS v WHERE NOT EXISTS (SELECT 1 FROM inbox WHERE inbox.dedupe_key = v.column2)");
+    let mut conn = pool.acquire().await?;
+    let (results, rows) = super::sqlite_batch(&mut conn, &mut qb).await?;
+    let stored = rows
+        .iter()
+        .map(|row| row.try_get::<String, _>(0))
+        .collect::<Result<std::collections::HashSet<String>, _>>()?;
+    let fresh: Vec<&Queued> = unique
+        .into_iter()
+        .filter(|q| !stored.contains(&q.dedupe_key))
+        .collect();
+    let Some(done) = results.get(1) else {
+        return Err(super::StoreError::Corrupt {
+            what: "inbox",
+            reason: format!("a batch of two statements gave {} results", results.len()),
+        });
+    };
     let n = fresh.len() as i64;
     if done.rows_affected() as i64 == n {
         let first = done.last_insert_rowid() - n + 1;
@@ -166,19 +188,16 @@ async fn sqlite_insert(pool: &sqlx::SqlitePool, batch: &[Queued]) -> Result<Vec<
         "SELECT id, dedupe_key FROM inbox WHERE dedupe_key IN ",
         fresh.into_iter(),
     );
-    Ok(back.build_query_as().fetch_all(pool).await?)
+    Ok(back.build_query_as().fetch_all(&mut *conn).await?)
 }
 
-/// The multi-row insert of `rows`; an existing dedupe key skips its row.
-fn rows_of<'a, DB>(rows: impl Iterator<Item = &'a Queued>) -> sqlx::QueryBuilder<DB>
+/// Pushes onto `qb` the `VALUES` list of `rows`.
+fn values_of<'a, DB>(rows: impl Iterator<Item = &'a Queued>, qb: &mut sqlx::QueryBuilder<DB>)
 where
     DB: sqlx::Database,
     &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
     i64: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
-    let mut qb = sqlx::QueryBuilder::<DB>::new(
-        "INSERT INTO inbox (platform, dedupe_key, session_key, payload, received_at) ",
-    );
     qb.push_values(rows, |mut row, q| {
         row.push_bind(q.platform.as_str())
             .push_bind(q.dedupe_key.as_str())
@@ -186,8 +205,6 @@ where
             .push_bind(q.payload.as_str())
             .push_bind(q.received_at);
     });
-    qb.push(" ON CONFLICT (dedupe_key) DO NOTHING");
-    qb
 }
 
 /// `sql` followed by the list `(…)` of `rows`' dedupe keys.

@@ -109,7 +109,7 @@ pub(crate) use returning;
 
 /// SQLite: runs the statements `qb` holds (separated by `;`, their
 /// parameters bound in order) in one trip to the connection's thread; the
-/// result of each, in order. Every statement is otherwise a trip of its
+/// result of each, in order, and the rows they returned. Every statement is otherwise a trip of its
 /// own, two thread wake-ups that cost more CPU than a small write
 /// (PERFORMANCE.md, "CPU per turn"). sqlx runs such a query statement by
 /// statement but marks it deprecated (launchbadge/sqlx#3108: only its
@@ -119,14 +119,21 @@ pub(crate) use returning;
 async fn sqlite_batch(
     conn: &mut sqlx::SqliteConnection,
     qb: &mut sqlx::QueryBuilder<sqlx::Sqlite>,
-) -> Result<Vec<sqlx::sqlite::SqliteQueryResult>> {
+) -> Result<(
+    Vec<sqlx::sqlite::SqliteQueryResult>,
+    Vec<sqlx::sqlite::SqliteRow>,
+)> {
     use futures::TryStreamExt;
-    Ok(qb
-        .build()
-        .fetch_many(conn)
-        .try_filter_map(|step| async move { Ok(step.left()) })
-        .try_collect()
-        .await?)
+    let mut results = Vec::new();
+    let mut rows = Vec::new();
+    let mut steps = qb.build().fetch_many(conn);
+    while let Some(step) = steps.try_next().await? {
+        match step {
+            sqlx::Either::Left(result) => results.push(result),
+            sqlx::Either::Right(row) => rows.push(row),
+        }
+    }
+    Ok((results, rows))
 }
 
 /// Failures of the storage layer.

@@ -181,7 +181,7 @@ impl Store {
                     outbound_rows!(qb, done.inbox_id, &done.session_key, &done.outbox, now);
                     at
                 });
-                let results = super::sqlite_batch(&mut tx, &mut qb).await?;
+                let (results, _) = super::sqlite_batch(&mut tx, &mut qb).await?;
                 let result = |at: usize| {
                     results.get(at).ok_or_else(|| StoreError::Corrupt {
                         what: "commit_turn",
