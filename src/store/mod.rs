@@ -279,9 +279,16 @@ impl Store {
             }
             // A local file needs no liveness ping before each query, and no
             // recycling of its connections (which would also run a reaper
-            // task that busy-loops under tokio's paused test clock).
+            // task that busy-loops under tokio's paused test clock). Nor a
+            // ping as a connection goes back to the pool, which made every
+            // statement two trips to the connection's thread (see
+            // vendor/README.md): the thread runs its commands in order, so
+            // whatever a dropped statement or transaction left queued (a
+            // rollback) runs before the next user's, and a transaction
+            // SQLite ended itself is caught below.
             let pool = SqlitePoolOptions::new()
                 .test_before_acquire(false)
+                .test_after_release(false)
                 .idle_timeout(None)
                 .max_lifetime(None)
                 .max_connections(config.max_connections)

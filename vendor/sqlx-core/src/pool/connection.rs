@@ -311,6 +311,10 @@ impl<DB: Database> Floating<DB, Live<DB>> {
         // returned to the pool; also of course, if it was dropped due to an error
         // this is simply a band-aid as SQLx-next connections should be able
         // to recover from cancellations
+        if !self.guard.pool.options.test_after_release {
+            self.release();
+            return true;
+        }
         if let Err(error) = self.raw.ping().await {
             tracing::warn!(
                 %error,

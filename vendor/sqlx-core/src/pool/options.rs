@@ -44,6 +44,7 @@ use std::time::{Duration, Instant};
 /// the perspectives of both API designer and consumer.
 pub struct PoolOptions<DB: Database> {
     pub(crate) test_before_acquire: bool,
+    pub(crate) test_after_release: bool,
     pub(crate) after_connect: Option<
         Arc<
             dyn Fn(&mut DB::Connection, PoolConnectionMetadata) -> BoxFuture<'_, Result<(), Error>>
@@ -94,6 +95,7 @@ impl<DB: Database> Clone for PoolOptions<DB> {
     fn clone(&self) -> Self {
         PoolOptions {
             test_before_acquire: self.test_before_acquire,
+            test_after_release: self.test_after_release,
             after_connect: self.after_connect.clone(),
             before_acquire: self.before_acquire.clone(),
             after_release: self.after_release.clone(),
@@ -147,6 +149,7 @@ impl<DB: Database> PoolOptions<DB> {
             before_acquire: None,
             after_release: None,
             test_before_acquire: true,
+            test_after_release: true,
             // A production application will want to set a higher limit than this.
             max_connections: 10,
             min_connections: 0,
@@ -319,6 +322,20 @@ impl<DB: Database> PoolOptions<DB> {
     /// Get whether `test_before_acquire` is currently set.
     pub fn get_test_before_acquire(&self) -> bool {
         self.test_before_acquire
+    }
+
+    /// If true, the health of a connection will be verified by a call to [`Connection::ping`]
+    /// when it is released, before it goes back to the idle queue.
+    ///
+    /// Defaults to `true`.
+    pub fn test_after_release(mut self, test: bool) -> Self {
+        self.test_after_release = test;
+        self
+    }
+
+    /// Get whether `test_after_release` is currently set.
+    pub fn get_test_after_release(&self) -> bool {
+        self.test_after_release
     }
 
     /// If set to `true`, calls to `acquire()` are fair and connections  are issued
