@@ -28,9 +28,24 @@ thread_local! {
     static LAST_COLLECT: Cell<Option<Instant>> = const { Cell::new(None) };
 }
 
-/// The multi-threaded runtime every command runs on.
+/// The daemon's runtime: a worker thread per core, every session, adapter
+/// and listener spread over them.
 pub fn build() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .on_thread_park(collect_if_due)
+        .build()
+}
+
+/// The runtime of a command at the terminal (`chat`, `sessions`, …): one
+/// thread. It serves one person, so a second worker adds nothing but
+/// wake-ups: on a multi-threaded runtime every await that another task
+/// answers (a store statement, the model's HTTP response, a tool's
+/// output) may wake the other worker to steal it, a futex round of its
+/// own (PERFORMANCE.md, "CPU per turn"). Blocking work still goes to
+/// tokio's blocking pool and SQLite to its connections' threads.
+pub fn build_terminal() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .on_thread_park(collect_if_due)
         .build()

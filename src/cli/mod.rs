@@ -140,7 +140,11 @@ pub fn main() -> ExitCode {
         Ok(loaded) => loaded,
         Err(err) => return config_failure(&err),
     };
-    let runtime = match crate::runtime::build() {
+    let runtime = match cli.command {
+        Command::Run => crate::runtime::build(),
+        _ => crate::runtime::build_terminal(),
+    };
+    let runtime = match runtime {
         Ok(rt) => rt,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");

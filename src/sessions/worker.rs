@@ -20,7 +20,9 @@ use super::reset::reset_due;
 use super::revisions::Change;
 use crate::agent::{AgentError, Conversation, SessionContext, Turn};
 use crate::platform::{ChatKind, InboundEvent};
-use crate::store::{Completion, NewSession, Outbound, Session, now_ms};
+use crate::store::{
+    Completion, JobReads, JobStart, MemoryNote, NewSession, Outbound, Session, now_ms,
+};
 use crate::telemetry::events;
 
 /// One accepted event on its way through a session. The event is boxed:
@@ -249,27 +251,32 @@ enum Reset {
 }
 
 /// What is known of a key's open session before opening its conversation.
+#[derive(Default)]
 enum Known {
     /// It was read: this one.
     Open(Box<Session>),
     /// It was looked for: there is none.
     Absent,
     /// Not looked at.
+    #[default]
     Unread,
 }
 
 /// Ends the session of `key` when its reset policy says so, telling the
 /// user. `open`: the loaded conversation's session id and last activity;
-/// without it the session is read.
+/// without it the session is `known`, or else read.
 async fn apply_reset(
     inner: &Arc<Inner>,
     key: &str,
     event: &InboundEvent,
     open: Option<(String, i64)>,
+    known: Known,
 ) -> Reset {
-    let (open, read) = match open {
-        Some(open) => (Some(open), Known::Unread),
-        None => match inner.store.open_session_by_key(key).await {
+    let (open, read) = match (open, known) {
+        (Some(open), _) => (Some(open), Known::Unread),
+        (None, Known::Open(s)) => (Some((s.id.clone(), s.last_active_at)), Known::Open(s)),
+        (None, Known::Absent) => (None, Known::Absent),
+        (None, Known::Unread) => match inner.store.open_session_by_key(key).await {
             Ok(Some(s)) => (
                 Some((s.id.clone(), s.last_active_at)),
                 Known::Open(Box::new(s)),
@@ -536,14 +543,14 @@ async fn run_job(
         }
         None => {}
     }
-    if let Ok(false) = inner.store.inbox_start(inbox_id).await {
+    let Some(ahead) = start(inner, key, conversation, inbox_id, &event).await else {
         // Processed already (a second job for it, from another replica's
         // notice or a takeover's read of the inbox).
         if let Some(done) = done {
             let _ = done.send(());
         }
         return;
-    }
+    };
     if let super::voice::Heard::Unanswerable(notice) =
         super::voice::hear(inner, key, inbox_id, &mut event).await
     {
@@ -557,7 +564,15 @@ async fn run_job(
         return;
     }
     let draft = Draft::open(inner, inbox_id, &event, resumed, &state.draft).await;
-    let answered = answer(inner, key, state, conversation, inbox_id, &event, resumed).await;
+    let answered = answer(
+        inner,
+        key,
+        state,
+        conversation,
+        (inbox_id, &event, resumed),
+        ahead,
+    )
+    .await;
     let shown = match draft {
         Some(draft) => draft.finish(inner).await,
         None => Shown::default(),
@@ -608,6 +623,63 @@ async fn run_job(
     .await;
 }
 
+/// What a job read with its start, for its turn.
+#[derive(Default)]
+struct Ahead {
+    /// The session, when no conversation was loaded.
+    session: Known,
+    /// The memory notes of whom the turn is likely for, and whose.
+    notes: Option<(String, Vec<MemoryNote>)>,
+}
+
+/// Starts inbox event `inbox_id` and reads ahead, in the same trip, what
+/// its turn reads first: the open session when no conversation is loaded,
+/// and the notes of the conversation's owner (of the writer, for a
+/// conversation not loaded with a person behind it). `None` when the event
+/// was processed already. A failed start is logged and the job runs
+/// (the turn reads what it needs itself).
+async fn start(
+    inner: &Inner,
+    key: &str,
+    conversation: &Option<(Conversation, i64)>,
+    inbox_id: i64,
+    event: &InboundEvent,
+) -> Option<Ahead> {
+    let owner = match conversation {
+        Some((c, _)) => c.owner_key(),
+        None => inner
+            .platforms()
+            .profile(&event.platform)
+            .is_some_and(|p| p.human)
+            .then(|| {
+                crate::agent::layer::Owner {
+                    platform: event.platform.to_string(),
+                    user_id: event.user_id.clone(),
+                }
+                .key()
+            }),
+    };
+    let reads = JobReads {
+        session_key: conversation.is_none().then_some(key),
+        notes_of: owner.as_deref(),
+    };
+    match inner.store.start_job(inbox_id, reads).await {
+        Ok(None) => None,
+        Ok(Some(JobStart { session, notes })) => Some(Ahead {
+            session: match session {
+                Some(Some(s)) => Known::Open(Box::new(s)),
+                Some(None) => Known::Absent,
+                None => Known::Unread,
+            },
+            notes: owner.zip(notes),
+        }),
+        Err(err) => {
+            tracing::warn!(session.key = %key, inbox.id = inbox_id, error = %err, "could not start the event");
+            Some(Ahead::default())
+        }
+    }
+}
+
 /// Commits the end of a job and sends what it says.
 async fn finish(
     inner: &Inner,
@@ -639,30 +711,36 @@ enum Answered {
     Stopped,
 }
 
-/// Runs the turn for `event`, waiting out storage outages: a turn that
-/// storage failed under goes on from what was stored once it answers again.
+/// Runs the turn for `event` (`resumed`: begun before a restart), waiting
+/// out storage outages: a turn that storage failed under goes on from what
+/// was stored once it answers again.
 async fn answer(
     inner: &Arc<Inner>,
     key: &str,
     state: &WorkerState,
     conversation: &mut Option<(Conversation, i64)>,
-    inbox_id: i64,
-    event: &InboundEvent,
-    resumed: bool,
+    (inbox_id, event, resumed): (i64, &InboundEvent, bool),
+    ahead: Ahead,
 ) -> Answered {
     // Set once this event's turn broke off (a crash before, or storage
     // now): what was stored of it is picked up instead of starting over.
     let mut again = resumed;
+    let Ahead {
+        session: mut known,
+        mut notes,
+    } = ahead;
     loop {
         let open = conversation
             .as_ref()
             .map(|(c, last)| (c.session().id.clone(), *last));
-        let mut known = Known::Unread;
         if !again {
-            match apply_reset(inner, key, event, open).await {
-                Reset::Done => *conversation = None,
-                Reset::Kept(read) => known = read,
-            }
+            known = match apply_reset(inner, key, event, open, known).await {
+                Reset::Done => {
+                    *conversation = None;
+                    Known::Unread
+                }
+                Reset::Kept(read) => read,
+            };
         }
         if conversation.is_none() {
             match open_conversation(inner, key, event, known, &state.draft).await {
@@ -675,6 +753,7 @@ async fn answer(
                         return Answered::Stopped;
                     }
                     again = true;
+                    known = Known::Unread;
                     continue;
                 }
                 Err(err) => {
@@ -691,6 +770,9 @@ async fn answer(
             None => None,
         };
         conv.set_forge(forge.map(|d| d as Arc<dyn crate::agent::layer::ForgeDesk>));
+        if let Some((owner, read)) = notes.take() {
+            conv.read_ahead(owner, read);
+        }
         let token = state.start_turn();
         let turn = {
             let span =
@@ -724,6 +806,7 @@ async fn answer(
                 return Answered::Stopped;
             }
             again = true;
+            known = Known::Unread;
             continue;
         }
         return Answered::Turn(Box::new(turn));

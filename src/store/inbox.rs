@@ -20,6 +20,24 @@ const INSERT: &str = concat!(
 /// Most events committed in one transaction.
 const BATCH: usize = 256;
 
+/// What [`Store::start_job`] reads besides starting the event.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct JobReads<'a> {
+    /// The key whose open session to read.
+    pub session_key: Option<&'a str>,
+    /// Whose memory notes to read (`<platform>:<user id>`).
+    pub notes_of: Option<&'a str>,
+}
+
+/// What [`Store::start_job`] read; `None` where it was not asked to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobStart {
+    /// The open session of the key (`Some(None)`: there is none).
+    pub session: Option<Option<super::Session>>,
+    /// The owner's notes, oldest first.
+    pub notes: Option<Vec<super::MemoryNote>>,
+}
+
 /// An inbound event to commit.
 #[derive(Debug, Clone)]
 pub struct NewInboxEvent<'a> {
@@ -154,8 +172,10 @@ async fn sqlite_insert(pool: &sqlx::SqlitePool, batch: &[Queued]) -> Result<Vec<
     values_of(unique.iter().copied(), &mut qb);
     qb.push(") AS v WHERE NOT EXISTS (SELECT 1 FROM inbox WHERE inbox.dedupe_key = v.column2)");
     let mut conn = pool.acquire().await?;
-    let (results, rows) = super::sqlite_batch(&mut conn, &mut qb).await?;
-    let stored = rows
+    let steps = super::sqlite_batch(&mut conn, qb.build(), "inbox").await?;
+    let stored = steps
+        .get(0)?
+        .rows
         .iter()
         .map(|row| row.try_get::<String, _>(0))
         .collect::<Result<std::collections::HashSet<String>, _>>()?;
@@ -163,12 +183,7 @@ async fn sqlite_insert(pool: &sqlx::SqlitePool, batch: &[Queued]) -> Result<Vec<
         .into_iter()
         .filter(|q| !stored.contains(&q.dedupe_key))
         .collect();
-    let Some(done) = results.get(1) else {
-        return Err(super::StoreError::Corrupt {
-            what: "inbox",
-            reason: format!("a batch of two statements gave {} results", results.len()),
-        });
-    };
+    let done = &steps.get(1)?.result;
     let n = fresh.len() as i64;
     if done.rows_affected() as i64 == n {
         let first = done.last_insert_rowid() - n + 1;
@@ -284,14 +299,79 @@ impl Store {
             .map_err(|_| super::StoreError::Unavailable(sqlx::Error::PoolClosed))?
     }
 
-    /// Starts processing an event: counts the attempt, unless the event
+    /// Starts processing event `id`: counts the attempt, unless the event
     /// was processed already (by an earlier job for it, here or on another
-    /// replica), which returns false.
-    pub async fn inbox_start(&self, id: i64) -> Result<bool> {
-        let n = with_pool!(self, pool => sqlx::query(
-            "UPDATE inbox SET attempts = attempts + 1 WHERE id = $1 AND processed_at IS NULL")
-            .bind(id).execute(pool).await?.rows_affected());
-        Ok(n == 1)
+    /// replica), which returns `None`; and reads what its turn needs first
+    /// (`reads`). On SQLite all of it is one trip.
+    pub async fn start_job(&self, id: i64, reads: JobReads<'_>) -> Result<Option<JobStart>> {
+        use sqlx::FromRow;
+        match &self.backend {
+            Backend::Sqlite(pool) => {
+                // A parameter not bound (`None`) matches nothing.
+                let sql = concat!(
+                    "UPDATE inbox SET attempts = attempts + 1 WHERE id = $1 AND processed_at IS NULL; ",
+                    "SELECT ",
+                    super::sessions::session_columns!(),
+                    " FROM sessions WHERE key = $2 AND ended_at IS NULL; ",
+                    "SELECT ",
+                    super::memory::note_columns!(),
+                    " FROM memory_notes WHERE user_key = $3 ORDER BY id"
+                );
+                let query = sqlx::query(sql)
+                    .bind(id)
+                    .bind(reads.session_key)
+                    .bind(reads.notes_of);
+                let mut conn = pool.acquire().await?;
+                let steps = super::sqlite_batch(&mut conn, query, "start_job").await?;
+                if steps.get(0)?.result.rows_affected() == 0 {
+                    return Ok(None);
+                }
+                let session = match reads.session_key {
+                    Some(_) => Some(
+                        steps
+                            .get(1)?
+                            .rows
+                            .first()
+                            .map(super::Session::from_row)
+                            .transpose()?,
+                    ),
+                    None => None,
+                };
+                let notes = match reads.notes_of {
+                    Some(_) => Some(
+                        steps
+                            .get(2)?
+                            .rows
+                            .iter()
+                            .map(super::MemoryNote::from_row)
+                            .collect::<std::result::Result<_, _>>()?,
+                    ),
+                    None => None,
+                };
+                Ok(Some(JobStart { session, notes }))
+            }
+            Backend::Postgres(pool) => {
+                let started = sqlx::query(
+                    "UPDATE inbox SET attempts = attempts + 1 WHERE id = $1 AND processed_at IS NULL",
+                )
+                .bind(id)
+                .execute(pool)
+                .await?
+                .rows_affected();
+                if started == 0 {
+                    return Ok(None);
+                }
+                let session = match reads.session_key {
+                    Some(key) => Some(self.open_session_by_key(key).await?),
+                    None => None,
+                };
+                let notes = match reads.notes_of {
+                    Some(owner) => Some(self.notes(owner).await?),
+                    None => None,
+                };
+                Ok(Some(JobStart { session, notes }))
+            }
+        }
     }
 
     /// Marks an event processed. Returns false if it already was.

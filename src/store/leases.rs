@@ -45,27 +45,21 @@ pub struct Fence {
     pub token: i64,
 }
 
-/// Inside a write transaction `$tx` on `$ex`: returns
+/// PostgreSQL, inside write transaction `$tx`: returns
 /// [`StoreError::Fenced`](super::StoreError::Fenced) (rolling back) unless
-/// `$fence` is still held. On PostgreSQL the lease row is locked until the
+/// `$fence` is still held. The lease row stays locked until the
 /// transaction ends, so a takeover waits for the write and then sees it.
 macro_rules! check_fence {
-    ($store:expr, $ex:expr, $fence:expr, $tx:ident) => {{
+    ($tx:ident, $fence:expr) => {{
         let fence: &$crate::store::Fence = $fence;
-        let sql = match $store.kind() {
-            $crate::store::BackendKind::Sqlite => {
-                "SELECT token FROM leases WHERE name = $1 AND holder = $2 AND token = $3"
-            }
-            $crate::store::BackendKind::Postgres => {
-                "SELECT token FROM leases WHERE name = $1 AND holder = $2 AND token = $3 FOR SHARE"
-            }
-        };
-        let held: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-            .bind(fence.name.as_str())
-            .bind(fence.holder.as_str())
-            .bind(fence.token)
-            .fetch_optional($ex)
-            .await?;
+        let held: Option<i64> = sqlx::query_scalar(
+            "SELECT token FROM leases WHERE name = $1 AND holder = $2 AND token = $3 FOR SHARE",
+        )
+        .bind(fence.name.as_str())
+        .bind(fence.holder.as_str())
+        .bind(fence.token)
+        .fetch_optional(&mut *$tx)
+        .await?;
         if held.is_none() {
             $tx.rollback().await?;
             return Err($crate::store::StoreError::Fenced {
@@ -75,6 +69,18 @@ macro_rules! check_fence {
     }};
 }
 pub(crate) use check_fence;
+
+/// SQLite: pushes onto `qb` the statement that returns a row if `fence` is
+/// still held (in a write transaction, which holds the database's write
+/// lock: no takeover can come between it and the commit).
+pub(super) fn fence_row(qb: &mut sqlx::QueryBuilder<sqlx::Sqlite>, fence: &Fence) {
+    qb.push("SELECT token FROM leases WHERE name = ")
+        .push_bind(fence.name.as_str())
+        .push(" AND holder = ")
+        .push_bind(fence.holder.as_str())
+        .push(" AND token = ")
+        .push_bind(fence.token);
+}
 
 /// `NOW` in `sql` as the backend's clock in Unix ms: every replica reads
 /// the same clock, so theirs need not agree.

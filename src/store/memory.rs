@@ -17,6 +17,14 @@ pub struct MemoryNote {
     pub updated_at: i64,
 }
 
+/// A note's columns, in [`MemoryNote`]'s order.
+macro_rules! note_columns {
+    () => {
+        "id, user_key, content, created_at, updated_at"
+    };
+}
+pub(super) use note_columns;
+
 impl Store {
     /// Adds a note for a user; returns its id.
     pub async fn add_note(&self, user_key: &str, content: &str) -> Result<i64> {
@@ -44,7 +52,7 @@ impl Store {
     /// A user's notes, oldest first.
     pub async fn notes(&self, user_key: &str) -> Result<Vec<MemoryNote>> {
         Ok(with_pool!(self, pool => sqlx::query_as(
-            "SELECT id, user_key, content, created_at, updated_at FROM memory_notes WHERE user_key = $1 ORDER BY id")
+            concat!("SELECT ", note_columns!(), " FROM memory_notes WHERE user_key = $1 ORDER BY id"))
             .bind(user_key).fetch_all(pool).await?))
     }
 }

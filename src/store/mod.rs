@@ -31,7 +31,7 @@ pub use cron::{CronJob, CronRun};
 pub use deliveries::DeliveryRow;
 pub use forge::{ForgeOutput, OutputAttempt};
 pub use health::{DISK_FLOOR, PROBE_TIMEOUT};
-pub use inbox::{InboxInsert, InboxRow, NewInboxEvent};
+pub use inbox::{InboxInsert, InboxRow, JobReads, JobStart, NewInboxEvent};
 pub use leases::{Fence, LeaseRow, ReplicaRow};
 pub use memory::MemoryNote;
 pub use outbox::{Draft, Outbound, OutboxRow};
@@ -107,33 +107,111 @@ macro_rules! returning {
 }
 pub(crate) use returning;
 
-/// SQLite: runs the statements `qb` holds (separated by `;`, their
-/// parameters bound in order) in one trip to the connection's thread; the
-/// result of each, in order, and the rows they returned. Every statement is otherwise a trip of its
-/// own, two thread wake-ups that cost more CPU than a small write
-/// (PERFORMANCE.md, "CPU per turn"). sqlx runs such a query statement by
-/// statement but marks it deprecated (launchbadge/sqlx#3108: only its
-/// SQLite driver can); the store's tests run every caller on SQLite, so an
-/// upgrade that drops it fails them.
+/// SQLite: runs the statements `query` holds (separated by `;`, their
+/// parameters bound in order, or by number: `$n` is the query's n-th) in one trip to the connection's thread; what
+/// each gave, in order (`what` names the batch in errors). Every statement
+/// is otherwise a trip of its own, two thread wake-ups that cost more CPU
+/// than a small write (PERFORMANCE.md, "CPU per turn"). sqlx runs such a
+/// query statement by statement but marks it deprecated
+/// (launchbadge/sqlx#3108: only its SQLite driver can); the store's tests
+/// run every caller on SQLite, so an upgrade that drops it fails them.
 #[allow(deprecated)]
 async fn sqlite_batch(
     conn: &mut sqlx::SqliteConnection,
-    qb: &mut sqlx::QueryBuilder<sqlx::Sqlite>,
-) -> Result<(
-    Vec<sqlx::sqlite::SqliteQueryResult>,
-    Vec<sqlx::sqlite::SqliteRow>,
-)> {
+    query: sqlx::query::Query<'_, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
+    what: &'static str,
+) -> Result<Steps> {
     use futures::TryStreamExt;
-    let mut results = Vec::new();
+    let mut steps = Vec::new();
     let mut rows = Vec::new();
-    let mut steps = qb.build().fetch_many(conn);
-    while let Some(step) = steps.try_next().await? {
+    let mut stream = query.fetch_many(conn);
+    while let Some(step) = stream.try_next().await? {
         match step {
-            sqlx::Either::Left(result) => results.push(result),
+            sqlx::Either::Left(result) => steps.push(Step {
+                result,
+                rows: std::mem::take(&mut rows),
+            }),
             sqlx::Either::Right(row) => rows.push(row),
         }
     }
-    Ok((results, rows))
+    Ok(Steps { what, steps })
+}
+
+/// What one statement of a [`sqlite_batch`] gave.
+struct Step {
+    result: sqlx::sqlite::SqliteQueryResult,
+    rows: Vec<sqlx::sqlite::SqliteRow>,
+}
+
+/// What the statements of a [`sqlite_batch`] gave, in order.
+struct Steps {
+    what: &'static str,
+    steps: Vec<Step>,
+}
+
+impl Steps {
+    /// Statement `at`'s (an error if the batch stopped short of it).
+    fn get(&self, at: usize) -> Result<&Step> {
+        self.steps.get(at).ok_or_else(|| StoreError::Corrupt {
+            what: self.what,
+            reason: format!(
+                "statement {at} of a batch gave nothing ({} did)",
+                self.steps.len()
+            ),
+        })
+    }
+}
+
+/// SQLite: a write transaction that a batch ([`sqlite_batch`]) begins with
+/// its first statement, `BEGIN IMMEDIATE`, instead of sqlx's `begin`, a
+/// trip of its own. sqlx does not know of it, so nothing of sqlx's ends
+/// it: [`end`](Self::end) does (`COMMIT` or `ROLLBACK`), or else its
+/// connection is closed as it drops instead of going back to the pool —
+/// after an error, or with its future dropped mid-batch, the transaction
+/// may still be open, and closing the connection rolls it back.
+struct SqliteWrite {
+    conn: sqlx::pool::PoolConnection<sqlx::Sqlite>,
+    ended: bool,
+}
+
+impl SqliteWrite {
+    /// A batch's start: its first statement, whose result is the
+    /// batch's first, begins the transaction.
+    fn batch() -> sqlx::QueryBuilder<sqlx::Sqlite> {
+        sqlx::QueryBuilder::new("BEGIN IMMEDIATE")
+    }
+
+    /// Runs `qb`, begun by [`batch`](Self::batch), on a connection of
+    /// `pool` in one trip; the transaction it leaves open and what each
+    /// statement gave.
+    async fn run(
+        pool: &SqlitePool,
+        qb: &mut sqlx::QueryBuilder<sqlx::Sqlite>,
+        what: &'static str,
+    ) -> Result<(Self, Steps)> {
+        let mut write = Self {
+            conn: pool.acquire().await?,
+            ended: false,
+        };
+        let steps = sqlite_batch(&mut write.conn, qb.build(), what).await?;
+        Ok((write, steps))
+    }
+
+    /// Ends the transaction with `COMMIT` (`commit`) or `ROLLBACK`.
+    async fn end(mut self, commit: bool) -> Result<()> {
+        let sql = if commit { "COMMIT" } else { "ROLLBACK" };
+        sqlx::raw_sql(sql).execute(&mut *self.conn).await?;
+        self.ended = true;
+        Ok(())
+    }
+}
+
+impl Drop for SqliteWrite {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.conn.close_on_drop();
+        }
+    }
 }
 
 /// Failures of the storage layer.

@@ -125,6 +125,7 @@ macro_rules! session_columns {
         "id, key, platform, chat_id, thread_id, user_id, created_at, last_active_at, ended_at, end_reason, parent_id, model"
     };
 }
+pub(super) use session_columns;
 
 impl Store {
     /// The open session for `new.key`, created if there is none. Safe

@@ -145,21 +145,20 @@ impl Store {
         let fence = done.and_then(|d| d.fence.as_ref());
         match &self.backend {
             Backend::Sqlite(pool) => {
-                let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-                if let Some(fence) = fence {
-                    super::leases::check_fence!(self, &mut *tx, fence, tx);
-                }
-                // One trip: the statements in order, their results read
-                // after.
-                let mut qb = sqlx::QueryBuilder::new("");
+                // One trip: the transaction's start and its statements in
+                // order, their results read after; then its end.
+                let mut qb = super::SqliteWrite::batch();
                 let mut n = 0;
                 let mut next = |qb: &mut sqlx::QueryBuilder<sqlx::Sqlite>| {
-                    if n > 0 {
-                        qb.push("; ");
-                    }
+                    qb.push("; ");
                     n += 1;
-                    n - 1
+                    n
                 };
+                let fenced = fence.map(|fence| {
+                    let at = next(&mut qb);
+                    super::leases::fence_row(&mut qb, fence);
+                    (at, fence)
+                });
                 let completed = done.map(|done| {
                     let at = next(&mut qb);
                     complete_event!(qb, done, now);
@@ -181,39 +180,41 @@ impl Store {
                     outbound_rows!(qb, done.inbox_id, &done.session_key, &done.outbox, now);
                     at
                 });
-                let (results, _) = super::sqlite_batch(&mut tx, &mut qb).await?;
-                let result = |at: usize| {
-                    results.get(at).ok_or_else(|| StoreError::Corrupt {
-                        what: "commit_turn",
-                        reason: format!("statement {at} of {} gave no result", results.len()),
-                    })
-                };
-                if let Some(at) = completed
-                    && result(at)?.rows_affected() == 0
+                let (write, steps) = super::SqliteWrite::run(pool, &mut qb, "commit_turn").await?;
+                if let Some((at, fence)) = fenced
+                    && steps.get(at)?.rows.is_empty()
                 {
-                    tx.rollback().await?;
+                    write.end(false).await?;
+                    return Err(StoreError::Fenced {
+                        lease: fence.name.clone(),
+                    });
+                }
+                if let Some(at) = completed
+                    && steps.get(at)?.result.rows_affected() == 0
+                {
+                    write.end(false).await?;
                     return Ok(None);
                 }
                 let last_id = appended
-                    .map(|at| result(at).map(|r| r.last_insert_rowid()))
+                    .map(|at| steps.get(at).map(|s| s.result.last_insert_rowid()))
                     .transpose()?;
                 let outbox = match (queued, done) {
                     (Some(at), Some(done)) => {
                         // One statement's rows: consecutive ids ending at
                         // the last insert rowid (the write lock is held).
-                        let last = result(at)?.last_insert_rowid();
+                        let last = steps.get(at)?.result.last_insert_rowid();
                         let first = last - done.outbox.len() as i64 + 1;
                         (first..=last).collect()
                     }
                     _ => Vec::new(),
                 };
-                tx.commit().await?;
+                write.end(true).await?;
                 Ok(Some(Committed { last_id, outbox }))
             }
             Backend::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
                 if let Some(fence) = fence {
-                    super::leases::check_fence!(self, &mut *tx, fence, tx);
+                    super::leases::check_fence!(tx, fence);
                 }
                 // The inbox row first: a second commit of the same event
                 // stops here.

@@ -22,7 +22,7 @@ use super::provider::{ChatModel, ChatRequest, ChatResponse, ModelEndpoint, Provi
 use super::{AgentError, IterationBudget};
 use crate::config::{Config, Env};
 use crate::store::{
-    Committed, Completion, Session, Store, StoreError, TurnCommit, TurnRecord, now_ms,
+    Committed, Completion, MemoryNote, Session, Store, StoreError, TurnCommit, TurnRecord, now_ms,
 };
 use crate::tools::{ApprovalHook, SessionView, ToolRuntime, workspace};
 
@@ -294,6 +294,8 @@ pub struct Conversation {
     history: Vec<ChatMessage>,
     /// Id of the last stored message of the history.
     last_id: i64,
+    /// Memory notes read ahead for the next turn, and whose.
+    notes: Option<(String, Vec<MemoryNote>)>,
     /// How many of the history's last messages are not stored yet: a
     /// turn's messages are stored together, before each model call that
     /// follows tool results and with the turn's end.
@@ -370,6 +372,7 @@ impl Conversation {
             workspace,
             history,
             last_id,
+            notes: None,
             unstored: 0,
             unsaved: false,
             staged: None,
@@ -421,15 +424,38 @@ impl Conversation {
         self.history.iter().map(ChatMessage::heap_bytes).sum()
     }
 
+    /// Whose memory notes its turns show (`<platform>:<user id>`).
+    pub fn owner_key(&self) -> Option<String> {
+        self.owner.as_ref().map(Owner::key)
+    }
+
+    /// Gives the next turn the notes of `owner`, read ahead of it (with
+    /// the turn's start, in the same trip to storage); the turn reads
+    /// them itself unless `owner` is still [`owner_key`](Self::owner_key).
+    pub fn read_ahead(&mut self, owner: String, notes: Vec<MemoryNote>) {
+        self.notes = Some((owner, notes));
+    }
+
     /// The system prompt of this turn: the configured one, where the
     /// conversation happens, and the user's saved notes.
-    async fn system_prompt(&self) -> String {
+    async fn system_prompt(&mut self) -> String {
         let mut prompt = format!("{}\n\n{}", self.deps.system_prompt, self.context.describe());
-        if let Some(owner) = &self.owner
-            && let Some(notes) = layer::recall(&self.deps.store, owner).await
-        {
-            prompt.push_str("\n\n");
-            prompt.push_str(&notes);
+        let ahead = self.notes.take();
+        let Some(owner) = self.owner.as_ref().map(Owner::key) else {
+            return prompt;
+        };
+        let notes = match ahead {
+            Some((of, notes)) if of == owner => Ok(notes),
+            _ => self.deps.store.notes(&owner).await,
+        };
+        match notes {
+            Ok(notes) => {
+                if let Some(section) = layer::recall(&notes) {
+                    prompt.push_str("\n\n");
+                    prompt.push_str(&section);
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, "could not read the user's notes"),
         }
         prompt
     }

@@ -5,8 +5,8 @@ use crate::backend_tests;
 mod turns;
 
 use switchboard::store::{
-    ApprovalRecord, ApprovalStatus, InboxInsert, NewInboxEvent, NewMessage, NewSession,
-    PairingRequest, Store, new_id, now_ms,
+    ApprovalRecord, ApprovalStatus, InboxInsert, JobReads, JobStart, NewInboxEvent, NewMessage,
+    NewSession, PairingRequest, Store, new_id, now_ms,
 };
 
 backend_tests!(
@@ -261,9 +261,15 @@ async fn inbox_dedupes_and_replays_unprocessed_in_order(store: Store) {
         !store.inbox_mark_processed(ids[1], "ok").await.unwrap(),
         "processed once"
     );
-    assert!(store.inbox_start(ids[0]).await.unwrap(), "started");
-    assert!(
-        !store.inbox_start(ids[1]).await.unwrap(),
+    let nothing = JobReads::default();
+    assert_eq!(
+        store.start_job(ids[0], nothing).await.unwrap(),
+        Some(JobStart::default()),
+        "started, nothing read"
+    );
+    assert_eq!(
+        store.start_job(ids[1], nothing).await.unwrap(),
+        None,
         "a processed event is not started again"
     );
 

@@ -1,33 +1,41 @@
-//! A turn's commit: its writes land whole, once, on both backends.
+//! A job's start and a turn's commit: what the start reads, and the
+//! commit's writes landing whole, once, on both backends.
 
 use crate::backend_tests;
 
 use switchboard::store::{
-    Committed, Completion, InboxInsert, NewInboxEvent, NewMessage, Outbound, Store, TurnCommit,
-    TurnRecord,
+    Committed, Completion, InboxInsert, JobReads, JobStart, NewInboxEvent, NewMessage, Outbound,
+    Store, TurnCommit, TurnRecord,
 };
 
 use super::dm;
 
-backend_tests!(a_turn_commits_whole_once_and_a_second_commit_writes_nothing);
+backend_tests!(
+    a_turn_commits_whole_once_and_a_second_commit_writes_nothing,
+    a_commit_that_fails_midway_writes_nothing_and_holds_no_lock,
+    a_jobs_start_reads_the_open_session_and_the_owners_notes,
+);
 
-async fn a_turn_commits_whole_once_and_a_second_commit_writes_nothing(store: Store) {
-    let key = "telegram:dm:42";
-    let session = store.open_session(&dm(key)).await.unwrap();
-    let InboxInsert::Inserted(inbox_id) = store
+/// Stores an event for `key`; its inbox id.
+async fn event(store: &Store, key: &str, dedupe_key: &str) -> i64 {
+    match store
         .inbox_insert(&NewInboxEvent {
             platform: "telegram",
-            dedupe_key: "telegram:u-1",
+            dedupe_key,
             session_key: key,
             payload: "{}",
         })
         .await
         .unwrap()
-    else {
-        panic!("the event was not stored");
-    };
-    let record = TurnRecord {
-        session_id: session.id.clone(),
+    {
+        InboxInsert::Inserted(id) => id,
+        InboxInsert::Duplicate => panic!("the event was not stored"),
+    }
+}
+
+fn record(session_id: &str) -> TurnRecord {
+    TurnRecord {
+        session_id: session_id.into(),
         started_at: 1,
         finished_at: 2,
         model_calls: 2,
@@ -41,7 +49,14 @@ async fn a_turn_commits_whole_once_and_a_second_commit_writes_nothing(store: Sto
         chat_id: Some("42".into()),
         user_id: Some("42".into()),
         job_id: None,
-    };
+    }
+}
+
+async fn a_turn_commits_whole_once_and_a_second_commit_writes_nothing(store: Store) {
+    let key = "telegram:dm:42";
+    let session = store.open_session(&dm(key)).await.unwrap();
+    let inbox_id = event(&store, key, "telegram:u-1").await;
+    let record = record(&session.id);
     let message = |role, content| NewMessage {
         role,
         content,
@@ -116,5 +131,124 @@ async fn a_turn_commits_whole_once_and_a_second_commit_writes_nothing(store: Sto
             last_id: Some(stored[2].id),
             outbox: Vec::new()
         })
+    );
+}
+
+async fn a_commit_that_fails_midway_writes_nothing_and_holds_no_lock(store: Store) {
+    let key = "telegram:dm:42";
+    let session = store.open_session(&dm(key)).await.unwrap();
+    let inbox_id = event(&store, key, "telegram:u-2").await;
+    let done = Completion {
+        inbox_id,
+        session_key: key.into(),
+        outcome: "final".into(),
+        outbox: Vec::new(),
+        fence: None,
+    };
+    // Its messages name a session that does not exist: the statement
+    // after the event's completion fails.
+    let record = record("no-such-session");
+    let orphan = TurnCommit {
+        session_id: "no-such-session",
+        messages: vec![NewMessage {
+            role: "assistant",
+            content: "lost",
+            ..Default::default()
+        }],
+        record: &record,
+    };
+    for _ in 0..3 {
+        store
+            .commit_turn(Some(&orphan), Some(&done))
+            .await
+            .expect_err("a message of no session is refused");
+    }
+    let pending = store.inbox_pending(10).await.unwrap();
+    assert_eq!(
+        pending.iter().map(|r| r.id).collect::<Vec<_>>(),
+        [inbox_id],
+        "the event's completion went back with the rest"
+    );
+    // Neither the write lock nor a transaction was left behind: the next
+    // commit, on whichever connection, lands.
+    let record = self::record(&session.id);
+    let turn = TurnCommit {
+        session_id: &session.id,
+        messages: vec![NewMessage {
+            role: "assistant",
+            content: "kept",
+            ..Default::default()
+        }],
+        record: &record,
+    };
+    let committed = tokio::time::timeout(
+        std::time::Duration::from_secs(3),
+        store.commit_turn(Some(&turn), Some(&done)),
+    )
+    .await
+    .expect("the commit waited on a lock left behind")
+    .unwrap();
+    assert!(committed.is_some());
+    assert!(store.inbox_pending(10).await.unwrap().is_empty());
+    let stored = store.messages(&session.id).await.unwrap();
+    assert_eq!(
+        stored
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect::<Vec<_>>(),
+        ["kept"]
+    );
+}
+
+async fn a_jobs_start_reads_the_open_session_and_the_owners_notes(store: Store) {
+    let key = "telegram:dm:42";
+    let mine = store.add_note("telegram:42", "likes tea").await.unwrap();
+    store.add_note("telegram:7", "someone else").await.unwrap();
+    let second = store.add_note("telegram:42", "works nights").await.unwrap();
+    let reads = JobReads {
+        session_key: Some(key),
+        notes_of: Some("telegram:42"),
+    };
+
+    let first = event(&store, key, "telegram:u-3").await;
+    let start = store
+        .start_job(first, reads)
+        .await
+        .unwrap()
+        .expect("started");
+    assert_eq!(start.session, Some(None), "no session is open yet");
+    let notes = start.notes.expect("notes read");
+    assert_eq!(
+        notes
+            .iter()
+            .map(|n| (n.id, n.content.as_str()))
+            .collect::<Vec<_>>(),
+        [(mine, "likes tea"), (second, "works nights")],
+        "the owner's notes, oldest first, no one else's"
+    );
+
+    let session = store.open_session(&dm(key)).await.unwrap();
+    let next = event(&store, key, "telegram:u-4").await;
+    let start = store
+        .start_job(next, reads)
+        .await
+        .unwrap()
+        .expect("started");
+    assert_eq!(start.session, Some(Some(session)));
+    let asked_nothing = store
+        .start_job(next, JobReads::default())
+        .await
+        .unwrap()
+        .expect("started again");
+    assert_eq!(asked_nothing, JobStart::default(), "nothing read unasked");
+    let pending = store.inbox_pending(10).await.unwrap();
+    let attempts: Vec<(i64, i64)> = pending.iter().map(|r| (r.id, r.attempts)).collect();
+    assert_eq!(attempts, [(first, 1), (next, 2)], "each start counted");
+
+    assert!(store.inbox_mark_processed(next, "final").await.unwrap());
+    assert_eq!(
+        store.start_job(next, reads).await.unwrap(),
+        None,
+        "a processed event is not started, and nothing is read"
     );
 }
