@@ -165,7 +165,7 @@ async fn open_conversation(
     let human = profile.human;
     let new = new_session(key, event, human);
     let (session, fresh) = match known {
-        Known::Open(session) => Ok((*session, false)),
+        Known::Open(session, fresh) => Ok((*session, fresh)),
         Known::Absent => inner.store.create_session(&new).await,
         Known::Unread => inner.store.open_session(&new).await.map(|s| (s, false)),
     }
@@ -253,8 +253,8 @@ enum Reset {
 /// What is known of a key's open session before opening its conversation.
 #[derive(Default)]
 enum Known {
-    /// It was read: this one.
-    Open(Box<Session>),
+    /// It was read (or created, `true`: it holds nothing yet): this one.
+    Open(Box<Session>, bool),
     /// It was looked for: there is none.
     Absent,
     /// Not looked at.
@@ -274,12 +274,15 @@ async fn apply_reset(
 ) -> Reset {
     let (open, read) = match (open, known) {
         (Some(open), _) => (Some(open), Known::Unread),
-        (None, Known::Open(s)) => (Some((s.id.clone(), s.last_active_at)), Known::Open(s)),
+        (None, Known::Open(s, fresh)) => (
+            Some((s.id.clone(), s.last_active_at)),
+            Known::Open(s, fresh),
+        ),
         (None, Known::Absent) => (None, Known::Absent),
         (None, Known::Unread) => match inner.store.open_session_by_key(key).await {
             Ok(Some(s)) => (
                 Some((s.id.clone(), s.last_active_at)),
-                Known::Open(Box::new(s)),
+                Known::Open(Box::new(s), false),
             ),
             Ok(None) => (None, Known::Absent),
             Err(err) => {
@@ -633,8 +636,8 @@ struct Ahead {
 }
 
 /// Starts inbox event `inbox_id` and reads ahead, in the same trip, what
-/// its turn reads first: the open session when no conversation is loaded,
-/// and the notes of the conversation's owner (of the writer, for a
+/// its turn reads first: the open session when no conversation is loaded
+/// (created if there is none), and the notes of the conversation's owner (of the writer, for a
 /// conversation not loaded with a person behind it). `None` when the event
 /// was processed already. A failed start is logged and the job runs
 /// (the turn reads what it needs itself).
@@ -645,30 +648,30 @@ async fn start(
     inbox_id: i64,
     event: &InboundEvent,
 ) -> Option<Ahead> {
+    let human = inner
+        .platforms()
+        .profile(&event.platform)
+        .is_some_and(|p| p.human);
     let owner = match conversation {
         Some((c, _)) => c.owner_key(),
-        None => inner
-            .platforms()
-            .profile(&event.platform)
-            .is_some_and(|p| p.human)
-            .then(|| {
-                crate::agent::layer::Owner {
-                    platform: event.platform.to_string(),
-                    user_id: event.user_id.clone(),
-                }
-                .key()
-            }),
+        None => human.then(|| {
+            crate::agent::layer::Owner {
+                platform: event.platform.to_string(),
+                user_id: event.user_id.clone(),
+            }
+            .key()
+        }),
     };
+    let new = new_session(key, event, human);
     let reads = JobReads {
-        session_key: conversation.is_none().then_some(key),
+        open: conversation.is_none().then_some(&new),
         notes_of: owner.as_deref(),
     };
     match inner.store.start_job(inbox_id, reads).await {
         Ok(None) => None,
         Ok(Some(JobStart { session, notes })) => Some(Ahead {
             session: match session {
-                Some(Some(s)) => Known::Open(Box::new(s)),
-                Some(None) => Known::Absent,
+                Some((s, fresh)) => Known::Open(Box::new(s), fresh),
                 None => Known::Unread,
             },
             notes: owner.zip(notes),

@@ -23,8 +23,9 @@ const BATCH: usize = 256;
 /// What [`Store::start_job`] reads besides starting the event.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct JobReads<'a> {
-    /// The key whose open session to read.
-    pub session_key: Option<&'a str>,
+    /// The session to read: the open one of its key, else this one,
+    /// created.
+    pub open: Option<&'a super::NewSession<'a>>,
     /// Whose memory notes to read (`<platform>:<user id>`).
     pub notes_of: Option<&'a str>,
 }
@@ -32,8 +33,9 @@ pub struct JobReads<'a> {
 /// What [`Store::start_job`] read; `None` where it was not asked to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct JobStart {
-    /// The open session of the key (`Some(None)`: there is none).
-    pub session: Option<Option<super::Session>>,
+    /// The open session, and whether this start created it (it holds
+    /// nothing yet).
+    pub session: Option<(super::Session, bool)>,
     /// The owner's notes, oldest first.
     pub notes: Option<Vec<super::MemoryNote>>,
 }
@@ -301,46 +303,62 @@ impl Store {
 
     /// Starts processing event `id`: counts the attempt, unless the event
     /// was processed already (by an earlier job for it, here or on another
-    /// replica), which returns `None`; and reads what its turn needs first
-    /// (`reads`). On SQLite all of it is one trip.
+    /// replica), which returns `None` and writes nothing else; and reads
+    /// what its turn needs first (`reads`). On SQLite all of it is one trip.
     pub async fn start_job(&self, id: i64, reads: JobReads<'_>) -> Result<Option<JobStart>> {
         use sqlx::FromRow;
         match &self.backend {
             Backend::Sqlite(pool) => {
-                // A parameter not bound (`None`) matches nothing.
+                // A parameter not bound (`None`) matches nothing; the insert
+                // runs only if the event was started (`changes()` is the
+                // update's) and a session was asked for.
                 let sql = concat!(
                     "UPDATE inbox SET attempts = attempts + 1 WHERE id = $1 AND processed_at IS NULL; ",
+                    super::sessions::insert_session!(),
+                    "SELECT $2, $3, $4, $5, $6, $7, $8, $8 WHERE changes() = 1 AND $3 IS NOT NULL ",
+                    "ON CONFLICT DO NOTHING; ",
                     "SELECT ",
                     super::sessions::session_columns!(),
-                    " FROM sessions WHERE key = $2 AND ended_at IS NULL; ",
+                    " FROM sessions WHERE key = $3 AND ended_at IS NULL; ",
                     "SELECT ",
                     super::memory::note_columns!(),
-                    " FROM memory_notes WHERE user_key = $3 ORDER BY id"
+                    " FROM memory_notes WHERE user_key = $9 ORDER BY id"
                 );
+                let new_id = reads.open.map(|_| super::new_id());
+                let open = reads.open;
                 let query = sqlx::query(sql)
                     .bind(id)
-                    .bind(reads.session_key)
+                    .bind(new_id.as_deref())
+                    .bind(open.map(|n| n.key))
+                    .bind(open.map(|n| n.platform))
+                    .bind(open.map(|n| n.chat_id))
+                    .bind(open.and_then(|n| n.thread_id))
+                    .bind(open.and_then(|n| n.user_id))
+                    .bind(now_ms())
                     .bind(reads.notes_of);
                 let mut conn = pool.acquire().await?;
                 let steps = super::sqlite_batch(&mut conn, query, "start_job").await?;
                 if steps.get(0)?.result.rows_affected() == 0 {
                     return Ok(None);
                 }
-                let session = match reads.session_key {
-                    Some(_) => Some(
-                        steps
-                            .get(1)?
-                            .rows
-                            .first()
-                            .map(super::Session::from_row)
-                            .transpose()?,
-                    ),
+                let session = match open {
+                    Some(_) => {
+                        let row = steps.get(2)?.rows.first().ok_or_else(|| {
+                            super::StoreError::Corrupt {
+                                what: "sessions",
+                                reason: "no session open after its insert".into(),
+                            }
+                        })?;
+                        let session = super::Session::from_row(row)?;
+                        let fresh = new_id.as_deref() == Some(session.id.as_str());
+                        Some((session, fresh))
+                    }
                     None => None,
                 };
                 let notes = match reads.notes_of {
                     Some(_) => Some(
                         steps
-                            .get(2)?
+                            .get(3)?
                             .rows
                             .iter()
                             .map(super::MemoryNote::from_row)
@@ -361,8 +379,11 @@ impl Store {
                 if started == 0 {
                     return Ok(None);
                 }
-                let session = match reads.session_key {
-                    Some(key) => Some(self.open_session_by_key(key).await?),
+                let session = match reads.open {
+                    Some(new) => Some(match self.open_session_by_key(new.key).await? {
+                        Some(session) => (session, false),
+                        None => self.create_session(new).await?,
+                    }),
                     None => None,
                 };
                 let notes = match reads.notes_of {

@@ -127,6 +127,14 @@ macro_rules! session_columns {
 }
 pub(super) use session_columns;
 
+/// The start of a new session's insert.
+macro_rules! insert_session {
+    () => {
+        "INSERT INTO sessions (id, key, platform, chat_id, thread_id, user_id, created_at, last_active_at) "
+    };
+}
+pub(super) use insert_session;
+
 impl Store {
     /// The open session for `new.key`, created if there is none. Safe
     /// against concurrent callers: the unique index on open keys decides.
@@ -143,9 +151,8 @@ impl Store {
     pub async fn create_session(&self, new: &NewSession<'_>) -> Result<(Session, bool)> {
         let now = now_ms();
         let id = new_id();
-        let inserted = with_pool!(self, pool => sqlx::query(
-            "INSERT INTO sessions (id, key, platform, chat_id, thread_id, user_id, created_at, last_active_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $7) ON CONFLICT DO NOTHING")
+        let inserted = with_pool!(self, pool => sqlx::query(concat!(
+            insert_session!(), "VALUES ($1, $2, $3, $4, $5, $6, $7, $7) ON CONFLICT DO NOTHING"))
             .bind(&id).bind(new.key).bind(new.platform).bind(new.chat_id)
             .bind(new.thread_id).bind(new.user_id).bind(now)
             .execute(pool).await?.rows_affected());

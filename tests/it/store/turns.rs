@@ -205,8 +205,9 @@ async fn a_jobs_start_reads_the_open_session_and_the_owners_notes(store: Store) 
     let mine = store.add_note("telegram:42", "likes tea").await.unwrap();
     store.add_note("telegram:7", "someone else").await.unwrap();
     let second = store.add_note("telegram:42", "works nights").await.unwrap();
+    let new = dm(key);
     let reads = JobReads {
-        session_key: Some(key),
+        open: Some(&new),
         notes_of: Some("telegram:42"),
     };
 
@@ -216,7 +217,16 @@ async fn a_jobs_start_reads_the_open_session_and_the_owners_notes(store: Store) 
         .await
         .unwrap()
         .expect("started");
-    assert_eq!(start.session, Some(None), "no session is open yet");
+    let (created, fresh) = start.session.expect("a session");
+    assert!(fresh, "none was open: this start created it");
+    assert_eq!(
+        (created.key.as_str(), created.user_id.as_deref()),
+        (key, Some("42"))
+    );
+    assert_eq!(
+        store.open_session_by_key(key).await.unwrap().as_ref(),
+        Some(&created)
+    );
     let notes = start.notes.expect("notes read");
     assert_eq!(
         notes
@@ -227,14 +237,17 @@ async fn a_jobs_start_reads_the_open_session_and_the_owners_notes(store: Store) 
         "the owner's notes, oldest first, no one else's"
     );
 
-    let session = store.open_session(&dm(key)).await.unwrap();
     let next = event(&store, key, "telegram:u-4").await;
     let start = store
         .start_job(next, reads)
         .await
         .unwrap()
         .expect("started");
-    assert_eq!(start.session, Some(Some(session)));
+    assert_eq!(
+        start.session,
+        Some((created.clone(), false)),
+        "the open one"
+    );
     let asked_nothing = store
         .start_job(next, JobReads::default())
         .await
@@ -246,9 +259,15 @@ async fn a_jobs_start_reads_the_open_session_and_the_owners_notes(store: Store) 
     assert_eq!(attempts, [(first, 1), (next, 2)], "each start counted");
 
     assert!(store.inbox_mark_processed(next, "final").await.unwrap());
+    assert!(store.end_session(&created.id, "test").await.unwrap());
     assert_eq!(
         store.start_job(next, reads).await.unwrap(),
         None,
-        "a processed event is not started, and nothing is read"
+        "a processed event is not started"
+    );
+    assert_eq!(
+        store.open_session_by_key(key).await.unwrap(),
+        None,
+        "nor is a session opened for it"
     );
 }
