@@ -309,10 +309,12 @@ impl Store {
         use sqlx::FromRow;
         match &self.backend {
             Backend::Sqlite(pool) => {
-                // A parameter not bound (`None`) matches nothing; the insert
-                // runs only if the event was started (`changes()` is the
-                // update's) and a session was asked for.
+                // One transaction, one trip. A parameter not bound (`None`)
+                // matches nothing; the insert runs only if the event was
+                // started (`changes()` is the update's) and a session was
+                // asked for.
                 let sql = concat!(
+                    "BEGIN IMMEDIATE; ",
                     "UPDATE inbox SET attempts = attempts + 1 WHERE id = $1 AND processed_at IS NULL; ",
                     super::sessions::insert_session!(),
                     "SELECT $2, $3, $4, $5, $6, $7, $8, $8 WHERE changes() = 1 AND $3 IS NOT NULL ",
@@ -322,7 +324,8 @@ impl Store {
                     " FROM sessions WHERE key = $3 AND ended_at IS NULL; ",
                     "SELECT ",
                     super::memory::note_columns!(),
-                    " FROM memory_notes WHERE user_key = $9 ORDER BY id"
+                    " FROM memory_notes WHERE user_key = $9 ORDER BY id; ",
+                    "COMMIT"
                 );
                 let new_id = reads.open.map(|_| super::new_id());
                 let open = reads.open;
@@ -336,14 +339,13 @@ impl Store {
                     .bind(open.and_then(|n| n.user_id))
                     .bind(now_ms())
                     .bind(reads.notes_of);
-                let mut conn = pool.acquire().await?;
-                let steps = super::sqlite_batch(&mut conn, query, "start_job").await?;
-                if steps.get(0)?.result.rows_affected() == 0 {
+                let steps = super::SqliteWrite::whole(pool, query, "start_job").await?;
+                if steps.get(1)?.result.rows_affected() == 0 {
                     return Ok(None);
                 }
                 let session = match open {
                     Some(_) => {
-                        let row = steps.get(2)?.rows.first().ok_or_else(|| {
+                        let row = steps.get(3)?.rows.first().ok_or_else(|| {
                             super::StoreError::Corrupt {
                                 what: "sessions",
                                 reason: "no session open after its insert".into(),
@@ -358,7 +360,7 @@ impl Store {
                 let notes = match reads.notes_of {
                     Some(_) => Some(
                         steps
-                            .get(3)?
+                            .get(4)?
                             .rows
                             .iter()
                             .map(super::MemoryNote::from_row)

@@ -181,20 +181,33 @@ impl SqliteWrite {
         sqlx::QueryBuilder::new("BEGIN IMMEDIATE")
     }
 
-    /// Runs `qb`, begun by [`batch`](Self::batch), on a connection of
-    /// `pool` in one trip; the transaction it leaves open and what each
-    /// statement gave.
+    /// Runs `query`, begun as [`batch`](Self::batch) begins, on a
+    /// connection of `pool` in one trip; the transaction it leaves open and
+    /// what each statement gave.
     async fn run(
         pool: &SqlitePool,
-        qb: &mut sqlx::QueryBuilder<sqlx::Sqlite>,
+        query: sqlx::query::Query<'_, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
         what: &'static str,
     ) -> Result<(Self, Steps)> {
         let mut write = Self {
             conn: pool.acquire().await?,
             ended: false,
         };
-        let steps = sqlite_batch(&mut write.conn, qb.build(), what).await?;
+        let steps = sqlite_batch(&mut write.conn, query, what).await?;
         Ok((write, steps))
+    }
+
+    /// Runs `query`, a whole transaction (`BEGIN IMMEDIATE; …; COMMIT`), on
+    /// a connection of `pool` in one trip; what each statement gave.
+    async fn whole(
+        pool: &SqlitePool,
+        query: sqlx::query::Query<'_, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
+        what: &'static str,
+    ) -> Result<Steps> {
+        let (mut write, steps) = Self::run(pool, query, what).await?;
+        // Its last statement, the commit, ran.
+        write.ended = true;
+        Ok(steps)
     }
 
     /// Ends the transaction with `COMMIT` (`commit`) or `ROLLBACK`.
@@ -363,7 +376,11 @@ impl Store {
             // vendor/README.md): the thread runs its commands in order, so
             // whatever a dropped statement or transaction left queued (a
             // rollback) runs before the next user's, and a transaction
-            // SQLite ended itself is caught below.
+            // SQLite ended itself is caught below, as the connection is
+            // next taken. Checked there rather than as it goes back, so it
+            // goes back at once (vendor/README.md): the next statement finds
+            // it idle instead of opening another connection, whose page
+            // cache another's writes leave stale.
             let pool = SqlitePoolOptions::new()
                 .test_before_acquire(false)
                 .test_after_release(false)
@@ -371,7 +388,7 @@ impl Store {
                 .max_lifetime(None)
                 .max_connections(config.max_connections)
                 .acquire_timeout(Duration::from_secs(10))
-                .after_release(|conn, _| {
+                .before_acquire(|conn, _| {
                     Box::pin(async move {
                         use sqlx::Connection;
                         if !conn.is_in_transaction() {

@@ -180,7 +180,8 @@ impl Store {
                     outbound_rows!(qb, done.inbox_id, &done.session_key, &done.outbox, now);
                     at
                 });
-                let (write, steps) = super::SqliteWrite::run(pool, &mut qb, "commit_turn").await?;
+                let (write, steps) =
+                    super::SqliteWrite::run(pool, qb.build(), "commit_turn").await?;
                 if let Some((at, fence)) = fenced
                     && steps.get(at)?.rows.is_empty()
                 {

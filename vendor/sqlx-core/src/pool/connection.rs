@@ -203,6 +203,23 @@ impl<DB: Database> Drop for PoolConnection<DB> {
             return;
         }
 
+        // switchboard patch: straight back to the pool when nothing has to
+        // run first (no ping, no `after_release` hook, the pool open, the
+        // connection within its lifetime), instead of in a task spawned for
+        // it: the next `acquire` finds it idle rather than opening another
+        // connection, and no task is spawned per statement.
+        let options = &self.pool.options;
+        if !options.test_after_release && options.after_release.is_none() && !self.pool.is_closed()
+        {
+            if let Some(live) = self.live.take() {
+                if is_beyond_max_lifetime(&live, options) {
+                    self.live = Some(live);
+                } else {
+                    live.float(self.pool.clone()).release();
+                }
+            }
+        }
+
         // We still need to spawn a task to maintain `min_connections`.
         if self.live.is_some() || self.pool.options.min_connections > 0 {
             crate::rt::spawn(self.return_to_pool());
