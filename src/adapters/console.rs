@@ -121,9 +121,17 @@ impl Console {
             data: data.to_string(),
         };
         if let Err(why) = self.sessions.press(&press).await {
-            eprintln!("{why}");
+            tell(format_args!("{why}"));
         }
     }
+}
+
+/// Writes `line` and a newline to stderr in one write: stderr is not
+/// buffered, so `eprintln!` makes a write of each piece of its format.
+fn tell(line: std::fmt::Arguments<'_>) {
+    let mut line = line.to_string();
+    line.push('\n');
+    let _ = std::io::stderr().write_all(line.as_bytes());
 }
 
 /// Markdown as terminal text: emphasis marks dropped, code blocks indented.
@@ -203,7 +211,7 @@ impl Platform for Console {
                     None => {
                         let event = Console::event(&at.chat, answer);
                         if let Err(err) = self.sessions.submit(event).await {
-                            eprintln!("error: {err}");
+                            tell(format_args!("error: {err}"));
                         }
                     }
                 }
@@ -218,16 +226,18 @@ impl Platform for Console {
         _message: &str,
         outcome: &str,
     ) -> Result<(), PlatformError> {
-        eprintln!("{}", plain(outcome));
+        tell(format_args!("{}", plain(outcome)));
         Ok(())
     }
 
     fn activity(&self, _at: &ChatRef, activity: &Activity) {
         match activity {
-            Activity::ToolStarted { name, arguments } => eprintln!("  ⚙ {name} {arguments}"),
+            Activity::ToolStarted { name, arguments } => {
+                tell(format_args!("  ⚙ {name} {arguments}"))
+            }
             Activity::ToolFinished { name, ok, chars } => {
                 let mark = if *ok { "✓" } else { "✗" };
-                eprintln!("  {mark} {name} ({chars} chars)");
+                tell(format_args!("  {mark} {name} ({chars} chars)"));
             }
         }
     }
