@@ -51,8 +51,10 @@ impl OpenAi {
     }
 
     fn body<'a>(&'a self, request: &'a ChatRequest) -> Body<'a> {
-        let mut messages = vec![json!({"role": "system", "content": request.system})];
-        messages.extend(request.messages.iter().map(wire_message));
+        let messages = Messages {
+            system: &request.system,
+            history: &request.messages,
+        };
         let cap = Some(request.max_tokens);
         let (max_tokens, max_completion_tokens) = if self.completion_tokens.load(Ordering::Relaxed)
         {
@@ -73,12 +75,13 @@ impl OpenAi {
     }
 }
 
-/// A chat completions request. The tools' schemas go in as the session's
-/// view wrote them, not serialised again per call.
+/// A chat completions request, written from what it borrows: the history
+/// is not copied into JSON values per call, and the tools' schemas go in as
+/// the session's view wrote them.
 #[derive(serde::Serialize)]
 struct Body<'a> {
     model: &'a str,
-    messages: Vec<Value>,
+    messages: Messages<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -91,31 +94,90 @@ struct Body<'a> {
     stream_options: Option<Value>,
 }
 
-fn wire_message(m: &ChatMessage) -> Value {
-    match m.role {
-        Role::User => json!({"role": "user", "content": m.content}),
-        Role::Tool => json!({
-            "role": "tool",
-            "tool_call_id": m.tool_call_id,
-            "content": m.content,
-        }),
-        Role::Assistant => {
-            let mut v = json!({"role": "assistant", "content": m.content});
-            if !m.tool_calls.is_empty() {
-                v["tool_calls"] = m
-                    .tool_calls
-                    .iter()
-                    .map(|c| {
-                        json!({
-                            "id": c.id,
-                            "type": "function",
-                            "function": {"name": c.name, "arguments": c.arguments},
-                        })
-                    })
-                    .collect();
-            }
-            v
+/// The system prompt, then the history, as the API's messages.
+struct Messages<'a> {
+    system: &'a str,
+    history: &'a [ChatMessage],
+}
+
+impl serde::Serialize for Messages<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let system = std::iter::once(Wire::System {
+            content: self.system,
+        });
+        serializer.collect_seq(system.chain(self.history.iter().map(Wire::from)))
+    }
+}
+
+/// One message on the wire.
+#[derive(serde::Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum Wire<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: &'a str,
+    },
+    Assistant {
+        content: &'a str,
+        #[serde(skip_serializing_if = "Calls::is_empty")]
+        tool_calls: Calls<'a>,
+    },
+    Tool {
+        tool_call_id: Option<&'a str>,
+        content: &'a str,
+    },
+}
+
+impl<'a> From<&'a ChatMessage> for Wire<'a> {
+    fn from(m: &'a ChatMessage) -> Self {
+        let content = m.content.as_str();
+        match m.role {
+            Role::User => Wire::User { content },
+            Role::Tool => Wire::Tool {
+                tool_call_id: m.tool_call_id.as_deref(),
+                content,
+            },
+            Role::Assistant => Wire::Assistant {
+                content,
+                tool_calls: Calls(&m.tool_calls),
+            },
         }
+    }
+}
+
+/// An assistant message's calls: `{"id", "type": "function", "function":
+/// {"name", "arguments"}}` each.
+struct Calls<'a>(&'a [ToolCall]);
+
+impl Calls<'_> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl serde::Serialize for Calls<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(serde::Serialize)]
+        struct Call<'a> {
+            id: &'a str,
+            r#type: &'static str,
+            function: Function<'a>,
+        }
+        #[derive(serde::Serialize)]
+        struct Function<'a> {
+            name: &'a str,
+            arguments: &'a str,
+        }
+        serializer.collect_seq(self.0.iter().map(|c| Call {
+            id: &c.id,
+            r#type: "function",
+            function: Function {
+                name: &c.name,
+                arguments: &c.arguments,
+            },
+        }))
     }
 }
 
@@ -337,5 +399,48 @@ mod tests {
             "Unsupported parameter: 'max_tokens' is not supported with this model."
         ));
         assert!(!names_token_field("Invalid 'messages[1].content'"));
+    }
+
+    #[test]
+    fn the_history_goes_out_in_the_chat_completions_shape() {
+        let call = ToolCall {
+            id: "call_1".into(),
+            name: "read_file".into(),
+            arguments: r#"{"path":"a.txt"}"#.into(),
+        };
+        let request = ChatRequest {
+            system: "be brief".into(),
+            messages: vec![
+                ChatMessage::user("what is in a.txt?"),
+                ChatMessage {
+                    tool_calls: vec![call.clone()],
+                    ..ChatMessage::assistant("")
+                },
+                ChatMessage::tool_result(&call, "hello"),
+                ChatMessage::assistant("It says hello."),
+            ],
+            tools: Default::default(),
+            max_tokens: 64,
+            model: None,
+            live: None,
+        };
+        let body = serde_json::to_value(client("http://127.0.0.1:1/v1").body(&request)).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "model": "m",
+                "max_tokens": 64,
+                "messages": [
+                    {"role": "system", "content": "be brief"},
+                    {"role": "user", "content": "what is in a.txt?"},
+                    {"role": "assistant", "content": "", "tool_calls": [{
+                        "id": "call_1", "type": "function",
+                        "function": {"name": "read_file", "arguments": "{\"path\":\"a.txt\"}"},
+                    }]},
+                    {"role": "tool", "tool_call_id": "call_1", "content": "hello"},
+                    {"role": "assistant", "content": "It says hello."},
+                ],
+            })
+        );
     }
 }
