@@ -3,7 +3,7 @@
 //! [`ChatCommand::parse`]'s alone.
 
 use super::manager::SessionManager;
-use super::worker::new_session;
+use super::opening::new_session;
 use crate::approvals::Refusal;
 use crate::platform::{ChatCommand, InboundEvent};
 use crate::store::StoreError;

@@ -13,6 +13,7 @@ pub mod keys;
 mod live;
 pub mod manager;
 mod notify;
+mod opening;
 mod outbox;
 mod ownership;
 pub mod questions;
