@@ -47,6 +47,21 @@ async fn migrations_run_twice_without_change(store: Store) {
     store.ping().await.unwrap();
 }
 
+/// Appends one plain message to a session; its id.
+async fn say(store: &Store, session_id: &str, role: &str, content: &str) -> i64 {
+    store
+        .append_message(
+            session_id,
+            &NewMessage {
+                role,
+                content,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+}
+
 pub(crate) fn dm(key: &str) -> NewSession<'_> {
     NewSession {
         key,
@@ -102,17 +117,7 @@ async fn messages_keep_order_and_fields(store: Store) {
     let s = store.open_session(&dm("telegram:dm:1")).await.unwrap();
     let calls =
         r#"[{"id":"c1","type":"function","function":{"name":"read_file","arguments":"{}"}}]"#;
-    store
-        .append_message(
-            &s.id,
-            &NewMessage {
-                role: "user",
-                content: "hi",
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    say(&store, &s.id, "user", "hi").await;
     store
         .append_message(
             &s.id,
@@ -162,17 +167,7 @@ async fn search_finds_words_and_scopes_to_user(store: Store) {
         (&alice.id, "lunch plans"),
         (&bob.id, "staging deploy is green again"),
     ] {
-        store
-            .append_message(
-                session,
-                &NewMessage {
-                    role: "user",
-                    content: text,
-                    ..Default::default()
-                },
-            )
-            .await
-            .unwrap();
+        say(&store, session, "user", text).await;
     }
     let all = store
         .search_messages("DEPLOY staging", None, 10)
@@ -205,17 +200,7 @@ async fn search_finds_words_and_scopes_to_user(store: Store) {
 
 async fn search_treats_syntax_as_text(store: Store) {
     let s = store.open_session(&dm("telegram:dm:7")).await.unwrap();
-    store
-        .append_message(
-            &s.id,
-            &NewMessage {
-                role: "user",
-                content: "error: NEAR(foo) OR \"bar\"",
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    say(&store, &s.id, "user", "error: NEAR(foo) OR \"bar\"").await;
     for hostile in [
         "\"",
         "NEAR(",
@@ -555,17 +540,7 @@ async fn concurrent_inbox_inserts_share_commits_and_still_dedupe(store: Store) {
 
 async fn a_split_session_is_linked_and_its_checkpoint_replaced(store: Store) {
     let old = store.open_session(&dm("telegram:dm:7")).await.unwrap();
-    let id = store
-        .append_message(
-            &old.id,
-            &NewMessage {
-                role: "user",
-                content: "hello",
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let id = say(&store, &old.id, "user", "hello").await;
     assert_eq!(store.context(&old.id).await.unwrap(), None);
     store.save_context(&old.id, id, "[1]").await.unwrap();
     store.save_context(&old.id, id, "[2]").await.unwrap();
@@ -573,17 +548,7 @@ async fn a_split_session_is_linked_and_its_checkpoint_replaced(store: Store) {
         store.context(&old.id).await.unwrap(),
         Some((id, "[2]".to_string()))
     );
-    let later = store
-        .append_message(
-            &old.id,
-            &NewMessage {
-                role: "assistant",
-                content: "hi",
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let later = say(&store, &old.id, "assistant", "hi").await;
     let after = store.messages_after(&old.id, id).await.unwrap();
     assert_eq!(after.iter().map(|m| m.id).collect::<Vec<_>>(), [later]);
 
