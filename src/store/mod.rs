@@ -120,21 +120,42 @@ async fn sqlite_batch(
     conn: &mut sqlx::SqliteConnection,
     query: sqlx::query::Query<'_, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
     what: &'static str,
-) -> Result<Steps> {
+) -> Steps {
     use futures::TryStreamExt;
     let mut steps = Vec::new();
     let mut rows = Vec::new();
     let mut stream = query.fetch_many(conn);
-    while let Some(step) = stream.try_next().await? {
-        match step {
-            sqlx::Either::Left(result) => steps.push(Step {
+    let stopped = loop {
+        match stream.try_next().await {
+            Ok(Some(sqlx::Either::Left(result))) => steps.push(Step {
                 result,
                 rows: std::mem::take(&mut rows),
             }),
-            sqlx::Either::Right(row) => rows.push(row),
+            Ok(Some(sqlx::Either::Right(row))) => rows.push(row),
+            Ok(None) => break None,
+            Err(err) => break Some(err),
         }
+    };
+    Steps {
+        what,
+        steps,
+        stopped,
     }
-    Ok(Steps { what, steps })
+}
+
+/// SQLite: pushes onto `qb` a statement that stops its batch, failing,
+/// unless `condition` (an SQL expression `push` pushes) holds, so that the
+/// statements after it (a `COMMIT` among them) run only if it does;
+/// [`Steps::refused_at`] tells this stop from others. Outside a trigger
+/// SQLite has no statement that raises an error on a condition, but
+/// `abs()` of the smallest integer is one ("integer overflow").
+fn sqlite_require(
+    qb: &mut sqlx::QueryBuilder<sqlx::Sqlite>,
+    push: impl FnOnce(&mut sqlx::QueryBuilder<sqlx::Sqlite>),
+) {
+    qb.push("SELECT abs(CASE WHEN ");
+    push(qb);
+    qb.push(" THEN 0 ELSE -9223372036854775807 - 1 END)");
 }
 
 /// What one statement of a [`sqlite_batch`] gave.
@@ -143,13 +164,30 @@ struct Step {
     rows: Vec<sqlx::sqlite::SqliteRow>,
 }
 
-/// What the statements of a [`sqlite_batch`] gave, in order.
+/// What the statements of a [`sqlite_batch`] gave, in order, and the
+/// error of the one that failed, which stopped it.
 struct Steps {
     what: &'static str,
     steps: Vec<Step>,
+    stopped: Option<sqlx::Error>,
 }
 
 impl Steps {
+    /// These, or the error that stopped the batch short.
+    fn finished(mut self) -> Result<Self> {
+        match self.stopped.take() {
+            Some(err) => Err(err.into()),
+            None => Ok(self),
+        }
+    }
+
+    /// Whether the batch stopped at statement `at`, a [`sqlite_require`]
+    /// whose condition did not hold.
+    fn refused_at(&self, at: usize) -> bool {
+        self.steps.len() == at
+            && matches!(&self.stopped, Some(sqlx::Error::Database(db)) if db.message() == "integer overflow")
+    }
+
     /// Statement `at`'s (an error if the batch stopped short of it).
     fn get(&self, at: usize) -> Result<&Step> {
         self.steps.get(at).ok_or_else(|| StoreError::Corrupt {
@@ -183,7 +221,7 @@ impl SqliteWrite {
 
     /// Runs `query`, begun as [`batch`](Self::batch) begins, on a
     /// connection of `pool` in one trip; the transaction it leaves open and
-    /// what each statement gave.
+    /// what each statement gave (the batch may have stopped short).
     async fn run(
         pool: &SqlitePool,
         query: sqlx::query::Query<'_, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
@@ -193,7 +231,7 @@ impl SqliteWrite {
             conn: pool.acquire().await?,
             ended: false,
         };
-        let steps = sqlite_batch(&mut write.conn, query, what).await?;
+        let steps = sqlite_batch(&mut write.conn, query, what).await;
         Ok((write, steps))
     }
 
@@ -204,9 +242,16 @@ impl SqliteWrite {
         query: sqlx::query::Query<'_, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
         what: &'static str,
     ) -> Result<Steps> {
-        let (mut write, steps) = Self::run(pool, query, what).await?;
-        // Its last statement, the commit, ran.
-        write.ended = true;
+        let (write, steps) = Self::run(pool, query, what).await?;
+        write.committed(steps)
+    }
+
+    /// `steps`, those of a batch whose last statement is its `COMMIT`, if
+    /// it ran to the end; else the error that stopped it (the connection,
+    /// maybe still in the transaction, is closed as this drops).
+    fn committed(mut self, steps: Steps) -> Result<Steps> {
+        let steps = steps.finished()?;
+        self.ended = true;
         Ok(steps)
     }
 

@@ -145,8 +145,8 @@ impl Store {
         let fence = done.and_then(|d| d.fence.as_ref());
         match &self.backend {
             Backend::Sqlite(pool) => {
-                // One trip: the transaction's start and its statements in
-                // order, their results read after; then its end.
+                // One trip: the whole transaction, its checks statements
+                // that stop it (before its `COMMIT`) when they fail.
                 let mut qb = super::SqliteWrite::batch();
                 let mut n = 0;
                 let mut next = |qb: &mut sqlx::QueryBuilder<sqlx::Sqlite>| {
@@ -156,12 +156,20 @@ impl Store {
                 };
                 let fenced = fence.map(|fence| {
                     let at = next(&mut qb);
-                    super::leases::fence_row(&mut qb, fence);
+                    super::sqlite_require(&mut qb, |qb| {
+                        qb.push("EXISTS (");
+                        super::leases::fence_row(qb, fence);
+                        qb.push(")");
+                    });
                     (at, fence)
                 });
                 let completed = done.map(|done| {
-                    let at = next(&mut qb);
+                    next(&mut qb);
                     complete_event!(qb, done, now);
+                    let at = next(&mut qb);
+                    super::sqlite_require(&mut qb, |qb| {
+                        qb.push("changes() > 0");
+                    });
                     at
                 });
                 let appended = turn.filter(|t| !t.messages.is_empty()).map(|turn| {
@@ -180,22 +188,23 @@ impl Store {
                     outbound_rows!(qb, done.inbox_id, &done.session_key, &done.outbox, now);
                     at
                 });
+                next(&mut qb);
+                qb.push("COMMIT");
                 let (write, steps) =
                     super::SqliteWrite::run(pool, qb.build(), "commit_turn").await?;
                 if let Some((at, fence)) = fenced
-                    && steps.get(at)?.rows.is_empty()
+                    && steps.refused_at(at)
                 {
                     write.end(false).await?;
                     return Err(StoreError::Fenced {
                         lease: fence.name.clone(),
                     });
                 }
-                if let Some(at) = completed
-                    && steps.get(at)?.result.rows_affected() == 0
-                {
+                if completed.is_some_and(|at| steps.refused_at(at)) {
                     write.end(false).await?;
                     return Ok(None);
                 }
+                let steps = write.committed(steps)?;
                 let last_id = appended
                     .map(|at| steps.get(at).map(|s| s.result.last_insert_rowid()))
                     .transpose()?;
@@ -209,7 +218,6 @@ impl Store {
                     }
                     _ => Vec::new(),
                 };
-                write.end(true).await?;
                 Ok(Some(Committed { last_id, outbox }))
             }
             Backend::Postgres(pool) => {

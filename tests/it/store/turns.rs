@@ -4,8 +4,8 @@
 use crate::backend_tests;
 
 use switchboard::store::{
-    Committed, Completion, InboxInsert, JobReads, JobStart, NewInboxEvent, NewMessage, Outbound,
-    Store, TurnCommit, TurnRecord,
+    Committed, Completion, Fence, InboxInsert, JobReads, JobStart, NewInboxEvent, NewMessage,
+    Outbound, Store, TurnCommit, TurnRecord,
 };
 
 use super::dm;
@@ -13,6 +13,7 @@ use super::dm;
 backend_tests!(
     a_turn_commits_whole_once_and_a_second_commit_writes_nothing,
     a_commit_that_fails_midway_writes_nothing_and_holds_no_lock,
+    a_commit_under_a_lost_lease_writes_nothing,
     a_jobs_start_reads_the_open_session_and_the_owners_notes,
 );
 
@@ -270,4 +271,85 @@ async fn a_jobs_start_reads_the_open_session_and_the_owners_notes(store: Store) 
         None,
         "nor is a session opened for it"
     );
+}
+
+async fn a_commit_under_a_lost_lease_writes_nothing(store: Store) {
+    let key = "telegram:dm:42";
+    let lease = format!("session:{key}");
+    let session = store.open_session(&dm(key)).await.unwrap();
+    let inbox_id = event(&store, key, "telegram:u-5").await;
+    let fence = |holder: &str, token| Fence {
+        name: lease.clone(),
+        holder: holder.into(),
+        token,
+    };
+    assert_eq!(
+        store.lease_acquire(&lease, "a", 60_000).await.unwrap(),
+        Some(1)
+    );
+    store.lease_release(&lease, "a", 1).await.unwrap();
+    assert_eq!(
+        store.lease_acquire(&lease, "b", 60_000).await.unwrap(),
+        Some(2)
+    );
+    let record = record(&session.id);
+    let turn = TurnCommit {
+        session_id: &session.id,
+        messages: vec![NewMessage {
+            role: "assistant",
+            content: "from b",
+            ..Default::default()
+        }],
+        record: &record,
+    };
+    let done = |fence| Completion {
+        inbox_id,
+        session_key: key.into(),
+        outcome: "final".into(),
+        outbox: vec![Outbound {
+            platform: "telegram".into(),
+            chat_id: "42".into(),
+            thread_id: None,
+            reply_to: None,
+            body: "answer".into(),
+            draft_of: None,
+        }],
+        fence: Some(fence),
+    };
+    for stale in [fence("a", 1), fence("b", 1), fence("a", 2)] {
+        match store
+            .commit_turn(Some(&turn), Some(&done(stale.clone())))
+            .await
+        {
+            Err(switchboard::store::StoreError::Fenced { lease: named }) => {
+                assert_eq!(named, lease)
+            }
+            other => panic!("{stale:?} committed: {other:?}"),
+        }
+    }
+    assert!(store.messages(&session.id).await.unwrap().is_empty());
+    assert!(store.turns(&session.id).await.unwrap().is_empty());
+    assert!(store.outbox_for(inbox_id).await.unwrap().is_empty());
+    assert_eq!(store.inbox_pending(10).await.unwrap().len(), 1);
+
+    // Its holder's commit lands, on whichever connection: nothing was
+    // left locked; once.
+    let committed = tokio::time::timeout(
+        std::time::Duration::from_secs(3),
+        store.commit_turn(Some(&turn), Some(&done(fence("b", 2)))),
+    )
+    .await
+    .expect("the commit waited on a lock left behind")
+    .unwrap()
+    .expect("the holder's commit landed");
+    assert_eq!(committed.outbox.len(), 1);
+    assert_eq!(
+        store
+            .commit_turn(Some(&turn), Some(&done(fence("b", 2))))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(store.messages(&session.id).await.unwrap().len(), 1);
+    assert!(store.inbox_pending(10).await.unwrap().is_empty());
 }
