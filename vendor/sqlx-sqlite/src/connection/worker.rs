@@ -64,7 +64,8 @@ enum Command {
         query: SqlStr,
         arguments: Option<SqliteArguments>,
         persistent: bool,
-        tx: flume::Sender<Result<Either<SqliteQueryResult, SqliteRow>, Error>>,
+        tx: flume::Sender<Chunk>,
+        chunk: usize,
         limit: Option<usize>,
     },
     #[cfg(feature = "deserialize")]
@@ -165,61 +166,47 @@ impl ConnectionWorker {
                             arguments,
                             persistent,
                             tx,
+                            chunk,
                             limit
                         } => {
                             let iter = match execute::iter(&mut conn, query, arguments, persistent)
                             {
                                 Ok(iter) => iter,
                                 Err(e) => {
-                                    tx.send(Err(e)).ok();
+                                    tx.send(Chunk::last(vec![Err(e)])).ok();
                                     continue;
                                 }
                             };
 
-                            match limit {
-                                None => {
-                                    // switchboard patch: what a command gives is sent
-                                    // together, a channel's worth at a time, rather than
-                                    // item by item: the task awaiting it would otherwise
-                                    // wake for each item (another thread's wake-up) while
-                                    // this thread runs the next statement.
-                                    let chunk = tx.capacity().unwrap_or(1).max(1);
-                                    let mut ready = Vec::new();
-                                    for res in iter {
-                                        let has_error = res.is_err();
-                                        ready.push(res);
-                                        if (has_error || ready.len() >= chunk)
-                                            && !send_all(&tx, &mut ready)
-                                        {
-                                            break;
-                                        }
-                                        if has_error {
-                                            break;
-                                        }
+                            // switchboard patch: what a command gives is sent in
+                            // chunks of `chunk` items, the last one marked, rather
+                            // than item by item (see `Chunk`).
+                            let mut ready = Vec::new();
+                            let mut rows_returned = 0;
+                            let mut open = true;
+                            for res in iter {
+                                let stop = match &res {
+                                    Ok(Either::Right(_)) => {
+                                        rows_returned += 1;
+                                        limit.is_some_and(|limit| rows_returned >= limit)
                                     }
-                                    send_all(&tx, &mut ready);
-                                },
-                                Some(limit) => {
-                                    let mut iter = iter;
-                                    let mut rows_returned = 0;
-
-                                    while let Some(res) = iter.next() {
-                                        if let Ok(ok) = &res {
-                                            if ok.is_right() {
-                                                rows_returned += 1;
-                                                if rows_returned >= limit {
-                                                    drop(iter);
-                                                    let _ = tx.send(res);
-                                                    break;
-                                                }
-                                            }
-                                        }
-                                        let has_error = res.is_err();
-                                        if tx.send(res).is_err() || has_error {
-                                            break;
-                                        }
+                                    Ok(Either::Left(_)) => false,
+                                    Err(_) => true,
+                                };
+                                ready.push(res);
+                                if stop {
+                                    break;
+                                }
+                                if ready.len() >= chunk {
+                                    let items = std::mem::take(&mut ready);
+                                    if tx.send(Chunk { items, last: false }).is_err() {
+                                        open = false;
+                                        break;
                                     }
-                                },
+                                }
+                            }
+                            if open {
+                                tx.send(Chunk::last(ready)).ok();
                             }
 
                             update_cached_statements_size(&conn, &shared.cached_statements_size);
@@ -382,8 +369,10 @@ impl ConnectionWorker {
         chan_size: usize,
         persistent: bool,
         limit: Option<usize>,
-    ) -> Result<flume::Receiver<Result<Either<SqliteQueryResult, SqliteRow>, Error>>, Error> {
-        let (tx, rx) = flume::bounded(chan_size);
+    ) -> Result<flume::Receiver<Chunk>, Error> {
+        // switchboard patch: `chan_size` items to a chunk, one chunk on its
+        // way while the next is gathered.
+        let (tx, rx) = flume::bounded(1);
 
         self.command_tx
             .send_async((
@@ -392,6 +381,7 @@ impl ConnectionWorker {
                     arguments: args,
                     persistent,
                     tx,
+                    chunk: chan_size.max(1),
                     limit,
                 },
                 Span::current(),
@@ -518,15 +508,38 @@ impl ConnectionWorker {
     }
 }
 
-/// switchboard patch: sends `ready` in order, emptying it; false once the
-/// receiver is gone (the rest is dropped).
-fn send_all<T>(tx: &flume::Sender<T>, ready: &mut Vec<T>) -> bool {
-    for item in ready.drain(..) {
-        if tx.send(item).is_err() {
-            return false;
-        }
+/// switchboard patch: what an `Execute` command gives, a chunk of it. The
+/// connection's thread sends its results a chunk at a time rather than
+/// item by item, and marks the last chunk: the task awaiting them wakes
+/// once for a chunk (a wake-up from another thread each), and not again
+/// for the thread letting go of the channel; the channel's lock is not
+/// fought over by the two threads while the task reads what was sent.
+pub(crate) struct Chunk {
+    items: Vec<Result<Either<SqliteQueryResult, SqliteRow>, Error>>,
+    last: bool,
+}
+
+impl Chunk {
+    fn last(items: Vec<Result<Either<SqliteQueryResult, SqliteRow>, Error>>) -> Self {
+        Self { items, last: true }
     }
-    true
+}
+
+/// switchboard patch: the results an `Execute` command's chunks carry, in
+/// order; the stream ends after the last chunk (or when the connection's
+/// thread is gone) without waiting for the thread to drop its sender.
+pub(crate) fn results(
+    rx: flume::Receiver<Chunk>,
+) -> impl futures_core::Stream<Item = Result<Either<SqliteQueryResult, SqliteRow>, Error>> + Send + 'static
+{
+    use futures_util::StreamExt;
+    futures_util::stream::unfold(Some(rx), |rx| async move {
+        let rx = rx?;
+        let chunk = rx.recv_async().await.ok()?;
+        let rest = (!chunk.last).then_some(rx);
+        Some((futures_util::stream::iter(chunk.items), rest))
+    })
+    .flatten()
 }
 
 fn prepare(conn: &mut ConnectionState, query: SqlStr) -> Result<SqliteStatement, Error> {
