@@ -64,7 +64,7 @@ enum Command {
         query: SqlStr,
         arguments: Option<SqliteArguments>,
         persistent: bool,
-        tx: flume::Sender<Chunk>,
+        tx: futures_channel::mpsc::Sender<Chunk>,
         chunk: usize,
         limit: Option<usize>,
     },
@@ -165,7 +165,7 @@ impl ConnectionWorker {
                             query,
                             arguments,
                             persistent,
-                            tx,
+                            mut tx,
                             chunk,
                             limit
                         } => {
@@ -173,7 +173,7 @@ impl ConnectionWorker {
                             {
                                 Ok(iter) => iter,
                                 Err(e) => {
-                                    tx.send(Chunk::last(vec![Err(e)])).ok();
+                                    send_chunk(&mut tx, Chunk::last(vec![Err(e)]));
                                     continue;
                                 }
                             };
@@ -199,14 +199,14 @@ impl ConnectionWorker {
                                 }
                                 if ready.len() >= chunk {
                                     let items = std::mem::take(&mut ready);
-                                    if tx.send(Chunk { items, last: false }).is_err() {
+                                    if !send_chunk(&mut tx, Chunk { items, last: false }) {
                                         open = false;
                                         break;
                                     }
                                 }
                             }
                             if open {
-                                tx.send(Chunk::last(ready)).ok();
+                                send_chunk(&mut tx, Chunk::last(ready));
                             }
 
                             update_cached_statements_size(&conn, &shared.cached_statements_size);
@@ -369,10 +369,10 @@ impl ConnectionWorker {
         chan_size: usize,
         persistent: bool,
         limit: Option<usize>,
-    ) -> Result<flume::Receiver<Chunk>, Error> {
-        // switchboard patch: `chan_size` items to a chunk, one chunk on its
-        // way while the next is gathered.
-        let (tx, rx) = flume::bounded(1);
+    ) -> Result<futures_channel::mpsc::Receiver<Chunk>, Error> {
+        // switchboard patch: `chan_size` items to a chunk, a chunk or two on
+        // their way while the next is gathered.
+        let (tx, rx) = futures_channel::mpsc::channel(1);
 
         self.command_tx
             .send_async((
@@ -512,8 +512,10 @@ impl ConnectionWorker {
 /// connection's thread sends its results a chunk at a time rather than
 /// item by item, and marks the last chunk: the task awaiting them wakes
 /// once for a chunk (a wake-up from another thread each), and not again
-/// for the thread letting go of the channel; the channel's lock is not
-/// fought over by the two threads while the task reads what was sent.
+/// for the thread letting go of the channel. The channel is `futures`'s
+/// (its receiver is woken through an atomic slot): `flume` wakes an async
+/// receiver while it holds the channel's lock, which the woken task then
+/// waits for.
 pub(crate) struct Chunk {
     items: Vec<Result<Either<SqliteQueryResult, SqliteRow>, Error>>,
     last: bool,
@@ -529,17 +531,30 @@ impl Chunk {
 /// order; the stream ends after the last chunk (or when the connection's
 /// thread is gone) without waiting for the thread to drop its sender.
 pub(crate) fn results(
-    rx: flume::Receiver<Chunk>,
+    rx: futures_channel::mpsc::Receiver<Chunk>,
 ) -> impl futures_core::Stream<Item = Result<Either<SqliteQueryResult, SqliteRow>, Error>> + Send + 'static
 {
     use futures_util::StreamExt;
     futures_util::stream::unfold(Some(rx), |rx| async move {
-        let rx = rx?;
-        let chunk = rx.recv_async().await.ok()?;
+        let mut rx = rx?;
+        let chunk = rx.next().await?;
         let rest = (!chunk.last).then_some(rx);
         Some((futures_util::stream::iter(chunk.items), rest))
     })
     .flatten()
+}
+
+/// switchboard patch: sends `chunk` from the connection's thread, waiting
+/// while the channel is full; false once the receiver is gone.
+fn send_chunk(tx: &mut futures_channel::mpsc::Sender<Chunk>, chunk: Chunk) -> bool {
+    match tx.try_send(chunk) {
+        Ok(()) => true,
+        Err(full) if full.is_full() => {
+            use futures_util::SinkExt;
+            futures_executor::block_on(tx.send(full.into_inner())).is_ok()
+        }
+        Err(_) => false,
+    }
 }
 
 fn prepare(conn: &mut ConnectionState, query: SqlStr) -> Result<SqliteStatement, Error> {
