@@ -7,7 +7,11 @@
 //!
 //! The figure is the child's CPU time for TURNS turns less its CPU time
 //! for none (start-up and shut-down), per turn; beside it, in the same
-//! run, the CPU the model server (this process) spent on the same turns.
+//! run, the CPU the model server (this process) spent on the same turns,
+//! and the times per turn a thread of the child stopped to wait for
+//! another (voluntary context switches: the hand-overs between the
+//! runtime's thread and SQLite's, the waits for the model), a count that
+//! the machine's speed does not move.
 //!
 //! Run: `cargo bench --bench chat_cpu` (TURNS=N, ROUNDS=N to change it;
 //! CHAT_BIN=path to measure another build, e.g. the previous
@@ -54,9 +58,24 @@ fn cpu(who: UsageWho) -> Duration {
     tv(usage.user_time()) + tv(usage.system_time())
 }
 
-/// Runs `switchboard chat` over `turns` turns; its CPU time.
-fn chat(config: &std::path::Path, turns: usize) -> Duration {
+/// The times a thread of `who` gave up its CPU to wait (a wake-up from
+/// another thread, or from the kernel, ended each wait).
+fn waits(who: UsageWho) -> i64 {
+    getrusage(who)
+        .expect("getrusage")
+        .voluntary_context_switches()
+}
+
+/// What a run of `switchboard chat` cost.
+struct Cost {
+    cpu: Duration,
+    waits: i64,
+}
+
+/// Runs `switchboard chat` over `turns` turns; what it cost.
+fn chat(config: &std::path::Path, turns: usize) -> Cost {
     let before = cpu(UsageWho::RUSAGE_CHILDREN);
+    let waited = waits(UsageWho::RUSAGE_CHILDREN);
     let binary =
         std::env::var_os("CHAT_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_switchboard").into());
     let mut child = Command::new(binary)
@@ -76,7 +95,10 @@ fn chat(config: &std::path::Path, turns: usize) -> Duration {
     drop(stdin);
     let status = child.wait().unwrap();
     assert!(status.success(), "switchboard chat failed: {status}");
-    cpu(UsageWho::RUSAGE_CHILDREN) - before
+    Cost {
+        cpu: cpu(UsageWho::RUSAGE_CHILDREN) - before,
+        waits: waits(UsageWho::RUSAGE_CHILDREN) - waited,
+    }
 }
 
 fn main() {
@@ -121,13 +143,14 @@ fn main() {
         let busy = chat(&config, turns);
         let server = cpu(UsageWho::RUSAGE_SELF) - server0;
         let per = |d: Duration| d.as_secs_f64() * 1e3 / turns as f64;
-        let gateway = busy.saturating_sub(idle);
+        let gateway = busy.cpu.saturating_sub(idle.cpu);
         println!(
-            "round {round}: switchboard chat {:>6.3} ms CPU/turn (start-up and shut-down {:.1} ms left out); model server {:>6.3} ms CPU/turn; ratio {:.1}x",
+            "round {round}: switchboard chat {:>6.3} ms CPU/turn (start-up and shut-down {:.1} ms left out); model server {:>6.3} ms CPU/turn; ratio {:.1}x; {:.1} waits/turn",
             per(gateway),
-            idle.as_secs_f64() * 1e3,
+            idle.cpu.as_secs_f64() * 1e3,
             per(server),
-            per(gateway) / per(server)
+            per(gateway) / per(server),
+            (busy.waits - idle.waits) as f64 / turns as f64
         );
     }
 }
