@@ -449,6 +449,9 @@ pub struct SessionView {
     pub json: Box<serde_json::value::RawValue>,
     /// Roughly how many tokens the schemas take in a request.
     pub tokens: usize,
+    /// The schemas as Anthropic's Messages API takes them, written by its
+    /// client at the view's first request there.
+    pub anthropic: std::sync::OnceLock<Box<serde_json::value::RawValue>>,
 }
 
 impl SessionView {
@@ -461,6 +464,7 @@ impl SessionView {
             schemas,
             json,
             tokens,
+            anthropic: std::sync::OnceLock::new(),
         }
     }
 }

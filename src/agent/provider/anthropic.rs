@@ -4,6 +4,9 @@
 //! prompt and the newest message, so each call reuses the prefix the last
 //! one cached.
 
+use serde::Serialize;
+use serde::ser::{SerializeMap, SerializeSeq};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::{
@@ -29,51 +32,159 @@ impl Anthropic {
     }
 }
 
-/// Messages in Anthropic's shape: alternating user/assistant turns, tool
-/// results as `tool_result` blocks inside user turns.
-fn wire_messages(messages: &[ChatMessage]) -> Vec<Value> {
-    let mut out: Vec<Value> = Vec::new();
-    for m in messages {
-        let (role, blocks) = match m.role {
-            Role::User => ("user", vec![json!({"type": "text", "text": m.content})]),
-            Role::Tool => (
-                "user",
-                vec![json!({
-                    "type": "tool_result",
-                    "tool_use_id": m.tool_call_id,
-                    "content": m.content,
-                })],
-            ),
-            Role::Assistant => {
-                let mut blocks = Vec::new();
-                if !m.content.is_empty() {
-                    blocks.push(json!({"type": "text", "text": m.content}));
-                }
-                for call in &m.tool_calls {
-                    let input: Value =
-                        serde_json::from_str(&call.arguments).unwrap_or_else(|_| json!({}));
-                    blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
-                }
-                if blocks.is_empty() {
-                    blocks.push(json!({"type": "text", "text": ""}));
-                }
-                ("assistant", blocks)
-            }
-        };
-        match out.last_mut() {
-            Some(last) if last["role"] == role => {
-                if let Some(content) = last["content"].as_array_mut() {
-                    content.extend(blocks);
-                }
-            }
-            _ => out.push(json!({"role": role, "content": blocks})),
-        }
-    }
-    out
+/// A Messages request, written from what it borrows: the history is not
+/// copied into JSON values per call, and the tools' schemas go in as the
+/// session's view wrote them in this API's shape (once per view).
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    system: [Block<'a>; 1],
+    messages: Turns<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
 }
 
-fn wire_tools(tools: &[Value]) -> Vec<Value> {
-    tools
+/// The history in Anthropic's shape: alternating user and assistant
+/// turns, consecutive messages of one side (tool results after a user's
+/// message, say) in one turn; the last block of the last turn ends the
+/// cached prefix.
+struct Turns<'a>(&'a [ChatMessage]);
+
+/// The side a message is on: tool results go back in user turns.
+fn side(message: &ChatMessage) -> &'static str {
+    match message.role {
+        Role::Assistant => "assistant",
+        Role::User | Role::Tool => "user",
+    }
+}
+
+impl Serialize for Turns<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let turns: Vec<&[ChatMessage]> = self.0.chunk_by(|a, b| side(a) == side(b)).collect();
+        let count = turns.len();
+        let mut seq = serializer.serialize_seq(Some(count))?;
+        for (i, messages) in turns.into_iter().enumerate() {
+            seq.serialize_element(&Turn {
+                messages,
+                cached: i + 1 == count,
+            })?;
+        }
+        seq.end()
+    }
+}
+
+/// One turn: messages of one side, their blocks in order.
+struct Turn<'a> {
+    messages: &'a [ChatMessage],
+    /// Its last block ends the cached prefix.
+    cached: bool,
+}
+
+impl Serialize for Turn<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut blocks: Vec<Block> = self.messages.iter().flat_map(blocks).collect();
+        if self.cached
+            && let Some(last) = blocks.last_mut()
+        {
+            last.cache_control = Some(EPHEMERAL);
+        }
+        let mut map = serializer.serialize_map(Some(2))?;
+        map.serialize_entry("role", side(&self.messages[0]))?;
+        map.serialize_entry("content", &blocks)?;
+        map.end()
+    }
+}
+
+/// A message's content blocks.
+fn blocks(message: &ChatMessage) -> Vec<Block<'_>> {
+    match message.role {
+        Role::User => vec![Block::new(Content::Text {
+            text: &message.content,
+        })],
+        Role::Tool => vec![Block::new(Content::ToolResult {
+            tool_use_id: message.tool_call_id.as_deref(),
+            content: &message.content,
+        })],
+        Role::Assistant => {
+            let text = (!message.content.is_empty()).then(|| {
+                Block::new(Content::Text {
+                    text: &message.content,
+                })
+            });
+            let calls = message.tool_calls.iter().map(|call| {
+                Block::new(Content::ToolUse {
+                    id: &call.id,
+                    name: &call.name,
+                    input: serde_json::from_str(&call.arguments).unwrap_or_else(|_| empty_input()),
+                })
+            });
+            let mut out: Vec<Block> = text.into_iter().chain(calls).collect();
+            if out.is_empty() {
+                out.push(Block::new(Content::Text { text: "" }));
+            }
+            out
+        }
+    }
+}
+
+/// A content block, maybe the end of a cached prefix.
+#[derive(Serialize)]
+struct Block<'a> {
+    #[serde(flatten)]
+    content: Content<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
+}
+
+impl<'a> Block<'a> {
+    fn new(content: Content<'a>) -> Self {
+        Self {
+            content,
+            cache_control: None,
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Content<'a> {
+    Text {
+        text: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: &'a RawValue,
+    },
+    ToolResult {
+        tool_use_id: Option<&'a str>,
+        content: &'a str,
+    },
+}
+
+/// `{"type": "ephemeral"}`: the block ends a cached prefix.
+#[derive(Clone, Copy, Serialize)]
+struct CacheControl {
+    r#type: &'static str,
+}
+
+const EPHEMERAL: CacheControl = CacheControl {
+    r#type: "ephemeral",
+};
+
+/// What a call whose arguments are not JSON is sent as.
+fn empty_input() -> &'static RawValue {
+    static EMPTY: std::sync::OnceLock<Box<RawValue>> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(|| RawValue::from_string("{}".into()).expect("{} is JSON"))
+}
+
+/// The tools in Anthropic's shape (name, description, input schema), the
+/// last one ending the cached prefix.
+fn wire_tools(tools: &[Value]) -> Box<RawValue> {
+    let mut tools: Vec<Value> = tools
         .iter()
         .map(|t| {
             let f = &t["function"];
@@ -83,7 +194,11 @@ fn wire_tools(tools: &[Value]) -> Vec<Value> {
                 "input_schema": f["parameters"],
             })
         })
-        .collect()
+        .collect();
+    if let Some(last) = tools.last_mut() {
+        last["cache_control"] = json!(EPHEMERAL);
+    }
+    serde_json::value::to_raw_value(&tools).expect("JSON values always serialise")
 }
 
 fn parse(body: &Value) -> Result<ChatResponse, ProviderError> {
@@ -124,11 +239,6 @@ fn parse(body: &Value) -> Result<ChatResponse, ProviderError> {
                 .unwrap_or(0),
         },
     })
-}
-
-/// Marks `block` as the end of a cached prefix.
-fn cache_here(block: &mut Value) {
-    block["cache_control"] = json!({"type": "ephemeral"});
 }
 
 /// Assembles a streamed answer into the shape of a whole one (content
@@ -207,32 +317,22 @@ async fn read_stream(
 #[async_trait::async_trait]
 impl ChatModel for Anthropic {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
-        let mut system = json!([{"type": "text", "text": request.system}]);
-        cache_here(&mut system[0]);
-        let mut messages = wire_messages(&request.messages);
-        if let Some(last) = messages
-            .last_mut()
-            .and_then(|m| m["content"].as_array_mut())
-            .and_then(|blocks| blocks.last_mut())
-        {
-            cache_here(last);
-        }
-        let mut body = json!({
-            "model": request.model.as_deref().unwrap_or(&self.endpoint.model),
-            "max_tokens": request.max_tokens,
-            "system": system,
-            "messages": messages,
-        });
-        if !request.tools.schemas.is_empty() {
-            let mut tools = wire_tools(&request.tools.schemas);
-            if let Some(last) = tools.last_mut() {
-                cache_here(last);
-            }
-            body["tools"] = Value::Array(tools);
-        }
-        if self.endpoint.stream {
-            body["stream"] = json!(true);
-        }
+        let view = &request.tools;
+        let tools = (!view.schemas.is_empty())
+            .then(|| &**view.anthropic.get_or_init(|| wire_tools(&view.schemas)));
+        let body = Body {
+            model: request.model.as_deref().unwrap_or(&self.endpoint.model),
+            max_tokens: request.max_tokens,
+            system: [Block {
+                content: Content::Text {
+                    text: &request.system,
+                },
+                cache_control: Some(EPHEMERAL),
+            }],
+            messages: Turns(&request.messages),
+            tools,
+            stream: self.endpoint.stream,
+        };
         let base = self.endpoint.base_url.trim_end_matches('/');
         let base = base.strip_suffix("/v1").unwrap_or(base);
         let mut http = self
@@ -253,5 +353,73 @@ impl ChatModel for Anthropic {
             .await
             .map_err(|e| ProviderError::Malformed(e.to_string()))?;
         parse(&body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_history_goes_out_in_the_messages_shape_with_the_cache_marked() {
+        let call = |id: &str, arguments: &str| ToolCall {
+            id: id.into(),
+            name: "read_file".into(),
+            arguments: arguments.into(),
+        };
+        let (a, b) = (call("t1", r#"{"path":"a.txt"}"#), call("t2", "{not json"));
+        let history = vec![
+            ChatMessage::user("what is in a.txt and b.txt?"),
+            ChatMessage {
+                tool_calls: vec![a.clone(), b.clone()],
+                ..ChatMessage::assistant("Reading both.")
+            },
+            ChatMessage::tool_result(&a, "hello"),
+            ChatMessage::tool_result(&b, "bye"),
+            ChatMessage::assistant(""),
+            ChatMessage::user("and now?"),
+        ];
+        let view = crate::tools::SessionView::new(
+            vec!["read_file".into()],
+            vec![json!({"type": "function", "function": {
+                "name": "read_file", "description": "Read a file.",
+                "parameters": {"type": "object"}}})],
+        );
+        let body = Body {
+            model: "claude",
+            max_tokens: 64,
+            system: [Block {
+                content: Content::Text { text: "be brief" },
+                cache_control: Some(EPHEMERAL),
+            }],
+            messages: Turns(&history),
+            tools: Some(view.anthropic.get_or_init(|| wire_tools(&view.schemas))),
+            stream: false,
+        };
+        let cache = json!({"type": "ephemeral"});
+        assert_eq!(
+            serde_json::to_value(&body).unwrap(),
+            json!({
+                "model": "claude",
+                "max_tokens": 64,
+                "system": [{"type": "text", "text": "be brief", "cache_control": cache}],
+                "messages": [
+                    {"role": "user", "content": [
+                        {"type": "text", "text": "what is in a.txt and b.txt?"}]},
+                    {"role": "assistant", "content": [
+                        {"type": "text", "text": "Reading both."},
+                        {"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "a.txt"}},
+                        {"type": "tool_use", "id": "t2", "name": "read_file", "input": {}}]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": "t1", "content": "hello"},
+                        {"type": "tool_result", "tool_use_id": "t2", "content": "bye"}]},
+                    {"role": "assistant", "content": [{"type": "text", "text": ""}]},
+                    {"role": "user", "content": [
+                        {"type": "text", "text": "and now?", "cache_control": cache}]},
+                ],
+                "tools": [{"name": "read_file", "description": "Read a file.",
+                    "input_schema": {"type": "object"}, "cache_control": cache}],
+            })
+        );
     }
 }
