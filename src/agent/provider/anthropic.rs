@@ -177,8 +177,7 @@ const EPHEMERAL: CacheControl = CacheControl {
 
 /// What a call whose arguments are not JSON is sent as.
 fn empty_input() -> &'static RawValue {
-    static EMPTY: std::sync::OnceLock<Box<RawValue>> = std::sync::OnceLock::new();
-    EMPTY.get_or_init(|| RawValue::from_string("{}".into()).expect("{} is JSON"))
+    serde_json::from_str("{}").expect("{} is JSON")
 }
 
 /// The tools in Anthropic's shape (name, description, input schema), the
