@@ -7,7 +7,6 @@ use serde_json::json;
 
 use crate::approvals::{Evaluation, Verdict, evaluate};
 use crate::config::Config;
-use crate::store::Store;
 
 /// `switchboard approvals …`.
 #[derive(Debug, Subcommand)]
@@ -101,7 +100,7 @@ fn one_line(command: &str, e: &Evaluation, as_json: bool) -> String {
 /// Reads the allowlist (and a session's grants) when storage can be opened;
 /// explain works without it.
 async fn grants(config: &Config, session: Option<&str>) -> (Vec<String>, Vec<String>) {
-    let store = match Store::open(&config.storage).await {
+    let store = match super::open_store(config).await {
         Ok(store) => store,
         Err(err) => {
             eprintln!("warning: storage unavailable ({err}); assuming an empty allowlist");
@@ -160,7 +159,7 @@ pub async fn run(config: &Config, command: ApprovalsCommand) -> anyhow::Result<u
             Ok(e.verdict.exit_code())
         }
         ApprovalsCommand::List { json, limit } => {
-            let store = Store::open(&config.storage).await?;
+            let store = super::open_store(config).await?;
             let allowlist = store.allowlist().await?;
             let recent = store.list_approvals(limit).await?;
             if json {
@@ -192,7 +191,7 @@ pub async fn run(config: &Config, command: ApprovalsCommand) -> anyhow::Result<u
             Ok(0)
         }
         ApprovalsCommand::Revoke { key } => {
-            let store = Store::open(&config.storage).await?;
+            let store = super::open_store(config).await?;
             if store.revoke_pattern(&key).await? {
                 println!("revoked {key}");
                 Ok(0)
@@ -202,7 +201,7 @@ pub async fn run(config: &Config, command: ApprovalsCommand) -> anyhow::Result<u
             }
         }
         ApprovalsCommand::Verify => {
-            let store = Store::open(&config.storage).await?;
+            let store = super::open_store(config).await?;
             let check = store.verify_audit().await?;
             match check.first_broken {
                 None => {

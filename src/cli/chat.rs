@@ -13,7 +13,6 @@ use crate::agent::AgentDeps;
 use crate::approvals::{ApprovalPolicy, Broker};
 use crate::config::{Config, Env};
 use crate::sessions::{ManagerSettings, SessionManager, Submitted};
-use crate::store::Store;
 use crate::tools::{ToolRuntime, mcp};
 
 /// Runs the chat: one turn for `once`, else a prompt loop until end of
@@ -24,7 +23,7 @@ pub async fn chat(
     once: Option<String>,
     user: String,
 ) -> anyhow::Result<()> {
-    let store = Store::open(&config.storage).await?;
+    let store = super::open_store(&config).await?;
     let platforms = crate::adapters::platforms(&config);
     let tools = ToolRuntime::build(&config, &env, platforms.clone())?;
     let stop = CancellationToken::new();

@@ -3,7 +3,7 @@
 use clap::Subcommand;
 
 use crate::config::Config;
-use crate::store::{BackendKind, Store};
+use crate::store::BackendKind;
 
 /// `switchboard cluster …`.
 #[derive(Debug, Subcommand)]
@@ -19,7 +19,7 @@ pub enum ClusterCommand {
 /// Runs a cluster subcommand; returns the exit code.
 pub async fn run(config: &Config, command: ClusterCommand) -> anyhow::Result<u8> {
     let ClusterCommand::Status { json } = command;
-    let store = Store::open(&config.storage).await?;
+    let store = super::open_store(config).await?;
     if store.kind() == BackendKind::Sqlite {
         println!("SQLite: one replica (several replicas need PostgreSQL)");
         return Ok(0);

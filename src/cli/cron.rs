@@ -5,7 +5,7 @@ use serde_json::json;
 
 use crate::budgets::{Window, money, usage_in, utc};
 use crate::config::Config;
-use crate::store::{CronJob, CronRun, Store, now_ms};
+use crate::store::{CronJob, CronRun, now_ms};
 
 /// `switchboard cron …`.
 #[derive(Debug, Subcommand)]
@@ -59,7 +59,7 @@ fn run_line(run: &CronRun) -> String {
 
 /// Runs a cron subcommand; returns the exit code.
 pub async fn run(config: &Config, command: CronCommand) -> anyhow::Result<u8> {
-    let store = Store::open(&config.storage).await?;
+    let store = super::open_store(config).await?;
     let code = match command {
         CronCommand::List { json } => {
             let jobs = store.jobs().await?;
@@ -176,7 +176,7 @@ pub async fn run(config: &Config, command: CronCommand) -> anyhow::Result<u8> {
 /// `switchboard usage`: spend today and this month per user, chat, route
 /// and job, with the caps and what is left.
 pub async fn usage(config: &Config, json: bool) -> anyhow::Result<u8> {
-    let store = Store::open(&config.storage).await?;
+    let store = super::open_store(config).await?;
     let now = now_ms();
     let mut windows = Vec::new();
     for window in [Window::Day, Window::Month] {

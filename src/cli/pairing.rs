@@ -5,7 +5,6 @@ use clap::Subcommand;
 use crate::config::Config;
 use crate::sessions::ApproveOutcome;
 use crate::sessions::access::approve_code;
-use crate::store::Store;
 
 /// `switchboard pairing …`.
 #[derive(Debug, Subcommand)]
@@ -30,7 +29,7 @@ pub enum PairingCommand {
 
 /// Runs a pairing subcommand; returns the exit code.
 pub async fn run(config: &Config, command: PairingCommand) -> anyhow::Result<u8> {
-    let store = Store::open(&config.storage).await?;
+    let store = super::open_store(config).await?;
     let code = match command {
         PairingCommand::List => {
             println!("waiting codes:");

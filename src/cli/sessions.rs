@@ -4,7 +4,6 @@ use clap::Subcommand;
 use serde_json::json;
 
 use crate::config::Config;
-use crate::store::Store;
 
 /// `switchboard sessions …`.
 #[derive(Debug, Subcommand)]
@@ -45,7 +44,7 @@ fn when(ms: i64) -> String {
 
 /// Runs a sessions subcommand; returns the exit code.
 pub async fn run(config: &Config, command: SessionsCommand) -> anyhow::Result<u8> {
-    let store = Store::open(&config.storage).await?;
+    let store = super::open_store(config).await?;
     let code = match command {
         SessionsCommand::List { limit, json } => {
             let sessions = store.list_sessions(limit).await?;

@@ -28,6 +28,21 @@ fn chat_command(dir: &Path, llm: &FakeLlm) -> Command {
     cmd
 }
 
+/// `switchboard chat --user ci` started with `cmd`, its stdin and stdout
+/// piped; its stderr piped too if `stderr`, else dropped.
+fn spawn_chat(cmd: &mut Command, stderr: bool) -> std::process::Child {
+    cmd.args(["chat", "--user", "ci"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(if stderr {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .spawn()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn once_prints_the_answer_and_denies_commands() {
     let llm = FakeLlm::start(vec![
@@ -101,13 +116,7 @@ async fn interactive_chat_asks_before_running_commands() {
     .await;
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = chat_command(dir.path(), &llm);
-    let mut child = cmd
-        .args(["chat", "--user", "ci"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_chat(&mut cmd, true);
     let mut stdin = child.stdin.take().unwrap();
     let stdout = child.stdout.take().unwrap();
     let mut stderr = child.stderr.take().unwrap();
@@ -164,13 +173,7 @@ async fn chat_goes_through_the_session_manager() {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = chat_command(dir.path(), &llm);
     let out = tokio::task::spawn_blocking(move || {
-        let mut child = cmd
-            .args(["chat", "--user", "ci"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_chat(&mut cmd, false);
         let mut stdin = child.stdin.take().unwrap();
         writeln!(stdin, "remember 42").unwrap();
         writeln!(stdin, "/status").unwrap();
@@ -192,4 +195,44 @@ async fn chat_goes_through_the_session_manager() {
     assert_eq!(lines[3], "A fresh start.");
     let second = llm.requests()[1]["messages"].to_string();
     assert!(!second.contains("remember 42"), "/new started over");
+}
+
+/// The names of `pid`'s threads (as the kernel keeps them, 15 bytes at most).
+fn thread_names(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim_end().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_chat_runs_its_statements_on_its_one_thread() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(text("First.")),
+        Reply::Json(text("Second.")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = chat_command(dir.path(), &llm);
+    tokio::task::spawn_blocking(move || {
+        let mut child = spawn_chat(&mut cmd, false);
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        writeln!(stdin, "one").unwrap();
+        assert_eq!(stdout.next().unwrap().unwrap(), "First.");
+        // Stored, delivered, and waiting at the prompt: every statement so
+        // far ran, none of them on a connection's thread of its own.
+        let names = thread_names(child.id());
+        assert!(
+            !names.iter().any(|name| name.starts_with("sqlx-sqlite")),
+            "{names:?}"
+        );
+        writeln!(stdin, "two").unwrap();
+        assert_eq!(stdout.next().unwrap().unwrap(), "Second.");
+        drop(stdin);
+        assert!(child.wait().unwrap().success());
+    })
+    .await
+    .unwrap();
 }

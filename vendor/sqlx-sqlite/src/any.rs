@@ -91,7 +91,6 @@ impl AnyConnectionBackend for SqliteConnection {
         Box::pin(
             self.worker
                 .execute(query, args, self.row_channel_size, persistent, None)
-                .map_ok(crate::connection::results)
                 .try_flatten_stream()
                 .map(
                     move |res: sqlx_core::Result<Either<SqliteQueryResult, SqliteRow>>| match res? {
@@ -115,7 +114,6 @@ impl AnyConnectionBackend for SqliteConnection {
             let mut stream = pin!(
                 self.worker
                     .execute(query, args, self.row_channel_size, persistent, Some(1))
-                    .map_ok(crate::connection::results)
                     .await?
             );
 

@@ -33,6 +33,7 @@ pub struct EstablishParams {
     extensions: IndexMap<CString, Option<CString>>,
     pub(crate) thread_name: String,
     pub(crate) command_channel_size: usize,
+    pub(crate) worker_thread: bool,
     #[cfg(feature = "regexp")]
     register_regexp_function: bool,
 }
@@ -151,6 +152,7 @@ impl EstablishParams {
             extensions,
             thread_name: (options.thread_name)(thread_id as u64),
             command_channel_size: options.command_channel_size,
+            worker_thread: options.worker_thread,
             #[cfg(feature = "regexp")]
             register_regexp_function: options.register_regexp_function,
         })

@@ -33,7 +33,6 @@ impl<'c> Executor<'c> for &'c mut SqliteConnection {
         Box::pin(
             self.worker
                 .execute(sql, arguments, self.row_channel_size, persistent, None)
-                .map_ok(crate::connection::results)
                 .try_flatten_stream(),
         )
     }
@@ -59,7 +58,6 @@ impl<'c> Executor<'c> for &'c mut SqliteConnection {
             let mut stream = pin!(self
                 .worker
                 .execute(sql, arguments, self.row_channel_size, persistent, Some(1))
-                .map_ok(crate::connection::results)
                 .try_flatten_stream());
 
             while let Some(res) = stream.try_next().await? {

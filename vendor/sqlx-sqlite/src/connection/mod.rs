@@ -45,7 +45,6 @@ mod preupdate_hook;
 pub(crate) mod deserialize;
 
 mod worker;
-pub(crate) use worker::results;
 
 /// A connection to an open [Sqlite] database.
 ///

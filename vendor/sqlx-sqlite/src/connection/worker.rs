@@ -29,10 +29,16 @@ use crate::connection::deserialize::{deserialize, serialize, SchemaName, SqliteO
 //       unlikely.
 
 pub(crate) struct ConnectionWorker {
-    command_tx: flume::Sender<(Command, tracing::Span)>,
+    /// switchboard patch: `None` when the connection has no thread and runs
+    /// its statements on the thread that awaits them
+    /// (`SqliteConnectOptions::worker_thread(false)`).
+    command_tx: Option<flume::Sender<(Command, tracing::Span)>>,
     /// Mutex for locking access to the database.
     pub(crate) shared: Arc<WorkerSharedState>,
 }
+
+/// What one item of a statement's results is.
+type Item = Result<Either<SqliteQueryResult, SqliteRow>, Error>;
 
 pub(crate) struct WorkerSharedState {
     transaction_depth: AtomicUsize,
@@ -104,6 +110,16 @@ enum Command {
 
 impl ConnectionWorker {
     pub(crate) async fn establish(params: EstablishParams) -> Result<Self, Error> {
+        if !params.worker_thread {
+            return Ok(Self {
+                command_tx: None,
+                shared: Arc::new(WorkerSharedState {
+                    transaction_depth: AtomicUsize::new(0),
+                    cached_statements_size: AtomicUsize::new(0),
+                    conn: Mutex::new(params.establish()?, true),
+                }),
+            });
+        }
         let (establish_tx, establish_rx) = oneshot::channel();
 
         thread::Builder::new()
@@ -131,7 +147,7 @@ impl ConnectionWorker {
 
                 if establish_tx
                     .send(Ok(Self {
-                        command_tx,
+                        command_tx: Some(command_tx),
                         shared: Arc::clone(&shared),
                     }))
                     .is_err()
@@ -169,77 +185,13 @@ impl ConnectionWorker {
                             chunk,
                             limit
                         } => {
-                            let iter = match execute::iter(&mut conn, query, arguments, persistent)
-                            {
-                                Ok(iter) => iter,
-                                Err(e) => {
-                                    send_chunk(&mut tx, Chunk::last(vec![Err(e)]));
-                                    continue;
-                                }
-                            };
-
-                            // switchboard patch: what a command gives is sent in
-                            // chunks of `chunk` items, the last one marked, rather
-                            // than item by item (see `Chunk`).
-                            let mut ready = Vec::new();
-                            let mut rows_returned = 0;
-                            let mut open = true;
-                            for res in iter {
-                                let stop = match &res {
-                                    Ok(Either::Right(_)) => {
-                                        rows_returned += 1;
-                                        limit.is_some_and(|limit| rows_returned >= limit)
-                                    }
-                                    Ok(Either::Left(_)) => false,
-                                    Err(_) => true,
-                                };
-                                ready.push(res);
-                                if stop {
-                                    break;
-                                }
-                                if ready.len() >= chunk {
-                                    let items = std::mem::take(&mut ready);
-                                    if !send_chunk(&mut tx, Chunk { items, last: false }) {
-                                        open = false;
-                                        break;
-                                    }
-                                }
-                            }
-                            if open {
-                                send_chunk(&mut tx, Chunk::last(ready));
-                            }
-
+                            run(&mut conn, query, arguments, persistent, chunk, limit, |chunk| {
+                                send_chunk(&mut tx, chunk)
+                            });
                             update_cached_statements_size(&conn, &shared.cached_statements_size);
                         }
                         Command::Begin { tx, statement } => {
-                            let depth = shared.transaction_depth.load(Ordering::Acquire);
-
-                            let is_custom_statement = statement.is_some();
-                            let statement = match statement {
-                                // custom `BEGIN` statements are not allowed if
-                                // we're already in a transaction (we need to
-                                // issue a `SAVEPOINT` instead)
-                                Some(_) if depth > 0 => {
-                                    if tx.blocking_send(Err(Error::InvalidSavePointStatement)).is_err() {
-                                        break;
-                                    }
-                                    continue;
-                                },
-                                Some(statement) => statement,
-                                None => begin_ansi_transaction_sql(depth),
-                            };
-                            let res =
-                                conn.handle
-                                    .exec(statement.as_str())
-                                    .and_then(|res| {
-                                        if is_custom_statement && !conn.handle.in_transaction() {
-                                            return Err(Error::BeginFailed)
-                                        }
-
-                                        shared.transaction_depth.fetch_add(1, Ordering::Release);
-
-                                        Ok(res)
-                                    });
+                            let res = begin(&mut conn, &shared, statement);
                             let res_ok = res.is_ok();
 
                             if tx.blocking_send(res).is_err() && res_ok {
@@ -247,13 +199,7 @@ impl ConnectionWorker {
                                 // `Transaction` was created and so there is no way to commit /
                                 // rollback this transaction. We need to roll it back
                                 // immediately otherwise it would remain started forever.
-                                if let Err(error) = conn
-                                    .handle
-                                    .exec(rollback_ansi_transaction_sql(depth + 1).as_str())
-                                    .map(|_| {
-                                        shared.transaction_depth.fetch_sub(1, Ordering::Release);
-                                    })
-                                {
+                                if let Err(error) = end(&mut conn, &shared, rollback_ansi_transaction_sql) {
                                     // The rollback failed. To prevent leaving the connection
                                     // in an inconsistent state we shutdown this worker which
                                     // causes any subsequent operation on the connection to fail.
@@ -263,17 +209,7 @@ impl ConnectionWorker {
                             }
                         }
                         Command::Commit { tx } => {
-                            let depth = shared.transaction_depth.load(Ordering::Acquire);
-
-                            let res = if depth > 0 {
-                                conn.handle
-                                    .exec(commit_ansi_transaction_sql(depth).as_str())
-                                    .map(|_| {
-                                        shared.transaction_depth.fetch_sub(1, Ordering::Release);
-                                    })
-                            } else {
-                                Ok(())
-                            };
+                            let res = end(&mut conn, &shared, commit_ansi_transaction_sql);
                             let res_ok = res.is_ok();
 
                             if tx.blocking_send(res).is_err() && res_ok {
@@ -289,18 +225,7 @@ impl ConnectionWorker {
                                 continue;
                             }
 
-                            let depth = shared.transaction_depth.load(Ordering::Acquire);
-
-                            let res = if depth > 0 {
-                                conn.handle
-                                    .exec(rollback_ansi_transaction_sql(depth).as_str())
-                                    .map(|_| {
-                                        shared.transaction_depth.fetch_sub(1, Ordering::Release);
-                                    })
-                            } else {
-                                Ok(())
-                            };
-
+                            let res = end(&mut conn, &shared, rollback_ansi_transaction_sql);
                             let res_ok = res.is_ok();
 
                             if let Some(tx) = tx {
@@ -322,8 +247,7 @@ impl ConnectionWorker {
                             tx.send(deserialize(&mut conn, schema, data, read_only)).ok();
                         }
                         Command::ClearCache { tx } => {
-                            conn.statements.clear();
-                            update_cached_statements_size(&conn, &shared.cached_statements_size);
+                            clear_cache(&mut conn, &shared);
                             tx.send(()).ok();
                         }
                         Command::UnlockDb => {
@@ -348,7 +272,26 @@ impl ConnectionWorker {
         establish_rx.await.map_err(|_| Error::WorkerCrashed)?
     }
 
+    /// switchboard patch: the connection's state, locked here, when it has
+    /// no thread of its own; `None` when it has one.
+    async fn here(&self) -> Option<MutexGuard<'_, ConnectionState>> {
+        match self.command_tx {
+            Some(_) => None,
+            None => Some(self.shared.conn.lock().await),
+        }
+    }
+
+    /// The connection's thread to send commands to (`here` said it has one).
+    fn thread(&self) -> Result<&flume::Sender<(Command, tracing::Span)>, Error> {
+        self.command_tx.as_ref().ok_or(Error::WorkerCrashed)
+    }
+
     pub(crate) async fn prepare(&mut self, query: SqlStr) -> Result<SqliteStatement, Error> {
+        if let Some(mut conn) = self.here().await {
+            let statement = prepare(&mut conn, query);
+            update_cached_statements_size(&conn, &self.shared.cached_statements_size);
+            return statement;
+        }
         self.oneshot_cmd(|tx| Command::Prepare { query, tx })
             .await?
     }
@@ -358,10 +301,17 @@ impl ConnectionWorker {
         &mut self,
         query: SqlStr,
     ) -> Result<sqlx_core::describe::Describe<crate::Sqlite>, Error> {
+        if let Some(mut conn) = self.here().await {
+            return crate::connection::describe::describe(&mut conn, query);
+        }
         self.oneshot_cmd(|tx| Command::Describe { query, tx })
             .await?
     }
 
+    /// switchboard patch: the statements' results as a stream, gathered
+    /// here when the connection has no thread, else arriving from its
+    /// thread in chunks of `chan_size` items, a chunk or two on their way
+    /// while the next is gathered.
     pub(crate) async fn execute(
         &mut self,
         query: SqlStr,
@@ -369,12 +319,22 @@ impl ConnectionWorker {
         chan_size: usize,
         persistent: bool,
         limit: Option<usize>,
-    ) -> Result<futures_channel::mpsc::Receiver<Chunk>, Error> {
-        // switchboard patch: `chan_size` items to a chunk, a chunk or two on
-        // their way while the next is gathered.
+    ) -> Result<impl futures_core::Stream<Item = Item> + Send + 'static, Error> {
+        use futures_util::StreamExt;
+
+        if let Some(mut conn) = self.here().await {
+            let mut items = Vec::new();
+            run(&mut conn, query, args, persistent, usize::MAX, limit, |chunk| {
+                items = chunk.items;
+                true
+            });
+            update_cached_statements_size(&conn, &self.shared.cached_statements_size);
+            return Ok(futures_util::stream::iter(items).left_stream());
+        }
+
         let (tx, rx) = futures_channel::mpsc::channel(1);
 
-        self.command_tx
+        self.thread()?
             .send_async((
                 Command::Execute {
                     query,
@@ -389,31 +349,49 @@ impl ConnectionWorker {
             .await
             .map_err(|_| Error::WorkerCrashed)?;
 
-        Ok(rx)
+        Ok(results(rx).right_stream())
     }
 
     pub(crate) async fn begin(&mut self, statement: Option<SqlStr>) -> Result<(), Error> {
+        if let Some(mut conn) = self.here().await {
+            return begin(&mut conn, &self.shared, statement);
+        }
         self.oneshot_cmd_with_ack(|tx| Command::Begin { tx, statement })
             .await?
     }
 
     pub(crate) async fn commit(&mut self) -> Result<(), Error> {
+        if let Some(mut conn) = self.here().await {
+            return end(&mut conn, &self.shared, commit_ansi_transaction_sql);
+        }
         self.oneshot_cmd_with_ack(|tx| Command::Commit { tx })
             .await?
     }
 
     pub(crate) async fn rollback(&mut self) -> Result<(), Error> {
+        if let Some(mut conn) = self.here().await {
+            return end(&mut conn, &self.shared, rollback_ansi_transaction_sql);
+        }
         self.oneshot_cmd_with_ack(|tx| Command::Rollback { tx: Some(tx) })
             .await?
     }
 
     pub(crate) fn start_rollback(&mut self) -> Result<(), Error> {
-        self.command_tx
+        let Some(command_tx) = &self.command_tx else {
+            // Nothing else holds the state while the connection is borrowed
+            // to roll back, so the lock is free.
+            let mut conn = self.shared.conn.try_lock().ok_or(Error::WorkerCrashed)?;
+            return end(&mut conn, &self.shared, rollback_ansi_transaction_sql);
+        };
+        command_tx
             .send((Command::Rollback { tx: None }, Span::current()))
             .map_err(|_| Error::WorkerCrashed)
     }
 
     pub(crate) async fn ping(&mut self) -> Result<(), Error> {
+        if self.command_tx.is_none() {
+            return Ok(());
+        }
         self.oneshot_cmd(|tx| Command::Ping { tx }).await
     }
 
@@ -424,6 +402,9 @@ impl ConnectionWorker {
         data: SqliteOwnedBuf,
         read_only: bool,
     ) -> Result<(), Error> {
+        if let Some(mut conn) = self.here().await {
+            return deserialize(&mut conn, schema, data, read_only);
+        }
         self.oneshot_cmd(|tx| Command::Deserialize {
             schema,
             data,
@@ -438,6 +419,9 @@ impl ConnectionWorker {
         &mut self,
         schema: Option<SchemaName>,
     ) -> Result<SqliteOwnedBuf, Error> {
+        if let Some(mut conn) = self.here().await {
+            return serialize(&mut conn, schema);
+        }
         self.oneshot_cmd(|tx| Command::Serialize { schema, tx })
             .await?
     }
@@ -448,7 +432,7 @@ impl ConnectionWorker {
     {
         let (tx, rx) = oneshot::channel();
 
-        self.command_tx
+        self.thread()?
             .send_async((command(tx), Span::current()))
             .await
             .map_err(|_| Error::WorkerCrashed)?;
@@ -462,7 +446,7 @@ impl ConnectionWorker {
     {
         let (tx, rx) = rendezvous_oneshot::channel();
 
-        self.command_tx
+        self.thread()?
             .send_async((command(tx), Span::current()))
             .await
             .map_err(|_| Error::WorkerCrashed)?;
@@ -471,15 +455,21 @@ impl ConnectionWorker {
     }
 
     pub(crate) async fn clear_cache(&mut self) -> Result<(), Error> {
+        if let Some(mut conn) = self.here().await {
+            clear_cache(&mut conn, &self.shared);
+            return Ok(());
+        }
         self.oneshot_cmd(|tx| Command::ClearCache { tx }).await
     }
 
     pub(crate) async fn unlock_db(&mut self) -> Result<MutexGuard<'_, ConnectionState>, Error> {
+        let Some(command_tx) = &self.command_tx else {
+            return Ok(self.shared.conn.lock().await);
+        };
         let (guard, res) = futures_util::future::join(
             // we need to join the wait queue for the lock before we send the message
             self.shared.conn.lock(),
-            self.command_tx
-                .send_async((Command::UnlockDb, Span::current())),
+            command_tx.send_async((Command::UnlockDb, Span::current())),
         )
         .await;
 
@@ -492,18 +482,22 @@ impl ConnectionWorker {
     ///
     /// A `WorkerCrashed` error may be returned if the thread has already stopped.
     pub(crate) fn shutdown(&mut self) -> impl Future<Output = Result<(), Error>> {
-        let (tx, rx) = oneshot::channel();
-
-        let send_res = self
-            .command_tx
-            .send((Command::Shutdown { tx }, Span::current()))
-            .map_err(|_| Error::WorkerCrashed);
+        // switchboard patch: a connection without a thread closes as its
+        // state drops, with the last `ConnectionWorker`.
+        let confirmed = self.command_tx.as_ref().map(|command_tx| {
+            let (tx, rx) = oneshot::channel();
+            command_tx
+                .send((Command::Shutdown { tx }, Span::current()))
+                .map(|()| rx)
+                .map_err(|_| Error::WorkerCrashed)
+        });
 
         async move {
-            send_res?;
-
-            // wait for the response
-            rx.await.map_err(|_| Error::WorkerCrashed)
+            if let Some(confirmed) = confirmed {
+                // wait for the response
+                confirmed?.await.map_err(|_| Error::WorkerCrashed)?;
+            }
+            Ok(())
         }
     }
 }
@@ -517,12 +511,12 @@ impl ConnectionWorker {
 /// receiver while it holds the channel's lock, which the woken task then
 /// waits for.
 pub(crate) struct Chunk {
-    items: Vec<Result<Either<SqliteQueryResult, SqliteRow>, Error>>,
+    items: Vec<Item>,
     last: bool,
 }
 
 impl Chunk {
-    fn last(items: Vec<Result<Either<SqliteQueryResult, SqliteRow>, Error>>) -> Self {
+    fn last(items: Vec<Item>) -> Self {
         Self { items, last: true }
     }
 }
@@ -530,10 +524,9 @@ impl Chunk {
 /// switchboard patch: the results an `Execute` command's chunks carry, in
 /// order; the stream ends after the last chunk (or when the connection's
 /// thread is gone) without waiting for the thread to drop its sender.
-pub(crate) fn results(
+fn results(
     rx: futures_channel::mpsc::Receiver<Chunk>,
-) -> impl futures_core::Stream<Item = Result<Either<SqliteQueryResult, SqliteRow>, Error>> + Send + 'static
-{
+) -> impl futures_core::Stream<Item = Item> + Send + 'static {
     use futures_util::StreamExt;
     futures_util::stream::unfold(Some(rx), |rx| async move {
         let mut rx = rx?;
@@ -555,6 +548,101 @@ fn send_chunk(tx: &mut futures_channel::mpsc::Sender<Chunk>, chunk: Chunk) -> bo
         }
         Err(_) => false,
     }
+}
+
+/// switchboard patch: runs `query` on `conn` and hands what it gives to
+/// `emit` in chunks of `chunk` items, the last one marked; stops after
+/// `limit` rows, at an error, or when `emit` says the receiver is gone.
+fn run(
+    conn: &mut ConnectionState,
+    query: SqlStr,
+    arguments: Option<SqliteArguments>,
+    persistent: bool,
+    chunk: usize,
+    limit: Option<usize>,
+    mut emit: impl FnMut(Chunk) -> bool,
+) {
+    let iter = match execute::iter(conn, query, arguments, persistent) {
+        Ok(iter) => iter,
+        Err(e) => {
+            emit(Chunk::last(vec![Err(e)]));
+            return;
+        }
+    };
+
+    let mut ready = Vec::new();
+    let mut rows_returned = 0;
+    for res in iter {
+        let stop = match &res {
+            Ok(Either::Right(_)) => {
+                rows_returned += 1;
+                limit.is_some_and(|limit| rows_returned >= limit)
+            }
+            Ok(Either::Left(_)) => false,
+            Err(_) => true,
+        };
+        ready.push(res);
+        if stop {
+            break;
+        }
+        if ready.len() >= chunk {
+            let items = std::mem::take(&mut ready);
+            if !emit(Chunk { items, last: false }) {
+                return;
+            }
+        }
+    }
+    emit(Chunk::last(ready));
+}
+
+/// Begins a transaction (or a savepoint within one) on `conn`.
+fn begin(
+    conn: &mut ConnectionState,
+    shared: &WorkerSharedState,
+    statement: Option<SqlStr>,
+) -> Result<(), Error> {
+    let depth = shared.transaction_depth.load(Ordering::Acquire);
+
+    let is_custom_statement = statement.is_some();
+    let statement = match statement {
+        // custom `BEGIN` statements are not allowed if
+        // we're already in a transaction (we need to
+        // issue a `SAVEPOINT` instead)
+        Some(_) if depth > 0 => return Err(Error::InvalidSavePointStatement),
+        Some(statement) => statement,
+        None => begin_ansi_transaction_sql(depth),
+    };
+    conn.handle.exec(statement.as_str()).and_then(|res| {
+        if is_custom_statement && !conn.handle.in_transaction() {
+            return Err(Error::BeginFailed);
+        }
+
+        shared.transaction_depth.fetch_add(1, Ordering::Release);
+
+        Ok(res)
+    })
+}
+
+/// Ends the innermost transaction (or savepoint) on `conn` with the
+/// statement `sql` gives for its depth (commit or rollback); nothing when
+/// none is open.
+fn end(
+    conn: &mut ConnectionState,
+    shared: &WorkerSharedState,
+    sql: fn(usize) -> SqlStr,
+) -> Result<(), Error> {
+    let depth = shared.transaction_depth.load(Ordering::Acquire);
+    if depth == 0 {
+        return Ok(());
+    }
+    conn.handle.exec(sql(depth).as_str()).map(|_| {
+        shared.transaction_depth.fetch_sub(1, Ordering::Release);
+    })
+}
+
+fn clear_cache(conn: &mut ConnectionState, shared: &WorkerSharedState) {
+    conn.statements.clear();
+    update_cached_statements_size(conn, &shared.cached_statements_size);
 }
 
 fn prepare(conn: &mut ConnectionState, query: SqlStr) -> Result<SqliteStatement, Error> {

@@ -87,6 +87,7 @@ pub struct SqliteConnectOptions {
 
     pub(crate) serialized: bool,
     pub(crate) thread_name: Arc<DebugFn<dyn Fn(u64) -> String + Send + Sync + 'static>>,
+    pub(crate) worker_thread: bool,
 
     pub(crate) optimize_on_close: OptimizeOnClose,
 
@@ -210,6 +211,7 @@ impl SqliteConnectOptions {
             collations: Default::default(),
             serialized: false,
             thread_name: Arc::new(DebugFn(|id| format!("sqlx-sqlite-worker-{id}"))),
+            worker_thread: true,
             command_channel_size: 50,
             row_channel_size: 50,
             optimize_on_close: OptimizeOnClose::Disabled,
@@ -436,6 +438,18 @@ impl SqliteConnectOptions {
         generator: impl Fn(u64) -> String + Send + Sync + 'static,
     ) -> Self {
         self.thread_name = Arc::new(DebugFn(generator));
+        self
+    }
+
+    /// switchboard patch: whether each connection has a thread of its own
+    /// (`true`, the default) or runs its statements on the thread that
+    /// awaits them (`false`): no hand-over to another thread and back for
+    /// each statement, but the awaiting task blocks its thread for as long
+    /// as SQLite works, waits for other writers included (up to
+    /// [`busy_timeout`](Self::busy_timeout)). For a runtime whose one
+    /// thread serves one user.
+    pub fn worker_thread(mut self, worker_thread: bool) -> Self {
+        self.worker_thread = worker_thread;
         self
     }
 
