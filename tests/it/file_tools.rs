@@ -7,8 +7,8 @@ use common::tools::runtime;
 use common::call;
 use serde_json::json;
 
-#[tokio::test]
-async fn write_then_read_ranges() {
+/// Writes a file, reads a range of it and writes it again.
+async fn write_then_read() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = common::tools::ctx(dir.path());
     let rt = runtime();
@@ -45,6 +45,19 @@ async fn write_then_read_ranges() {
     )
     .await;
     assert_eq!(again["created"], false);
+}
+
+/// On a one-thread runtime (a command at the terminal) the file is read
+/// and written on the runtime's thread.
+#[tokio::test]
+async fn write_then_read_ranges() {
+    write_then_read().await;
+}
+
+/// On the daemon's runtime, on the blocking pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_then_read_ranges_on_a_runtime_of_several_threads() {
+    write_then_read().await;
 }
 
 #[tokio::test]

@@ -22,10 +22,33 @@ fn failed(err: impl std::fmt::Display) -> ToolError {
     ToolError::Failed(err.to_string())
 }
 
+/// Runs `work` on tokio's blocking pool, so the runtime's workers keep
+/// serving other sessions while it reads the disk.
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
 ) -> Result<T, ToolError> {
     tokio::task::spawn_blocking(work).await.map_err(failed)?
+}
+
+/// Runs `work`, the load or write of the file at `path` (at most
+/// [`MAX_FILE_BYTES`]). When the runtime has one thread (a command at the
+/// terminal, [`crate::runtime::build_terminal`], which serves one person)
+/// and `path` is a regular file or none yet, on that thread: the hand-over
+/// to the blocking pool and back cost more CPU than a read from the page
+/// cache (PERFORMANCE.md, "CPU per turn"). Anything else (a FIFO, a device,
+/// which may block until another call feeds it) and every file on the
+/// daemon's runtime go to the blocking pool like any other disk work.
+async fn one_file<T: Send + 'static>(
+    path: PathBuf,
+    work: impl FnOnce(PathBuf) -> Result<T, ToolError> + Send + 'static,
+) -> Result<T, ToolError> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let inline = Handle::current().runtime_flavor() == RuntimeFlavor::CurrentThread
+        && std::fs::metadata(&path).map_or(true, |meta| meta.is_file());
+    if inline {
+        return work(path);
+    }
+    blocking(move || work(path)).await
 }
 
 fn load_text(path: &Path, root: &Path) -> Result<String, ToolError> {
@@ -86,7 +109,7 @@ impl Tool for ReadFile {
         let path = resolve(&root, arg_str(&args, "path")?)?;
         let offset = arg_opt_u64(&args, "offset")?.unwrap_or(1).max(1);
         let limit = arg_opt_u64(&args, "limit")?.unwrap_or(DEFAULT_LINES).max(1);
-        blocking(move || {
+        one_file(path, move |path| {
             let text = load_text(&path, &root)?;
             let lines: Vec<&str> = text.lines().collect();
             let total = lines.len() as u64;
@@ -156,7 +179,7 @@ impl Tool for WriteFile {
         let root = ctx.workspace.clone();
         let path = resolve(&root, arg_str(&args, "path")?)?;
         let content = arg_str(&args, "content")?.to_string();
-        blocking(move || {
+        one_file(path, move |path| {
             if path.is_dir() {
                 return Err(ToolError::InvalidArgs(format!(
                     "{} is a directory",
@@ -288,7 +311,7 @@ impl Tool for Patch {
             .get("replace_all")
             .and_then(Value::as_bool)
             .unwrap_or(false);
-        blocking(move || {
+        one_file(path, move |path| {
             let text = load_text(&path, &root)?;
             let (patched, count, fuzzy) = apply_patch(&text, &old, &new, replace_all)?;
             write_atomic(&path, &patched).map_err(failed)?;
