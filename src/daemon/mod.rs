@@ -477,13 +477,17 @@ async fn metrics_upkeep(stop: CancellationToken) {
     }
 }
 
-/// Keeps SQLite's write-ahead log short off the request path.
+/// Keeps SQLite's full-text index of messages caught up and its
+/// write-ahead log short, off the request path.
 async fn storage_upkeep(store: Store, stop: CancellationToken) {
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = ticker.tick() => {
+                if let Err(err) = store.index_messages().await {
+                    tracing::warn!(error = %err, "messages not indexed for search");
+                }
                 if let Err(err) = store.checkpoint().await {
                     tracing::debug!(error = %err, "checkpoint skipped");
                 }

@@ -2,6 +2,11 @@
 
 use super::{Backend, Result, Store, new_id, now_ms, with_pool};
 
+/// Messages one transaction of [`Store::index_messages`] indexes at most,
+/// so that catching up after a long stretch does not hold SQLite's write
+/// lock for long.
+const INDEX_BATCH: i64 = 2000;
+
 /// What is needed to open a session for a key.
 #[derive(Debug, Clone)]
 pub struct NewSession<'a> {
@@ -360,6 +365,43 @@ impl Store {
         self.messages_after(session_id, 0).await
     }
 
+    /// Brings SQLite's full-text index of messages up to date, in
+    /// transactions of [`INDEX_BATCH`] messages; how many it indexed. A
+    /// message is indexed here, not as it is stored (migration 0014 says
+    /// why); PostgreSQL indexes each row as it is written, so this does
+    /// nothing there.
+    pub async fn index_messages(&self) -> Result<u64> {
+        let Backend::Sqlite(pool) = &self.backend else {
+            return Ok(0);
+        };
+        let behind: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM messages WHERE id > (SELECT through FROM messages_fts_through))",
+        )
+        .fetch_one(pool)
+        .await?;
+        if !behind {
+            return Ok(0);
+        }
+        let sql = concat!(
+            "BEGIN IMMEDIATE; ",
+            "INSERT INTO messages_fts (rowid, content) SELECT id, content FROM messages ",
+            "WHERE id > (SELECT through FROM messages_fts_through) ORDER BY id LIMIT $1; ",
+            "UPDATE messages_fts_through SET through = coalesce((SELECT max(id) FROM ",
+            "(SELECT id FROM messages WHERE id > through ORDER BY id LIMIT $1)), through); ",
+            "COMMIT"
+        );
+        let mut indexed = 0;
+        loop {
+            let query = sqlx::query(sql).bind(INDEX_BATCH);
+            let steps = super::SqliteWrite::whole(pool, query, "index_messages").await?;
+            let n = steps.get(1)?.result.rows_affected();
+            indexed += n;
+            if n < INDEX_BATCH as u64 {
+                return Ok(indexed);
+            }
+        }
+    }
+
     /// Full-text search over stored messages, best matches first. Every
     /// word of `query` must occur; punctuation and search-syntax characters
     /// are treated as separators, never as operators. With `user`, only
@@ -380,6 +422,7 @@ impl Store {
         let (platform, user_id) = user.unzip();
         let hits = match &self.backend {
             Backend::Sqlite(pool) => {
+                self.index_messages().await?;
                 let fts_query = words
                     .iter()
                     .map(|w| format!("\"{w}\""))

@@ -5,8 +5,8 @@ use crate::backend_tests;
 mod turns;
 
 use switchboard::store::{
-    ApprovalRecord, ApprovalStatus, InboxInsert, JobReads, JobStart, NewInboxEvent, NewMessage,
-    NewSession, PairingRequest, Store, new_id, now_ms,
+    ApprovalRecord, ApprovalStatus, BackendKind, InboxInsert, JobReads, JobStart, NewInboxEvent,
+    NewMessage, NewSession, PairingRequest, Store, new_id, now_ms,
 };
 
 backend_tests!(
@@ -16,6 +16,7 @@ backend_tests!(
     messages_keep_order_and_fields,
     search_finds_words_and_scopes_to_user,
     search_treats_syntax_as_text,
+    search_indexes_what_was_stored_since_once,
     inbox_dedupes_and_replays_unprocessed_in_order,
     concurrent_inbox_inserts_share_commits_and_still_dedupe,
     approvals_are_decided_once,
@@ -220,6 +221,39 @@ async fn search_treats_syntax_as_text(store: Store) {
         1,
         "table intact"
     );
+}
+
+async fn search_indexes_what_was_stored_since_once(store: Store) {
+    let sqlite = store.kind() == BackendKind::Sqlite;
+    let s = store.open_session(&dm("telegram:dm:8")).await.unwrap();
+    // More than one of the index's transactions holds.
+    let texts: Vec<String> = (0..2001).map(|i| format!("rollout step {i}")).collect();
+    let rows: Vec<NewMessage> = texts
+        .iter()
+        .map(|content| NewMessage {
+            role: "user",
+            content,
+            ..Default::default()
+        })
+        .collect();
+    store.append_messages(&s.id, &rows).await.unwrap();
+    assert_eq!(
+        store.index_messages().await.unwrap(),
+        if sqlite { 2001 } else { 0 }
+    );
+    assert_eq!(store.index_messages().await.unwrap(), 0, "caught up");
+    let hits = store.search_messages("step 7", None, 10).await.unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    // Stored after the last catch-up: the search indexes it first, once.
+    say(&store, &s.id, "assistant", "the canary step passed").await;
+    say(&store, &s.id, "assistant", "the canary is live").await;
+    let canary = store.search_messages("canary", None, 10).await.unwrap();
+    assert_eq!(canary.len(), 2, "{canary:?}");
+    assert_eq!(store.index_messages().await.unwrap(), 0);
+    let again = store.search_messages("canary", None, 10).await.unwrap();
+    assert_eq!(again.len(), 2, "indexed once: {again:?}");
+    let steps = store.search_messages("step", None, 5000).await.unwrap();
+    assert_eq!(steps.len(), 2002);
 }
 
 async fn inbox_dedupes_and_replays_unprocessed_in_order(store: Store) {
