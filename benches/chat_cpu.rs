@@ -9,9 +9,9 @@
 //! for none (start-up and shut-down), per turn; beside it, in the same
 //! run, the CPU the model server (this process) spent on the same turns,
 //! and the times per turn a thread of the child stopped to wait for
-//! another (voluntary context switches: the hand-overs between the
-//! runtime's thread and SQLite's, the waits for the model), a count that
-//! the machine's speed does not move.
+//! another (voluntary context switches: the waits for the model, and any
+//! hand-over to another thread — SQLite and the file tools now run on the
+//! chat's one thread), a count that the machine's speed does not move.
 //!
 //! Run: `cargo bench --bench chat_cpu` (TURNS=N, ROUNDS=N to change it;
 //! CHAT_BIN=path to measure another build, e.g. the previous
