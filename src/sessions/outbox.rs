@@ -58,8 +58,8 @@ pub(super) async fn send(inner: &Inner, id: i64, out: &Outbound) -> bool {
             Err(e) => (Some(e.to_string()), None, false),
         };
         let last = !transient || started.elapsed() >= PATIENCE;
-        if let Err(err) = inner.store.outbox_attempt(id, error.as_deref(), last).await {
-            tracing::warn!(outbox.id = id, error = %err, "could not record the sending attempt");
+        if !record(inner, id, error.as_deref(), last).await {
+            return false;
         }
         match error {
             None => return true,
@@ -72,6 +72,30 @@ pub(super) async fn send(inner: &Inner, id: i64, out: &Outbound) -> bool {
                 if !backoff.pause(&inner.stop, told).await {
                     return false;
                 }
+            }
+        }
+    }
+}
+
+/// Records an attempt at row `id` (`outbox_attempt`). While the store
+/// cannot take it (a full disk, the database away) it is tried again, so
+/// a row that went out is not left pending, to be sent again at the next
+/// start; false when the daemon stopped first (the row then stays
+/// pending, and its resend carries the same key).
+async fn record(inner: &Inner, id: i64, error: Option<&str>, last: bool) -> bool {
+    let mut backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(10));
+    loop {
+        match inner.store.outbox_attempt(id, error, last).await {
+            Ok(()) => return true,
+            Err(err) if err.is_retryable() => {
+                tracing::warn!(outbox.id = id, error = %err, "could not record the sending attempt; trying again");
+                if !backoff.pause(&inner.stop, None).await {
+                    return false;
+                }
+            }
+            Err(err) => {
+                tracing::warn!(outbox.id = id, error = %err, "could not record the sending attempt");
+                return true;
             }
         }
     }
