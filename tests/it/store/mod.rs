@@ -2,11 +2,12 @@
 
 use crate::backend_tests;
 
+mod search;
 mod turns;
 
 use switchboard::store::{
-    ApprovalRecord, ApprovalStatus, BackendKind, InboxInsert, JobReads, JobStart, NewInboxEvent,
-    NewMessage, NewSession, PairingRequest, Store, new_id, now_ms,
+    ApprovalRecord, ApprovalStatus, InboxInsert, JobReads, JobStart, NewInboxEvent, NewMessage,
+    NewSession, PairingRequest, Store, new_id, now_ms,
 };
 
 backend_tests!(
@@ -14,9 +15,6 @@ backend_tests!(
     open_session_is_idempotent_and_reset_makes_a_new_one,
     concurrent_opens_share_one_session,
     messages_keep_order_and_fields,
-    search_finds_words_and_scopes_to_user,
-    search_treats_syntax_as_text,
-    search_indexes_what_was_stored_since_once,
     inbox_dedupes_and_replays_unprocessed_in_order,
     concurrent_inbox_inserts_share_commits_and_still_dedupe,
     approvals_are_decided_once,
@@ -152,108 +150,6 @@ async fn messages_keep_order_and_fields(store: Store) {
     assert_eq!(history[2].tool_call_id.as_deref(), Some("c1"));
     assert_eq!(history[2].name.as_deref(), Some("read_file"));
     assert_eq!(history[2].content, "file body ünïcödé");
-}
-
-async fn search_finds_words_and_scopes_to_user(store: Store) {
-    let alice = store.open_session(&dm("telegram:dm:alice")).await.unwrap();
-    let bob = store
-        .open_session(&NewSession {
-            user_id: Some("bob"),
-            ..dm("telegram:dm:bob")
-        })
-        .await
-        .unwrap();
-    for (session, text) in [
-        (&alice.id, "the deploy pipeline failed on staging"),
-        (&alice.id, "lunch plans"),
-        (&bob.id, "staging deploy is green again"),
-    ] {
-        say(&store, session, "user", text).await;
-    }
-    let all = store
-        .search_messages("DEPLOY staging", None, 10)
-        .await
-        .unwrap();
-    assert_eq!(all.len(), 2, "{all:?}");
-    let only_bob = store
-        .search_messages("deploy", Some(("telegram", "bob")), 10)
-        .await
-        .unwrap();
-    assert_eq!(only_bob.len(), 1);
-    assert_eq!(only_bob[0].session_key, "telegram:dm:bob");
-    assert!(
-        store
-            .search_messages("nonexistentword", None, 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert_eq!(
-        store
-            .search_messages("staging", None, 1)
-            .await
-            .unwrap()
-            .len(),
-        1,
-        "limit"
-    );
-}
-
-async fn search_treats_syntax_as_text(store: Store) {
-    let s = store.open_session(&dm("telegram:dm:7")).await.unwrap();
-    say(&store, &s.id, "user", "error: NEAR(foo) OR \"bar\"").await;
-    for hostile in [
-        "\"",
-        "NEAR(",
-        "foo OR",
-        "*",
-        "a\"b",
-        "'; DROP TABLE messages; --",
-        "   ",
-        "!!!",
-    ] {
-        store.search_messages(hostile, None, 5).await.unwrap();
-    }
-    let hits = store.search_messages("near(foo)", None, 5).await.unwrap();
-    assert_eq!(hits.len(), 1);
-    assert_eq!(
-        store.messages(&s.id).await.unwrap().len(),
-        1,
-        "table intact"
-    );
-}
-
-async fn search_indexes_what_was_stored_since_once(store: Store) {
-    let sqlite = store.kind() == BackendKind::Sqlite;
-    let s = store.open_session(&dm("telegram:dm:8")).await.unwrap();
-    // More than one of the index's transactions holds.
-    let texts: Vec<String> = (0..2001).map(|i| format!("rollout step {i}")).collect();
-    let rows: Vec<NewMessage> = texts
-        .iter()
-        .map(|content| NewMessage {
-            role: "user",
-            content,
-            ..Default::default()
-        })
-        .collect();
-    store.append_messages(&s.id, &rows).await.unwrap();
-    assert_eq!(
-        store.index_messages().await.unwrap(),
-        if sqlite { 2001 } else { 0 }
-    );
-    assert_eq!(store.index_messages().await.unwrap(), 0, "caught up");
-    let hits = store.search_messages("step 7", None, 10).await.unwrap();
-    assert_eq!(hits.len(), 1, "{hits:?}");
-    // Stored after the last catch-up: the search indexes it first, once.
-    say(&store, &s.id, "assistant", "the canary step passed").await;
-    say(&store, &s.id, "assistant", "the canary is live").await;
-    let canary = store.search_messages("canary", None, 10).await.unwrap();
-    assert_eq!(canary.len(), 2, "{canary:?}");
-    assert_eq!(store.index_messages().await.unwrap(), 0);
-    let again = store.search_messages("canary", None, 10).await.unwrap();
-    assert_eq!(again.len(), 2, "indexed once: {again:?}");
-    let steps = store.search_messages("step", None, 5000).await.unwrap();
-    assert_eq!(steps.len(), 2002);
 }
 
 async fn inbox_dedupes_and_replays_unprocessed_in_order(store: Store) {
