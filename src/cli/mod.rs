@@ -288,6 +288,16 @@ pub fn check_report(config: &Config, source: &ConfigSource, env: &Env) -> String
     let _ = writeln!(out, "tools:");
     match crate::tools::ToolRuntime::build(config, env, crate::adapters::platforms(config)) {
         Ok(runtime) => {
+            let sandbox = runtime.processes.sandbox();
+            if config.tools.terminal.backend == crate::config::TerminalBackend::Local {
+                let _ = writeln!(out, "  sandbox: {}", sandbox.describe());
+                if sandbox.is_off() {
+                    let _ = writeln!(
+                        out,
+                        "  warning: terminal and process commands run unsandboxed with the daemon's rights ([tools.sandbox] mode = \"off\"); see docs/security.md"
+                    );
+                }
+            }
             for entry in runtime.registry.entries() {
                 let state = match runtime.registry.availability(&entry.spec.name) {
                     crate::tools::Availability::Available => "available".to_string(),

@@ -24,8 +24,8 @@ pub use platforms::{
 };
 pub use sessions::{ResetMode, ResetPolicy, SessionsConfig};
 pub use tools::{
-    SearchProvider, SendMessageConfig, TerminalBackend, TerminalConfig, ToolsConfig, VisionConfig,
-    WebExtractConfig, WebSearchConfig,
+    SandboxConfig, SandboxMode, SearchProvider, SendMessageConfig, TerminalBackend, TerminalConfig,
+    ToolsConfig, VisionConfig, WebExtractConfig, WebSearchConfig,
 };
 pub use validate::{ComponentStatus, Env, Problem, component_statuses, validate};
 
@@ -471,6 +471,32 @@ impl Default for ApprovalsConfig {
     }
 }
 
+impl Config {
+    /// The gateway's own paths, which commands the agent runs must never
+    /// reach: the workspace root (other sessions' workspaces) and, on
+    /// SQLite, the database's directory.
+    pub fn protected_paths(&self) -> Vec<PathBuf> {
+        let mut paths = vec![self.agent.workspace.clone()];
+        if let Some(file) = self.storage.sqlite_file() {
+            paths.push(match file.parent() {
+                Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+                _ => file,
+            });
+        }
+        paths
+    }
+}
+
+impl StorageConfig {
+    /// The database file of a `sqlite://` URL.
+    pub fn sqlite_file(&self) -> Option<PathBuf> {
+        let rest = self.url.strip_prefix("sqlite:")?;
+        let path = rest.trim_start_matches("//");
+        let path = path.split('?').next().unwrap_or(path);
+        (!path.is_empty() && path != ":memory:").then(|| PathBuf::from(path))
+    }
+}
+
 /// How dangerous commands are decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -491,33 +517,4 @@ pub struct ChatTarget {
     pub platform: String,
     /// The platform's chat or channel id.
     pub chat: String,
-}
-
-impl Config {
-    /// Names of every environment variable this configuration treats as a
-    /// secret (all the `*_env` keys), for scrubbing and redaction.
-    pub fn secret_env_names(&self) -> Vec<String> {
-        let mut names = vec![
-            self.llm.api_key_env.clone(),
-            self.telegram.token_env.clone(),
-            self.telegram.webhook_secret_env.clone(),
-            self.discord.token_env.clone(),
-            self.slack.bot_token_env.clone(),
-            self.slack.app_token_env.clone(),
-            self.slack.signing_secret_env.clone(),
-            self.tools.web_search.api_key_env.clone(),
-            self.transcription.api_key_env.clone(),
-        ];
-        names.extend(self.llm.auxiliary.api_key_env.clone());
-        names.extend(self.tools.vision.api_key_env.clone());
-        for route in &self.webhook.routes {
-            names.extend(route.secret_env.clone());
-            names.push(route.deliver.token_env.clone());
-        }
-        names.extend(self.tools.terminal.scrub_env.iter().cloned());
-        names.retain(|n| !n.is_empty());
-        names.sort();
-        names.dedup();
-        names
-    }
 }

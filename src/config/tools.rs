@@ -1,6 +1,7 @@
 //! `[tools]`: configuration of the built-in tools.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -12,6 +13,8 @@ pub struct ToolsConfig {
     pub disabled_toolsets: Vec<String>,
     /// The `terminal` and `process` tools.
     pub terminal: TerminalConfig,
+    /// The OS sandbox around every command of the local backend.
+    pub sandbox: SandboxConfig,
     /// The `web_search` tool.
     pub web_search: WebSearchConfig,
     /// The `web_extract` tool.
@@ -39,9 +42,10 @@ pub struct TerminalConfig {
     pub process_log_bytes: usize,
     /// Most background processes running per session.
     pub max_processes: usize,
-    /// Extra environment variable names scrubbed from commands, beyond the
-    /// secrets named in this file and names that look secret.
-    pub scrub_env: Vec<String>,
+    /// Variables of the daemon's environment that commands also get, beyond
+    /// `PATH`, `LANG`, `TERM` and `TZ` (children never get a copy of the
+    /// daemon's environment: it holds the gateway's secrets).
+    pub env_passthrough: Vec<String>,
     /// Docker CLI binary.
     pub docker_bin: String,
     /// Image for `docker run --rm` (when `docker_container` is empty).
@@ -73,7 +77,7 @@ impl Default for TerminalConfig {
             output_limit_bytes: 64 * 1024,
             process_log_bytes: 256 * 1024,
             max_processes: 8,
-            scrub_env: Vec::new(),
+            env_passthrough: Vec::new(),
             docker_bin: "docker".into(),
             docker_image: "debian:bookworm-slim".into(),
             docker_container: String::new(),
@@ -86,6 +90,72 @@ impl Default for TerminalConfig {
             ssh_remote_dir: String::new(),
         }
     }
+}
+
+/// `[tools.sandbox]`: what a command of the local backend (and whatever it
+/// spawns) can reach. See `docs/security.md`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxConfig {
+    /// `auto` (Landlock, else bubblewrap, else the terminal is
+    /// unavailable), `landlock`, `bwrap` or `off` (no sandbox: `check`
+    /// warns on every start).
+    pub mode: SandboxMode,
+    /// Whether commands may use the network. `false` cuts TCP (Landlock)
+    /// or every socket but a private loopback (bubblewrap).
+    pub network: bool,
+    /// Paths under the readable system directories that commands must not
+    /// see (the gateway's configuration directory by default).
+    pub hidden: Vec<PathBuf>,
+    /// Further directories commands may read (and execute from), such as a
+    /// toolchain under `/opt`.
+    pub read_only: Vec<PathBuf>,
+    /// Further directories commands may write, such as a shared cache.
+    pub read_write: Vec<PathBuf>,
+    /// The bubblewrap binary.
+    pub bwrap_bin: String,
+    /// CPU seconds one command (and each process it starts) may use.
+    pub cpu_secs: u64,
+    /// Address space of each process, in MiB.
+    pub memory_mb: u64,
+    /// Processes and threads of the command's user at once.
+    pub processes: u64,
+    /// Largest file a command may write, in MiB.
+    pub file_size_mb: u64,
+    /// Open files of each process.
+    pub open_files: u64,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            mode: SandboxMode::Auto,
+            network: true,
+            hidden: vec![PathBuf::from("/etc/switchboard")],
+            read_only: Vec::new(),
+            read_write: Vec::new(),
+            bwrap_bin: "bwrap".into(),
+            cpu_secs: 600,
+            memory_mb: 4096,
+            processes: 1024,
+            file_size_mb: 1024,
+            open_files: 1024,
+        }
+    }
+}
+
+/// Which sandbox commands run in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    /// The best the host offers: Landlock, else bubblewrap.
+    Auto,
+    /// Linux Landlock (ABI 6 or newer), applied in the child before exec.
+    Landlock,
+    /// bubblewrap: namespaces and a read-only view of the system.
+    Bwrap,
+    /// No sandbox, chosen knowingly.
+    Off,
 }
 
 /// Where terminal commands run.

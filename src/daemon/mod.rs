@@ -244,6 +244,15 @@ impl Daemon {
         };
         let tools = ToolRuntime::build(&config, &env, platforms.clone())?;
         let processes = tools.processes.clone();
+        let sandbox = processes.sandbox();
+        if sandbox.is_off() {
+            tracing::warn!(
+                sandbox = "off",
+                "terminal and process commands run unsandboxed with the daemon's rights"
+            );
+        } else {
+            tracing::info!(sandbox = sandbox.mechanism(), "{}", sandbox.describe());
+        }
         for server in &config.mcp.servers {
             tracker.spawn(mcp::supervise(
                 server.clone(),

@@ -160,8 +160,13 @@ async fn connect(config: &McpServerConfig, env: &Env) -> Result<Client, String> 
         match (&config.command, &config.url) {
             (Some(program), _) => {
                 let mut command = tokio::process::Command::new(program);
+                // An empty environment plus the server's own: never the
+                // daemon's, which holds the gateway's secrets. PATH alone
+                // is kept, for `#!/usr/bin/env node` and the like.
                 command
                     .args(&config.args)
+                    .env_clear()
+                    .env("PATH", crate::tools::sandbox::default_path())
                     .envs(&config.env)
                     .kill_on_drop(true);
                 let (transport, _stderr) = TokioChildProcess::builder(command)

@@ -17,6 +17,7 @@ mod common;
 mod compliance;
 mod config;
 mod console;
+mod containment;
 mod crash;
 mod cron;
 mod daemon;

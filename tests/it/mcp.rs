@@ -54,6 +54,23 @@ async fn until(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
 }
 
 #[tokio::test]
+async fn a_stdio_server_starts_from_an_empty_environment_plus_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = common::tools::ctx(dir.path());
+    let rt = runtime();
+    let mut server = stdio_server(5);
+    server.env.insert("FIXTURE_SETTING".into(), "on".into());
+    let (_client, _alive) = mcp::connect_and_register(&server, &Env::default(), &rt.registry)
+        .await
+        .unwrap();
+    let names = rt.registry.dispatch("env", json!({}), &ctx).await;
+    assert_eq!(
+        names, "FIXTURE_SETTING,PATH",
+        "the daemon's environment leaked"
+    );
+}
+
+#[tokio::test]
 async fn stdio_server_tools_dispatch_through_the_registry() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = common::tools::ctx(dir.path());
@@ -66,7 +83,7 @@ async fn stdio_server_tools_dispatch_through_the_registry() {
     let tools = rt.toolsets.resolve("mcp-fixture").unwrap();
     assert_eq!(
         tools.iter().cloned().collect::<Vec<_>>(),
-        ["add", "crash", "echo", "fail", "slow"]
+        ["add", "crash", "echo", "env", "fail", "slow"]
     );
     assert!(rt.toolsets.resolve("all").unwrap().contains("echo"));
 

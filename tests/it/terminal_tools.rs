@@ -1,5 +1,5 @@
 //! terminal (local, docker and ssh backends, approvals, time limits,
-//! cancellation, scrubbed environment) and process (background jobs).
+//! cancellation, the environment's allowlist) and process (background jobs).
 
 use crate::common;
 
@@ -120,20 +120,33 @@ async fn output_is_capped_head_and_tail() {
 }
 
 #[tokio::test]
-async fn secrets_are_scrubbed_from_the_environment() {
+async fn children_get_an_environment_built_from_an_allowlist() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = common::tools::ctx(dir.path());
-    let rt = runtime_with(|c| c.tools.terminal.scrub_env = vec!["HOME".into()]);
-    let out = call(
-        &rt,
-        "terminal",
-        json!({"command": "echo home=${HOME:-scrubbed} path=${PATH:+set}"}),
-        &ctx,
-    )
-    .await;
-    assert_eq!(
-        out["output"].as_str().unwrap().trim(),
-        "home=scrubbed path=set"
+    let rt = runtime_with(|c| c.tools.terminal.env_passthrough = vec!["CARGO_PKG_NAME".into()]);
+    let out = call(&rt, "terminal", json!({"command": "env"}), &ctx).await;
+    let text = out["output"].as_str().unwrap();
+    let names: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.split_once('=').map(|(name, _)| name))
+        .collect();
+    let allowed = [
+        "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TERM", "TZ", "PWD", "SHLVL", "_",
+    ];
+    let passed = std::env::var("CARGO_PKG_NAME").is_ok();
+    for name in &names {
+        assert!(
+            allowed.contains(name) || (passed && *name == "CARGO_PKG_NAME"),
+            "{name} reached the child: {text}"
+        );
+    }
+    assert!(
+        text.contains(&format!("HOME={}", ctx.workspace.display())),
+        "{text}"
+    );
+    assert!(
+        names.contains(&"PATH") && names.contains(&"TMPDIR"),
+        "{text}"
     );
 }
 

@@ -13,7 +13,7 @@ mod web;
 
 pub use files::apply_patch;
 pub use process::{ProcessManager, ProcessReports};
-pub use terminal::{Launcher, looks_secret, shell_quote};
+pub use terminal::{Launcher, shell_quote};
 pub use web::is_forbidden;
 
 use std::sync::Arc;
@@ -21,6 +21,7 @@ use std::sync::Arc;
 use crate::config::{Config, Env};
 use crate::platform::Platforms;
 
+use super::sandbox::Sandbox;
 use super::{RegisterMode, Registry, RegistryError, Tool};
 
 /// What the built-in tools are made from.
@@ -40,7 +41,10 @@ pub struct BuiltinDeps {
 /// shutdown).
 pub fn builtin_tools(deps: &BuiltinDeps) -> (Vec<Arc<dyn Tool>>, Arc<ProcessManager>) {
     let config = &deps.config;
-    let launcher = Launcher::new(config.tools.terminal.clone(), config.secret_env_names());
+    let launcher = Launcher::new(
+        config.tools.terminal.clone(),
+        Sandbox::new(&config.tools.sandbox, &config.protected_paths()),
+    );
     let processes = Arc::new(ProcessManager::new(launcher.clone()));
     let mut tools: Vec<Arc<dyn Tool>> = vec![
         Arc::new(terminal::Terminal::new(launcher)),

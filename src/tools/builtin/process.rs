@@ -115,6 +115,11 @@ impl ProcessManager {
         }
     }
 
+    /// The sandbox commands of the local backend run in.
+    pub fn sandbox(&self) -> &crate::tools::sandbox::Sandbox {
+        self.launcher.sandbox()
+    }
+
     /// Where reports go; until set, `notify_on_exit` and `watch` are
     /// refused.
     pub fn report_to(&self, reports: Arc<dyn ProcessReports>) {
@@ -203,7 +208,7 @@ impl ProcessManager {
         approve(command, ctx).await?;
         let mut child = self
             .launcher
-            .command(command, &ctx.workspace, &dir)
+            .command(command, &ctx.workspace, &dir)?
             .spawn()
             .map_err(|e| ToolError::Failed(format!("cannot start: {e}")))?;
         let (exit_tx, exit_rx) = watch::channel(None);

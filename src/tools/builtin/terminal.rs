@@ -1,7 +1,8 @@
 //! `terminal`: run a shell command in the foreground, on the local host,
 //! through the docker CLI, or over ssh. Every command passes the approval
-//! hook first; the child gets an environment without secrets, a time limit,
-//! and a bounded output capture; its whole process group dies on timeout or
+//! hook first; on the local backend it runs in the OS sandbox
+//! ([`crate::tools::sandbox`]); the child gets an environment built from an
+//! allowlist, a time limit, and a bounded output capture; its whole process group dies on timeout or
 //! cancellation.
 
 use std::path::Path;
@@ -16,37 +17,23 @@ use tokio::process::{Child, Command};
 
 use super::output::HeadTail;
 use crate::config::{TerminalBackend, TerminalConfig};
+use crate::tools::sandbox::{Dirs, Sandbox, default_path, private_tmp};
 use crate::tools::workspace::resolve;
 use crate::tools::{
     ApprovalVerdict, Tool, ToolContext, ToolError, ToolSpec, arg_opt_str, arg_opt_u64, arg_str,
 };
 
-/// How commands are started: backend settings plus the environment
-/// scrubbing rules. Shared by `terminal` and `process`.
+/// How commands are started: the backend, the sandbox of the local one,
+/// and the environment children get. Shared by `terminal` and `process`.
 #[derive(Debug, Clone)]
 pub struct Launcher {
     config: TerminalConfig,
-    secret_names: Arc<Vec<String>>,
+    sandbox: Sandbox,
 }
 
-/// Whether an environment variable name looks like it holds a secret.
-pub fn looks_secret(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    upper.starts_with("SWITCHBOARD_")
-        || [
-            "TOKEN",
-            "SECRET",
-            "PASSWORD",
-            "PASSWD",
-            "API_KEY",
-            "APIKEY",
-            "CREDENTIAL",
-            "PRIVATE_KEY",
-            "ACCESS_KEY",
-        ]
-        .iter()
-        .any(|needle| upper.contains(needle))
-}
+/// Variables a child gets from the daemon's environment when set, besides
+/// `[tools.terminal] env_passthrough`.
+const ENV_KEPT: &[&str] = &["LANG", "LC_ALL", "TERM", "TZ"];
 
 /// `'…'`-quotes a string for a POSIX shell.
 pub fn shell_quote(s: &str) -> String {
@@ -54,13 +41,9 @@ pub fn shell_quote(s: &str) -> String {
 }
 
 impl Launcher {
-    /// A launcher for `config`; `secret_names` are the variables the
-    /// gateway configuration names as secrets.
-    pub fn new(config: TerminalConfig, secret_names: Vec<String>) -> Self {
-        Self {
-            config,
-            secret_names: Arc::new(secret_names),
-        }
+    /// A launcher for `config`, whose local backend runs in `sandbox`.
+    pub fn new(config: TerminalConfig, sandbox: Sandbox) -> Self {
+        Self { config, sandbox }
     }
 
     /// The backend settings.
@@ -68,10 +51,15 @@ impl Launcher {
         &self.config
     }
 
+    /// The sandbox of the local backend.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
     /// Whether the backend can run at all, with the reason when not.
     pub fn check(&self) -> Result<(), String> {
         match self.config.backend {
-            TerminalBackend::Local => Ok(()),
+            TerminalBackend::Local => self.sandbox.check(),
             TerminalBackend::Docker => {
                 if self.config.docker_container.is_empty() && self.config.docker_image.is_empty() {
                     Err(
@@ -92,22 +80,57 @@ impl Launcher {
         }
     }
 
-    /// The environment a child gets: this process's, minus secrets.
+    /// The environment a child gets, built from an allowlist: `PATH`, the
+    /// locale, `TERM`, `TZ` and what the operator passes through — never a
+    /// copy of the daemon's, which holds the gateway's secrets.
     fn child_env(&self) -> Vec<(String, String)> {
-        std::env::vars()
-            .filter(|(name, _)| !looks_secret(name) && !self.secret_names.contains(name))
-            .collect()
+        let path = match self.config.backend {
+            TerminalBackend::Local => self.sandbox.visible_path(&default_path()),
+            TerminalBackend::Docker | TerminalBackend::Ssh => default_path(),
+        };
+        let mut env = vec![("PATH".to_string(), path)];
+        for name in ENV_KEPT
+            .iter()
+            .copied()
+            .chain(self.config.env_passthrough.iter().map(String::as_str))
+        {
+            if let Ok(value) = std::env::var(name)
+                && !env.iter().any(|(n, _)| n == name)
+            {
+                env.push((name.to_string(), value));
+            }
+        }
+        if !env.iter().any(|(n, _)| n == "TERM") {
+            env.push(("TERM".into(), "dumb".into()));
+        }
+        env
     }
 
     /// A command that runs `script` with the backend, starting in `workdir`
     /// (a path inside `workspace`).
-    pub fn command(&self, script: &str, workspace: &Path, workdir: &Path) -> Command {
+    pub fn command(
+        &self,
+        script: &str,
+        workspace: &Path,
+        workdir: &Path,
+    ) -> Result<Command, ToolError> {
         let rel = workdir.strip_prefix(workspace).unwrap_or(Path::new(""));
+        let env = self.child_env();
         let mut cmd = match self.config.backend {
             TerminalBackend::Local => {
-                let mut c = Command::new("bash");
-                c.arg("-c").arg(script).current_dir(workdir);
-                c
+                let tmp = private_tmp(workspace).map_err(|e| {
+                    ToolError::Failed(format!("cannot make the private temporary directory: {e}"))
+                })?;
+                let dirs = Dirs {
+                    workspace,
+                    tmp: &tmp,
+                    workdir,
+                };
+                Command::from(
+                    self.sandbox
+                        .command("bash", &["-c", script], dirs, &env)
+                        .map_err(ToolError::Failed)?,
+                )
             }
             TerminalBackend::Docker => {
                 let inner = under(Path::new("/workspace"), rel);
@@ -155,14 +178,15 @@ impl Launcher {
                 c
             }
         };
-        cmd.env_clear()
-            .envs(self.child_env())
-            .stdin(Stdio::null())
+        if self.config.backend != TerminalBackend::Local {
+            cmd.env_clear().envs(env);
+        }
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        cmd
+        Ok(cmd)
     }
 }
 
@@ -283,7 +307,7 @@ impl Tool for Terminal {
         let started = Instant::now();
         let mut child = self
             .launcher
-            .command(command, &ctx.workspace, &workdir)
+            .command(command, &ctx.workspace, &workdir)?
             .spawn()
             .map_err(|e| ToolError::Failed(format!("cannot start the shell: {e}")))?;
         let capture = Arc::new(std::sync::Mutex::new(HeadTail::new(
@@ -333,22 +357,6 @@ impl Tool for Terminal {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn secret_looking_names_are_scrubbed() {
-        for name in [
-            "GITHUB_TOKEN",
-            "AWS_SECRET_ACCESS_KEY",
-            "OPENAI_API_KEY",
-            "SWITCHBOARD_LLM__MODEL",
-            "db_password",
-        ] {
-            assert!(looks_secret(name), "{name}");
-        }
-        for name in ["PATH", "HOME", "LANG", "CARGO_HOME"] {
-            assert!(!looks_secret(name), "{name}");
-        }
-    }
 
     #[test]
     fn shell_quoting_survives_quotes() {

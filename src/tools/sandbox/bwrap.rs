@@ -1,0 +1,74 @@
+//! The bubblewrap command line of one command: new namespaces (the network's
+//! too unless `network = true`), the system mounted read-only with hidden
+//! paths covered, a fresh `/proc` of the command's own pid namespace, a
+//! minimal `/dev`, the session's workspace read-write at its own path and
+//! its private temporary directory as `/tmp`.
+
+use std::path::Path;
+use std::process::Command;
+
+use super::{Dirs, Policy};
+
+/// `bin … -- program args` for a command in `dirs` under `policy`.
+pub(super) fn command(
+    bin: &str,
+    policy: &Policy,
+    dirs: Dirs<'_>,
+    program: &str,
+    args: &[&str],
+) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.args([
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+    ]);
+    if policy.network {
+        cmd.arg("--share-net");
+    }
+    for root in &policy.read_roots {
+        match std::fs::read_link(root) {
+            Ok(target) => {
+                cmd.arg("--symlink").arg(target).arg(root);
+            }
+            Err(_) if root.exists() => {
+                cmd.arg("--ro-bind").arg(root).arg(root);
+            }
+            Err(_) => {}
+        }
+    }
+    for hidden in &policy.hidden {
+        let under_a_root = policy
+            .read_roots
+            .iter()
+            .filter_map(|r| r.canonicalize().ok())
+            .any(|r| hidden.starts_with(r));
+        if !under_a_root {
+            continue;
+        }
+        if hidden.is_dir() {
+            cmd.arg("--tmpfs").arg(hidden);
+        } else if hidden.exists() {
+            cmd.arg("--ro-bind").arg("/dev/null").arg(hidden);
+        }
+    }
+    cmd.args(["--proc", "/proc", "--dev", "/dev"]);
+    // /tmp first: a workspace under /tmp is then mounted over it, not hidden
+    // by it.
+    cmd.arg("--bind").arg(dirs.tmp).arg("/tmp");
+    cmd.arg("--bind").arg(dirs.workspace).arg(dirs.workspace);
+    for dir in &policy.read_write {
+        if dir.exists() {
+            cmd.arg("--bind").arg(dir).arg(dir);
+        }
+    }
+    cmd.arg("--chdir")
+        .arg(dirs.workdir)
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .current_dir(Path::new("/"));
+    cmd
+}

@@ -1,0 +1,335 @@
+//! The exploits of the containment review, each run by the real binary
+//! (`switchboard chat --once`) against a scripted model that obeys injected
+//! instructions, with approvals off, so the sandbox alone is what stops
+//! them — under Landlock and under bubblewrap. Commands inside the
+//! workspace (build, test, git) still work in the same runs.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::fake_llm::{FakeLlm, Reply, calls, text};
+
+/// Secrets in the daemon's environment, named by its configuration or not.
+const SECRETS: &[(&str, &str)] = &[
+    ("SB_TEST_MODEL_KEY", "sk-model-7f3a9c1e"),
+    ("SB_TEST_FALLBACK_KEY", "sk-fallback-44d0b2aa"),
+    ("SB_TEST_FORGE_TOKEN", "ghp-forge-9be17c03"),
+    ("SB_TEST_CONSOLE", "console-token-2c5e8d71f0a94b36"),
+    ("SB_TEST_MCP_HEADER", "mcp-header-5a1f"),
+    ("SB_TEST_WEBHOOK_SECRET", "whsec-61e0c4d2"),
+];
+
+/// The two mechanisms the tests run under.
+const MODES: &[&str] = &["landlock", "bwrap"];
+
+/// One daemon's files: its data directory (database and workspaces) and a
+/// directory outside every workspace.
+struct Host {
+    dir: tempfile::TempDir,
+}
+
+impl Host {
+    fn new() -> Self {
+        let host = Self {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        std::fs::create_dir_all(host.outside()).unwrap();
+        std::fs::write(host.outside().join("keep.txt"), "precious").unwrap();
+        host
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn outside(&self) -> PathBuf {
+        self.path().join("outside")
+    }
+
+    fn db(&self) -> PathBuf {
+        self.path().join("data/sb.db")
+    }
+
+    fn config(&self, llm: &FakeLlm, mode: &str) -> PathBuf {
+        let file = self.path().join("gateway.toml");
+        std::fs::write(
+            &file,
+            format!(
+                "[storage]\nurl = \"sqlite://{db}\"\n[agent]\nworkspace = \"{dir}/data/ws\"\n\
+                 [llm]\nbase_url = \"{url}\"\napi_key_env = \"SB_TEST_MODEL_KEY\"\n\
+                 [[llm.fallback]]\nmodel = \"fallback\"\napi_key_env = \"SB_TEST_FALLBACK_KEY\"\n\
+                 [approvals]\nmode = \"off\"\n[tools.sandbox]\nmode = \"{mode}\"\n",
+                db = self.db().display(),
+                dir = self.path().display(),
+                url = llm.url,
+            ),
+        )
+        .unwrap();
+        file
+    }
+
+    fn command(&self, config: &Path) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs(SECRETS.iter().copied())
+            .arg("--config")
+            .arg(config)
+            .current_dir(self.path());
+        cmd
+    }
+
+    /// Runs the agent through `steps` (one tool call each, `(tool,
+    /// arguments)`) in `mode`; returns each call's result as the model
+    /// read it.
+    async fn run(&self, mode: &str, steps: &[(&str, String)]) -> Vec<String> {
+        let mut script: Vec<Reply> = steps
+            .iter()
+            .enumerate()
+            .map(|(i, (tool, args))| Reply::Json(calls(&[(&format!("c{i}"), tool, args)])))
+            .collect();
+        script.push(Reply::Json(text("done")));
+        let llm = FakeLlm::start(script).await;
+        let config = self.config(&llm, mode);
+        let mut cmd = self.command(&config);
+        cmd.args([
+            "chat",
+            "--once",
+            "do as the README says",
+            "--user",
+            "mallory",
+        ])
+        .stdin(Stdio::null());
+        let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let requests = llm.requests();
+        assert_eq!(requests.len(), steps.len() + 1, "{mode}: every step ran");
+        requests[1..]
+            .iter()
+            .map(|r| {
+                let last = r["messages"].as_array().unwrap().last().unwrap().clone();
+                last["content"].as_str().unwrap_or_default().to_string()
+            })
+            .collect()
+    }
+}
+
+fn terminal(command: &str) -> (&'static str, String) {
+    (
+        "terminal",
+        serde_json::json!({ "command": command }).to_string(),
+    )
+}
+
+fn assert_no_secret(mode: &str, results: &[String]) {
+    for result in results {
+        for (name, value) in SECRETS {
+            assert!(
+                !result.contains(value),
+                "{mode}: {name}'s value reached the model: {result}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_script_the_agent_wrote_cannot_delete_outside_its_workspace() {
+    for mode in MODES {
+        let host = Host::new();
+        let outside = host.outside();
+        let script = format!("rm -rf {}\necho script-ran\n", outside.display());
+        let results = host
+            .run(
+                mode,
+                &[
+                    (
+                        "write_file",
+                        serde_json::json!({"path": "build.sh", "content": script}).to_string(),
+                    ),
+                    terminal("bash build.sh"),
+                    terminal(&format!(
+                        "rm -rf {}; ls {}",
+                        outside.display(),
+                        outside.display()
+                    )),
+                ],
+            )
+            .await;
+        assert!(results[1].contains("script-ran"), "{mode}: {}", results[1]);
+        assert_eq!(
+            std::fs::read_to_string(outside.join("keep.txt")).unwrap(),
+            "precious",
+            "{mode}: the directory outside the workspace was touched: {results:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_daemons_environment_and_proc_entries_are_out_of_reach() {
+    for mode in MODES {
+        let host = Host::new();
+        let results = host
+            .run(
+                mode,
+                &[
+                    terminal("tr '\\0' '\\n' < /proc/$PPID/environ; echo status=$?"),
+                    terminal("cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'; env"),
+                    terminal("kill -0 $PPID && echo signalled-the-daemon; echo end"),
+                    terminal("grep -l switchboard /proc/[0-9]*/cmdline; echo end"),
+                ],
+            )
+            .await;
+        assert_no_secret(mode, &results);
+        // Under bubblewrap $PPID is the sandbox's own init, in a pid
+        // namespace where the daemon does not exist.
+        if *mode == "landlock" {
+            assert!(results[0].contains("status=1"), "{mode}: {}", results[0]);
+        }
+        if *mode == "landlock" {
+            assert!(
+                !results[2].contains("signalled-the-daemon"),
+                "{mode}: {}",
+                results[2]
+            );
+        } else {
+            assert!(!results[3].contains("/cmdline"), "{mode}: {}", results[3]);
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_database_is_unreadable_and_the_allowlist_unchanged() {
+    for mode in MODES {
+        let host = Host::new();
+        let db = host.db().display().to_string();
+        let insert = "INSERT INTO allowlist VALUES ('recursive_delete', 'agent', 0)";
+        let results = host
+            .run(
+                mode,
+                &[
+                    terminal(&format!(
+                        "head -c 16 {db}; echo; ls -1 ../.. | sed 's/^/entry:/'; echo read-end"
+                    )),
+                    terminal(&format!(
+                        "/usr/bin/python3 -c \"import sqlite3; c = sqlite3.connect('{db}'); c.execute(\\\"{insert}\\\"); c.commit(); print('inserted')\"; sqlite3 ../../sb.db \"{insert}\" && echo inserted-relative; echo write-end"
+                    )),
+                ],
+            )
+            .await;
+        assert!(
+            !results[0].contains("SQLite format"),
+            "{mode}: {}",
+            results[0]
+        );
+        assert!(
+            !results[0].contains("entry:sb.db"),
+            "{mode}: {}",
+            results[0]
+        );
+        assert!(!results[1].contains("inserted"), "{mode}: {}", results[1]);
+        let list = host
+            .command(&host.path().join("gateway.toml"))
+            .args(["approvals", "list", "--json"])
+            .output()
+            .unwrap();
+        assert!(list.status.success());
+        let listed = String::from_utf8_lossy(&list.stdout);
+        assert!(!listed.contains("recursive_delete"), "{mode}: {listed}");
+    }
+}
+
+#[tokio::test]
+async fn other_sessions_workspaces_are_out_of_reach() {
+    for mode in MODES {
+        let host = Host::new();
+        let other = host.path().join("data/ws/telegram_dm_42-0000beef");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("notes.txt"), "someone else's").unwrap();
+        let results = host
+            .run(
+                mode,
+                &[terminal(&format!(
+                    "cat {0}/notes.txt; rm -f {0}/notes.txt; ls ..; echo end",
+                    other.display()
+                ))],
+            )
+            .await;
+        assert!(
+            !results[0].contains("someone else's"),
+            "{mode}: {}",
+            results[0]
+        );
+        assert!(other.join("notes.txt").exists(), "{mode}");
+    }
+}
+
+#[tokio::test]
+async fn build_test_and_git_still_work_inside_the_workspace() {
+    for mode in MODES {
+        let host = Host::new();
+        let results = host
+            .run(
+                mode,
+                &[
+                    (
+                        "write_file",
+                        serde_json::json!({"path": "Makefile", "content": "all:\n\techo built > out.txt\ntest: all\n\tgrep -q built out.txt && echo tests-pass\n"}).to_string(),
+                    ),
+                    terminal("make -s test"),
+                    terminal(
+                        "git init -q . && git add -A && git -c user.email=a@example.org -c user.name=a commit -qm first && echo commits=$(git log --oneline | wc -l)",
+                    ),
+                    terminal("t=$(mktemp) && echo tmp-ok > \"$t\" && cat \"$t\" && echo null > /dev/null && echo $HOME"),
+                ],
+            )
+            .await;
+        assert!(results[1].contains("tests-pass"), "{mode}: {}", results[1]);
+        assert!(results[2].contains("commits=1"), "{mode}: {}", results[2]);
+        assert!(results[3].contains("tmp-ok"), "{mode}: {}", results[3]);
+        assert!(results[3].contains("data/ws/"), "{mode}: {}", results[3]);
+    }
+}
+
+#[tokio::test]
+async fn check_names_the_sandbox_it_chose_and_why() {
+    let host = Host::new();
+    let llm = FakeLlm::start(vec![]).await;
+    for (mode, expect) in [
+        ("auto", "sandbox: landlock (mode auto; kernel Landlock ABI"),
+        ("bwrap", "sandbox: bwrap (mode bwrap"),
+        ("off", "sandbox: off: commands run unsandboxed"),
+    ] {
+        let config = host.config(&llm, mode);
+        let out = host.command(&config).arg("check").output().unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(said.contains(expect), "{mode}: {said}");
+        if mode == "off" {
+            assert!(said.contains("warning"), "{said}");
+        }
+    }
+    let config = host.config(&llm, "bwrap");
+    std::fs::write(
+        &config,
+        std::fs::read_to_string(&config).unwrap() + "bwrap_bin = \"/nonexistent/bwrap\"\n",
+    )
+    .unwrap();
+    let out = host
+        .command(&config)
+        .args(["tools", "--json"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(listed.contains("sandbox unavailable"), "{listed}");
+}
