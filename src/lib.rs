@@ -23,6 +23,7 @@ pub mod forge;
 pub mod http;
 pub mod operator;
 pub mod platform;
+pub mod private;
 pub mod render;
 pub mod runtime;
 pub mod sessions;

@@ -133,6 +133,7 @@ pub enum Command {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
+    protect_process();
     crate::http::client::install_crypto();
     let cli = Cli::parse();
     let env = Env::from_process();
@@ -160,6 +161,17 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Before anything is read or created: no core dumps, and no ptrace-class
+/// access (`/proc/<pid>/environ`, `mem`) by other processes of the same
+/// user; and what the process creates (data directory, database,
+/// workspaces) is private to its user whatever umask it was started with.
+fn protect_process() {
+    if let Err(err) = nix::sys::prctl::set_dumpable(false) {
+        eprintln!("warning: cannot mark the process undumpable: {err}");
+    }
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
 }
 
 /// Toolset names are checked against the platforms' presets, which the

@@ -428,9 +428,11 @@ impl Store {
                     Some(dir) if !dir.as_os_str().is_empty() => dir,
                     _ => Path::new("."),
                 };
-                std::fs::create_dir_all(dir).map_err(|e| {
-                    StoreError::Url(format!("cannot create {}: {e}", dir.display()))
-                })?;
+                crate::private::private_dir(dir)
+                    .and_then(|()| crate::private::private_file(&file))
+                    .map_err(|e| {
+                        StoreError::Url(format!("cannot create {}: {e}", file.display()))
+                    })?;
                 disk = Some(std::sync::Arc::from(dir));
                 db_file = Some(std::sync::Arc::from(file));
             }

@@ -7,6 +7,7 @@ use super::ToolError;
 
 /// The workspace directory of a session under `root`, created if missing.
 /// The key is made filesystem-safe; a hash suffix keeps distinct keys apart.
+/// It and a missing root are created `0700`.
 pub fn session_dir(root: &Path, session_key: &str) -> std::io::Result<PathBuf> {
     let safe: String = session_key
         .chars()
@@ -23,7 +24,7 @@ pub fn session_dir(root: &Path, session_key: &str) -> std::io::Result<PathBuf> {
         "{safe}-{:08x}",
         fnv1a(session_key.as_bytes()) as u32
     ));
-    std::fs::create_dir_all(&dir)?;
+    crate::private::private_dir(&dir)?;
     dir.canonicalize()
 }
 

@@ -183,7 +183,7 @@ async fn the_daemons_environment_and_proc_entries_are_out_of_reach() {
                     terminal("tr '\\0' '\\n' < /proc/$PPID/environ; echo status=$?"),
                     terminal("cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'; env"),
                     terminal("kill -0 $PPID && echo signalled-the-daemon; echo end"),
-                    terminal("grep -l switchboard /proc/[0-9]*/cmdline; echo end"),
+                    terminal("grep -l 'switchboar[d]' /proc/[0-9]*/cmdline; echo end"),
                 ],
             )
             .await;
@@ -332,4 +332,108 @@ async fn check_names_the_sandbox_it_chose_and_why() {
         .unwrap();
     let listed = String::from_utf8_lossy(&out.stdout);
     assert!(listed.contains("sandbox unavailable"), "{listed}");
+}
+
+#[tokio::test]
+async fn the_daemons_files_are_private_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let host = Host::new();
+    let llm = FakeLlm::start(vec![Reply::Json(text("hello"))]).await;
+    let config = host.config(&llm, "auto");
+    let mut cmd = Command::new("sh");
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .arg("-c")
+        .arg("umask 000; exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("--config")
+        .arg(&config)
+        .args(["chat", "--once", "hi", "--user", "u"])
+        .stdin(Stdio::null());
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let data = host.path().join("data");
+    assert_eq!(mode(&data), 0o700, "data directory");
+    assert_eq!(mode(&host.db()), 0o600, "database");
+    let ws = data.join("ws");
+    assert_eq!(mode(&ws), 0o700, "workspace root");
+    for session in std::fs::read_dir(&ws).unwrap() {
+        let session = session.unwrap().path();
+        assert_eq!(mode(&session), 0o700, "{}", session.display());
+    }
+    for entry in std::fs::read_dir(&data).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            assert_eq!(
+                mode(&path) & 0o077,
+                0,
+                "{} is open to others",
+                path.display()
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_daemon_is_not_dumpable() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::process::CommandExt;
+    let host = Host::new();
+    let llm = FakeLlm::start(vec![]).await;
+    let config = host.config(&llm, "auto");
+    let root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
+    if root {
+        // Run it as nobody: a dumpable process's /proc entries belong to
+        // its user, an undumpable one's to root.
+        std::fs::set_permissions(host.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let mut cmd = host.command(&config);
+    cmd.args(["chat", "--user", "u"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if root {
+        cmd.uid(65534).gid(65534);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let environ = format!("/proc/{}/environ", child.id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    // The binary marks itself before it reads its configuration: once its
+    // database exists, it has.
+    while !host.db().exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the chat never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let alive = std::fs::metadata(format!("/proc/{}/status", child.id())).is_ok();
+    let outcome = if root {
+        std::fs::metadata(&environ).map(|m| m.uid())
+    } else {
+        std::fs::read(&environ).map(|_| u32::MAX)
+    };
+    drop(child.stdin.take());
+    let _ = child.wait();
+    assert!(alive);
+    if root {
+        assert_eq!(
+            outcome.unwrap(),
+            0,
+            "the daemon's /proc entries belong to its user"
+        );
+    } else {
+        assert!(
+            outcome.is_err(),
+            "another process of the same user read its environment"
+        );
+    }
 }

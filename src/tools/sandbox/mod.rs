@@ -22,7 +22,6 @@ mod landlock;
 
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -324,10 +323,7 @@ pub fn private_tmp(workspace: &Path) -> std::io::Result<PathBuf> {
         .unwrap_or(workspace)
         .join(".tmp")
         .join(name);
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)?;
+    crate::private::private_dir(&dir)?;
     Ok(dir)
 }
 
