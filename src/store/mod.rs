@@ -429,7 +429,7 @@ impl Store {
                     _ => Path::new("."),
                 };
                 crate::private::private_dir(dir)
-                    .and_then(|()| crate::private::private_file(&file))
+                    .and_then(|()| crate::private::private_file(file))
                     .map_err(|e| {
                         StoreError::Url(format!("cannot create {}: {e}", file.display()))
                     })?;
