@@ -8,6 +8,7 @@ pub mod detect;
 pub mod patterns;
 pub mod policy;
 pub mod relay;
+pub mod scripts;
 pub mod shell;
 pub mod structure;
 

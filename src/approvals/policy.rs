@@ -9,7 +9,8 @@ use serde::Serialize;
 
 use super::broker::{Broker, Request};
 use super::decision::Decision;
-use super::detect::{Detection, detect};
+use super::detect::{Detection, Match, detect};
+use super::scripts::{self, AgentFile, agent_files};
 use crate::agent::message::ChatMessage;
 use crate::agent::provider::{ChatModel, ChatRequest};
 use crate::config::ApprovalMode;
@@ -115,6 +116,9 @@ pub struct ApprovalPolicy {
     broker: Arc<dyn HumanApprover>,
     mode: ApprovalMode,
     auxiliary: Option<Arc<dyn ChatModel>>,
+    /// (session id, sha256) of agent-written files a human let run for
+    /// the rest of the session.
+    files_granted: std::sync::Mutex<std::collections::HashSet<(String, String)>>,
 }
 
 impl ApprovalPolicy {
@@ -130,7 +134,36 @@ impl ApprovalPolicy {
             broker,
             mode,
             auxiliary,
+            files_granted: Default::default(),
         }
+    }
+
+    /// The files the command would run that the agent wrote or changed in
+    /// this session and no human let run yet in this content.
+    async fn unapproved_files(&self, command: &str, ctx: &ToolContext) -> Vec<AgentFile> {
+        let since = match self.store.session(&ctx.session_id).await {
+            Ok(Some(session)) => Some(session.created_at),
+            _ => None,
+        };
+        let tmp = ctx
+            .workspace
+            .parent()
+            .map(|root| {
+                root.join(".tmp")
+                    .join(ctx.workspace.file_name().unwrap_or_default())
+            })
+            .unwrap_or_default();
+        let (command, workspace) = (command.to_string(), ctx.workspace.clone());
+        let files = tokio::task::spawn_blocking(move || {
+            agent_files(&command, &workspace, &[&workspace, &tmp], since)
+        })
+        .await
+        .unwrap_or_default();
+        let granted = self.files_granted.lock().unwrap_or_else(|e| e.into_inner());
+        files
+            .into_iter()
+            .filter(|f| !granted.contains(&(ctx.session_id.clone(), f.sha256.clone())))
+            .collect()
     }
 
     /// APPROVE / DENY / ESCALATE from the auxiliary model; anything else
@@ -185,7 +218,21 @@ impl ApprovalHook for ApprovalPolicy {
             .session_grants(&ctx.session_id)
             .await
             .unwrap_or_default();
-        let evaluation = evaluate(command, &allowlist, &grants);
+        let mut evaluation = evaluate(command, &allowlist, &grants);
+        let files = if evaluation.verdict == Verdict::HardBlocked {
+            Vec::new()
+        } else {
+            self.unapproved_files(command, ctx).await
+        };
+        if !files.is_empty() {
+            evaluation.verdict = Verdict::NeedsApproval;
+            evaluation.detection.matches.push(Match {
+                key: scripts::KEY,
+                description: scripts::DESCRIPTION,
+                hard: false,
+                command: command.to_string(),
+            });
+        }
         let reasons = evaluation
             .detection
             .matches
@@ -223,8 +270,11 @@ impl ApprovalHook for ApprovalPolicy {
         if self.mode == ApprovalMode::Off {
             return ApprovalVerdict::Allow;
         }
+        // What a human (or the reviewer) approves: the command and the
+        // files it runs, as they are now.
+        let shown = scripts::shown(command, &files);
         if self.mode == ApprovalMode::Smart {
-            match self.smart(command, &evaluation).await {
+            match self.smart(&shown, &evaluation).await {
                 Some(true) => return ApprovalVerdict::Allow,
                 Some(false) => {
                     return ApprovalVerdict::Deny {
@@ -240,14 +290,19 @@ impl ApprovalHook for ApprovalPolicy {
                 Request {
                     session_id: ctx.session_id.clone(),
                     requester: ctx.user.clone(),
-                    command: command.to_string(),
+                    command: shown,
                     matches: evaluation.detection.matches.clone(),
                 },
                 &ctx.cancel,
             )
             .await;
         match decision {
-            Decision::Once { .. } | Decision::Session { .. } | Decision::Always { .. } => {
+            Decision::Once { .. } => ApprovalVerdict::Allow,
+            Decision::Session { .. } | Decision::Always { .. } => {
+                let mut granted = self.files_granted.lock().unwrap_or_else(|e| e.into_inner());
+                for file in files {
+                    granted.insert((ctx.session_id.clone(), file.sha256));
+                }
                 ApprovalVerdict::Allow
             }
             other => ApprovalVerdict::Deny {

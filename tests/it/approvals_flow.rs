@@ -736,3 +736,62 @@ async fn a_grant_that_cannot_be_stored_fails_instead_of_saying_done() {
         .unwrap();
     assert!(matches!(waiting.await.unwrap(), Decision::Once { .. }));
 }
+
+#[tokio::test]
+async fn running_a_file_the_agent_wrote_shows_it_and_asks() {
+    let h = policy_harness(ApprovalMode::Manual, None).await;
+    let run = |tool: &'static str, args: serde_json::Value| {
+        let (rt, ctx) = (h.runtime.clone(), h.ctx.clone());
+        tokio::spawn(async move { common::call(&rt, tool, args, &ctx).await })
+    };
+    let script = json!({"path": "build.sh", "content": "echo built-by-agent\n"});
+    run("write_file", script).await.unwrap();
+    let first = run("terminal", json!({"command": "bash build.sh"}));
+    let shown = h.s.adapter.prompt(1).await;
+    assert!(
+        shown.prompt.text.contains("echo built-by-agent"),
+        "{}",
+        shown.prompt.text
+    );
+    assert!(
+        shown.prompt.text.contains("sha256"),
+        "{}",
+        shown.prompt.text
+    );
+    assert!(
+        shown.prompt.text.contains("wrote or changed"),
+        "{}",
+        shown.prompt.text
+    );
+    h.s.broker
+        .resolve(&shown.approval_id, Choice::Session, &actor("1"), None)
+        .await
+        .unwrap();
+    assert_eq!(first.await.unwrap()["output"], "built-by-agent\n");
+    let same = run("terminal", json!({"command": "sh build.sh"}));
+    assert_eq!(
+        same.await.unwrap()["exit_code"],
+        0,
+        "the same content ran again"
+    );
+    assert_eq!(h.s.adapter.shown.lock().unwrap().len(), 1);
+    let changed = json!({"path": "build.sh", "content": "echo changed\n"});
+    run("write_file", changed).await.unwrap();
+    let again = run("terminal", json!({"command": "bash build.sh"}));
+    let shown = h.s.adapter.prompt(2).await;
+    assert!(
+        shown.prompt.text.contains("echo changed"),
+        "{}",
+        shown.prompt.text
+    );
+    h.s.broker
+        .resolve(&shown.approval_id, Choice::Deny, &actor("1"), None)
+        .await
+        .unwrap();
+    assert!(
+        again.await.unwrap()["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("BLOCKED")
+    );
+}
