@@ -67,6 +67,11 @@ fn systemd_unit_is_notify_watchdog_and_hardened() {
     for set in ["@mount", "@reboot", "@module", "@debug"] {
         assert!(filter.contains(set), "{set} denied");
     }
+    // The sandbox `auto` picks under this unit is Landlock: its system
+    // calls (and capset, prctl) must stay allowed.
+    for call in ["@sandbox", "landlock", "@capabilities", "prctl"] {
+        assert!(!filter.contains(call), "{call} denied: the sandbox cannot start");
+    }
     assert!(one("TasksMax").parse::<u32>().is_ok());
     let nofile: u64 = one("LimitNOFILE").parse().unwrap();
     let needed = switchboard::config::ServerConfig::default().max_connections as u64
@@ -136,6 +141,10 @@ fn dockerfile_is_multi_stage_non_root_with_healthcheck() {
     let check: String = text.lines().skip(health).take(2).collect();
     assert!(check.contains("\"healthcheck\""), "{check}");
     assert!(!text.contains("curl"), "the image needs no curl");
+    assert!(
+        text.contains(" bubblewrap "),
+        "the image ships bubblewrap for [tools.sandbox] mode = \"bwrap\""
+    );
     assert!(
         text.contains("--locked"),
         "reproducible build from Cargo.lock"
