@@ -41,8 +41,8 @@ fn main() {
         .build()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let ctx = ToolContext::for_session(dir.path(), "bench", "bench:dm:1", Arc::new(AllowAll))
-        .unwrap();
+    let ctx =
+        ToolContext::for_session(dir.path(), "bench", "bench:dm:1", Arc::new(AllowAll)).unwrap();
     let modes = [
         ("off", SandboxMode::Off),
         ("landlock", SandboxMode::Landlock),

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::decision::{Choice, Decision, Refusal, prompt};
 use super::detect::Match;
+use crate::config::identity;
 use crate::config::{ApprovalsConfig, ChatTarget};
 use crate::platform::{Actor, ChatCommand, ChatRef, Platforms, retrying};
 use crate::store::{
@@ -485,12 +486,15 @@ impl Broker {
     }
 
     fn authorized(&self, waiter: &Waiter, actor: &Actor) -> bool {
-        let key = actor.key();
-        waiter.requester.as_deref() == Some(key.as_str())
-            || self
-                .approvers
-                .iter()
-                .any(|a| *a == key || *a == actor.user_id)
+        waiter.requester.as_deref() == Some(actor.key().as_str()) || self.approver(actor)
+    }
+
+    /// Whether `actor` is one of `approvals.approvers` (qualified: the
+    /// same id on another platform is someone else).
+    fn approver(&self, actor: &Actor) -> bool {
+        self.approvers
+            .iter()
+            .any(|a| identity::names(a, &actor.platform, &actor.user_id))
     }
 
     /// Resolves an approval from a button press.
@@ -584,6 +588,15 @@ impl Broker {
                 (w, vouched) => w.map(|w| vouched.is_some() || self.authorized(w, actor)),
             }
         };
+        // "Always" changes the allowlist for every session: approvers
+        // only (or an operator the caller vouches for).
+        if allowed == Some(true)
+            && choice == Choice::Always
+            && vouched.is_none()
+            && !self.approver(actor)
+        {
+            return Err(Refusal::AlwaysForApprovers);
+        }
         match allowed {
             None => {
                 return Err(match self.store.approval(id).await {

@@ -207,6 +207,11 @@ pub enum Refusal {
     /// Not the requester and not an approver.
     #[error("Only the person who asked or a configured approver can decide this.")]
     NotAllowed,
+    /// "Always" from someone who is not an approver.
+    #[error(
+        "Only a configured approver can allow this permanently; choose Allow once or For this session."
+    )]
+    AlwaysForApprovers,
     /// Nothing is waiting in this chat.
     #[error("Nothing is waiting for approval here.")]
     NothingPending,

@@ -142,6 +142,14 @@ pub fn detect(command: &str) -> Detection {
             }
         }
     }
+    if normalized.over_budget {
+        matches.push(Match {
+            key: "expansion_budget",
+            description: "expands past what can be analysed (brace lists, variables or nesting), so what it runs is unknown",
+            hard: false,
+            command: normalized.whole.clone(),
+        });
+    }
     for (rule, command) in structure::check(&normalized) {
         matches.push(Match {
             key: rule.key,
@@ -158,7 +166,9 @@ pub fn detect(command: &str) -> Detection {
             .position(|k| k == key)
     };
     matches.sort_by_key(|m| order(m.key));
-    let Normalized { segments, whole } = normalized;
+    let Normalized {
+        segments, whole, ..
+    } = normalized;
     Detection {
         normalized: whole,
         commands: segments

@@ -16,4 +16,4 @@ pub use crate::platform::{Actor, ChatRef};
 pub use broker::{Broker, Request};
 pub use decision::{Choice, Decision, Refusal, code_block, prompt};
 pub use detect::{Detection, Match, detect};
-pub use policy::{ApprovalPolicy, Evaluation, HumanApprover, Verdict, evaluate};
+pub use policy::{ApprovalPolicy, Evaluation, HumanApprover, Verdict, evaluate, evaluate_bounded};

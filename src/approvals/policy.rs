@@ -88,6 +88,46 @@ pub fn evaluate(command: &str, allowlist: &[String], session_grants: &[String]) 
     }
 }
 
+/// How long detection may take before a command is judged unknown.
+const DETECTION_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// [`evaluate`] off the async workers (on the blocking pool) within
+/// [`DETECTION_LIMIT`]; past it, or if it fails, the command needs a
+/// decision (fail closed), and the evaluation says why.
+pub async fn evaluate_bounded(
+    command: &str,
+    allowlist: &[String],
+    session_grants: &[String],
+) -> Evaluation {
+    let (line, allowlist, grants) = (
+        command.to_string(),
+        allowlist.to_vec(),
+        session_grants.to_vec(),
+    );
+    let judged = tokio::time::timeout(
+        DETECTION_LIMIT,
+        tokio::task::spawn_blocking(move || evaluate(&line, &allowlist, &grants)),
+    )
+    .await;
+    match judged {
+        Ok(Ok(evaluation)) => evaluation,
+        _ => Evaluation {
+            detection: Detection {
+                normalized: command.to_string(),
+                commands: Vec::new(),
+                matches: vec![Match {
+                    key: "analysis_timeout",
+                    description: "could not be analysed in time, so what it runs is unknown",
+                    hard: false,
+                    command: command.to_string(),
+                }],
+            },
+            verdict: Verdict::NeedsApproval,
+            uncovered: vec!["analysis_timeout"],
+        },
+    }
+}
+
 /// Who a command needing approval is put to.
 #[async_trait::async_trait]
 pub trait HumanApprover: Send + Sync {
@@ -218,7 +258,7 @@ impl ApprovalHook for ApprovalPolicy {
             .session_grants(&ctx.session_id)
             .await
             .unwrap_or_default();
-        let mut evaluation = evaluate(command, &allowlist, &grants);
+        let mut evaluation = evaluate_bounded(command, &allowlist, &grants).await;
         let files = if evaluation.verdict == Verdict::HardBlocked {
             Vec::new()
         } else {

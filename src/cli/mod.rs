@@ -292,6 +292,13 @@ pub fn check_report(config: &Config, source: &ConfigSource, env: &Env) -> String
         config.llm.model,
         redact_url(&config.llm.base_url)
     );
+    if config.console.enabled && !config.console.listen.ip().is_loopback() {
+        let _ = writeln!(
+            out,
+            "warning: console.listen = {} is reachable beyond this machine; keep the console on loopback and reach it through an SSH tunnel or a TLS proxy",
+            config.console.listen
+        );
+    }
     let _ = writeln!(out, "components:");
     for c in config::component_statuses(config) {
         let state = if c.enabled { "enabled" } else { "disabled" };

@@ -98,7 +98,7 @@ pub fn load_from_str(toml: &str, env: &Env) -> Result<Config, ConfigError> {
         .separator("__")
         .try_parsing(true)
         .list_separator(",")
-        .source(Some(env.prefixed("SWITCHBOARD_")));
+        .source(Some(env.overrides("SWITCHBOARD_")));
     for key in LIST_KEYS {
         overrides = overrides.with_list_parse_key(key);
     }

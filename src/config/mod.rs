@@ -8,6 +8,7 @@
 
 mod cron;
 mod forge;
+pub mod identity;
 mod load;
 mod platforms;
 mod sessions;

@@ -279,6 +279,17 @@ pub enum SignatureScheme {
     StandardWebhooks,
 }
 
+impl SignatureScheme {
+    /// The platform the logins of a route's comments are on: `gitlab` for
+    /// GitLab's scheme, else `github`.
+    pub fn login_platform(self) -> &'static str {
+        match self {
+            SignatureScheme::Gitlab => "gitlab",
+            _ => "github",
+        }
+    }
+}
+
 /// `[webhook.routes.deliver]`: where a webhook run's answer goes.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]

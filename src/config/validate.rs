@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use super::identity;
 use super::{Config, DeliverKind, SignatureScheme, SlackMode, TelegramMode};
 
 mod forge;
@@ -56,10 +57,16 @@ impl Env {
     }
 
     /// The variables whose names start with `prefix`.
-    pub(super) fn prefixed(&self, prefix: &str) -> config::Map<String, String> {
+    /// The configuration overrides: `<prefix><SECTION>__<KEY>…`. A name
+    /// without the `__` separator (`SWITCHBOARD_CONSOLE_TOKEN`, a secret a
+    /// `*_env` key names) is never read as one.
+    pub(super) fn overrides(&self, prefix: &str) -> config::Map<String, String> {
         self.0
             .iter()
-            .filter(|(k, _)| k.starts_with(prefix))
+            .filter(|(k, _)| {
+                k.strip_prefix(prefix)
+                    .is_some_and(|rest| rest.contains("__"))
+            })
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
     }
@@ -259,6 +266,23 @@ impl Validator<'_> {
         }
     }
 
+    /// [`secret`](Self::secret), and the value at least `min` bytes long
+    /// once trimmed (a one-space or short secret is guessed or forged).
+    fn strong_secret(&mut self, key: &str, var: &str, because: &str, min: usize) {
+        self.secret(key, var, because);
+        if let Some(value) = self.env.get(var)
+            && value.trim().len() < min
+        {
+            self.push(
+                key,
+                format!(
+                    "{var} holds {} bytes; a secret needs at least {min} (e.g. `openssl rand -hex 32`)",
+                    value.trim().len()
+                ),
+            );
+        }
+    }
+
     fn transcription(&mut self, c: &Config) {
         let t = &c.transcription;
         if t.base_url.is_empty() {
@@ -311,10 +335,11 @@ impl Validator<'_> {
         if !console.enabled {
             return;
         }
-        self.secret(
+        self.strong_secret(
             "console.token_env",
             &console.token_env,
             "console.enabled = true",
+            32,
         );
         if console.listen == c.server.listen && console.listen.port() != 0 {
             self.push(
@@ -511,6 +536,11 @@ impl Validator<'_> {
     }
 
     fn approvals(&mut self, c: &Config) {
+        for (i, approver) in c.approvals.approvers.iter().enumerate() {
+            if let Err(why) = identity::check(approver, None) {
+                self.push(format!("approvals.approvers[{i}]"), why);
+            }
+        }
         if let Some(target) = &c.approvals.route_to {
             if !matches!(target.platform.as_str(), "telegram" | "discord" | "slack") {
                 self.push(
@@ -677,6 +707,19 @@ impl Validator<'_> {
                     "needs deliver.kind = \"github_comment\" (the prompt is a PR comment)",
                 );
             }
+            let platform = route.scheme.login_platform();
+            for (j, approver) in route.approvers.iter().enumerate() {
+                if let Err(why) = identity::check(approver, Some(platform)) {
+                    self.push(key(&format!("approvers[{j}]")), why);
+                }
+            }
+            if let Some(forge) = &route.forge {
+                for (j, login) in forge.commands_from.iter().enumerate() {
+                    if let Err(why) = identity::check(login, Some(platform)) {
+                        self.push(key(&format!("forge.commands_from[{j}]")), why);
+                    }
+                }
+            }
             if route.approval_comments && route.approvers.is_empty() {
                 self.push(
                     key("approvers"),
@@ -701,7 +744,9 @@ impl Validator<'_> {
                 continue;
             }
             match &route.secret_env {
-                Some(var) => self.secret(&key("secret_env"), var, "webhook.enabled = true"),
+                Some(var) => {
+                    self.strong_secret(&key("secret_env"), var, "webhook.enabled = true", 16)
+                }
                 None if route.insecure && c.server.listen.ip().is_loopback() => {}
                 None if route.insecure => self.push(
                     key("insecure"),

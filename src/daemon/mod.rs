@@ -270,13 +270,7 @@ impl Daemon {
             Some(deps.auxiliary.clone()),
         );
         let forges = Arc::new(
-            crate::forge::Forges::from_config(
-                &config,
-                &env,
-                &store,
-                &crate::http::client::client(),
-            )
-            .map_err(DaemonError::Forge)?,
+            crate::forge::Forges::from_config(&config, &env, &store).map_err(DaemonError::Forge)?,
         );
         let sessions = SessionManager::new(
             config.clone(),

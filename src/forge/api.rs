@@ -157,15 +157,11 @@ pub fn rate_limit_wait(
 }
 
 impl Api {
-    /// The API at `base` (no trailing slash needed).
-    pub fn new(
-        http: reqwest::Client,
-        base: &str,
-        dialect: Dialect,
-        credentials: Credentials,
-    ) -> Self {
+    /// The API at `base` (no trailing slash needed). Its requests carry
+    /// credentials, so it follows no redirect.
+    pub fn new(base: &str, dialect: Dialect, credentials: Credentials) -> Self {
         Self {
-            http,
+            http: crate::http::client::credentialed(),
             base: base.trim_end_matches('/').to_string(),
             dialect,
             credentials,
@@ -318,7 +314,11 @@ impl Api {
         Ok(out)
     }
 
-    /// A JSON write (`POST`, `PATCH`, `PUT`).
+    /// A JSON write (`POST`, `PATCH`, `PUT`). A comment's text that a
+    /// command parser could read (its first line starts with `/`, `!` or
+    /// `@`) is put behind a marker line first, so nothing the gateway
+    /// writes can act as a command or an approval when the forge reports
+    /// it back.
     pub async fn send(
         &self,
         method: Method,
@@ -326,6 +326,7 @@ impl Api {
         body: &Value,
         installation: Option<u64>,
     ) -> Result<Value, Failure> {
+        let body = &marked(body);
         self.call(method, path, Some(body), self.json_type(), installation)
             .await
             .map(|r| r.json())
@@ -339,9 +340,53 @@ impl Api {
     }
 }
 
+/// The first line of every comment the gateway writes whose own first
+/// line a command parser could read: invisible where Markdown is shown.
+pub const MARKER: &str = "<!-- switchboard -->";
+
+/// `body` with [`MARKER`] before its comment text (`body`, and each inline
+/// comment's `body`) where that text could read as a command.
+fn marked(body: &Value) -> Value {
+    fn mark(text: &mut Value) {
+        if let Some(t) = text.as_str()
+            && t.trim_start().starts_with(['/', '!', '@'])
+        {
+            *text = Value::String(format!("{MARKER}\n{t}"));
+        }
+    }
+    let mut body = body.clone();
+    if let Some(text) = body.get_mut("body") {
+        mark(text);
+    }
+    if let Some(Value::Array(comments)) = body.get_mut("comments") {
+        for comment in comments {
+            if let Some(text) = comment.get_mut("body") {
+                mark(text);
+            }
+        }
+    }
+    body
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn comment_text_a_parser_could_read_is_marked() {
+        let body = serde_json::json!({
+            "body": "/approve abc always",
+            "comments": [{"body": "@bot review"}, {"body": "fine"}],
+        });
+        let out = marked(&body);
+        assert_eq!(out["body"], format!("{MARKER}\n/approve abc always"));
+        assert_eq!(out["comments"][0]["body"], format!("{MARKER}\n@bot review"));
+        assert_eq!(out["comments"][1]["body"], "fine");
+        assert_eq!(
+            marked(&serde_json::json!({"body": "Looks good"}))["body"],
+            "Looks good"
+        );
+    }
     use reqwest::header::{HeaderMap, HeaderValue};
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {

@@ -96,12 +96,7 @@ fn credentials(
 impl Forges {
     /// The forges of `config`'s routes; an error names a route whose
     /// credentials cannot be read.
-    pub fn from_config(
-        config: &Config,
-        env: &Env,
-        store: &Store,
-        http: &reqwest::Client,
-    ) -> Result<Self, String> {
+    pub fn from_config(config: &Config, env: &Env, store: &Store) -> Result<Self, String> {
         let mut forges = HashMap::new();
         if !config.webhook.enabled {
             return Ok(Self(forges));
@@ -114,18 +109,13 @@ impl Forges {
                 SignatureScheme::Github => {
                     let base = forge.api_url.as_deref().unwrap_or(GITHUB_API);
                     Arc::new(github::Github::new(
-                        Api::new(http.clone(), base, Dialect::Github, creds),
+                        Api::new(base, Dialect::Github, creds),
                         app,
                     ))
                 }
                 SignatureScheme::Gitlab if !app => {
                     let base = forge.api_url.as_deref().unwrap_or(GITLAB_API);
-                    Arc::new(gitlab::Gitlab::new(Api::new(
-                        http.clone(),
-                        base,
-                        Dialect::Gitlab,
-                        creds,
-                    )))
+                    Arc::new(gitlab::Gitlab::new(Api::new(base, Dialect::Gitlab, creds)))
                 }
                 other => {
                     return Err(format!(

@@ -56,6 +56,20 @@ pub fn client() -> reqwest::Client {
         .unwrap_or_else(|e| unreachable!("the default client always builds: {e}"))
 }
 
+/// A client that follows no redirect, for requests that carry credentials
+/// (forge tokens): a redirect to another host would take them along
+/// (reqwest drops `Authorization` across hosts, but not GitLab's
+/// `private-token`). One per process; share it.
+pub fn credentialed() -> reqwest::Client {
+    static CLIENT: LazyLock<reqwest::Client> = LazyLock::new(|| {
+        builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_else(|e| unreachable!("the default client always builds: {e}"))
+    });
+    CLIENT.clone()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -32,33 +32,38 @@ pub struct AppState {
     pub health: Health,
 }
 
+/// `app` with the body cap (413) and the request timeout (408) every
+/// listener of the gateway has, the operator console's included.
+pub fn bounded(app: Router, server: &ServerConfig) -> Router {
+    app.layer(DefaultBodyLimit::max(server.max_body_bytes))
+        .layer(RequestBodyLimitLayer::new(server.max_body_bytes))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            Duration::from_secs(server.request_timeout_secs),
+        ))
+}
+
 /// Builds the router with its layers: per-request span, metrics, timeout
 /// (408) and body cap (413). `routes` are the components' own routes
 /// (webhooks, platform callbacks); they get the same layers.
 pub fn router(state: AppState, server: &ServerConfig, routes: Router<AppState>) -> Router {
     // Install the recorder before the first request is counted.
     crate::telemetry::metrics();
-    Router::new()
+    let app = Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(metrics::render))
         .merge(routes)
         .with_state(state)
-        .layer(axum::middleware::from_fn(metrics::track))
-        .layer(DefaultBodyLimit::max(server.max_body_bytes))
-        .layer(RequestBodyLimitLayer::new(server.max_body_bytes))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            Duration::from_secs(server.request_timeout_secs),
-        ))
-        .layer(
-            TraceLayer::new_for_http().make_span_with(|request: &Request| {
-                // The path only: query strings may carry tokens.
-                tracing::info_span!(
-                    "http",
-                    http.method = %request.method(),
-                    http.path = %request.uri().path(),
-                )
-            }),
-        )
+        .layer(axum::middleware::from_fn(metrics::track));
+    bounded(app, server).layer(
+        TraceLayer::new_for_http().make_span_with(|request: &Request| {
+            // The path only: query strings may carry tokens.
+            tracing::info_span!(
+                "http",
+                http.method = %request.method(),
+                http.path = %request.uri().path(),
+            )
+        }),
+    )
 }

@@ -10,6 +10,7 @@
 //! timers, not a poll loop.
 
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -90,8 +91,8 @@ pub async fn serve(
             _ = stop.cancelled() => break,
             accepted = listener.accept() => accepted,
         };
-        let tcp = match accepted {
-            Ok((tcp, _)) => tcp,
+        let (tcp, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(err) if is_per_connection(&err) => continue,
             Err(err) => {
                 // Out of descriptors, most likely: back off instead of
@@ -108,7 +109,7 @@ pub async fn serve(
                     limits.max_connections - slots.available_permits(),
                 ));
                 connections.spawn(async move {
-                    connection(tcp, app, limits, stop).await;
+                    connection(tcp, peer, app, limits, stop).await;
                     drop(slot);
                     events::emit(OpenConnections(
                         limits.max_connections - slots.available_permits(),
@@ -153,7 +154,13 @@ async fn refuse(mut tcp: TcpStream) {
     while matches!(tcp.read(&mut sink).await, Ok(n) if n > 0) {}
 }
 
-async fn connection(tcp: TcpStream, app: Router, limits: Limits, stop: CancellationToken) {
+async fn connection(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    app: Router,
+    limits: Limits,
+    stop: CancellationToken,
+) {
     let _ = tcp.set_nodelay(true);
     let activity = Arc::new(Activity::new());
     let io = TokioIo::new(Watched {
@@ -161,7 +168,11 @@ async fn connection(tcp: TcpStream, app: Router, limits: Limits, stop: Cancellat
         activity: activity.clone(),
     });
     let watched = activity.clone();
-    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+    let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+        // Who is asking, for handlers that limit per client.
+        request
+            .extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer));
         let busy = Busy::begin(watched.clone());
         let answer = app.clone().oneshot(request);
         async move {

@@ -4,10 +4,12 @@
 //! action goes through.
 
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use axum::extract::{FromRequestParts, State};
+use axum::Extension;
+use axum::extract::{ConnectInfo, FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -16,12 +18,21 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::{Console, pages};
-use crate::platform::RateLimiter;
 
 /// The session cookie's name.
 const COOKIE: &str = "sb_console";
-/// Logins tried per minute (across the console), wrong or right.
-const TRIES_PER_MINUTE: u32 = 10;
+/// Wrong tokens a client address may send before it must wait.
+const FREE_TRIES: u32 = 5;
+/// The longest a client address waits after wrong tokens.
+const LONGEST_WAIT: Duration = Duration::from_secs(15 * 60);
+/// Client addresses whose wrong tries are remembered at once.
+const REMEMBERED: usize = 10_000;
+
+/// Wrong tokens from one client address.
+struct Tries {
+    wrong: u32,
+    until: Instant,
+}
 
 struct Login {
     csrf: String,
@@ -34,7 +45,9 @@ pub(super) struct Logins {
     secure: bool,
     lasts: Duration,
     open: Mutex<HashMap<String, Login>>,
-    tries: RateLimiter,
+    /// Per client address: never one lockout for everyone, so a stranger
+    /// who can reach the port cannot lock the operator out.
+    tries: Mutex<HashMap<IpAddr, Tries>>,
 }
 
 fn digest(bytes: &[u8]) -> [u8; 32] {
@@ -57,8 +70,49 @@ impl Logins {
             secure,
             lasts,
             open: Mutex::new(HashMap::new()),
-            tries: RateLimiter::per_minute(TRIES_PER_MINUTE),
+            tries: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// How long `client` must still wait before its next try.
+    fn waiting(&self, client: IpAddr) -> Option<Duration> {
+        let tries = self.tries.lock().unwrap_or_else(|e| e.into_inner());
+        let left = tries
+            .get(&client)?
+            .until
+            .checked_duration_since(Instant::now())?;
+        (!left.is_zero()).then_some(left)
+    }
+
+    /// Records a wrong token from `client`: past [`FREE_TRIES`] it waits,
+    /// twice as long after each (1 s, 2 s, 4 s … up to [`LONGEST_WAIT`]).
+    fn wrong(&self, client: IpAddr) {
+        let mut tries = self.tries.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        if tries.len() >= REMEMBERED {
+            tries.retain(|_, t| t.until > now);
+            if tries.len() >= REMEMBERED {
+                tries.clear();
+            }
+        }
+        let entry = tries.entry(client).or_insert(Tries {
+            wrong: 0,
+            until: now,
+        });
+        entry.wrong += 1;
+        if entry.wrong >= FREE_TRIES {
+            let doubling = (entry.wrong - FREE_TRIES).min(20);
+            let wait = Duration::from_secs(1u64 << doubling).min(LONGEST_WAIT);
+            entry.until = now + wait;
+        }
+    }
+
+    /// A right token from `client` forgets its wrong ones.
+    fn right(&self, client: IpAddr) {
+        self.tries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&client);
     }
 
     /// Opens a login; its session id.
@@ -146,7 +200,7 @@ pub(super) struct Refused {
 /// `GET /login`.
 pub(super) async fn login_page(axum::extract::Query(q): axum::extract::Query<Refused>) -> Response {
     let why = match q.refused.as_deref() {
-        Some("wait") => Some("Too many tries; wait a minute."),
+        Some("wait") => Some("Too many wrong tokens from here; wait a little and try again."),
         Some(_) => Some("That token is not the console's."),
         None => None,
     };
@@ -163,21 +217,25 @@ pub(super) struct LoginForm {
 /// `POST /login`: the token for a session cookie.
 pub(super) async fn login(
     State(console): State<Console>,
+    client: Option<Extension<ConnectInfo<SocketAddr>>>,
     axum::Form(form): axum::Form<LoginForm>,
 ) -> Response {
     let logins = &console.logins;
     let store = &console.gateway.store;
-    if logins.tries.take().is_err() {
+    let client = client.map_or(IpAddr::from([0, 0, 0, 0]), |c| c.0.0.ip());
+    if logins.waiting(client).is_some() {
         audit(store, "login", "", "refused: too many tries").await;
         return Redirect::to("/login?refused=wait").into_response();
     }
     let right = bool::from(digest(form.token.trim().as_bytes()).ct_eq(&logins.token));
     if !right {
+        logins.wrong(client);
         tracing::warn!("console login refused: wrong token");
         audit(store, "login", "", "refused: wrong token").await;
         // Back to the form with why (a page, not an error, in the browser).
         return Redirect::to("/login?refused=token").into_response();
     }
+    logins.right(client);
     let sid = logins.admit();
     audit(store, "login", "", "ok").await;
     let mut response = Redirect::to("/").into_response();

@@ -46,11 +46,12 @@ pub fn router(gateway: Gateway, token: SecretString) -> Router {
     let c = &gateway.config;
     let secure = c.server.public_url.starts_with("https://");
     let hours = c.console.session_hours.max(1);
+    let server = c.server.clone();
     let console = Console {
         logins: Arc::new(auth::Logins::new(token, secure, hours)),
         gateway,
     };
-    Router::new()
+    let app = Router::new()
         .route("/login", get(auth::login_page).post(auth::login))
         .route("/logout", post(auth::logout))
         .route("/", get(pages::overview))
@@ -62,7 +63,8 @@ pub fn router(gateway: Gateway, token: SecretString) -> Router {
         .route("/outbox/{id}/retry", post(actions::retry))
         .route("/jobs", get(pages::jobs))
         .with_state(console)
-        .layer(axum::middleware::from_fn(headers))
+        .layer(axum::middleware::from_fn(headers));
+    crate::http::bounded(app, &server)
 }
 
 /// What every answer of the console carries: nothing runs but its own

@@ -10,7 +10,7 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 use super::Console;
 use super::auth::Operator;
 use super::charts::bars;
-use crate::approvals::evaluate;
+use crate::approvals::evaluate_bounded;
 use crate::budgets::{Window, money, usage_in};
 use crate::clock::{iso, utc};
 use crate::store::{ApprovalStatus, StoreError, now_ms};
@@ -255,7 +255,7 @@ async fn approvals_body(c: &Console, csrf: &str) -> Result<Markup, StoreError> {
     let mut cards = Vec::new();
     for r in &pending {
         let grants = store.session_grants(&r.session_id).await?;
-        let e = evaluate(&r.command, &allowlist, &grants);
+        let e = evaluate_bounded(&r.command, &allowlist, &grants).await;
         let asked_in = prompts
             .iter()
             .find(|p| p.id == r.id)

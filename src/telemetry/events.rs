@@ -142,8 +142,8 @@ impl InternalEvent for ToolCalled<'_> {
 
 /// An HTTP request was answered.
 pub struct HttpAnswered<'a> {
-    /// Its method.
-    pub method: &'a str,
+    /// Its method, from a closed set (`OTHER` beyond HTTP's own).
+    pub method: &'static str,
     /// The route that matched (`unmatched` when none did).
     pub route: &'a str,
     /// The status sent.
@@ -156,14 +156,14 @@ impl InternalEvent for HttpAnswered<'_> {
     fn emit(self) {
         metrics::counter!(
             "switchboard_http_requests_total",
-            "method" => self.method.to_string(),
+            "method" => self.method,
             "route" => self.route.to_string(),
             "status" => self.status.to_string(),
         )
         .increment(1);
         metrics::histogram!(
             "switchboard_http_request_duration_seconds",
-            "method" => self.method.to_string(),
+            "method" => self.method,
             "route" => self.route.to_string(),
         )
         .record(self.took.as_secs_f64());

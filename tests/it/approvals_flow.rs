@@ -435,7 +435,7 @@ async fn text_commands_resolve_the_oldest_pending_request_in_the_chat() {
     resolve_text(
         &s.broker,
         &chat,
-        &actor("1"),
+        &actor("99"),
         "/approve@switchboard_bot always",
     )
     .await
@@ -708,7 +708,7 @@ async fn a_grant_that_cannot_be_stored_fails_instead_of_saying_done() {
         .unwrap();
     assert_eq!(
         s.broker
-            .resolve(&prompt.approval_id, Choice::Always, &actor("1"), None)
+            .resolve(&prompt.approval_id, Choice::Always, &actor("99"), None)
             .await,
         Err(Refusal::Storage)
     );

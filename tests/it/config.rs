@@ -271,7 +271,7 @@ fn webhook_route_needs_its_secret() {
         "webhook.routes[0].secret_env",
         "GH_SECRET is not set",
     );
-    load_from_str(&toml, &env(&[KEY, ("GH_SECRET", "s")])).unwrap();
+    load_from_str(&toml, &env(&[KEY, ("GH_SECRET", "a-long-enough-secret")])).unwrap();
 }
 
 #[test]
@@ -289,7 +289,7 @@ fn github_comment_delivery_needs_a_token() {
         format!("{ROUTE}secret_env = \"S\"\n[webhook.routes.deliver]\nkind = \"github_comment\"\n");
     fails_on(
         &toml,
-        &[KEY, ("S", "x")],
+        &[KEY, ("S", "a-long-enough-secret")],
         "webhook.routes[0].deliver.token_env",
         "GITHUB_TOKEN",
     );
@@ -667,7 +667,7 @@ fn check_names_forge_routes_that_cannot_work() {
         secret_env = "S"
         [webhook.routes.forge]
         app_id = 1
-        commands_from = ["bob"]
+        commands_from = ["github:bob"]
         [[webhook.routes]]
         name = "gl"
         path = "/webhooks/gl"
@@ -691,7 +691,7 @@ fn check_names_forge_routes_that_cannot_work() {
         secret_env = "S"
         [webhook.routes.forge]
         "#,
-        &[("S", "secret")],
+        &[("S", "a-long-enough-secret")],
     );
     let has = |key: &str, needle: &str| {
         assert!(
@@ -725,7 +725,7 @@ fn check_names_forge_routes_that_cannot_work() {
         app_id = 1
         private_key_file = "tests/data/github/app-test-key.pem"
         "#,
-        &env(&[("S", "secret"), ("OPENAI_API_KEY", "k")]),
+        &env(&[("S", "a-long-enough-secret"), ("OPENAI_API_KEY", "k")]),
     );
     assert!(ok.is_ok(), "{:?}", ok.err());
 }

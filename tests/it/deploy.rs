@@ -70,7 +70,10 @@ fn systemd_unit_is_notify_watchdog_and_hardened() {
     // The sandbox `auto` picks under this unit is Landlock: its system
     // calls (and capset, prctl) must stay allowed.
     for call in ["@sandbox", "landlock", "@capabilities", "prctl"] {
-        assert!(!filter.contains(call), "{call} denied: the sandbox cannot start");
+        assert!(
+            !filter.contains(call),
+            "{call} denied: the sandbox cannot start"
+        );
     }
     assert!(one("TasksMax").parse::<u32>().is_ok());
     let nofile: u64 = one("LimitNOFILE").parse().unwrap();

@@ -133,6 +133,42 @@ async fn metrics_count_requests_by_route_and_status() {
 }
 
 #[tokio::test]
+async fn junk_methods_and_paths_add_no_series() {
+    let h = harness(ServerConfig::default()).await;
+    for i in 0..400 {
+        let request = Request::builder()
+            .method(format!("JUNK{i}").as_str())
+            .uri(format!("/scan/{i}/x"))
+            .body(Body::empty())
+            .unwrap();
+        call(&h.app, request).await;
+    }
+    let (_, body) = call(&h.app, get_req("/metrics")).await;
+    assert!(!body.contains("JUNK"), "raw methods never become labels");
+    assert!(!body.contains("/scan/"), "raw paths never become labels");
+    let allowed = [
+        "GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH", "CONNECT", "TRACE", "OTHER",
+    ];
+    let series: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("switchboard_http_requests_total{"))
+        .collect();
+    for line in &series {
+        let method = line
+            .split("method=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap();
+        assert!(allowed.contains(&method), "{line}");
+    }
+    assert!(
+        body.contains("method=\"OTHER\",route=\"unmatched\""),
+        "junk is counted, under one series"
+    );
+    assert!(series.len() < 100, "{} series", series.len());
+}
+
+#[tokio::test]
 async fn oversized_body_gets_413() {
     let server = ServerConfig {
         max_body_bytes: 1024,

@@ -1,6 +1,7 @@
 //! The integration tests, one binary: each module is a suite, `common` holds
 //! the fakes and helpers they share.
 
+mod abuse;
 mod access;
 mod agent;
 mod agent_answers;
@@ -29,6 +30,7 @@ mod file_tools;
 mod fuzz;
 mod http;
 mod http_limits;
+mod identity;
 mod lifecycle;
 mod mcp;
 mod process_reports;

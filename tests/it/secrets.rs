@@ -48,7 +48,6 @@ async fn debug_output_never_holds_a_secret() {
         ToolRuntime::build(&config, &env, switchboard::adapters::platforms(&config)).unwrap();
     leaks("the tool runtime", &format!("{tools:?}"));
     let github = switchboard::adapters::webhook::deliver::GithubClient::new(
-        switchboard::http::client::client(),
         "https://api.github.com",
         "ghp_github_live_secret",
     );

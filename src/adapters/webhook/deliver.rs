@@ -53,10 +53,9 @@ pub struct GithubClient {
 impl GithubClient {
     /// A client for `api` (`https://api.github.com` or an Enterprise or
     /// test server) with `token`.
-    pub fn new(http: reqwest::Client, api: &str, token: &str) -> Self {
+    pub fn new(api: &str, token: &str) -> Self {
         Self {
             api: Api::new(
-                http,
                 api,
                 Dialect::Github,
                 Credentials::Token(std::sync::Arc::from(token)),
@@ -118,16 +117,10 @@ impl std::fmt::Debug for Deliverer {
 
 impl Deliverer {
     /// The deliverer of `route`.
-    pub fn new(
-        route: &WebhookRoute,
-        env: &Env,
-        store: Store,
-        platforms: Arc<Platforms>,
-        http: reqwest::Client,
-    ) -> Self {
+    pub fn new(route: &WebhookRoute, env: &Env, store: Store, platforms: Arc<Platforms>) -> Self {
         let github = (route.deliver.kind == DeliverKind::GithubComment).then(|| {
             let token = env.get(&route.deliver.token_env).unwrap_or_default();
-            GithubClient::new(http, &route.deliver.api_url, token)
+            GithubClient::new(&route.deliver.api_url, token)
         });
         Self {
             route: route.clone(),

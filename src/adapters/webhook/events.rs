@@ -53,18 +53,17 @@ pub fn event_name(scheme: SignatureScheme, headers: &HeaderMap, payload: &Value)
         .unwrap_or_else(|| "event".into())
 }
 
-/// The sender's delivery id, for idempotency; a hash of the body when the
-/// sender gives none.
+/// The delivery's identity, for idempotency. Where the signature covers
+/// the body alone (GitHub, GitLab, generic HMAC), it is the body's hash:
+/// a delivery id or `Idempotency-Key` header is not signed, so a replay
+/// under a new one must still be a duplicate. Standard Webhooks signs its
+/// `webhook-id` with the timestamp and body, so that id is kept.
 pub fn delivery_id(scheme: SignatureScheme, headers: &HeaderMap, body: &[u8]) -> String {
-    let names: &[&str] = match scheme {
-        SignatureScheme::Github => &["x-github-delivery"],
-        SignatureScheme::Gitlab => &["idempotency-key", "x-gitlab-event-uuid"],
-        SignatureScheme::StandardWebhooks => &["webhook-id"],
-        SignatureScheme::Hmac => &["idempotency-key", "x-request-id", "x-delivery-id"],
+    let signed_id = match scheme {
+        SignatureScheme::StandardWebhooks => header(headers, "webhook-id"),
+        SignatureScheme::Github | SignatureScheme::Gitlab | SignatureScheme::Hmac => None,
     };
-    names
-        .iter()
-        .find_map(|n| header(headers, n))
+    signed_id
         .filter(|v| v.len() <= 200)
         .map(str::to_string)
         .unwrap_or_else(|| format!("sha256:{}", hex::encode(Sha256::digest(body))))
@@ -132,6 +131,16 @@ pub fn classify(route: &WebhookRoute, event: &str, delivery: &str, payload: &Val
     if github && event == "issue_comment" {
         let body = lookup_str(payload, "comment.body").unwrap_or_default();
         let login = lookup_str(payload, "comment.user.login").unwrap_or_default();
+        // Nothing a bot wrote — the gateway's own answers included — is
+        // read as a command or a decision.
+        let is_bot = lookup_str(payload, "comment.user.type") == Some("Bot")
+            || route
+                .bot_login
+                .as_deref()
+                .is_some_and(|b| b.trim_start_matches('@').eq_ignore_ascii_case(login));
+        if is_bot {
+            return Classified::Skip("comment written by a bot");
+        }
         let first = body.trim_start().lines().next().unwrap_or_default();
         if action == Some("created")
             && first.starts_with('/')
@@ -141,14 +150,6 @@ pub fn classify(route: &WebhookRoute, event: &str, delivery: &str, payload: &Val
                 text: first.to_string(),
                 login: login.to_string(),
             };
-        }
-        let is_bot = lookup_str(payload, "comment.user.type") == Some("Bot")
-            || route
-                .bot_login
-                .as_deref()
-                .is_some_and(|b| b.eq_ignore_ascii_case(login));
-        if is_bot {
-            return Classified::Skip("comment written by a bot");
         }
     }
     let Some(explicit) = filter(route, event, action) else {

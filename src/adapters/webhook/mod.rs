@@ -23,6 +23,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
+use crate::config::identity;
 use crate::config::{Config, DeliverKind, WebhookRoute};
 use crate::daemon::Gateway;
 use crate::http::AppState;
@@ -119,7 +120,6 @@ pub fn router(gateway: &Gateway) -> axum::Router<AppState> {
     if !config.webhook.enabled {
         return app;
     }
-    let http = crate::http::client::client();
     let mut deliverers = HashMap::new();
     for route in &config.webhook.routes {
         let secret = route
@@ -138,7 +138,6 @@ pub fn router(gateway: &Gateway) -> axum::Router<AppState> {
             &gateway.env,
             gateway.store.clone(),
             gateway.platforms.clone(),
-            http.clone(),
         );
         deliverers.insert(route.name.clone(), (route.clone(), deliverer));
         tracing::info!(route = %route.name, path = %route.path, scheme = ?route.scheme, "webhook route mounted");
@@ -407,7 +406,7 @@ async fn approval_comment(
     let listed = route
         .approvers
         .iter()
-        .any(|a| a.trim_start_matches('@').eq_ignore_ascii_case(login));
+        .any(|a| identity::names(a, "github", login));
     let result = state
         .gateway
         .broker
@@ -501,7 +500,8 @@ impl Platform for Routes {
         let approvers: Vec<String> = route
             .approvers
             .iter()
-            .map(|a| format!("@{}", a.trim_start_matches('@')))
+            .filter_map(|a| a.strip_prefix("github:"))
+            .map(|login| format!("@{}", login.trim_start_matches('@')))
             .collect();
         let body = format!(
             "{}\n\n{} can answer with a comment: `/approve {id}`, `/approve {id} session`, \

@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use super::template::{Renderer, lookup_str};
+use crate::config::identity;
 use crate::config::{SignatureScheme, WebhookRoute};
 use crate::forge::{Scope, Task};
 use crate::store::Store;
@@ -59,18 +60,19 @@ pub fn command(body: &str, bot: &str) -> Option<Command> {
     )
 }
 
-/// Whether `login` may give commands on `route`.
+/// Whether `login` (of the route's forge) may give commands on `route`.
 pub fn allowed(route: &WebhookRoute, login: &str) -> bool {
     let from = route
         .forge
         .as_ref()
         .map(|f| f.commands_from.as_slice())
         .unwrap_or(&[]);
+    let platform = route.scheme.login_platform();
     route
         .approvers
         .iter()
         .chain(from)
-        .any(|a| a.trim_start_matches('@').eq_ignore_ascii_case(login))
+        .any(|a| identity::names(a, platform, login))
 }
 
 /// What intake makes of an event on a forge route.

@@ -25,6 +25,44 @@ pub(super) struct Lexed {
     pub(super) whole: String,
 }
 
+/// The expansion budget of one command line: a generous multiple of any
+/// real command's needs (a 64 KiB line expanded a few times over).
+pub(super) const EXPANSION_BUDGET: usize = 1 << 16;
+
+/// What expansion (brace lists, variables, `$(echo …)`) may still produce
+/// for the whole command line, in bytes and steps; past it the lexer
+/// stops expanding and the line cannot be judged (the caller fails
+/// closed).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Budget {
+    left: usize,
+    exhausted: bool,
+}
+
+impl Budget {
+    pub(super) fn new(units: usize) -> Self {
+        Self {
+            left: units,
+            exhausted: false,
+        }
+    }
+
+    /// Takes `units`; false (and exhausted from then on) when they are not
+    /// there.
+    fn take(&mut self, units: usize) -> bool {
+        if self.exhausted || units > self.left {
+            self.exhausted = true;
+            return false;
+        }
+        self.left -= units;
+        true
+    }
+
+    pub(super) fn exhausted(&self) -> bool {
+        self.exhausted
+    }
+}
+
 /// Deepest `$(echo $(echo …))` resolved; deeper ones stay unresolved.
 const MAX_ECHO_DEPTH: usize = 4;
 /// Most words one brace list expands to.
@@ -49,6 +87,8 @@ struct Lexer<'a> {
     vars: HashMap<String, String>,
     /// How many `$(echo …)` resolutions this lexer is inside.
     depth: usize,
+    /// What expansion may still produce, shared by the whole line.
+    budget: Budget,
 }
 
 /// Shell keywords that carry no command of their own.
@@ -106,7 +146,7 @@ impl Lexer<'_> {
             // (Empty words a brace list leaves are dropped, as the shell
             // drops them.)
             let expanded = if self.brace {
-                braces(&word)
+                braces(&word, &mut self.budget)
                     .into_iter()
                     .filter(|w| !w.is_empty())
                     .collect()
@@ -249,6 +289,9 @@ impl Lexer<'_> {
     /// Adds the value of an expansion to the word; unquoted, its blanks
     /// separate words.
     fn expand(&mut self, value: &str) {
+        if !self.budget.take(value.len() + 1) {
+            return;
+        }
         if self.in_double {
             self.word.push_str(value);
             return;
@@ -372,7 +415,7 @@ impl Lexer<'_> {
     /// `printf` of literal words, else kept (and analysed as a command).
     fn substitution(&mut self, inner: String) {
         let output = (self.depth < MAX_ECHO_DEPTH)
-            .then(|| echoed(&inner, &self.vars, self.depth + 1))
+            .then(|| echoed(&inner, &self.vars, self.depth + 1, &mut self.budget))
             .flatten();
         match output {
             Some(output) => self.expand(&output),
@@ -437,7 +480,7 @@ impl Lexer<'_> {
         self.words.push(op);
     }
 
-    fn run(mut self) -> Lexed {
+    fn run(mut self) -> (Lexed, Budget) {
         while let Some(c) = self.chars.next() {
             match c {
                 '\\' => match self.chars.next() {
@@ -505,7 +548,7 @@ impl Lexer<'_> {
         }
         self.end_segment("");
         self.out.whole = self.tokens.join(" ");
-        self.out
+        (self.out, self.budget)
     }
 
     /// The body of a function whose `name()` was just read: `{ … }` or
@@ -529,11 +572,20 @@ impl Lexer<'_> {
 
 /// What `script` prints if it is a lone `echo` or `printf` of literal
 /// words (variables known in `vars` included).
-fn echoed(script: &str, vars: &HashMap<String, String>, depth: usize) -> Option<String> {
-    let mut lexer = new(script);
+fn echoed(
+    script: &str,
+    vars: &HashMap<String, String>,
+    depth: usize,
+    budget: &mut Budget,
+) -> Option<String> {
+    if !budget.take(script.len() + vars.values().map(String::len).sum::<usize>()) {
+        return None;
+    }
+    let mut lexer = new(script, *budget);
     lexer.vars = vars.clone();
     lexer.depth = depth;
-    let lexed = lexer.run();
+    let (lexed, left) = lexer.run();
+    *budget = left;
     let [Words { words, .. }] = lexed.segments.as_slice() else {
         return None;
     };
@@ -617,9 +669,10 @@ fn unescape(text: &str) -> String {
 }
 
 /// `word` with its brace lists expanded (`{a,b}c` → `ac bc`); the word
-/// itself when it has none or expands to too many.
-fn braces(word: &str) -> Vec<String> {
-    if word.len() > MAX_BRACE_WORD {
+/// itself when it has none or expands to too many. Every step is paid from
+/// `budget`, so nested lists (`{,}{,}{,}…`) cannot make it exponential.
+fn braces(word: &str, budget: &mut Budget) -> Vec<String> {
+    if word.len() > MAX_BRACE_WORD || !budget.take(word.len() + 1) {
         return vec![word.to_string()];
     }
     let Some((open, close)) = brace_list(word) else {
@@ -628,7 +681,7 @@ fn braces(word: &str) -> Vec<String> {
     let (head, tail) = (&word[..open], &word[close + 1..]);
     let mut out = Vec::new();
     for alternative in split_top(&word[open + 1..close]) {
-        for expanded in braces(&format!("{head}{alternative}{tail}")) {
+        for expanded in braces(&format!("{head}{alternative}{tail}"), budget) {
             out.push(expanded);
             if out.len() > MAX_BRACE_WORDS {
                 return vec![word.to_string()];
@@ -682,7 +735,7 @@ fn split_top(text: &str) -> Vec<&str> {
     parts
 }
 
-fn new(text: &str) -> Lexer<'_> {
+fn new(text: &str, budget: Budget) -> Lexer<'_> {
     Lexer {
         chars: text.chars().peekable(),
         out: Lexed::default(),
@@ -695,17 +748,24 @@ fn new(text: &str) -> Lexer<'_> {
         piped: false,
         vars: HashMap::new(),
         depth: 0,
+        budget,
     }
 }
 
-/// Lexes one command line.
-pub(super) fn lex(text: &str) -> Lexed {
-    new(text).run()
+/// Lexes one command line, paying its expansions from `budget`.
+pub(super) fn lex(text: &str, budget: &mut Budget) -> Lexed {
+    let (lexed, left) = new(text, *budget).run();
+    *budget = left;
+    lexed
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn lex(line: &str) -> Lexed {
+        super::lex(line, &mut Budget::new(EXPANSION_BUDGET))
+    }
 
     fn words(line: &str) -> Vec<String> {
         lex(line)

@@ -41,6 +41,9 @@ pub struct Normalized {
     pub segments: Vec<Segment>,
     /// The top-level line, words and operators separated by single spaces.
     pub whole: String,
+    /// Expansion (brace lists, variables, nesting) ran past the line's
+    /// budget: what it would run is not known, so it cannot be judged.
+    pub over_budget: bool,
 }
 
 static ANSI: LazyLock<Regex> = LazyLock::new(|| {
@@ -69,8 +72,9 @@ pub fn normalize(command: &str) -> Normalized {
     let mut out = Normalized::default();
     let mut queue = vec![(clean(command), 0usize)];
     let mut first = true;
+    let mut budget = lex::Budget::new(lex::EXPANSION_BUDGET);
     while let Some((text, depth)) = queue.pop() {
-        let lexed = lex::lex(&text);
+        let lexed = lex::lex(&text, &mut budget);
         if first {
             out.whole = lexed.whole.clone();
             first = false;
@@ -97,6 +101,7 @@ pub fn normalize(command: &str) -> Normalized {
             queue.extend(lexed.nested.into_iter().map(|n| (n, depth + 1)));
         }
     }
+    out.over_budget = budget.exhausted();
     out
 }
 

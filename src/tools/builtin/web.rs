@@ -35,14 +35,24 @@ pub fn is_forbidden(ip: IpAddr) -> bool {
             if let Some(v4) = v6.to_ipv4_mapped() {
                 return is_forbidden(IpAddr::V4(v4));
             }
-            let first = v6.segments()[0];
-            v6.is_loopback()
-                || v6.is_unspecified()
+            let seg = v6.segments();
+            let first = seg[0];
+            // Forms that carry an IPv4 address, which a host or gateway may
+            // route to it: ::/96 (IPv4-compatible, `[::127.0.0.1]`, and
+            // with it :: and ::1), ::ffff:0:a.b.c.d (IPv4-translated),
+            // 64:ff9b::/32 (NAT64, well-known and local-use), 2002::/16
+            // (6to4) and 2001::/32 (Teredo).
+            seg[..6] == [0; 6]
+                || seg[..6] == [0, 0, 0, 0, 0xffff, 0]
+                || (first == 0x64 && seg[1] == 0xff9b)
+                || first == 0x2002
+                || (first == 0x2001 && seg[1] == 0)
                 || v6.is_multicast()
                 || (first & 0xfe00) == 0xfc00
                 || (first & 0xffc0) == 0xfe80
-                || (first == 0x64 && v6.segments()[1] == 0xff9b)
-                || first == 0x2001 && v6.segments()[1] == 0xdb8
+                || (first & 0xffc0) == 0xfec0
+                || (first == 0x100 && seg[1..4] == [0; 3])
+                || (first == 0x2001 && seg[1] == 0xdb8)
         }
     }
 }
@@ -109,7 +119,10 @@ impl WebExtract {
             .map_err(|e| ToolError::InvalidArgs(format!("bad URL {start:?}: {e}")))?;
         for _ in 0..=self.config.max_redirects {
             let addr = self.checked_addr(&url).await?;
+            // No proxy from the environment: a proxy would resolve the
+            // host itself, past the guard and the pinned address.
             let mut builder = crate::http::client::builder()
+                .no_proxy()
                 .redirect(reqwest::redirect::Policy::none())
                 .timeout(Duration::from_secs(self.config.timeout_secs));
             if let Some(host) = url.host_str().filter(|h| h.parse::<IpAddr>().is_err()) {
@@ -396,6 +409,16 @@ mod tests {
             "::ffff:127.0.0.1",
             "::ffff:10.0.0.1",
             "224.0.0.1",
+            "::127.0.0.1",
+            "::",
+            "::a00:1",
+            "::ffff:0:7f00:1",
+            "64:ff9b::7f00:1",
+            "64:ff9b:1::a00:1",
+            "2002:7f00:1::",
+            "2001:0:4136:e378::1",
+            "100::1",
+            "fec0::1",
         ] {
             assert!(is_forbidden(bad.parse().unwrap()), "{bad}");
         }

@@ -442,7 +442,7 @@ async fn an_approval_given_through_one_replica_resumes_the_turn_on_another() {
         let r = &mut c.webhook.routes[0];
         r.toolsets = Some(vec!["terminal".into()]);
         r.approval_comments = true;
-        r.approvers = vec!["octo-admin".into()];
+        r.approvers = vec!["github:octo-admin".into()];
         c
     };
     let a = InProcess::start(

@@ -316,7 +316,7 @@ async fn approvals_are_asked_on_the_pr_and_answered_by_an_approver_comment() {
         let r = &mut c.webhook.routes[0];
         r.toolsets = Some(vec!["terminal".into()]);
         r.approval_comments = true;
-        r.approvers = vec!["octo-admin".into()];
+        r.approvers = vec!["github:octo-admin".into()];
     })
     .await;
     let body = bytes(&fixture("pull_request.opened"));
@@ -406,7 +406,7 @@ async fn webhook_test_signs_and_posts_a_payload_to_the_daemon() {
     );
     assert!(out.contains("202") && out.contains("accepted"), "{out}");
     gh.wait(1).await;
-    let bad = run("wrong secret").await.unwrap();
+    let bad = run("a wrong but long secret").await.unwrap();
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stdout).contains("401"));
     d.shutdown().await;

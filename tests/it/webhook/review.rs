@@ -289,7 +289,7 @@ fn token_route(forge: &FakeForge) -> impl FnOnce(&mut switchboard::config::Confi
     let url = forge.url.clone();
     move |config| {
         let route = &mut config.webhook.routes[0];
-        route.approvers = vec!["alice".into()];
+        route.approvers = vec!["github:alice".into()];
         route.events = vec![
             "pull_request".into(),
             "issue_comment".into(),

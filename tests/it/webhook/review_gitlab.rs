@@ -68,7 +68,7 @@ fn route(gitlab: &FakeGitlab) -> impl FnOnce(&mut switchboard::config::Config) {
         r.scheme = SignatureScheme::Gitlab;
         r.secret_env = Some("CI_SECRET".into());
         r.bot_login = Some("review-bot".into());
-        r.approvers = vec!["ann".into()];
+        r.approvers = vec!["gitlab:ann".into()];
         r.forge = Some(ForgeConfig {
             api_url: Some(url),
             token_env: Some("GITLAB_TOKEN".into()),
