@@ -272,6 +272,29 @@ async fn other_sessions_workspaces_are_out_of_reach() {
 }
 
 #[tokio::test]
+async fn a_unix_socket_outside_the_workspace_cannot_be_reached() {
+    for mode in MODES {
+        let host = Host::new();
+        // Stands for the Docker or PostgreSQL socket of the host.
+        let path = host.outside().join("daemon.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let connect = format!(
+            "/usr/bin/python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{}'); s.sendall(b'x'); print('connected')\"; \
+             /usr/bin/python3 -c \"import socket; a, b = socket.socketpair(); a.send(b'p'); print('pair', b.recv(1))\"",
+            path.display()
+        );
+        let results = host.run(mode, &[terminal(&connect)]).await;
+        assert!(!results[0].contains("connected"), "{mode}: {}", results[0]);
+        assert!(results[0].contains("pair b'p'"), "{mode}: {}", results[0]);
+        assert!(
+            listener.accept().is_err(),
+            "{mode}: the socket outside was reached"
+        );
+    }
+}
+
+#[tokio::test]
 async fn build_test_and_git_still_work_inside_the_workspace() {
     for mode in MODES {
         let host = Host::new();
