@@ -1,7 +1,13 @@
 //! Cheap abuse: detection that cannot be stalled (brace bombs, expansion
-//! bombs, any input up to 64 KiB judged in bounded time, failing closed).
+//! bombs, any input up to 64 KiB judged in bounded time, failing closed);
+//! a proxy in the environment does not carry `web_extract` past its guard.
 
+use crate::common;
+
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use common::fake_llm::{FakeLlm, Reply, calls, text};
 
 use proptest::prelude::*;
 use switchboard::approvals::{Verdict, evaluate, evaluate_bounded};
@@ -83,4 +89,81 @@ proptest! {
         let took = started.elapsed();
         prop_assert!(took < LIMIT, "{} bytes took {took:?}", line.len());
     }
+}
+
+/// A server that counts the requests it gets and answers with a page.
+async fn counting(page: &'static str) -> (std::net::SocketAddr, Arc<Mutex<usize>>) {
+    let hits = Arc::new(Mutex::new(0usize));
+    let seen = hits.clone();
+    let app = axum::Router::new().fallback(move || {
+        let seen = seen.clone();
+        async move {
+            *seen.lock().unwrap() += 1;
+            axum::response::Html(page)
+        }
+    });
+    (common::serve(app).await, hits)
+}
+
+#[tokio::test]
+async fn a_proxy_in_the_environment_is_not_used_by_web_extract() {
+    let (site, site_hits) = counting("<html><body><p>the page itself</p></body></html>").await;
+    let (proxy, proxy_hits) = counting("<html><body><p>through the proxy</p></body></html>").await;
+    let url = format!("http://localhost:{}/page", site.port());
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[(
+            "c1",
+            "web_extract",
+            &serde_json::json!({ "url": url }).to_string(),
+        )])),
+        Reply::Json(text("done")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[storage]\nurl = \"sqlite://{0}/sb.db\"\n[agent]\nworkspace = \"{0}/ws\"\n[llm]\nbase_url = \"{1}\"\napi_key_env = \"\"\n[tools.web_extract]\nallow_hosts = [\"localhost\"]\n",
+            dir.path().display(),
+            llm.url
+        ),
+    )
+    .unwrap();
+    let proxy_url = format!("http://127.0.0.1:{}", proxy.port());
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"));
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HTTP_PROXY", &proxy_url)
+        .env("http_proxy", &proxy_url)
+        .env("ALL_PROXY", &proxy_url)
+        // The model is reached directly; only the page would go through it.
+        .env("NO_PROXY", "127.0.0.1")
+        .arg("--config")
+        .arg(&config)
+        .args(["chat", "--once", "read the page", "--user", "u"])
+        .stdin(std::process::Stdio::null());
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result = llm.requests()[1]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        *proxy_hits.lock().unwrap(),
+        0,
+        "the proxy was used: {result}"
+    );
+    assert_eq!(*site_hits.lock().unwrap(), 1, "{result}");
+    assert!(result.contains("the page itself"), "{result}");
 }
