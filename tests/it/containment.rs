@@ -295,6 +295,37 @@ async fn a_unix_socket_outside_the_workspace_cannot_be_reached() {
 }
 
 #[tokio::test]
+async fn metadata_outside_cannot_become_an_escalation_and_io_uring_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    for mode in MODES {
+        let host = Host::new();
+        let keep = host.outside().join("keep.txt");
+        let before = std::fs::metadata(&keep).unwrap().permissions().mode();
+        let command = format!(
+            "chmod 4777 {0}; chown 1:1 {0}; setfattr -n user.x -v 1 {0} 2>/dev/null; \
+             /usr/bin/python3 -c \"import ctypes; l = ctypes.CDLL(None, use_errno=True); r = l.syscall(425, 1, ctypes.create_string_buffer(128)); print('uring', r, ctypes.get_errno())\"; \
+             touch mine.sh && chmod +x mine.sh && ls -l mine.sh",
+            keep.display()
+        );
+        let results = host.run(mode, &[terminal(&command)]).await;
+        let after = std::fs::metadata(&keep).unwrap();
+        assert_eq!(
+            after.permissions().mode() & 0o6000,
+            0,
+            "{mode}: {}",
+            results[0]
+        );
+        assert_eq!(after.permissions().mode(), before, "{mode}: {}", results[0]);
+        assert!(results[0].contains("uring -1 1"), "{mode}: {}", results[0]);
+        assert!(
+            results[0].contains("-rwx"),
+            "{mode}: chmod +x in the workspace: {}",
+            results[0]
+        );
+    }
+}
+
+#[tokio::test]
 async fn build_test_and_git_still_work_inside_the_workspace() {
     for mode in MODES {
         let host = Host::new();

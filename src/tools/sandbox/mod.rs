@@ -19,6 +19,7 @@
 
 mod bwrap;
 mod landlock;
+mod seccomp;
 
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -386,44 +387,10 @@ pub fn default_path() -> String {
     std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into())
 }
 
-/// The audit architecture of this build's system calls (seccomp(2)).
-#[cfg(target_arch = "x86_64")]
-const AUDIT_ARCH: u32 = 0xC000_003E;
-#[cfg(target_arch = "aarch64")]
-const AUDIT_ARCH: u32 = 0xC000_00B7;
-/// System call numbers at and past it are x32's, another way in on x86_64.
-#[cfg(target_arch = "x86_64")]
-const X32_FROM: u32 = 0x4000_0000;
-#[cfg(not(target_arch = "x86_64"))]
-const X32_FROM: u32 = u32::MAX;
-
-/// A seccomp program refusing `socket(AF_UNIX, …)` (EACCES): Landlock does
-/// not govern connecting to a UNIX socket by its path, and one (Docker's,
-/// PostgreSQL's, D-Bus) can be a way out. `socketpair` (pipes between a
-/// command's own processes) stays allowed; system calls of a foreign
-/// architecture (`int 0x80`'s socketcall) are refused.
-const NO_UNIX_SOCKETS: [(u16, u8, u8, u32); 10] = {
-    const LD: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
-    const JEQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
-    const JGE: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
-    const RET: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
-    [
-        (LD, 0, 0, 4), // arch
-        (JEQ, 1, 0, AUDIT_ARCH),
-        (RET, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
-        (LD, 0, 0, 0), // nr
-        (JGE, 4, 0, X32_FROM),
-        (JEQ, 0, 2, libc::SYS_socket as u32),
-        (LD, 0, 0, 16), // args[0], low half
-        (JEQ, 1, 0, libc::AF_UNIX as u32),
-        (RET, 0, 0, libc::SECCOMP_RET_ALLOW),
-        (RET, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EACCES as u32),
-    ]
-};
-
-/// Sets `limits` (never above the daemon's own hard limits), refuses UNIX
-/// sockets and, with a ruleset, applies Landlock in the child before it
-/// executes the command.
+/// Sets `limits` (never above the daemon's own hard limits), marks every
+/// inherited descriptor close-on-exec, applies Landlock with a ruleset, and
+/// the seccomp program ([`seccomp`]), in the child before it executes the
+/// command.
 #[allow(unsafe_code)]
 fn confine(cmd: &mut Command, limits: Limits, ruleset: Option<OwnedFd>) {
     let cap = |resource: Resource, value: u64| {
@@ -438,17 +405,24 @@ fn confine(cmd: &mut Command, limits: Limits, ruleset: Option<OwnedFd>) {
         cap(Resource::RLIMIT_NOFILE, limits.open_files),
     ];
     let fd = ruleset.as_ref().map(AsRawFd::as_raw_fd);
-    let mut filter = NO_UNIX_SOCKETS.map(|(code, jt, jf, k)| libc::sock_filter { code, jt, jf, k });
+    let mut filter = seccomp::program();
     // SAFETY: the closure runs in the forked child before exec, where only
     // async-signal-safe calls are sound. It makes raw system calls
-    // (setrlimit, prctl, landlock_restrict_self, the seccomp filter whose
-    // program lives in the closure for the call) on values computed above,
+    // (close_range, setrlimit, prctl, landlock_restrict_self, the seccomp
+    // filter whose program the closure owns) on values computed above,
     // allocates nothing and takes no lock; its errors are plain errno
     // values. It owns the ruleset's descriptor, so the descriptor stays
     // open until the command is dropped (it is close-on-exec in the child).
     unsafe {
         cmd.pre_exec(move || {
             let _ruleset = &ruleset;
+            // Descriptors the daemon itself inherited reach no command.
+            libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            );
             for (resource, value) in limits {
                 setrlimit(resource, value, value)
                     .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;

@@ -1,0 +1,152 @@
+//! The seccomp program of every sandboxed command: what Landlock does not
+//! govern, refused by system call.
+//!
+//! - `socket(AF_UNIX, …)`: Landlock does not govern connecting to a UNIX
+//!   socket by its path, and one (Docker's, PostgreSQL's, D-Bus) can be a
+//!   way out. `socketpair` (pipes between a command's own processes) stays.
+//! - io_uring: it creates sockets and opens files without those calls.
+//! - Ownership and extended attributes (`chown`, `setxattr` families), and
+//!   setuid / setgid bits in `chmod`: Landlock has no right for metadata, and
+//!   a command of a daemon running as root still owns root's files.
+//! - Kernel interfaces a command has no use for that widen the attack
+//!   surface: `bpf`, `perf_event_open`, `userfaultfd`, the key ring.
+//! - System calls of another architecture (x32, `int 0x80`'s socketcall).
+
+/// The audit architecture of this build's system calls (seccomp(2)).
+#[cfg(target_arch = "x86_64")]
+const AUDIT_ARCH: u32 = 0xC000_003E;
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH: u32 = 0xC000_00B7;
+/// System call numbers at and past it are x32's, another way in on x86_64.
+#[cfg(target_arch = "x86_64")]
+const X32_FROM: u32 = 0x4000_0000;
+#[cfg(not(target_arch = "x86_64"))]
+const X32_FROM: u32 = u32::MAX;
+
+/// `fchmodat2` (Linux 6.6) and `setxattrat` (6.13): the same number on
+/// every architecture.
+const SYS_FCHMODAT2: i64 = 452;
+const SYS_SETXATTRAT: i64 = 463;
+
+/// Refused outright (EPERM).
+fn refused() -> Vec<i64> {
+    let mut calls = vec![
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+        libc::SYS_fchown,
+        libc::SYS_fchownat,
+        libc::SYS_setxattr,
+        libc::SYS_lsetxattr,
+        libc::SYS_fsetxattr,
+        libc::SYS_removexattr,
+        libc::SYS_lremovexattr,
+        libc::SYS_fremovexattr,
+        SYS_SETXATTRAT,
+        libc::SYS_bpf,
+        libc::SYS_perf_event_open,
+        libc::SYS_userfaultfd,
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+    ];
+    #[cfg(target_arch = "x86_64")]
+    calls.extend([libc::SYS_chown, libc::SYS_lchown]);
+    calls
+}
+
+/// `chmod`-like calls and the index of their mode argument: refused when
+/// the mode sets the setuid or setgid bit.
+fn chmods() -> Vec<(i64, u32)> {
+    let mut calls = vec![
+        (libc::SYS_fchmod, 1),
+        (libc::SYS_fchmodat, 2),
+        (SYS_FCHMODAT2, 2),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    calls.push((libc::SYS_chmod, 1));
+    calls
+}
+
+/// Where a jump goes.
+#[derive(Clone, Copy)]
+enum To {
+    Next,
+    Ahead(u8),
+    Allow,
+    Eperm,
+    Eacces,
+}
+
+const LD: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+const JEQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+const JGE: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+const JSET: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
+const RET: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+
+/// Offsets in `struct seccomp_data`: the call's number, its architecture,
+/// and the low half of argument `n` (little-endian).
+const NR: u32 = 0;
+const ARCH: u32 = 4;
+fn arg(n: u32) -> u32 {
+    16 + 8 * n
+}
+
+/// The program, built once in the daemon; the child only points the
+/// kernel at it.
+pub(super) fn program() -> Vec<libc::sock_filter> {
+    let mut ops: Vec<(u16, u32, To, To)> = vec![
+        (LD, ARCH, To::Next, To::Next),
+        (JEQ, AUDIT_ARCH, To::Next, To::Eperm),
+        (LD, NR, To::Next, To::Next),
+        (JGE, X32_FROM, To::Eperm, To::Next),
+    ];
+    for call in refused() {
+        ops.push((JEQ, call as u32, To::Eperm, To::Next));
+    }
+    ops.push((JEQ, libc::SYS_socket as u32, To::Next, To::Ahead(2)));
+    ops.push((LD, arg(0), To::Next, To::Next));
+    ops.push((JEQ, libc::AF_UNIX as u32, To::Eacces, To::Allow));
+    for (call, mode) in chmods() {
+        ops.push((JEQ, call as u32, To::Next, To::Ahead(2)));
+        ops.push((LD, arg(mode), To::Next, To::Next));
+        ops.push((JSET, 0o6000, To::Eperm, To::Allow));
+    }
+    let allow = ops.len();
+    let (eperm, eacces) = (allow + 1, allow + 2);
+    let mut program: Vec<libc::sock_filter> = ops
+        .iter()
+        .enumerate()
+        .map(|(i, &(code, k, jt, jf))| {
+            let jump = |to: To| -> u8 {
+                let target = match to {
+                    To::Next => i + 1,
+                    To::Ahead(n) => i + 1 + usize::from(n),
+                    To::Allow => allow,
+                    To::Eperm => eperm,
+                    To::Eacces => eacces,
+                };
+                u8::try_from(target - i - 1).expect("the program is short")
+            };
+            libc::sock_filter {
+                code,
+                jt: jump(jt),
+                jf: jump(jf),
+                k,
+            }
+        })
+        .collect();
+    for k in [
+        libc::SECCOMP_RET_ALLOW,
+        libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+        libc::SECCOMP_RET_ERRNO | libc::EACCES as u32,
+    ] {
+        program.push(libc::sock_filter {
+            code: RET,
+            jt: 0,
+            jf: 0,
+            k,
+        });
+    }
+    program
+}
