@@ -327,13 +327,17 @@ async fn fit_result(spec: &ToolSpec, output: String, ctx: &ToolContext) -> Strin
         return output;
     }
     let preview = truncate_chars(&output, PREVIEW_CHARS.min(spec.max_result_chars));
-    let dir = ctx.workspace.join(".switchboard").join("results");
     let file = format!("{}-{}.txt", spec.name, crate::store::new_id());
-    let written = async {
-        tokio::fs::create_dir_all(&dir).await?;
-        tokio::fs::write(dir.join(&file), output.as_bytes()).await
-    }
-    .await;
+    // Beneath the workspace: the agent may have made `.switchboard` a
+    // symlink to anywhere.
+    let root = ctx.workspace.clone();
+    let path = root.join(".switchboard").join("results").join(&file);
+    let whole = output.clone();
+    let written = tokio::task::spawn_blocking(move || {
+        super::workspace::write_beneath(&root, &path, whole.as_bytes())
+    })
+    .await
+    .unwrap_or_else(|e| Err(std::io::Error::other(e)));
     match written {
         Ok(()) => json!({
             "truncated": true,

@@ -1,7 +1,14 @@
 //! Confinement of file tools to the session's workspace: a path is accepted
-//! only if, with symlinks resolved, it stays inside the workspace root.
+//! only if, with symlinks resolved, it stays inside the workspace root; and
+//! what the daemon then reads or writes there is opened beneath the
+//! workspace by the kernel (`openat2` with `RESOLVE_BENEATH`), so a
+//! directory swapped for a symlink in between cannot lead it out.
 
+use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
+
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+use nix::sys::stat::Mode;
 
 use super::ToolError;
 
@@ -82,6 +89,93 @@ pub fn resolve(root: &Path, input: &str) -> Result<PathBuf, ToolError> {
     }
 }
 
+/// `path` (inside `root`, as [`resolve`] gave it) relative to `root`.
+fn beneath(root: &Path, path: &Path) -> std::io::Result<PathBuf> {
+    path.strip_prefix(root)
+        .map(Path::to_path_buf)
+        .map_err(|_| std::io::Error::other("the path is outside the session workspace"))
+}
+
+/// How every step below the workspace is resolved: never above the
+/// directory it starts from, and never through `/proc`'s magic links.
+fn inside() -> OpenHow {
+    OpenHow::new().resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS)
+}
+
+fn open_dir(root: &Path) -> std::io::Result<OwnedFd> {
+    Ok(nix::fcntl::open(
+        root,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// Opens `path` (inside `root`, as [`resolve`] gave it) for reading, every
+/// component resolved beneath the workspace by the kernel: a directory the
+/// agent swaps for a symlink after [`resolve`] checked the path cannot lead
+/// the daemon out.
+pub fn open_beneath(root: &Path, path: &Path) -> std::io::Result<std::fs::File> {
+    let dir = open_dir(root)?;
+    let rel = beneath(root, path)?;
+    let rel = if rel.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rel.as_path()
+    };
+    let fd = openat2(
+        &dir,
+        rel,
+        inside().flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC),
+    )?;
+    Ok(std::fs::File::from(fd))
+}
+
+/// Writes `content` as `path` (inside `root`) atomically — a temporary file
+/// beside it, then a rename — creating missing directories, every step
+/// made relative to a directory opened beneath the workspace, so no swap of
+/// a directory for a symlink can send the write elsewhere.
+pub fn write_beneath(root: &Path, path: &Path, content: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let rel = beneath(root, path)?;
+    let name = rel
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("the path names no file"))?
+        .to_owned();
+    let mut dir = open_dir(root)?;
+    for part in rel.parent().into_iter().flat_map(Path::components) {
+        match nix::sys::stat::mkdirat(&dir, part.as_os_str(), Mode::from_bits_truncate(0o700)) {
+            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+            Err(err) => return Err(err.into()),
+        }
+        dir = openat2(
+            &dir,
+            part.as_os_str(),
+            inside().flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC),
+        )?;
+    }
+    let mut tmp = std::ffi::OsString::from(".");
+    tmp.push(&name);
+    tmp.push(format!(".tmp-{}", crate::store::new_id()));
+    let fd = nix::fcntl::openat(
+        &dir,
+        tmp.as_os_str(),
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o644),
+    )?;
+    let written = std::fs::File::from(fd).write_all(content).and_then(|()| {
+        nix::fcntl::renameat(&dir, tmp.as_os_str(), &dir, name.as_os_str())
+            .map_err(std::io::Error::from)
+    });
+    if written.is_err() {
+        let _ = nix::unistd::unlinkat(
+            &dir,
+            tmp.as_os_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
+    }
+    written
+}
+
 /// The path relative to the workspace root, for messages to the model.
 pub fn display(root: &Path, path: &Path) -> String {
     path.strip_prefix(root)
@@ -139,6 +233,40 @@ mod tests {
         ] {
             assert!(resolve(&root, bad).is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn a_directory_swapped_for_a_symlink_after_the_check_leads_nowhere() {
+        let (dir, root) = ws();
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("gateway.toml"), "secret").unwrap();
+        // What `resolve` checked was a real directory; by the time the
+        // daemon opens the path, the agent made it a symlink out.
+        let checked = resolve(&root, "d/gateway.toml").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("d")).unwrap();
+        assert!(open_beneath(&root, &checked).is_err(), "read outside");
+        assert!(
+            write_beneath(&root, &checked, b"pwned").is_err(),
+            "wrote outside"
+        );
+        let deeper = root.join("d/new/file.txt");
+        assert!(write_beneath(&root, &deeper, b"pwned").is_err());
+        assert_eq!(
+            std::fs::read_to_string(outside.join("gateway.toml")).unwrap(),
+            "secret"
+        );
+        assert!(
+            !outside.join("new").exists(),
+            "a directory was made outside"
+        );
+        // Inside, both work, missing directories included.
+        let inside = resolve(&root, "made/here/a.txt").unwrap();
+        write_beneath(&root, &inside, b"fine").unwrap();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut open_beneath(&root, &inside).unwrap(), &mut text)
+            .unwrap();
+        assert_eq!(text, "fine");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use crate::tools::workspace::{display, resolve};
+use crate::tools::workspace::{display, open_beneath, resolve, write_beneath};
 use crate::tools::{
     Concurrency, Tool, ToolContext, ToolError, ToolSpec, arg_opt_str, arg_opt_u64, arg_str,
 };
@@ -52,8 +52,10 @@ async fn one_file<T: Send + 'static>(
 }
 
 fn load_text(path: &Path, root: &Path) -> Result<String, ToolError> {
-    let meta =
-        std::fs::metadata(path).map_err(|e| failed(format!("{}: {e}", display(root, path))))?;
+    use std::io::Read;
+    let shown = |e: std::io::Error| failed(format!("{}: {e}", display(root, path)));
+    let file = open_beneath(root, path).map_err(shown)?;
+    let meta = file.metadata().map_err(shown)?;
     if meta.is_dir() {
         return Err(ToolError::InvalidArgs(format!(
             "{} is a directory; use search_files to list it",
@@ -67,7 +69,10 @@ fn load_text(path: &Path, root: &Path) -> Result<String, ToolError> {
             meta.len()
         )));
     }
-    let bytes = std::fs::read(path).map_err(failed)?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(failed)?;
     if bytes.iter().take(8192).any(|b| *b == 0) {
         return Err(failed(format!("{} looks binary", display(root, path))));
     }
@@ -140,21 +145,6 @@ impl Tool for ReadFile {
 #[derive(Debug, Default)]
 pub struct WriteFile;
 
-fn write_atomic(path: &Path, content: &str) -> std::io::Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    let tmp = path.with_file_name(format!(
-        ".{}.tmp-{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
-        crate::store::new_id()
-    ));
-    std::fs::write(&tmp, content)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
-}
-
 #[async_trait]
 impl Tool for WriteFile {
     fn spec(&self) -> ToolSpec {
@@ -187,7 +177,7 @@ impl Tool for WriteFile {
                 )));
             }
             let created = !path.exists();
-            write_atomic(&path, &content).map_err(failed)?;
+            write_beneath(&root, &path, content.as_bytes()).map_err(failed)?;
             Ok(json!({
                 "path": display(&root, &path),
                 "bytes_written": content.len(),
@@ -314,7 +304,7 @@ impl Tool for Patch {
         one_file(path, move |path| {
             let text = load_text(&path, &root)?;
             let (patched, count, fuzzy) = apply_patch(&text, &old, &new, replace_all)?;
-            write_atomic(&path, &patched).map_err(failed)?;
+            write_beneath(&root, &path, patched.as_bytes()).map_err(failed)?;
             Ok(json!({
                 "path": display(&root, &path),
                 "replacements": count,

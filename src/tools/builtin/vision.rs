@@ -8,7 +8,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::config::{Config, Env};
-use crate::tools::workspace::resolve;
+use crate::tools::workspace::{open_beneath, resolve};
 use crate::tools::{Concurrency, Tool, ToolContext, ToolError, ToolSpec, arg_opt_str, arg_str};
 
 /// Largest image sent inline.
@@ -99,17 +99,24 @@ impl Tool for VisionAnalyze {
             image.to_string()
         } else {
             let path = resolve(&ctx.workspace, image)?;
-            let meta = tokio::fs::metadata(&path)
-                .await
-                .map_err(|e| ToolError::Failed(format!("{image}: {e}")))?;
-            if meta.len() > MAX_IMAGE_BYTES {
-                return Err(ToolError::Failed(format!(
-                    "{image} is larger than {MAX_IMAGE_BYTES} bytes"
-                )));
-            }
-            let bytes = tokio::fs::read(&path)
-                .await
-                .map_err(|e| ToolError::Failed(e.to_string()))?;
+            // Opened beneath the workspace: a directory swapped for a
+            // symlink after the check cannot lead out.
+            let (root, file, shown) = (ctx.workspace.clone(), path.clone(), image.to_string());
+            let bytes = tokio::task::spawn_blocking(move || {
+                use std::io::Read;
+                let failed = |e: std::io::Error| ToolError::Failed(format!("{shown}: {e}"));
+                let mut opened = open_beneath(&root, &file).map_err(failed)?;
+                if opened.metadata().map_err(failed)?.len() > MAX_IMAGE_BYTES {
+                    return Err(ToolError::Failed(format!(
+                        "{shown} is larger than {MAX_IMAGE_BYTES} bytes"
+                    )));
+                }
+                let mut bytes = Vec::new();
+                opened.read_to_end(&mut bytes).map_err(failed)?;
+                Ok(bytes)
+            })
+            .await
+            .map_err(|e| ToolError::Failed(e.to_string()))??;
             format!(
                 "data:{};base64,{}",
                 mime_for(&path),
