@@ -105,7 +105,8 @@ pub struct SandboxConfig {
     /// or every socket but a private loopback (bubblewrap).
     pub network: bool,
     /// Paths under the readable system directories that commands must not
-    /// see (the gateway's configuration directory by default).
+    /// see (by default the gateway's configuration directory, the password
+    /// hashes, the SSH host keys and sudo's rules).
     pub hidden: Vec<PathBuf>,
     /// Further directories commands may read (and execute from), such as a
     /// toolchain under `/opt`.
@@ -131,7 +132,17 @@ impl Default for SandboxConfig {
         Self {
             mode: SandboxMode::Auto,
             network: true,
-            hidden: vec![PathBuf::from("/etc/switchboard")],
+            hidden: [
+                "/etc/switchboard",
+                "/etc/shadow",
+                "/etc/gshadow",
+                "/etc/ssh",
+                "/etc/sudoers",
+                "/etc/sudoers.d",
+            ]
+            .iter()
+            .map(PathBuf::from)
+            .collect(),
             read_only: Vec::new(),
             read_write: Vec::new(),
             bwrap_bin: "bwrap".into(),

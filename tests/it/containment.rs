@@ -184,9 +184,12 @@ async fn the_daemons_environment_and_proc_entries_are_out_of_reach() {
                     terminal("cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'; env"),
                     terminal("kill -0 $PPID && echo signalled-the-daemon; echo end"),
                     terminal("grep -l 'switchboar[d]' /proc/[0-9]*/cmdline; echo end"),
+                    terminal("cat /etc/shadow; ls /etc/ssh; echo end"),
                 ],
             )
             .await;
+        assert!(!results[4].contains("root:"), "{mode}: {}", results[4]);
+        assert!(!results[4].contains("ssh_host_"), "{mode}: {}", results[4]);
         assert_no_secret(mode, &results);
         // Under bubblewrap $PPID is the sandbox's own init, in a pid
         // namespace where the daemon does not exist.

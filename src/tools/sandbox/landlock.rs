@@ -16,6 +16,28 @@ use landlock::{
 
 use super::{DEVICES, Dirs, Policy};
 
+/// Opens each readable root once, at start, for every ruleset after: a
+/// root with a hidden path inside is many entries, and a command should
+/// not pay for opening them each time. `/proc` is among them: a command's
+/// own entries (and `ps`); entries of processes outside its domain refuse
+/// ptrace-class access (environ, mem, fd, root).
+pub(super) fn open_readable(readable: &[std::path::PathBuf]) -> Vec<(OwnedFd, bool)> {
+    readable
+        .iter()
+        .map(|p| p.as_path())
+        .chain([Path::new("/proc")])
+        .filter_map(|path| {
+            let fd = nix::fcntl::open(
+                path,
+                nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            )
+            .ok()?;
+            Some((fd, path.is_dir()))
+        })
+        .collect()
+}
+
 /// The oldest ABI whose guarantees the sandbox promises: signal scoping
 /// arrived in ABI 6 (Linux 6.12).
 pub(super) const ABI_NEEDED: ABI = ABI::V6;
@@ -52,8 +74,15 @@ pub(super) fn ruleset(policy: &Policy, dirs: Dirs<'_>) -> Result<OwnedFd, String
             .map_err(|e| fail(&e))?;
     }
     let mut created = ruleset.create().map_err(|e| fail(&e))?;
-    for root in &policy.readable {
-        created = allow(created, root, AccessFs::from_read(abi))?;
+    for (fd, dir) in &policy.opened {
+        let access = if *dir {
+            AccessFs::from_read(abi)
+        } else {
+            AccessFs::from_read(abi) & AccessFs::from_file(abi)
+        };
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| fail(&e))?;
     }
     for device in DEVICES {
         created = allow(
@@ -62,9 +91,6 @@ pub(super) fn ruleset(policy: &Policy, dirs: Dirs<'_>) -> Result<OwnedFd, String
             AccessFs::ReadFile | AccessFs::WriteFile,
         )?;
     }
-    // /proc: a command's own entries (and ps); entries of processes outside
-    // its domain refuse ptrace-class access (environ, mem, fd, root).
-    created = allow(created, Path::new("/proc"), AccessFs::from_read(abi))?;
     for dir in [dirs.workspace, dirs.tmp]
         .into_iter()
         .chain(policy.read_write.iter().map(|p| p.as_path()))

@@ -71,6 +71,9 @@ struct Policy {
     /// rules cannot subtract, so a root holding a hidden path becomes its
     /// entries).
     readable: Vec<PathBuf>,
+    /// The readable roots opened once (`O_PATH`), with whether each is a
+    /// directory, for Landlock's rules.
+    opened: Vec<(std::os::fd::OwnedFd, bool)>,
     read_write: Vec<PathBuf>,
     hidden: Vec<PathBuf>,
     network: bool,
@@ -267,10 +270,16 @@ impl Policy {
         }
         readable.sort();
         readable.dedup();
+        let opened = if config.mode == SandboxMode::Off {
+            Vec::new()
+        } else {
+            landlock::open_readable(&readable)
+        };
         Self {
             mode: config.mode,
             read_roots,
             readable,
+            opened,
             read_write: config.read_write.iter().map(|p| absolute(p)).collect(),
             hidden,
             network: config.network,
