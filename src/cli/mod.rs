@@ -17,7 +17,7 @@ mod tools;
 #[cfg(feature = "webhook")]
 mod webhook;
 
-use crate::config::{self, Config, ConfigError, ConfigSource, Env, LogFormat};
+use crate::config::{self, Config, ConfigError, ConfigSource, Env, LogFormat, redact_url};
 use crate::store::{SqliteThreads, Store};
 
 /// Exit code for an unusable configuration (sysexits' EX_CONFIG); the
@@ -339,17 +339,6 @@ pub fn check_report(config: &Config, source: &ConfigSource, env: &Env) -> String
     out
 }
 
-/// A URL with any password replaced by `***`, for logs and reports.
-pub fn redact_url(raw: &str) -> String {
-    match url::Url::parse(raw) {
-        Ok(mut url) if url.password().is_some() => {
-            let _ = url.set_password(Some("***"));
-            url.to_string()
-        }
-        _ => raw.to_string(),
-    }
-}
-
 /// Where a daemon configured by `config` answers on this machine: its
 /// `server.listen`, loopback when that is every address.
 pub(crate) fn local_base(config: &Config) -> String {
@@ -387,20 +376,5 @@ async fn healthcheck(base: &str) -> u8 {
             eprintln!("unhealthy: {url}: {err}");
             1
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact_url;
-
-    #[test]
-    fn passwords_are_redacted_from_urls() {
-        assert_eq!(
-            redact_url("postgres://app:hunter2@db:5432/sb"),
-            "postgres://app:***@db:5432/sb"
-        );
-        assert_eq!(redact_url("postgres://app@db/sb"), "postgres://app@db/sb");
-        assert_eq!(redact_url("sqlite://data/x.db"), "sqlite://data/x.db");
     }
 }

@@ -488,6 +488,30 @@ impl Config {
     }
 }
 
+/// A URL with any password replaced by `***`, for logs, reports and
+/// errors; one the URL parser cannot read (a mistyped scheme) too.
+pub fn redact_url(raw: &str) -> String {
+    if let Ok(mut url) = url::Url::parse(raw)
+        && url.has_authority()
+    {
+        if url.password().is_some() {
+            let _ = url.set_password(Some("***"));
+            return url.to_string();
+        }
+        return raw.to_string();
+    }
+    // Whatever sits between the first ':' and the last '@' of what looks
+    // like an authority.
+    let Some(at) = raw.rfind('@') else {
+        return raw.to_string();
+    };
+    let start = raw[..at].find("//").map_or(0, |i| i + 2);
+    match raw[start..at].find(':') {
+        Some(colon) => format!("{}:***{}", &raw[..start + colon], &raw[at..]),
+        None => raw.to_string(),
+    }
+}
+
 impl StorageConfig {
     /// The database file of a `sqlite://` URL.
     pub fn sqlite_file(&self) -> Option<PathBuf> {
@@ -518,4 +542,27 @@ pub struct ChatTarget {
     pub platform: String,
     /// The platform's chat or channel id.
     pub chat: String,
+}
+
+#[cfg(test)]
+mod redaction {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_are_redacted_from_urls_even_mistyped_ones() {
+        assert_eq!(
+            redact_url("postgres://app:hunter2@db:5432/sb"),
+            "postgres://app:***@db:5432/sb"
+        );
+        assert_eq!(redact_url("postgres://app@db/sb"), "postgres://app@db/sb");
+        assert_eq!(redact_url("sqlite://data/x.db"), "sqlite://data/x.db");
+        for typo in [
+            "postgres//app:hunter2@db/sb",
+            "postgress:/app:hunter2@db/sb",
+            "app:hunter2@db/sb",
+        ] {
+            let shown = redact_url(typo);
+            assert!(!shown.contains("hunter2"), "{shown}");
+        }
+    }
 }

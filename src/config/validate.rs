@@ -454,7 +454,10 @@ impl Validator<'_> {
         if !ok {
             self.push(
                 "storage.url",
-                format!("{url:?} is neither sqlite://PATH nor postgres://USER@HOST/DB"),
+                format!(
+                    "{:?} is neither sqlite://PATH nor postgres://USER@HOST/DB",
+                    super::redact_url(url)
+                ),
             );
         }
         self.positive("storage.max_connections", c.storage.max_connections.into());

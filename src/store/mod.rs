@@ -493,7 +493,10 @@ impl Store {
                 .await?;
             Backend::Postgres(pool)
         } else {
-            return Err(StoreError::Url(format!("unsupported database URL {url:?}")));
+            return Err(StoreError::Url(format!(
+                "unsupported database URL {:?}",
+                crate::config::redact_url(url)
+            )));
         };
         Ok(Self {
             backend,

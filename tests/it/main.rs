@@ -18,6 +18,7 @@ mod common;
 mod compliance;
 mod config;
 mod console;
+mod console_limits;
 mod containment;
 mod crash;
 mod cron;
