@@ -317,6 +317,34 @@ pub fn check_report(config: &Config, source: &ConfigSource, env: &Env) -> String
                     );
                 }
             }
+            let open = [
+                ("telegram", config.telegram.enabled && config.telegram.open),
+                ("discord", config.discord.enabled && config.discord.open),
+                ("slack", config.slack.enabled && config.slack.open),
+            ];
+            for (id, _) in open.iter().filter(|(_, open)| *open) {
+                let Some(profile) = runtime.platforms.profile(id) else {
+                    continue;
+                };
+                let risky: Vec<&str> = ["terminal", "process"]
+                    .into_iter()
+                    .filter(|tool| {
+                        profile.toolsets.iter().any(|set| {
+                            runtime
+                                .toolsets
+                                .resolve(set)
+                                .is_ok_and(|tools| tools.contains(*tool))
+                        })
+                    })
+                    .collect();
+                if !risky.is_empty() {
+                    let _ = writeln!(
+                        out,
+                        "  warning: {id}.open = true lets anyone who can message the bot use {}; list allowed users instead, or take those tools out of its toolsets",
+                        risky.join(" and ")
+                    );
+                }
+            }
             for entry in runtime.registry.entries() {
                 let state = match runtime.registry.availability(&entry.spec.name) {
                     crate::tools::Availability::Available => "available".to_string(),

@@ -21,6 +21,10 @@ pub struct TelegramConfig {
     pub webhook_secret_env: String,
     /// Numeric user ids allowed to talk to the bot; empty means pairing.
     pub allowed_users: Vec<i64>,
+    /// Everyone may talk to the bot when no user (or role) allowlist is
+    /// set; otherwise (the default) strangers get a pairing code in a
+    /// direct message and are ignored in groups.
+    pub open: bool,
     /// In groups, answer only when mentioned or replied to.
     pub require_mention: bool,
     /// Toolsets for Telegram sessions; unset means `gateway-telegram`.
@@ -41,6 +45,7 @@ impl Default for TelegramConfig {
             webhook_secret_env: "TELEGRAM_WEBHOOK_SECRET".into(),
             allowed_users: Vec::new(),
             require_mention: true,
+            open: false,
             toolsets: None,
             stream: None,
             progress: None,
@@ -70,6 +75,10 @@ pub struct DiscordConfig {
     pub api_url: String,
     /// Snowflake ids of users allowed to talk to the bot.
     pub allowed_users: Vec<String>,
+    /// Everyone may talk to the bot when no user (or role) allowlist is
+    /// set; otherwise (the default) strangers get a pairing code in a
+    /// direct message and are ignored in groups.
+    pub open: bool,
     /// Snowflake ids of roles whose members may talk to the bot.
     pub allowed_roles: Vec<String>,
     /// Snowflake ids of channels the bot answers in.
@@ -101,6 +110,7 @@ impl Default for DiscordConfig {
             allowed_channels: Vec::new(),
             allowed_bots: Vec::new(),
             require_mention: true,
+            open: false,
             auto_thread: false,
             toolsets: None,
             stream: None,
@@ -127,9 +137,13 @@ pub struct SlackConfig {
     pub signing_secret_env: String,
     /// Web API base URL.
     pub api_url: String,
-    /// User ids allowed to talk to the bot; empty means everyone in the
-    /// workspace.
+    /// User ids allowed to talk to the bot; empty means pairing (everyone
+    /// in the workspace only with `open = true`).
     pub allowed_users: Vec<String>,
+    /// Everyone may talk to the bot when no user (or role) allowlist is
+    /// set; otherwise (the default) strangers get a pairing code in a
+    /// direct message and are ignored in groups.
+    pub open: bool,
     /// Channel ids the bot answers in; empty means every channel it is in.
     pub allowed_channels: Vec<String>,
     /// Bot ids (`B…`) whose messages are taken like a person's; other bots
@@ -158,6 +172,7 @@ impl Default for SlackConfig {
             allowed_channels: Vec::new(),
             allowed_bots: Vec::new(),
             require_mention: true,
+            open: false,
             toolsets: None,
             stream: None,
             progress: None,

@@ -115,11 +115,11 @@ pub async fn request_code(store: &Store, event: &InboundEvent) -> Result<Pairing
     Ok(PairingOutcome::Issued(code))
 }
 
-/// The reply an unknown sender gets.
-pub fn pairing_message(outcome: &PairingOutcome) -> String {
+/// The reply an unknown sender on `platform` gets.
+pub fn pairing_message(platform: &str, outcome: &PairingOutcome) -> String {
     match outcome {
         PairingOutcome::Issued(code) | PairingOutcome::StillPending(code) => format!(
-            "I don't know you yet. Ask the owner of this bot to run:\n  switchboard pairing approve <platform> {code}\nThe code is valid for one hour."
+            "I don't know you yet. Ask the owner of this bot to run:\n  switchboard pairing approve {platform} {code}\nThe code is valid for one hour."
         ),
         PairingOutcome::RateLimited => {
             "A pairing code was requested recently; please wait before asking again.".into()

@@ -121,7 +121,7 @@ impl SessionManager {
                 let outcome = access::request_code(&inner.store, &event).await?;
                 inner
                     .replies
-                    .reply(&event, &access::pairing_message(&outcome))
+                    .reply(&event, &access::pairing_message(&event.platform, &outcome))
                     .await;
                 return Ok((Submitted::Pairing, None));
             }

@@ -163,7 +163,10 @@ async fn pairing_admits_after_approval(store: Store) {
         access::request_code(&store, &stranger).await.unwrap(),
         PairingOutcome::StillPending(code.clone())
     );
-    assert!(access::pairing_message(&PairingOutcome::Issued(code.clone())).contains(&code));
+    assert!(
+        access::pairing_message("telegram", &PairingOutcome::Issued(code.clone()))
+            .contains(&format!("pairing approve telegram {code}"))
+    );
     let paired = access::approve_code(&store, "telegram", &code.to_lowercase(), "owner")
         .await
         .unwrap();
@@ -255,4 +258,23 @@ async fn five_wrong_codes_lock_approvals(store: Store) {
         "even the right code waits out the lockout"
     );
     assert!(!store.is_paired("telegram", "9").await.unwrap());
+}
+
+#[test]
+fn check_warns_when_an_open_platform_can_reach_a_shell() {
+    let mut config = switchboard::config::Config::default();
+    config.slack.enabled = true;
+    let env = switchboard::config::Env::default();
+    let source = switchboard::config::ConfigSource::Defaults;
+    let closed = switchboard::cli::check_report(&config, &source, &env);
+    assert!(!closed.contains("slack.open"), "{closed}");
+    config.slack.open = true;
+    let open = switchboard::cli::check_report(&config, &source, &env);
+    assert!(
+        open.contains("warning: slack.open = true lets anyone who can message the bot use terminal and process"),
+        "{open}"
+    );
+    config.slack.toolsets = Some(vec!["web".into()]);
+    let safe = switchboard::cli::check_report(&config, &source, &env);
+    assert!(!safe.contains("warning: slack.open"), "{safe}");
 }

@@ -32,6 +32,7 @@ async fn start_in(mode: SlackMode, script: Vec<Reply>, tweak: impl FnOnce(&mut C
     let dir = tempfile::tempdir().unwrap();
     let mut config = daemon_config(dir.path(), &llm.url);
     config.slack.enabled = true;
+    config.slack.open = true;
     config.slack.mode = mode;
     config.slack.api_url = slack.url.clone();
     tweak(&mut config);
@@ -780,4 +781,35 @@ async fn an_edit_before_the_turn_replaces_the_message_and_a_deletion_drops_one()
         vec!["one", "two"],
         "the edit read, the deleted one dropped"
     );
+}
+
+#[tokio::test]
+async fn a_stranger_in_the_workspace_gets_a_pairing_code_not_an_agent() {
+    let s = start_in(SlackMode::Events, vec![Reply::Json(text("hi"))], |c| {
+        c.slack.open = false;
+    })
+    .await;
+    let hello = json!({"type": "message", "channel_type": "im", "user": "U7",
+                       "channel": "D7", "ts": "1764000000.000900", "text": "run rm -rf ~ for me"});
+    assert_eq!(s.event(hello, "Ev90", &[]).await.status(), 200);
+    s.event(
+        mention("U7", "C1", "1764000000.000901", "and here"),
+        "Ev91",
+        &[],
+    )
+    .await;
+    let posts = s.slack.wait("chat.postMessage", 1).await;
+    assert_eq!(posts[0].body["channel"], "D7");
+    let said = posts[0].body["text"].as_str().unwrap_or_default();
+    assert!(said.contains("pairing approve slack"), "{said}");
+    let pending = s
+        .daemon
+        .gateway
+        .store
+        .pairing_requests(Some("slack"))
+        .await
+        .unwrap();
+    assert_eq!(pending.len(), 1);
+    assert!(s.llm.requests().is_empty(), "no agent ran for a stranger");
+    s.daemon.shutdown().await;
 }

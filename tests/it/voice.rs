@@ -287,6 +287,7 @@ async fn a_slack_audio_clip_is_fetched_with_the_token_heard_and_answered_once() 
     let dir = tempfile::tempdir().unwrap();
     let mut config = daemon_config(dir.path(), &llm.url);
     config.slack.enabled = true;
+    config.slack.open = true;
     config.slack.mode = switchboard::config::SlackMode::Events;
     config.slack.api_url = slack.url.clone();
     config.transcription.base_url = heard.url.clone();

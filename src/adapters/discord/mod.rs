@@ -67,7 +67,7 @@ pub fn profile(config: &Config) -> Profile {
             allowed_chats: d.allowed_channels.clone(),
             allowed_roles: d.allowed_roles.clone(),
             require_mention: d.require_mention,
-            open_when_empty: false,
+            open_when_empty: d.open,
         },
         d.toolsets.clone(),
         Preset {

@@ -46,8 +46,8 @@ const WORKING: &str = "hourglass_flowing_sand";
 /// The platform id.
 pub const ID: &str = "slack";
 
-/// Slack as `[slack]` describes it: the workspace may talk unless
-/// allowlists say otherwise, the core tools.
+/// Slack as `[slack]` describes it: allowlists, pairing for strangers
+/// unless `open = true`, the core tools.
 pub fn profile(config: &Config) -> Profile {
     let s = &config.slack;
     Profile::chat(
@@ -56,7 +56,7 @@ pub fn profile(config: &Config) -> Profile {
             allowed_users: s.allowed_users.clone(),
             allowed_chats: s.allowed_channels.clone(),
             require_mention: s.require_mention,
-            open_when_empty: true,
+            open_when_empty: s.open,
             ..AccessRules::default()
         },
         s.toolsets.clone(),

@@ -55,6 +55,7 @@ pub fn profile(config: &Config) -> Profile {
         AccessRules {
             allowed_users: t.allowed_users.iter().map(ToString::to_string).collect(),
             require_mention: t.require_mention,
+            open_when_empty: t.open,
             ..AccessRules::default()
         },
         t.toolsets.clone(),

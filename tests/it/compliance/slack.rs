@@ -100,6 +100,7 @@ impl Rig for Slack {
         let dir = tempfile::tempdir().unwrap();
         let mut config = daemon_config(dir.path(), &llm.url);
         config.slack.enabled = true;
+        config.slack.open = true;
         config.slack.mode = SlackMode::Events;
         config.slack.api_url = slack.url.clone();
         let daemon = InProcess::start(config.clone(), env()).await;

@@ -218,6 +218,7 @@ pub fn all(cases: u32) -> u64 {
         config.webhook = load_from_str(ROUTES, &Env::default()).unwrap().webhook;
         config.webhook.enabled = true;
         config.slack.enabled = true;
+        config.slack.open = true;
         config.slack.mode = SlackMode::Events;
         config.slack.api_url = slack.url.clone();
         config.telegram.enabled = true;

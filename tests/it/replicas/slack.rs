@@ -75,6 +75,7 @@ impl SlackReplicas {
         let slack_replica = |dir: &std::path::Path, name: &str| {
             let mut c = replica(dir, name, &db.config, llm, &github, None);
             c.slack.enabled = true;
+            c.slack.open = true;
             c.slack.mode = switchboard::config::SlackMode::Events;
             c.slack.api_url = slack.url.clone();
             c
