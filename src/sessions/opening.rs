@@ -217,15 +217,15 @@ pub(super) async fn start(
         .platforms()
         .profile(&event.platform)
         .is_some_and(|p| p.human);
+    // The turn acts for its sender (Conversation::act_for): their notes.
+    let sender = crate::agent::layer::Owner {
+        platform: event.platform.to_string(),
+        user_id: event.user_id.clone(),
+    }
+    .key();
     let owner = match conversation {
-        Some((c, _)) => c.owner_key(),
-        None => human.then(|| {
-            crate::agent::layer::Owner {
-                platform: event.platform.to_string(),
-                user_id: event.user_id.clone(),
-            }
-            .key()
-        }),
+        Some((c, _)) => c.owner_key().map(|_| sender),
+        None => human.then_some(sender),
     };
     let new = new_session(key, event, human);
     let reads = JobReads {

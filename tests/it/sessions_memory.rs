@@ -175,3 +175,60 @@ async fn past_the_idle_worker_cap_quiet_workers_retire_and_come_back_whole() {
         assert!(again.contains("and again"), "session {user}: {again}");
     }
 }
+
+/// In a shared group session (not one per user), a second person's turn
+/// acts for them: the first sender's memory notes and their other
+/// conversations stay out of reach.
+#[tokio::test]
+async fn a_second_person_in_a_shared_session_cannot_read_the_first_ones_notes() {
+    use common::fake_llm::calls;
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[(
+            "n1",
+            "memory",
+            r#"{"action":"add","content":"locker code: lighthouse"}"#,
+        )])),
+        Reply::Json(text("noted")),
+        Reply::Json(text("hi team")),
+        Reply::Json(calls(&[
+            ("m1", "memory", r#"{"action":"list"}"#),
+            ("s1", "session_search", r#"{"query":"lighthouse"}"#),
+        ])),
+        Reply::Json(text("nothing known")),
+    ])
+    .await;
+    let s = setup_with(&llm, |c| c.sessions.group_sessions_per_user = false, |_| {}).await;
+    let in_group = |user: &str, id: &str, words: &str| switchboard::platform::InboundEvent {
+        kind: switchboard::platform::ChatKind::Group,
+        chat_id: "-100".into(),
+        mentioned: true,
+        ..dm(user, id, words)
+    };
+    s.manager
+        .submit(dm("1", "p1", "remember my locker code, it is lighthouse"))
+        .await
+        .unwrap();
+    s.adapter.wait(1).await;
+    s.manager
+        .submit(in_group("1", "g1", "hello team"))
+        .await
+        .unwrap();
+    s.adapter.wait(2).await;
+    s.manager
+        .submit(in_group("2", "g2", "what do you know about the locker?"))
+        .await
+        .unwrap();
+    assert_eq!(s.adapter.wait(3).await[2].1, "nothing known");
+    let second_person = &llm.requests()[4];
+    let results = common::agent_harness::tool_messages(second_person);
+    assert_eq!(results.len(), 2, "{results:?}");
+    for (call, result) in &results {
+        assert!(!result.contains("locker"), "{call}: {result}");
+    }
+    let system = second_person["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(!system.contains("lighthouse"), "{system}");
+    // The first person still has their note.
+    assert_eq!(s.store.notes("telegram:1").await.unwrap().len(), 1);
+}

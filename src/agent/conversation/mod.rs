@@ -429,6 +429,19 @@ impl Conversation {
         self.owner.as_ref().map(Owner::key)
     }
 
+    /// The next turns act for `user_id` of `platform`, the sender of the
+    /// message they answer: in a shared thread or group, each person's
+    /// memory notes, past conversations and approvals are their own, not
+    /// the first sender's. Sessions without a person stay as they are.
+    pub fn act_for(&mut self, platform: &str, user_id: &str) {
+        if self.owner.is_some() && !user_id.is_empty() {
+            self.owner = Some(Owner {
+                platform: platform.to_string(),
+                user_id: user_id.to_string(),
+            });
+        }
+    }
+
     /// Gives the next turn the notes of `owner`, read ahead of it (with
     /// the turn's start, in the same trip to storage); the turn reads
     /// them itself unless `owner` is still [`owner_key`](Self::owner_key).
