@@ -63,6 +63,16 @@ impl GithubClient {
         }
     }
 
+    /// The login the token belongs to (`GET /user`): comments by it are the
+    /// gateway's own.
+    pub async fn login(&self) -> Result<String, String> {
+        let me = self.api.get("/user", None).await.map_err(|f| f.message)?;
+        me.json()["login"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| "GitHub's answer names no login".to_string())
+    }
+
     /// Posts a new comment; returns its id.
     pub async fn create_comment(&self, issue: &IssueRef, body: &str) -> Result<String, String> {
         self.create(issue, body).await.map_err(|f| f.message)

@@ -124,8 +124,15 @@ fn filter(route: &WebhookRoute, event: &str, action: Option<&str>) -> Option<boo
     taken
 }
 
-/// Decides what a delivery on `route` does.
-pub fn classify(route: &WebhookRoute, event: &str, delivery: &str, payload: &Value) -> Classified {
+/// Decides what a delivery on `route` does; `own_login` is the login the
+/// route's token belongs to, when known.
+pub fn classify(
+    route: &WebhookRoute,
+    own_login: Option<&str>,
+    event: &str,
+    delivery: &str,
+    payload: &Value,
+) -> Classified {
     let action = action(payload);
     let github = route.scheme == SignatureScheme::Github;
     if github && event == "issue_comment" {
@@ -137,7 +144,9 @@ pub fn classify(route: &WebhookRoute, event: &str, delivery: &str, payload: &Val
             || route
                 .bot_login
                 .as_deref()
-                .is_some_and(|b| b.trim_start_matches('@').eq_ignore_ascii_case(login));
+                .into_iter()
+                .chain(own_login)
+                .any(|b| b.trim_start_matches('@').eq_ignore_ascii_case(login));
         if is_bot {
             return Classified::Skip("comment written by a bot");
         }

@@ -97,6 +97,9 @@ struct RouteState {
     verifier: Verifier,
     limiter: RateLimiter,
     gateway: Gateway,
+    /// The login the route's token belongs to, learnt at start: its
+    /// comments are the gateway's own and never commands.
+    own_login: Arc<std::sync::OnceLock<String>>,
 }
 
 /// One route's answers and approval prompts.
@@ -131,14 +134,35 @@ pub fn router(gateway: &Gateway) -> axum::Router<AppState> {
             verifier: Verifier::new(route.scheme, secret, route.signature_header.as_deref()),
             limiter: RateLimiter::per_minute(route.rate_limit_per_minute),
             gateway: gateway.clone(),
+            own_login: Arc::default(),
         });
-        app = app.route(&route.path, post(receive).with_state(state));
         let deliverer = Deliverer::new(
             route,
             &gateway.env,
             gateway.store.clone(),
             gateway.platforms.clone(),
         );
+        if let Some(github) = deliverer
+            .github()
+            .filter(|_| route.scheme == crate::config::SignatureScheme::Github)
+            .cloned()
+        {
+            let (own, name) = (state.own_login.clone(), route.name.clone());
+            gateway.tasks.spawn(async move {
+                let asked = tokio::time::timeout(std::time::Duration::from_secs(10), github.login());
+                match asked.await {
+                    Ok(Ok(login)) => {
+                        tracing::info!(route = %name, login, "the route's token belongs to this login");
+                        let _ = own.set(login);
+                    }
+                    Ok(Err(err)) => {
+                        tracing::warn!(route = %name, error = %err, "cannot learn the login of the route's token")
+                    }
+                    Err(_) => tracing::warn!(route = %name, "learning the login of the route's token timed out"),
+                }
+            });
+        }
+        app = app.route(&route.path, post(receive).with_state(state));
         deliverers.insert(route.name.clone(), (route.clone(), deliverer));
         tracing::info!(route = %route.name, path = %route.path, scheme = ?route.scheme, "webhook route mounted");
     }
@@ -209,7 +233,8 @@ async fn receive(
     };
     let event = event_name(route.scheme, &headers, &payload);
     let delivery = delivery_id(route.scheme, &headers, &body);
-    let outcome = match classify(route, &event, &delivery, &payload) {
+    let own = state.own_login.get().map(String::as_str);
+    let outcome = match classify(route, own, &event, &delivery, &payload) {
         Classified::Skip(reason) => {
             tracing::debug!(route = %route.name, event, reason, "webhook event skipped");
             answer(

@@ -11,7 +11,7 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{patch, post};
+use axum::routing::{get, patch, post};
 use serde_json::{Value, json};
 
 use super::outage::{Answer, Outage};
@@ -52,6 +52,7 @@ impl FakeGithub {
                 post(create),
             )
             .route("/repos/{owner}/{repo}/issues/comments/{id}", patch(update))
+            .route("/user", get(who))
             .with_state(shared.clone());
         let addr = super::serve(app).await;
         Self {
@@ -94,6 +95,13 @@ impl FakeGithub {
         }
         panic!("expected {n} GitHub requests, saw {:?}", self.seen());
     }
+}
+
+/// The token's owner (not recorded: it is asked once, at start).
+pub const TOKEN_OWNER: &str = "gateway-token-owner";
+
+async fn who() -> Json<Value> {
+    Json(json!({"login": TOKEN_OWNER, "type": "User", "id": 1}))
 }
 
 fn record(shared: &Shared, method: &'static str, path: String, headers: &HeaderMap, body: Value) {

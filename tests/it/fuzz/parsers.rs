@@ -252,7 +252,7 @@ fn webhook(cases: u32) -> u64 {
             let body = serde_json::to_vec(&payload).unwrap();
             let event = events::event_name(scheme, &map, &payload);
             let delivery = events::delivery_id(scheme, &map, &body);
-            events::classify(&route, &event, &delivery, &payload);
+            events::classify(&route, None, &event, &delivery, &payload);
             events::entity(scheme, &event, &delivery, &payload);
             events::prompt(&route, &event, &payload);
             let mut renderer = template::Renderer::new();

@@ -252,7 +252,12 @@ async fn nothing_the_gateway_or_a_bot_writes_approves_anything() {
         let r = &mut c.webhook.routes[0];
         r.toolsets = Some(vec!["terminal".into()]);
         r.approval_comments = true;
-        r.approvers = vec!["github:octo-admin".into()];
+        // The token's owner is an approver too, as a maintainer's personal
+        // token would be.
+        r.approvers = vec![
+            "github:octo-admin".into(),
+            format!("github:{}", common::fake_github::TOKEN_OWNER),
+        ];
         r.bot_login = Some("switchboard-bot".into());
     })
     .await;
@@ -277,6 +282,12 @@ async fn nothing_the_gateway_or_a_bot_writes_approves_anything() {
     };
     let attempts = [
         ("switchboard-bot", "User", format!("/approve {id} always")),
+        // The login the route's token belongs to, learnt at start.
+        (
+            common::fake_github::TOKEN_OWNER,
+            "User",
+            format!("/approve {id} always"),
+        ),
         ("some-app[bot]", "Bot", format!("/approve {id} always")),
         // What the gateway posts when a model answers exactly this: the
         // marker line first, so the approver's own token posting it
