@@ -53,3 +53,44 @@ async fn debug_output_never_holds_a_secret() {
     );
     leaks("the GitHub client", &format!("{github:?}"));
 }
+
+/// A forge API that answers with a redirect to another host does not get
+/// the token carried there: the credentialed client follows no redirect.
+#[tokio::test]
+async fn forge_calls_follow_no_redirect_with_their_token() {
+    use std::sync::{Arc, Mutex};
+    let elsewhere_seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = elsewhere_seen.clone();
+    let elsewhere = crate::common::serve(axum::Router::new().fallback(
+        move |headers: axum::http::HeaderMap| {
+            let seen = seen.clone();
+            async move {
+                seen.lock()
+                    .unwrap()
+                    .push(crate::common::authorization(&headers));
+                "{\"id\": 1}"
+            }
+        },
+    ))
+    .await;
+    let target = format!("http://{elsewhere}/stolen");
+    let api = crate::common::serve(axum::Router::new().fallback(move || {
+        let target = target.clone();
+        async move { axum::response::Redirect::temporary(&target) }
+    }))
+    .await;
+    let github = switchboard::adapters::webhook::deliver::GithubClient::new(
+        &format!("http://{api}"),
+        "ghp_github_live_secret",
+    );
+    let issue = switchboard::adapters::webhook::deliver::IssueRef {
+        repo: "octo-org/hello-world".into(),
+        number: 1,
+    };
+    let posted = github.create_comment(&issue, "hello").await;
+    assert!(posted.is_err(), "a redirect is not a comment: {posted:?}");
+    assert!(
+        elsewhere_seen.lock().unwrap().is_empty(),
+        "the redirect was followed"
+    );
+}
