@@ -350,22 +350,18 @@ impl SessionManager {
             .platforms()
             .port(&event.platform)
             .filter(|p| p.capabilities().downloads);
-        let dir = crate::tools::workspace::session_dir(&self.inner.config.agent.workspace, key)
-            .map(|d| d.join("attachments"));
+        let workspace =
+            crate::tools::workspace::session_dir(&self.inner.config.agent.workspace, key);
         let (audio, files): (Vec<_>, Vec<_>) = std::mem::take(&mut event.attachments)
             .into_iter()
             .partition(|a| a.kind == AttachmentKind::Audio);
         // Audio stays with the event, to be heard before its turn.
         event.attachments = audio;
         for attachment in files {
-            let fetched = match (&port, &dir) {
-                (Some(port), Ok(dir)) => match tokio::fs::create_dir_all(dir).await {
-                    Ok(()) => port
-                        .fetch(&attachment, dir)
-                        .await
-                        .map_err(|e| e.to_string()),
-                    Err(err) => Err(err.to_string()),
-                },
+            let fetched = match (&port, &workspace) {
+                (Some(port), Ok(workspace)) => {
+                    fetch_into(port.as_ref(), &attachment, workspace).await
+                }
                 (None, _) => Err("not downloaded".to_string()),
                 (_, Err(err)) => Err(err.to_string()),
             };
@@ -379,6 +375,33 @@ impl SessionManager {
 }
 
 /// What the agent is told about an attachment.
+/// Fetches `attachment` into the daemon's staging directory, where no
+/// command reaches, then moves it into the workspace's `attachments/`
+/// beneath the workspace: the agent cannot make that directory a way for
+/// the daemon to write elsewhere.
+async fn fetch_into(
+    port: &dyn crate::platform::Platform,
+    attachment: &Attachment,
+    workspace: &std::path::Path,
+) -> Result<std::path::PathBuf, String> {
+    let staging = crate::tools::workspace::staging_dir(workspace).map_err(|e| e.to_string())?;
+    let fetched = port
+        .fetch(attachment, &staging)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (root, file) = (workspace.to_path_buf(), fetched.clone());
+    let moved = tokio::task::spawn_blocking(move || {
+        crate::tools::workspace::move_beneath(&root, &file, "attachments")
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|r| r.map_err(|e| e.to_string()));
+    if moved.is_err() {
+        let _ = tokio::fs::remove_file(&fetched).await;
+    }
+    moved
+}
+
 fn note(a: &Attachment, fetched: Result<std::path::PathBuf, String>) -> String {
     let what = match a.kind {
         AttachmentKind::Image => "photo",

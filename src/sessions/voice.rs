@@ -133,11 +133,10 @@ async fn listen(
         .platforms()
         .port(platform)
         .ok_or("the platform is not connected")?;
+    // The daemon's staging directory, where no command reaches: the clip
+    // is heard and removed, never put in the workspace.
     let dir = crate::tools::workspace::session_dir(&inner.config.agent.workspace, key)
-        .map(|d| d.join("attachments"))
-        .map_err(|e| e.to_string())?;
-    tokio::fs::create_dir_all(&dir)
-        .await
+        .and_then(|workspace| crate::tools::workspace::staging_dir(&workspace))
         .map_err(|e| format!("it could not be saved ({e})"))?;
     let path = crate::platform::retrying(|| port.fetch(clip, &dir))
         .await

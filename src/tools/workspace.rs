@@ -176,6 +176,43 @@ pub fn write_beneath(root: &Path, path: &Path, content: &[u8]) -> std::io::Resul
     written
 }
 
+/// Where the daemon receives files for the session whose workspace is
+/// `workspace` before they are moved in ([`move_beneath`]): beside the
+/// workspaces, where no command of any session can reach, mode 0700.
+pub fn staging_dir(workspace: &Path) -> std::io::Result<PathBuf> {
+    let name = workspace.file_name().unwrap_or_default();
+    let dir = workspace
+        .parent()
+        .unwrap_or(workspace)
+        .join(".incoming")
+        .join(name);
+    crate::private::private_dir(&dir)?;
+    Ok(dir)
+}
+
+/// Moves `file` (in the daemon's staging directory) into directory `into`
+/// of the workspace `root`, made if missing, every step beneath the
+/// workspace (see [`write_beneath`]); returns where it now is.
+pub fn move_beneath(root: &Path, file: &Path, into: &str) -> std::io::Result<PathBuf> {
+    let name = file
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("the file has no name"))?;
+    let mut dir = open_dir(root)?;
+    for part in Path::new(into).components() {
+        match nix::sys::stat::mkdirat(&dir, part.as_os_str(), Mode::from_bits_truncate(0o700)) {
+            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+            Err(err) => return Err(err.into()),
+        }
+        dir = openat2(
+            &dir,
+            part.as_os_str(),
+            inside().flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC),
+        )?;
+    }
+    nix::fcntl::renameat(nix::fcntl::AT_FDCWD, file, &dir, name)?;
+    Ok(root.join(into).join(name))
+}
+
 /// The path relative to the workspace root, for messages to the model.
 pub fn display(root: &Path, path: &Path) -> String {
     path.strip_prefix(root)
@@ -267,6 +304,27 @@ mod tests {
         std::io::Read::read_to_string(&mut open_beneath(&root, &inside).unwrap(), &mut text)
             .unwrap();
         assert_eq!(text, "fine");
+    }
+
+    #[test]
+    fn a_received_file_moves_in_only_beneath_the_workspace() {
+        let (dir, root) = ws();
+        let staging = staging_dir(&root).unwrap();
+        assert!(
+            !staging.starts_with(&root),
+            "staging is out of the agent's reach"
+        );
+        let file = staging.join("photo.jpg");
+        std::fs::write(&file, "jpeg").unwrap();
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("attachments")).unwrap();
+        assert!(move_beneath(&root, &file, "attachments").is_err());
+        assert!(!outside.join("photo.jpg").exists(), "moved outside");
+        std::fs::remove_file(root.join("attachments")).unwrap();
+        let moved = move_beneath(&root, &file, "attachments").unwrap();
+        assert_eq!(moved, root.join("attachments/photo.jpg"));
+        assert_eq!(std::fs::read_to_string(moved).unwrap(), "jpeg");
     }
 
     #[test]

@@ -115,11 +115,25 @@ async fn a_telegram_voice_note_is_heard_quoted_and_answered_once() {
     assert_eq!(asked(&s.llm), ["please deploy the staging branch"]);
     // The audio is not kept in the workspace.
     let ws = s.dir.path().join("ws");
-    let session = ws.read_dir().unwrap().next().unwrap().unwrap().path();
-    let left: Vec<_> = std::fs::read_dir(session.join("attachments"))
+    let session = ws
+        .read_dir()
         .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .unwrap();
+    let left: Vec<_> = std::fs::read_dir(session.join("attachments"))
+        .into_iter()
+        .flatten()
         .collect();
     assert!(left.is_empty(), "{left:?}");
+    let staged: Vec<_> = std::fs::read_dir(ws.join(".incoming"))
+        .unwrap()
+        .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
+        .collect();
+    assert!(
+        staged.is_empty(),
+        "the clip was removed after it was heard: {staged:?}"
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(sent_texts(&s.tg).len(), 2, "{:?}", sent_texts(&s.tg));
     s.daemon.shutdown().await;
