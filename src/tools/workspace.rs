@@ -110,6 +110,24 @@ fn open_dir(root: &Path) -> std::io::Result<OwnedFd> {
     )?)
 }
 
+/// Directory `rel` of the workspace `root`, made (0700) where missing and
+/// opened one step at a time, each beneath the one before.
+fn dir_beneath(root: &Path, rel: &Path) -> std::io::Result<OwnedFd> {
+    let mut dir = open_dir(root)?;
+    for part in rel.components() {
+        match nix::sys::stat::mkdirat(&dir, part.as_os_str(), Mode::from_bits_truncate(0o700)) {
+            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+            Err(err) => return Err(err.into()),
+        }
+        dir = openat2(
+            &dir,
+            part.as_os_str(),
+            inside().flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC),
+        )?;
+    }
+    Ok(dir)
+}
+
 /// Opens `path` (inside `root`, as [`resolve`] gave it) for reading, every
 /// component resolved beneath the workspace by the kernel: a directory the
 /// agent swaps for a symlink after [`resolve`] checked the path cannot lead
@@ -141,18 +159,7 @@ pub fn write_beneath(root: &Path, path: &Path, content: &[u8]) -> std::io::Resul
         .file_name()
         .ok_or_else(|| std::io::Error::other("the path names no file"))?
         .to_owned();
-    let mut dir = open_dir(root)?;
-    for part in rel.parent().into_iter().flat_map(Path::components) {
-        match nix::sys::stat::mkdirat(&dir, part.as_os_str(), Mode::from_bits_truncate(0o700)) {
-            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
-            Err(err) => return Err(err.into()),
-        }
-        dir = openat2(
-            &dir,
-            part.as_os_str(),
-            inside().flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC),
-        )?;
-    }
+    let dir = dir_beneath(root, rel.parent().unwrap_or(Path::new("")))?;
     let mut tmp = std::ffi::OsString::from(".");
     tmp.push(&name);
     tmp.push(format!(".tmp-{}", crate::store::new_id()));
@@ -197,18 +204,7 @@ pub fn move_beneath(root: &Path, file: &Path, into: &str) -> std::io::Result<Pat
     let name = file
         .file_name()
         .ok_or_else(|| std::io::Error::other("the file has no name"))?;
-    let mut dir = open_dir(root)?;
-    for part in Path::new(into).components() {
-        match nix::sys::stat::mkdirat(&dir, part.as_os_str(), Mode::from_bits_truncate(0o700)) {
-            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
-            Err(err) => return Err(err.into()),
-        }
-        dir = openat2(
-            &dir,
-            part.as_os_str(),
-            inside().flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC),
-        )?;
-    }
+    let dir = dir_beneath(root, Path::new(into))?;
     nix::fcntl::renameat(nix::fcntl::AT_FDCWD, file, &dir, name)?;
     Ok(root.join(into).join(name))
 }

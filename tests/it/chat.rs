@@ -148,12 +148,7 @@ async fn interactive_chat_asks_before_running_commands() {
     .await
     .unwrap();
     let ws = dir.path().join("ws");
-    let session_dir = ws
-        .read_dir()
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
-        .unwrap();
+    let session_dir = common::session_workspace(&ws);
     assert_eq!(
         std::fs::read_to_string(session_dir.join("proof.txt")).unwrap(),
         "approved-run\n"

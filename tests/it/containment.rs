@@ -28,12 +28,19 @@ const MODES: &[&str] = &["landlock", "bwrap"];
 /// directory outside every workspace.
 struct Host {
     dir: tempfile::TempDir,
+    /// More `[tools.sandbox]` keys.
+    sandbox: String,
 }
 
 impl Host {
     fn new() -> Self {
+        Self::with_sandbox("")
+    }
+
+    fn with_sandbox(keys: &str) -> Self {
         let host = Self {
             dir: tempfile::tempdir().unwrap(),
+            sandbox: keys.to_string(),
         };
         std::fs::create_dir_all(host.outside()).unwrap();
         std::fs::write(host.outside().join("keep.txt"), "precious").unwrap();
@@ -60,10 +67,11 @@ impl Host {
                 "[storage]\nurl = \"sqlite://{db}\"\n[agent]\nworkspace = \"{dir}/data/ws\"\n\
                  [llm]\nbase_url = \"{url}\"\napi_key_env = \"SB_TEST_MODEL_KEY\"\n\
                  [[llm.fallback]]\nmodel = \"fallback\"\napi_key_env = \"SB_TEST_FALLBACK_KEY\"\n\
-                 [approvals]\nmode = \"off\"\n[tools.sandbox]\nmode = \"{mode}\"\n",
+                 [approvals]\nmode = \"off\"\n[tools.sandbox]\nmode = \"{mode}\"\n{keys}\n",
                 db = self.db().display(),
                 dir = self.path().display(),
                 url = llm.url,
+                keys = self.sandbox,
             ),
         )
         .unwrap();
@@ -324,6 +332,39 @@ async fn metadata_outside_cannot_become_an_escalation_and_io_uring_is_refused() 
             results[0].contains("-rwx"),
             "{mode}: chmod +x in the workspace: {}",
             results[0]
+        );
+    }
+}
+
+#[tokio::test]
+async fn network_off_and_resource_limits_hold() {
+    // A listener on loopback stands for any host a command could reach.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    for mode in MODES {
+        let host = Host::with_sandbox(
+            "network = false\nopen_files = 200\ncpu_secs = 77\nfile_size_mb = 1\n",
+        );
+        let command = format!(
+            "/usr/bin/python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2); print('reached')\"; \
+             echo files=$(ulimit -n) cpu=$(ulimit -t); head -c 2000000 /dev/zero > big.bin; echo size=$(stat -c %s big.bin)"
+        );
+        let results = host.run(mode, &[terminal(&command)]).await;
+        assert!(!results[0].contains("reached"), "{mode}: {}", results[0]);
+        assert!(
+            results[0].contains("files=200 cpu=77"),
+            "{mode}: {}",
+            results[0]
+        );
+        assert!(
+            results[0].contains("size=1048576"),
+            "{mode}: {}",
+            results[0]
+        );
+        assert!(
+            listener.accept().is_err(),
+            "{mode}: the listener was reached"
         );
     }
 }

@@ -347,12 +347,7 @@ async fn photos_are_downloaded_into_the_session_workspace() {
         "{text}"
     );
     let ws = s.dir.path().join("ws");
-    let session_dir = ws
-        .read_dir()
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
-        .unwrap();
+    let session_dir = common::session_workspace(&ws);
     let saved = std::fs::read(session_dir.join("attachments/AgADbig.jpg")).unwrap();
     assert_eq!(saved, [0xff, 0xd8, 0xff, 0xd9]);
     s.daemon.shutdown().await;

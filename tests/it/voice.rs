@@ -115,12 +115,7 @@ async fn a_telegram_voice_note_is_heard_quoted_and_answered_once() {
     assert_eq!(asked(&s.llm), ["please deploy the staging branch"]);
     // The audio is not kept in the workspace.
     let ws = s.dir.path().join("ws");
-    let session = ws
-        .read_dir()
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
-        .unwrap();
+    let session = common::session_workspace(&ws);
     let left: Vec<_> = std::fs::read_dir(session.join("attachments"))
         .into_iter()
         .flatten()

@@ -7,7 +7,8 @@
 //! handled with no rule, so refused.
 
 use std::os::fd::OwnedFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
@@ -16,26 +17,38 @@ use landlock::{
 
 use super::{DEVICES, Dirs, Policy};
 
-/// Opens each readable root once, at start, for every ruleset after: a
-/// root with a hidden path inside is many entries, and a command should
-/// not pay for opening them each time. `/proc` is among them: a command's
-/// own entries (and `ps`); entries of processes outside its domain refuse
-/// ptrace-class access (environ, mem, fd, root).
-pub(super) fn open_readable(readable: &[std::path::PathBuf]) -> Vec<(OwnedFd, bool)> {
-    readable
-        .iter()
-        .map(|p| p.as_path())
-        .chain([Path::new("/proc")])
-        .filter_map(|path| {
-            let fd = nix::fcntl::open(
-                path,
-                nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
-                nix::sys::stat::Mode::empty(),
-            )
-            .ok()?;
-            Some((fd, path.is_dir()))
-        })
-        .collect()
+/// Opens each readable root once for every ruleset after: a root with a
+/// hidden path inside is many entries, and a command should not pay for
+/// opening them each time. Shared by the process's sandboxes with the same
+/// roots (a test process builds many), so descriptors do not pile up.
+/// `/proc` is among them: a command's own entries (and `ps`); entries of
+/// processes outside its domain refuse ptrace-class access (environ, mem,
+/// fd, root).
+pub(super) fn open_readable(readable: &[PathBuf]) -> Arc<Vec<(OwnedFd, bool)>> {
+    type Opened = Vec<(Vec<PathBuf>, Arc<Vec<(OwnedFd, bool)>>)>;
+    static OPENED: Mutex<Opened> = Mutex::new(Vec::new());
+    let mut cache = OPENED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, opened)) = cache.iter().find(|(roots, _)| roots == readable) {
+        return opened.clone();
+    }
+    let opened: Arc<Vec<(OwnedFd, bool)>> = Arc::new(
+        readable
+            .iter()
+            .map(|p| p.as_path())
+            .chain([Path::new("/proc")])
+            .filter_map(|path| {
+                let fd = nix::fcntl::open(
+                    path,
+                    nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
+                    nix::sys::stat::Mode::empty(),
+                )
+                .ok()?;
+                Some((fd, path.is_dir()))
+            })
+            .collect(),
+    );
+    cache.push((readable.to_vec(), opened.clone()));
+    opened
 }
 
 /// The oldest ABI whose guarantees the sandbox promises: signal scoping
@@ -74,7 +87,7 @@ pub(super) fn ruleset(policy: &Policy, dirs: Dirs<'_>) -> Result<OwnedFd, String
             .map_err(|e| fail(&e))?;
     }
     let mut created = ruleset.create().map_err(|e| fail(&e))?;
-    for (fd, dir) in &policy.opened {
+    for (fd, dir) in policy.opened.iter() {
         let access = if *dir {
             AccessFs::from_read(abi)
         } else {

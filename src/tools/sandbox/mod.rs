@@ -72,8 +72,9 @@ struct Policy {
     /// entries).
     readable: Vec<PathBuf>,
     /// The readable roots opened once (`O_PATH`), with whether each is a
-    /// directory, for Landlock's rules.
-    opened: Vec<(std::os::fd::OwnedFd, bool)>,
+    /// directory, for Landlock's rules; shared by every sandbox of the
+    /// process with the same roots.
+    opened: Arc<Vec<(std::os::fd::OwnedFd, bool)>>,
     read_write: Vec<PathBuf>,
     hidden: Vec<PathBuf>,
     network: bool,
@@ -271,7 +272,7 @@ impl Policy {
         readable.sort();
         readable.dedup();
         let opened = if config.mode == SandboxMode::Off {
-            Vec::new()
+            Arc::default()
         } else {
             landlock::open_readable(&readable)
         };

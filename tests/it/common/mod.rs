@@ -522,3 +522,13 @@ pub fn tool_names(request: &serde_json::Value) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// The one session workspace under the workspace root `ws` (the daemon's
+/// own `.incoming` and `.tmp` beside it left out).
+pub fn session_workspace(ws: &std::path::Path) -> std::path::PathBuf {
+    ws.read_dir()
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .unwrap()
+}
