@@ -191,13 +191,27 @@ pub enum SlackMode {
 }
 
 /// `[webhook]`: the webhook receiver.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WebhookConfig {
     /// Whether the webhook routes are mounted.
     pub enabled: bool,
+    /// How long a delivery's body is remembered: within this many days
+    /// the same body on the same route is a duplicate, whatever its
+    /// delivery id (GitHub, GitLab and `hmac` sign the body alone).
+    pub replay_window_days: u32,
     /// One entry per endpoint (`[[webhook.routes]]`).
     pub routes: Vec<WebhookRoute>,
+}
+
+impl Default for WebhookConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            replay_window_days: 7,
+            routes: Vec::new(),
+        }
+    }
 }
 
 /// `[[webhook.routes]]`: one webhook endpoint.

@@ -673,6 +673,10 @@ impl Validator<'_> {
 
     fn webhook(&mut self, c: &Config) {
         self.adapter_built("webhook", c.webhook.enabled);
+        self.positive(
+            "webhook.replay_window_days",
+            c.webhook.replay_window_days.into(),
+        );
         let mut names = HashSet::new();
         let mut paths = HashSet::new();
         for (i, route) in c.webhook.routes.iter().enumerate() {

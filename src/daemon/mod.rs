@@ -428,6 +428,10 @@ impl Daemon {
         }
         tracker.spawn(metrics_upkeep(root.child_token()));
         tracker.spawn(storage_upkeep(store.clone(), root.child_token()));
+        if config.webhook.enabled {
+            let window = Duration::from_secs(u64::from(config.webhook.replay_window_days) * 86_400);
+            tracker.spawn(replay_window(store.clone(), window, root.child_token()));
+        }
         tracing::info!(http.addr = %local, "listening");
         signals::notify(&[
             NotifyState::Ready,
@@ -493,6 +497,26 @@ async fn storage_upkeep(store: Store, stop: CancellationToken) {
                 }
                 if let Err(err) = store.checkpoint().await {
                     tracing::debug!(error = %err, "checkpoint skipped");
+                }
+            }
+        }
+    }
+}
+
+/// Forgets webhook deliveries past their replay window, at start and then
+/// hourly: a body is a duplicate for at least the window (at most an hour
+/// more), and the inbox does not keep every delivery forever.
+async fn replay_window(store: Store, window: Duration, stop: CancellationToken) {
+    let mut ticker = tokio::time::interval(Duration::from_secs(3600));
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = ticker.tick() => {
+                let before = crate::store::now_ms() - window.as_millis() as i64;
+                match store.inbox_forget_deliveries(before).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(deliveries = n, "webhook deliveries past their replay window forgotten"),
+                    Err(err) => tracing::warn!(error = %err, "webhook deliveries not forgotten"),
                 }
             }
         }

@@ -407,6 +407,19 @@ impl Store {
         Ok(n == 1)
     }
 
+    /// Forgets the processed webhook deliveries received before `before`
+    /// (ms since the epoch): the end of their replay window, after which
+    /// the same body is a new delivery. Unprocessed ones stay whatever
+    /// their age. Returns how many went.
+    pub async fn inbox_forget_deliveries(&self, before: i64) -> Result<u64> {
+        // The platform is written out, not bound: the partial index
+        // `inbox_webhook_age` serves only a literal match.
+        Ok(with_pool!(self, pool => sqlx::query(
+            "DELETE FROM inbox WHERE platform = 'webhook' AND received_at < $1 \
+             AND processed_at IS NOT NULL")
+            .bind(before).execute(pool).await?.rows_affected()))
+    }
+
     /// The unprocessed event of `platform` that is message `message_id`
     /// (a message's edits and deletion name it by its id).
     pub async fn inbox_pending_message(

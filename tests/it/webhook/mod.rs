@@ -100,7 +100,16 @@ async fn start(llm: &FakeLlm, gh: &FakeGithub, tweak: impl FnOnce(&mut Config)) 
 
 /// The daemon with one GitHub route whose API is at `api`.
 async fn start_at(llm: &FakeLlm, api: &str, tweak: impl FnOnce(&mut Config)) -> Running {
-    let dir = tempfile::tempdir().unwrap();
+    start_in(tempfile::tempdir().unwrap(), llm, api, tweak).await
+}
+
+/// The daemon on the database and workspace in `dir`.
+async fn start_in(
+    dir: tempfile::TempDir,
+    llm: &FakeLlm,
+    api: &str,
+    tweak: impl FnOnce(&mut Config),
+) -> Running {
     let mut config = daemon_config(dir.path(), &llm.url);
     config.webhook.enabled = true;
     config.webhook.routes = vec![github_route(api)];

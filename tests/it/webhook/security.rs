@@ -237,6 +237,65 @@ async fn a_replayed_body_under_a_new_delivery_id_is_a_duplicate() {
 }
 
 #[tokio::test]
+async fn a_body_is_a_duplicate_within_the_replay_window_and_new_after_it() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(text("first")),
+        Reply::Json(text("second")),
+        Reply::Json(text("after the window")),
+    ])
+    .await;
+    let gh = FakeGithub::start().await;
+    let window = |c: &mut Config| c.webhook.replay_window_days = 3;
+    let d = start(&llm, &gh, window).await;
+    let old = bytes(&fixture("pull_request.opened"));
+    let mut recent = fixture("pull_request.opened");
+    recent["pull_request"]["title"] = json!("Another change");
+    let recent = bytes(&recent);
+    assert_eq!(d.github("pull_request", "w-1", &old).await.status(), 202);
+    assert_eq!(d.github("pull_request", "w-2", &recent).await.status(), 202);
+    d.wait_processed(2).await;
+    let url = format!("sqlite://{}/sb.db", d.dir.path().display());
+    let Running { daemon, dir, .. } = d;
+    daemon.shutdown().await;
+
+    // One delivery was received four days ago, the other two: only the
+    // first is past the three-day window.
+    let raw = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let day = 86_400_000_i64;
+    for (body, days) in [(&old, 4), (&recent, 2)] {
+        let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(body));
+        let aged = sqlx::query(
+            "UPDATE inbox SET received_at = received_at - $1 WHERE dedupe_key LIKE '%' || $2",
+        )
+        .bind(days * day)
+        .bind(hash)
+        .execute(&raw)
+        .await
+        .unwrap();
+        assert_eq!(aged.rows_affected(), 1);
+    }
+    let d = start_in(dir, &llm, &gh.url, window).await;
+    common::eventually("the old delivery forgotten", || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM inbox")
+            .fetch_one(&raw)
+            .await
+            .unwrap()
+            == 1
+    })
+    .await;
+    let recent_again = d.github("pull_request", "w-3", &recent).await;
+    assert_eq!(recent_again.status(), 200, "two days old: still a replay");
+    assert_eq!(
+        recent_again.json::<Value>().await.unwrap()["status"],
+        "duplicate"
+    );
+    let old_again = d.github("pull_request", "w-4", &old).await;
+    assert_eq!(old_again.status(), 202, "four days old: a new delivery");
+    wait_for("the third answer", || llm.requests().len() == 3).await;
+    d.shutdown().await;
+}
+
+#[tokio::test]
 async fn nothing_the_gateway_or_a_bot_writes_approves_anything() {
     let llm = FakeLlm::start(vec![
         Reply::Json(calls(&[(
