@@ -42,9 +42,8 @@ pub fn build() -> std::io::Result<tokio::runtime::Runtime> {
 /// wake-ups: on a multi-threaded runtime every await that another task
 /// answers (a store statement, the model's HTTP response, a tool's
 /// output) may wake the other worker to steal it, a futex round of its
-/// own (PERFORMANCE.md, "CPU per turn"). SQLite runs on this thread too
-/// (`store::SqliteThreads::Caller`); other blocking work still goes to
-/// tokio's blocking pool.
+/// own (PERFORMANCE.md, "CPU per turn"). SQLite runs on its connections'
+/// threads, other blocking work on tokio's blocking pool.
 pub fn build_terminal() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -37,6 +37,26 @@ const RECALL_CHARS: usize = 2000;
 /// Characters of one note in that recall.
 const RECALL_NOTE_CHARS: usize = 300;
 
+/// Why a question got no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unanswered {
+    /// The chat's platform is not connected.
+    #[error("{0} is not connected")]
+    NotConnected(String),
+    /// The platform refused to show it.
+    #[error("the question could not be shown: {0}")]
+    NotShown(String),
+    /// Nobody answered within the limit.
+    #[error("no answer within {} minutes", .0.as_secs() / 60)]
+    TimedOut(std::time::Duration),
+    /// The turn was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+    /// The question was forgotten (the daemon is stopping).
+    #[error("the question was dropped")]
+    Dropped,
+}
+
 /// How a question reaches a human (the session wires its adapter).
 #[async_trait::async_trait]
 pub trait ClarifyBroker: Send + Sync {
@@ -46,7 +66,7 @@ pub trait ClarifyBroker: Send + Sync {
         question: &str,
         choices: &[String],
         cancel: &CancellationToken,
-    ) -> Result<String, String>;
+    ) -> Result<String, Unanswered>;
 }
 
 /// A chat's scheduled jobs, as the `cronjob` tool reaches them (the
@@ -305,7 +325,7 @@ pub async fn run(
             let answer = broker
                 .ask(question, &choices, cancel)
                 .await
-                .map_err(ToolError::Failed)?;
+                .map_err(|e| ToolError::Failed(e.to_string()))?;
             Ok(json!({"answer": answer}).to_string())
         }
         "cronjob" => match jobs {

@@ -24,6 +24,17 @@ use crate::store::{
 };
 use crate::telemetry::events;
 
+/// Why a decision cannot be asked for anywhere.
+#[derive(Debug, thiserror::Error)]
+enum NoChat {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("unknown session")]
+    UnknownSession,
+    #[error("this session has no human and [approvals] route_to is not set")]
+    NoRoute,
+}
+
 /// Longest command shown in a prompt.
 const PROMPT_COMMAND_CHARS: usize = 600;
 
@@ -248,7 +259,7 @@ impl Broker {
                     "no_approver",
                 )
                 .await;
-                return Decision::NoApprover(why);
+                return Decision::NoApprover(why.to_string());
             }
         };
         let Some(port) = self.platforms.port(&chat.platform) else {
@@ -354,13 +365,12 @@ impl Broker {
         }
     }
 
-    async fn chat_for(&self, request: &Request) -> Result<ChatRef, String> {
+    async fn chat_for(&self, request: &Request) -> Result<ChatRef, NoChat> {
         let session = self
             .store
             .session(&request.session_id)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| "unknown session".to_string())?;
+            .await?
+            .ok_or(NoChat::UnknownSession)?;
         let own = ChatRef {
             platform: session.platform.into(),
             chat: session.chat_id,
@@ -382,9 +392,7 @@ impl Broker {
                     chat: t.chat.clone(),
                     thread: None,
                 })
-                .ok_or_else(|| {
-                    "this session has no human and [approvals] route_to is not set".to_string()
-                });
+                .ok_or(NoChat::NoRoute);
         }
         Ok(own)
     }

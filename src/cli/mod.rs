@@ -18,7 +18,7 @@ mod tools;
 mod webhook;
 
 use crate::config::{self, Config, ConfigError, ConfigSource, Env, LogFormat, redact_url};
-use crate::store::{SqliteThreads, Store};
+use crate::store::Store;
 
 /// Exit code for an unusable configuration (sysexits' EX_CONFIG); the
 /// systemd unit does not restart on it.
@@ -255,7 +255,7 @@ async fn dispatch(
         }
         Command::Migrate => {
             crate::telemetry::init_logging(format, &config.log.level);
-            let store = Store::connect_on(&config.storage, SqliteThreads::Caller).await?;
+            let store = Store::connect(&config.storage).await?;
             let applied = store.migrate().await?;
             println!(
                 "applied {applied} migration(s); schema version {} ({:?})",
@@ -268,10 +268,9 @@ async fn dispatch(
     }
 }
 
-/// The store a command at the terminal works on: SQLite runs on the
-/// command's one thread ([`SqliteThreads::Caller`]).
+/// The store a command at the terminal works on, migrated.
 async fn open_store(config: &Config) -> crate::store::Result<Store> {
-    Store::open_on(&config.storage, SqliteThreads::Caller).await
+    Store::open(&config.storage).await
 }
 
 /// The text `switchboard check` prints for a valid configuration.

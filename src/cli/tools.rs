@@ -30,7 +30,7 @@ pub async fn tools(
         .await
         {
             Ok(Ok((client, _alive))) => clients.push(client),
-            Ok(Err(err)) => mcp_errors.push((server.name.clone(), err)),
+            Ok(Err(err)) => mcp_errors.push((server.name.clone(), err.to_string())),
             Err(_) => mcp_errors.push((server.name.clone(), "no answer".into())),
         }
     }

@@ -7,7 +7,9 @@
 pub const PLATFORMS: &[&str] = &["telegram", "discord", "slack", "github", "gitlab"];
 
 /// Why `value` is not a qualified identity, with the form to write; `hint`
-/// is the platform the key is usually about (a route's forge).
+/// is the platform the key is usually about (a route's forge). The error
+/// is a sentence for `check`'s list of problems (the caller adds the key);
+/// nothing matches on it, so it stays text.
 pub fn check(value: &str, hint: Option<&str>) -> Result<(), String> {
     let shown = |platform: &str| format!("\"{platform}:{}\"", value.trim_start_matches('@'));
     match value.split_once(':') {

@@ -139,7 +139,7 @@ impl Desk {
             .confirm
             .ask(&question, &["Create".into(), "Cancel".into()], cancel)
             .await
-            .map_err(ToolError::Failed)?;
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
         if !answer.trim().eq_ignore_ascii_case("create") {
             return Ok(json!({"created": false, "reason": "the user did not confirm"}).to_string());
         }

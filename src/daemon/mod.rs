@@ -56,8 +56,8 @@ pub enum DaemonError {
     #[error("console: {0}")]
     Console(String),
     /// A webhook route's forge credentials could not be read.
-    #[error("{0}")]
-    Forge(String),
+    #[error(transparent)]
+    Forge(#[from] crate::forge::ForgeError),
     /// The HTTP server stopped on its own.
     #[error("http server failed: {0}")]
     Serve(String),
@@ -269,9 +269,7 @@ impl Daemon {
             config.approvals.mode,
             Some(deps.auxiliary.clone()),
         );
-        let forges = Arc::new(
-            crate::forge::Forges::from_config(&config, &env, &store).map_err(DaemonError::Forge)?,
-        );
+        let forges = Arc::new(crate::forge::Forges::from_config(&config, &env, &store)?);
         let sessions = SessionManager::new(
             config.clone(),
             deps,

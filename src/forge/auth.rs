@@ -46,16 +46,30 @@ pub struct App {
     tokens: tokio::sync::Mutex<HashMap<u64, (String, i64)>>,
 }
 
+/// Why a GitHub App's private key cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// Not PEM.
+    #[error("not a PEM key: {0}")]
+    NotPem(rustls_pki_types::pem::Error),
+    /// PEM, but not an RSA key.
+    #[error("not an RSA key")]
+    NotRsa,
+    /// An RSA key ring refuses.
+    #[error("not a usable RSA key: {0}")]
+    Unusable(ring::error::KeyRejected),
+}
+
 /// Reads a PEM private key: PKCS#1 (`BEGIN RSA PRIVATE KEY`, what GitHub
 /// hands out) or PKCS#8.
-pub fn read_key(pem: &[u8]) -> Result<RsaKeyPair, String> {
-    let key = PrivateKeyDer::from_pem_slice(pem).map_err(|e| format!("not a PEM key: {e}"))?;
+pub fn read_key(pem: &[u8]) -> Result<RsaKeyPair, KeyError> {
+    let key = PrivateKeyDer::from_pem_slice(pem).map_err(KeyError::NotPem)?;
     match &key {
         PrivateKeyDer::Pkcs1(der) => RsaKeyPair::from_der(der.secret_pkcs1_der()),
         PrivateKeyDer::Pkcs8(der) => RsaKeyPair::from_pkcs8(der.secret_pkcs8_der()),
-        _ => return Err("not an RSA key".into()),
+        _ => return Err(KeyError::NotRsa),
     }
-    .map_err(|e| format!("not a usable RSA key: {e}"))
+    .map_err(KeyError::Unusable)
 }
 
 impl App {

@@ -118,7 +118,7 @@ impl Host for Github {
             .await?
             .json();
         let get = |p: &str| {
-            crate::adapters::webhook::template::lookup_str(&pr, p)
+            crate::render::template::lookup_str(&pr, p)
                 .map(str::to_string)
                 .ok_or_else(|| Failure::fatal(format!("GitHub's pull request has no {p}")))
         };
@@ -231,8 +231,8 @@ impl Host for Github {
             ),
         ] {
             for c in self.pages(scope, &path).await? {
-                let who = crate::adapters::webhook::template::lookup_str(&c, "user.login")
-                    .unwrap_or("unknown");
+                let who =
+                    crate::render::template::lookup_str(&c, "user.login").unwrap_or("unknown");
                 let place = match (c.get("path").and_then(Value::as_str), c.get("line")) {
                     (Some(p), Some(Value::Number(l))) => format!("{kind} on {p}:{l}"),
                     (Some(p), _) => format!("{kind} on {p}"),
@@ -359,7 +359,7 @@ impl Host for Github {
                 json!({"owner": owner, "name": name, "number": n}),
             )
             .await?;
-        let nodes = crate::adapters::webhook::template::lookup(
+        let nodes = crate::render::template::lookup(
             &threads,
             "data.repository.pullRequest.reviewThreads.nodes",
         )
@@ -370,9 +370,8 @@ impl Host for Github {
         for thread in nodes {
             let outdated = thread.get("isOutdated") == Some(&Value::Bool(true))
                 && thread.get("isResolved") == Some(&Value::Bool(false));
-            let first =
-                crate::adapters::webhook::template::lookup(&thread, "comments.nodes.0.databaseId")
-                    .map(|v| v.to_string());
+            let first = crate::render::template::lookup(&thread, "comments.nodes.0.databaseId")
+                .map(|v| v.to_string());
             let ours = first.is_some_and(|id| own.contains(&id));
             let Some(id) = thread.get("id").and_then(Value::as_str) else {
                 continue;

@@ -11,7 +11,7 @@ use super::diff::{FileDiff, Side};
 use super::github::CHECK_NAME;
 use super::host::{Anchored, Check, Compared, Host, change, id_of};
 use super::scope::Scope;
-use crate::adapters::webhook::template::lookup_str;
+use crate::render::template::lookup_str;
 
 /// GitLab for one route.
 #[derive(Debug, Clone)]

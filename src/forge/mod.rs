@@ -56,25 +56,72 @@ pub struct Forge {
 #[derive(Debug, Default)]
 pub struct Forges(HashMap<String, Arc<Forge>>);
 
+/// Why a route's forge cannot be set up, or an event's scope read.
+#[derive(Debug, thiserror::Error)]
+pub enum ForgeError {
+    /// The App's key file cannot be read.
+    #[error("webhook route {route}: cannot read forge.private_key_file {}: {source}", file.display())]
+    KeyFile {
+        /// The route.
+        route: String,
+        /// The configured file.
+        file: std::path::PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The App's key is not a usable RSA key.
+    #[error("webhook route {route}: forge.private_key_file {}: {source}", file.display())]
+    Key {
+        /// The route.
+        route: String,
+        /// The configured file.
+        file: std::path::PathBuf,
+        /// What is wrong with the key.
+        source: auth::KeyError,
+    },
+    /// The token's variable is not set.
+    #[error("webhook route {route}: forge token {var} is not set")]
+    NoToken {
+        /// The route.
+        route: String,
+        /// The variable.
+        var: String,
+    },
+    /// The route's scheme has no forge (or not with these credentials).
+    #[error(
+        "webhook route {route}: forge reviews need scheme github, or gitlab with a token (scheme {scheme:?})"
+    )]
+    Scheme {
+        /// The route.
+        route: String,
+        /// Its scheme.
+        scheme: SignatureScheme,
+    },
+    /// The database failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// A stored scope is not what this version writes.
+    #[error("stored scope unreadable: {0}")]
+    Scope(serde_json::Error),
+}
+
 /// The credentials `forge` names.
 fn credentials(
     route: &WebhookRoute,
     forge: &ForgeConfig,
     env: &Env,
-) -> Result<Credentials, String> {
+) -> Result<Credentials, ForgeError> {
     let name = &route.name;
     if let (Some(app_id), Some(file)) = (forge.app_id, &forge.private_key_file) {
-        let pem = std::fs::read(file).map_err(|e| {
-            format!(
-                "webhook route {name}: cannot read forge.private_key_file {}: {e}",
-                file.display()
-            )
+        let pem = std::fs::read(file).map_err(|source| ForgeError::KeyFile {
+            route: name.clone(),
+            file: file.clone(),
+            source,
         })?;
-        let key = auth::read_key(&pem).map_err(|e| {
-            format!(
-                "webhook route {name}: forge.private_key_file {}: {e}",
-                file.display()
-            )
+        let key = auth::read_key(&pem).map_err(|source| ForgeError::Key {
+            route: name.clone(),
+            file: file.clone(),
+            source,
         })?;
         return Ok(Credentials::App(Arc::new(App::new(
             app_id,
@@ -89,14 +136,17 @@ fn credentials(
     let token = env
         .get(var)
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| format!("webhook route {name}: forge token {var} is not set"))?;
+        .ok_or_else(|| ForgeError::NoToken {
+            route: name.clone(),
+            var: var.to_string(),
+        })?;
     Ok(Credentials::Token(Arc::from(token)))
 }
 
 impl Forges {
     /// The forges of `config`'s routes; an error names a route whose
     /// credentials cannot be read.
-    pub fn from_config(config: &Config, env: &Env, store: &Store) -> Result<Self, String> {
+    pub fn from_config(config: &Config, env: &Env, store: &Store) -> Result<Self, ForgeError> {
         let mut forges = HashMap::new();
         if !config.webhook.enabled {
             return Ok(Self(forges));
@@ -117,11 +167,11 @@ impl Forges {
                     let base = forge.api_url.as_deref().unwrap_or(GITLAB_API);
                     Arc::new(gitlab::Gitlab::new(Api::new(base, Dialect::Gitlab, creds)))
                 }
-                other => {
-                    return Err(format!(
-                        "webhook route {}: forge reviews need scheme github, or gitlab with a token (scheme {other:?})",
-                        route.name
-                    ));
+                scheme => {
+                    return Err(ForgeError::Scheme {
+                        route: route.name.clone(),
+                        scheme,
+                    });
                 }
             };
             forges.insert(
@@ -150,7 +200,7 @@ impl Forges {
     /// The forge tools of `event`'s run, when its route has a forge and
     /// the event a scope; the review's check is opened as the run starts.
     pub async fn desk(&self, event: &InboundEvent) -> Option<Arc<tools::Desk>> {
-        if event.platform != crate::adapters::webhook::ID {
+        if event.platform != crate::platform::WEBHOOK {
             return None;
         }
         let forge = self.get(&event.chat_id)?.clone();
@@ -182,18 +232,13 @@ impl Forges {
 
 impl Forge {
     /// The stored scope of event `event_id`.
-    pub async fn scope_of(&self, event_id: &str) -> Result<Option<Scope>, String> {
-        let Some((_, _, scope)) = self
-            .store
-            .forge_event(event_id)
-            .await
-            .map_err(|e| e.to_string())?
-        else {
+    pub async fn scope_of(&self, event_id: &str) -> Result<Option<Scope>, ForgeError> {
+        let Some((_, _, scope)) = self.store.forge_event(event_id).await? else {
             return Ok(None);
         };
         serde_json::from_str(&scope)
             .map(Some)
-            .map_err(|e| format!("stored scope unreadable: {e}"))
+            .map_err(ForgeError::Scope)
     }
 
     /// Fills in what the event did not say: the change a CI run belongs

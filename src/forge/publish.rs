@@ -170,7 +170,7 @@ impl Forge {
                     "event {event_id} has no forge scope"
                 )));
             }
-            Err(err) => return Err(PlatformError::Unavailable(err)),
+            Err(err) => return Err(PlatformError::Unavailable(err.to_string())),
         };
         if scope.task.reviews() {
             return self.review(event_id, entity, &scope, text).await;

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::adapters::webhook::template::{lookup, lookup_str};
+use crate::render::template::{lookup, lookup_str};
 
 /// What the run is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

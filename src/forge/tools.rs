@@ -12,8 +12,8 @@ use serde_json::Value;
 use super::api::Failure;
 use super::diff::{FileDiff, numbered};
 use super::{Forge, Scope, Task};
-use crate::adapters::webhook::template::Renderer;
 use crate::agent::layer::ForgeDesk;
+use crate::render::template::Renderer;
 use crate::tools::{ToolError, arg_opt_str, arg_opt_u64, arg_str};
 
 /// Characters of diff, file or log text one call returns.

@@ -32,6 +32,10 @@ pub use limit::RateLimiter;
 pub use profile::{AccessRules, KeyScheme, Preset, Profile, STILL};
 pub use registry::Platforms;
 
+/// The webhook receiver's platform name. Forges (reviews, CI triage) act
+/// only on its events, whether or not the receiver is built in.
+pub const WEBHOOK: &str = "webhook";
+
 /// A platform's name: `telegram`, `discord`, `slack`, `webhook`, `cli`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
 #[serde(transparent)]

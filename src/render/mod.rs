@@ -1,10 +1,12 @@
 //! Text for platforms: Markdown read once and rendered per platform,
 //! long replies split into chunks a platform accepts, streamed answers
-//! into the messages they show in, text clipped with a marker. Adapters render with it; nothing here knows a platform.
+//! into the messages they show in, text clipped with a marker, prompts
+//! templated from a payload with untrusted text fenced. Adapters render with it; nothing here knows a platform.
 
 pub mod chunk;
 pub mod markdown;
 pub mod segments;
+pub mod template;
 
 /// The first `max` characters of `text`, with a marker when cut.
 pub fn clip(text: &str, max: usize) -> String {

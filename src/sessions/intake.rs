@@ -294,7 +294,8 @@ impl SessionManager {
 
     /// A button press: an approval choice (through the broker) or a
     /// question's choice. `Ok` carries what the presser is told it did,
-    /// `Err` why the press does not count.
+    /// `Err` why the press does not count: both are words for the presser
+    /// (relayed between replicas as they are), so both stay text.
     pub async fn press(&self, press: &Press) -> Result<String, String> {
         if let Some((id, choice)) = Choice::parse_button(&press.data) {
             let Some(broker) = self.inner.broker.get() else {
@@ -362,8 +363,11 @@ impl SessionManager {
                 (Some(port), Ok(workspace)) => {
                     fetch_into(port.as_ref(), &attachment, workspace).await
                 }
-                (None, _) => Err("not downloaded".to_string()),
-                (_, Err(err)) => Err(err.to_string()),
+                (None, _) => Err(Unfetched::NotConnected),
+                (_, Err(err)) => Err(Unfetched::Io(std::io::Error::new(
+                    err.kind(),
+                    err.to_string(),
+                ))),
             };
             let note = note(&attachment, fetched);
             if !event.text.is_empty() {
@@ -383,26 +387,34 @@ async fn fetch_into(
     port: &dyn crate::platform::Platform,
     attachment: &Attachment,
     workspace: &std::path::Path,
-) -> Result<std::path::PathBuf, String> {
-    let staging = crate::tools::workspace::staging_dir(workspace).map_err(|e| e.to_string())?;
-    let fetched = port
-        .fetch(attachment, &staging)
-        .await
-        .map_err(|e| e.to_string())?;
+) -> Result<std::path::PathBuf, Unfetched> {
+    let staging = crate::tools::workspace::staging_dir(workspace)?;
+    let fetched = port.fetch(attachment, &staging).await?;
     let (root, file) = (workspace.to_path_buf(), fetched.clone());
     let moved = tokio::task::spawn_blocking(move || {
         crate::tools::workspace::move_beneath(&root, &file, "attachments")
     })
     .await
-    .map_err(|e| e.to_string())
-    .and_then(|r| r.map_err(|e| e.to_string()));
+    .map_err(|_| Unfetched::Io(std::io::ErrorKind::Interrupted.into()))
+    .and_then(|r| r.map_err(Unfetched::Io));
     if moved.is_err() {
         let _ = tokio::fs::remove_file(&fetched).await;
     }
     moved
 }
 
-fn note(a: &Attachment, fetched: Result<std::path::PathBuf, String>) -> String {
+/// Why an attachment is not in the workspace.
+#[derive(Debug, thiserror::Error)]
+enum Unfetched {
+    #[error("not downloaded")]
+    NotConnected,
+    #[error(transparent)]
+    Platform(#[from] crate::platform::PlatformError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+fn note(a: &Attachment, fetched: Result<std::path::PathBuf, Unfetched>) -> String {
     let what = match a.kind {
         AttachmentKind::Image => "photo",
         AttachmentKind::Audio => "voice note",
@@ -468,12 +480,12 @@ mod tests {
             "[The user sent a photo, saved as attachments/shot.png; use vision_analyze with that path to look at it.]"
         );
         assert_eq!(
-            note(&image, Err("gone".into())),
+            note(&image, Err(Unfetched::NotConnected)),
             "[The user sent a photo, but it could not be downloaded.]"
         );
         let linked = attachment(AttachmentKind::Image, Some("https://cdn.example/shot.png"));
         assert_eq!(
-            note(&linked, Err("links only".into())),
+            note(&linked, Err(Unfetched::NotConnected)),
             "[The user sent an image, shot.png: https://cdn.example/shot.png; use vision_analyze with that URL to look at it.]"
         );
         let mut doc = attachment(
@@ -484,7 +496,7 @@ mod tests {
         doc.mime = Some("text/plain".into());
         doc.size = Some(12);
         assert_eq!(
-            note(&doc, Err("links only".into())),
+            note(&doc, Err(Unfetched::NotConnected)),
             "[The user attached log.txt (text/plain, 12 bytes): https://cdn.example/log.txt]"
         );
     }

@@ -28,17 +28,31 @@ pub(super) fn new_session<'a>(
     }
 }
 
+/// Why a session's conversation could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum OpenError {
+    /// The event's platform has no profile (it is not compiled in).
+    #[error("no profile for platform {0}")]
+    NoProfile(String),
+    /// The database failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// The conversation's history could not be read.
+    #[error(transparent)]
+    Agent(#[from] crate::agent::AgentError),
+}
+
 pub(super) async fn open_conversation(
     inner: &Arc<Inner>,
     key: &str,
     event: &InboundEvent,
     known: Known,
     draft: &super::live::Slot,
-) -> Result<Conversation, String> {
+) -> Result<Conversation, OpenError> {
     let profile = inner
         .platforms()
         .profile(&event.platform)
-        .ok_or_else(|| format!("no profile for platform {}", event.platform))?;
+        .ok_or_else(|| OpenError::NoProfile(event.platform.to_string()))?;
     // Sessions without a person behind them (automated events) ask for
     // approval in the configured approver chat, never of whoever wrote
     // the payload, and ask no questions.
@@ -48,8 +62,7 @@ pub(super) async fn open_conversation(
         Known::Open(session, fresh) => Ok((*session, fresh)),
         Known::Absent => inner.store.create_session(&new).await,
         Known::Unread => inner.store.open_session(&new).await.map(|s| (s, false)),
-    }
-    .map_err(|e| e.to_string())?;
+    }?;
     let context = SessionContext {
         platform: event.platform.to_string(),
         chat_type: match (human, event.kind) {
@@ -91,13 +104,11 @@ pub(super) async fn open_conversation(
     } else {
         Conversation::open(deps, session, context, toolsets, approvals).await
     };
-    let mut conversation = opened
-        .map_err(|e| e.to_string())?
-        .with_events(Arc::new(Watcher::new(
-            inner.platforms().clone(),
-            event.chat(),
-            draft.clone(),
-        )));
+    let mut conversation = opened?.with_events(Arc::new(Watcher::new(
+        inner.platforms().clone(),
+        event.chat(),
+        draft.clone(),
+    )));
     if human {
         let questions = Arc::new(PortQuestions {
             platforms: inner.platforms().clone(),

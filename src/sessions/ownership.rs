@@ -148,7 +148,8 @@ impl SessionManager {
     }
 
     /// `press` on a question another replica asked: its answer there, or
-    /// `None` when no replica holds the question (nor a relay exists).
+    /// `None` when no replica holds the question (nor a relay exists). The
+    /// answer is [`SessionManager::press`]'s, words for the presser.
     pub(super) async fn relay_press(&self, press: &super::Press) -> Option<Result<String, String>> {
         let relay = self.inner.relay.get()?;
         let body = serde_json::json!({"data": press.data, "user": press.actor.user_id}).to_string();

@@ -11,6 +11,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::ClarifyBroker;
+use crate::agent::layer::Unanswered;
 use crate::platform::{
     ChatRef, ChoiceStyle, Platforms, Prompt, PromptChoice, PromptKind, retrying,
 };
@@ -110,12 +111,16 @@ impl Questions {
 
     /// Waits for the answer of `asked`, up to [`ANSWER_WITHIN`] or until
     /// `cancel`.
-    pub async fn wait(&self, asked: Asked, cancel: &CancellationToken) -> Result<String, String> {
+    pub async fn wait(
+        &self,
+        asked: Asked,
+        cancel: &CancellationToken,
+    ) -> Result<String, Unanswered> {
         let Asked { id, rx } = asked;
         let answer = tokio::select! {
-            a = rx => a.map_err(|_| "the question was dropped".to_string()),
-            _ = cancel.cancelled() => Err("cancelled".to_string()),
-            _ = tokio::time::sleep(ANSWER_WITHIN) => Err("no answer within 10 minutes".to_string()),
+            a = rx => a.map_err(|_| Unanswered::Dropped),
+            _ = cancel.cancelled() => Err(Unanswered::Cancelled),
+            _ = tokio::time::sleep(ANSWER_WITHIN) => Err(Unanswered::TimedOut(ANSWER_WITHIN)),
         };
         self.lock().remove(&id);
         answer
@@ -206,11 +211,11 @@ impl ClarifyBroker for PortQuestions {
         question: &str,
         choices: &[String],
         cancel: &CancellationToken,
-    ) -> Result<String, String> {
+    ) -> Result<String, Unanswered> {
         let port = self
             .platforms
             .port(&self.chat.platform)
-            .ok_or_else(|| format!("{} is not connected", self.chat.platform))?;
+            .ok_or_else(|| Unanswered::NotConnected(self.chat.platform.to_string()))?;
         let asked = self
             .questions
             .ask(&self.chat, self.user.as_deref(), question, choices);
@@ -233,7 +238,7 @@ impl ClarifyBroker for PortQuestions {
             Ok(message) => self.questions.shown(&asked.id, message),
             Err(err) => {
                 self.questions.drop_question(&asked);
-                return Err(err.to_string());
+                return Err(Unanswered::NotShown(err.to_string()));
             }
         }
         self.questions.wait(asked, cancel).await

@@ -98,7 +98,8 @@ pub(super) async fn hear(
     Heard::Message
 }
 
-/// What `clip` says, or why it was not heard (a clause for the user).
+/// What `clip` says, or why it was not heard: a clause for the user,
+/// which is all the error is ever used as, so it stays text.
 async fn listen(
     inner: &Inner,
     key: &str,

@@ -44,9 +44,14 @@ impl fmt::Display for ApprovalStatus {
     }
 }
 
+/// A stored approval status this version does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown approval status {0:?}")]
+pub struct UnknownStatus(pub String);
+
 impl FromStr for ApprovalStatus {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownStatus;
+    fn from_str(s: &str) -> Result<Self, UnknownStatus> {
         [
             Self::Pending,
             Self::ApprovedOnce,
@@ -57,13 +62,13 @@ impl FromStr for ApprovalStatus {
         ]
         .into_iter()
         .find(|status| status.as_str() == s)
-        .ok_or_else(|| format!("unknown approval status {s:?}"))
+        .ok_or_else(|| UnknownStatus(s.to_string()))
     }
 }
 
 impl TryFrom<String> for ApprovalStatus {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
+    type Error = UnknownStatus;
+    fn try_from(s: String) -> Result<Self, UnknownStatus> {
         s.parse()
     }
 }

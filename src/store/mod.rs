@@ -369,21 +369,6 @@ pub struct Store {
     notices: std::sync::Arc<std::sync::OnceLock<tokio::sync::mpsc::Sender<(&'static str, String)>>>,
 }
 
-/// Where a SQLite store runs its statements.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SqliteThreads {
-    /// On a thread each connection has of its own (the daemon): the
-    /// runtime's threads never wait on SQLite, at the price of two thread
-    /// wake-ups for every trip to a connection.
-    Own,
-    /// On the thread that awaits them, over one connection: for a command
-    /// at the terminal, whose one thread serves one person
-    /// ([`crate::runtime::build_terminal`]). No hand-overs; a statement
-    /// holds that thread while SQLite works, and while it waits for
-    /// another process's write (up to `storage.busy_timeout_ms`).
-    Caller,
-}
-
 /// Which database a store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendKind {
@@ -397,11 +382,6 @@ impl Store {
     /// Connects to the database named by `config.url` (creating a SQLite
     /// file and its directory if missing). Does not migrate.
     pub async fn connect(config: &StorageConfig) -> Result<Self> {
-        Self::connect_on(config, SqliteThreads::Own).await
-    }
-
-    /// [`connect`](Self::connect), with `threads` saying where SQLite runs.
-    pub async fn connect_on(config: &StorageConfig, threads: SqliteThreads) -> Result<Self> {
         let url = config.url.as_str();
         let mut disk = None;
         let mut db_file = None;
@@ -420,8 +400,7 @@ impl Store {
                 // 1 MiB of page cache per connection, not SQLite's 2 MiB:
                 // the kernel caches the file too, and a pool of busy
                 // connections otherwise keeps 16 MiB after a burst.
-                .pragma("cache_size", "-1024")
-                .worker_thread(threads == SqliteThreads::Own);
+                .pragma("cache_size", "-1024");
             let file = options.get_filename();
             if file != Path::new(":memory:") {
                 let dir = match file.parent() {
@@ -438,31 +417,14 @@ impl Store {
             }
             // A local file needs no liveness ping before each query, and no
             // recycling of its connections (which would also run a reaper
-            // task that busy-loops under tokio's paused test clock). Nor a
-            // ping as a connection goes back to the pool, which made every
-            // statement two trips to the connection's thread (see
-            // vendor/README.md): the thread runs its commands in order, so
-            // whatever a dropped statement or transaction left queued (a
-            // rollback) runs before the next user's, and a transaction
-            // SQLite ended itself is caught below, as the connection is
-            // next taken. Checked there rather than as it goes back, so it
-            // goes back at once (vendor/README.md): the next statement finds
-            // it idle instead of opening another connection, whose page
-            // cache another's writes leave stale.
+            // task that busy-loops under tokio's paused test clock). A
+            // transaction SQLite ended itself is caught as the connection
+            // is next taken (below).
             let pool = SqlitePoolOptions::new()
                 .test_before_acquire(false)
-                .test_after_release(false)
                 .idle_timeout(None)
                 .max_lifetime(None)
-                .max_connections(match threads {
-                    SqliteThreads::Own => config.max_connections,
-                    // Tasks on the one thread take turns with the one
-                    // connection instead: with two, one task's statement
-                    // would block the thread waiting for the write lock
-                    // another task's open transaction holds, and that
-                    // task could not run to release it.
-                    SqliteThreads::Caller => 1,
-                })
+                .max_connections(config.max_connections)
                 .acquire_timeout(Duration::from_secs(10))
                 .before_acquire(|conn, _| {
                     Box::pin(async move {
@@ -547,12 +509,7 @@ impl Store {
 
     /// Connects and applies pending migrations.
     pub async fn open(config: &StorageConfig) -> Result<Self> {
-        Self::open_on(config, SqliteThreads::Own).await
-    }
-
-    /// [`open`](Self::open), with `threads` saying where SQLite runs.
-    pub async fn open_on(config: &StorageConfig, threads: SqliteThreads) -> Result<Self> {
-        let store = Self::connect_on(config, threads).await?;
+        let store = Self::connect(config).await?;
         store.migrate().await?;
         Ok(store)
     }

@@ -1,7 +1,7 @@
 //! Named internal events (the shape of vector's `internal_events`): each
 //! thing worth counting is a type that owns its metric names and labels,
 //! and the daemon emits events instead of touching metrics itself. The
-//! names here are the contract of `/metrics` (README).
+//! names here are the contract of `/metrics` (docs/operating.md).
 
 use std::time::Duration;
 

@@ -20,7 +20,7 @@ use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{RegisterMode, Registry, Tool, ToolContext, ToolError, ToolSpec};
+use super::{RegisterMode, Registry, Tool, ToolContext, ToolError, ToolSpec, Unavailable};
 use crate::config::{Env, McpServerConfig};
 use crate::telemetry::Health;
 
@@ -70,11 +70,14 @@ impl Tool for McpTool {
         self.spec.clone()
     }
 
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), Unavailable> {
         if self.alive.load(Ordering::SeqCst) {
             Ok(())
         } else {
-            Err(format!("MCP server {} is not connected", self.server))
+            Err(Unavailable(format!(
+                "MCP server {} is not connected",
+                self.server
+            )))
         }
     }
 
@@ -130,32 +133,68 @@ fn render(result: CallToolResult) -> Result<String, ToolError> {
     }
 }
 
+/// Why an MCP server could not be connected.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    /// A configured header cannot be sent.
+    #[error("header {name}: {reason}")]
+    Header {
+        /// The header's configured name.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The server's program could not be started.
+    #[error("cannot start {program}: {source}")]
+    Spawn {
+        /// The configured command.
+        program: String,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The MCP handshake failed.
+    #[error("handshake failed: {0}")]
+    Handshake(String),
+    /// Neither `command` nor `url` is configured.
+    #[error("neither command nor url is set")]
+    NoTransport,
+    /// The server did not answer within the limit.
+    #[error("{0} timed out after {CONNECT_TIMEOUT:?}")]
+    Timeout(&'static str),
+    /// `tools/list` failed.
+    #[error("tools/list failed: {0}")]
+    ListTools(String),
+}
+
 /// The headers of a `url` server, their values read from the environment
 /// variables the configuration names and marked sensitive (a Debug print
 /// shows none of them).
 fn headers(
     config: &McpServerConfig,
     env: &Env,
-) -> Result<HashMap<HeaderName, HeaderValue>, String> {
+) -> Result<HashMap<HeaderName, HeaderValue>, McpError> {
     config
         .headers
         .iter()
         .map(|(name, var)| {
+            let wrong = |reason: String| McpError::Header {
+                name: name.clone(),
+                reason,
+            };
             let header = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| format!("header {name:?} is not a valid header name"))?;
+                .map_err(|_| wrong("not a valid header name".into()))?;
             let value = env
                 .secret(var)
-                .ok_or_else(|| format!("header {name}: environment variable {var} is not set"))?;
-            let mut value = HeaderValue::from_str(value.expose_secret()).map_err(|_| {
-                format!("header {name}: the value of {var} is not a valid header value")
-            })?;
+                .ok_or_else(|| wrong(format!("environment variable {var} is not set")))?;
+            let mut value = HeaderValue::from_str(value.expose_secret())
+                .map_err(|_| wrong(format!("the value of {var} is not a valid header value")))?;
             value.set_sensitive(true);
             Ok((header, value))
         })
         .collect()
 }
 
-async fn connect(config: &McpServerConfig, env: &Env) -> Result<Client, String> {
+async fn connect(config: &McpServerConfig, env: &Env) -> Result<Client, McpError> {
     let handshake = async {
         match (&config.command, &config.url) {
             (Some(program), _) => {
@@ -172,8 +211,13 @@ async fn connect(config: &McpServerConfig, env: &Env) -> Result<Client, String> 
                 let (transport, _stderr) = TokioChildProcess::builder(command)
                     .stderr(std::process::Stdio::null())
                     .spawn()
-                    .map_err(|e| format!("cannot start {program}: {e}"))?;
-                ().serve(transport).await.map_err(|e| e.to_string())
+                    .map_err(|source| McpError::Spawn {
+                        program: program.clone(),
+                        source,
+                    })?;
+                ().serve(transport)
+                    .await
+                    .map_err(|e| McpError::Handshake(e.to_string()))
             }
             (None, Some(url)) => {
                 let transport = StreamableHttpClientTransport::with_client(
@@ -181,14 +225,16 @@ async fn connect(config: &McpServerConfig, env: &Env) -> Result<Client, String> 
                     StreamableHttpClientTransportConfig::with_uri(url.as_str())
                         .custom_headers(headers(config, env)?),
                 );
-                ().serve(transport).await.map_err(|e| e.to_string())
+                ().serve(transport)
+                    .await
+                    .map_err(|e| McpError::Handshake(e.to_string()))
             }
-            (None, None) => Err("neither command nor url is set".to_string()),
+            (None, None) => Err(McpError::NoTransport),
         }
     };
     tokio::time::timeout(CONNECT_TIMEOUT, handshake)
         .await
-        .map_err(|_| format!("no handshake within {CONNECT_TIMEOUT:?}"))?
+        .map_err(|_| McpError::Timeout("the handshake"))?
 }
 
 /// Connects once, registers the server's tools, and returns the running
@@ -197,12 +243,12 @@ pub async fn connect_and_register(
     config: &McpServerConfig,
     env: &Env,
     registry: &Registry,
-) -> Result<(Client, Arc<AtomicBool>), String> {
+) -> Result<(Client, Arc<AtomicBool>), McpError> {
     let client = connect(config, env).await?;
     let tools = tokio::time::timeout(CONNECT_TIMEOUT, client.peer().list_all_tools())
         .await
-        .map_err(|_| "tools/list timed out".to_string())?
-        .map_err(|e| format!("tools/list failed: {e}"))?;
+        .map_err(|_| McpError::Timeout("tools/list"))?
+        .map_err(|e| McpError::ListTools(e.to_string()))?;
     let toolset = toolset_name(&config.name);
     registry.remove_toolset(&toolset);
     let alive = Arc::new(AtomicBool::new(true));

@@ -214,6 +214,24 @@ impl ToolContext {
     }
 }
 
+/// Why a tool cannot work now, in a sentence for the operator and the
+/// model (a backend not configured, a server not connected).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unavailable(pub String);
+
+impl From<String> for Unavailable {
+    fn from(reason: String) -> Self {
+        Self(reason)
+    }
+}
+
+impl From<&str> for Unavailable {
+    fn from(reason: &str) -> Self {
+        Self(reason.to_string())
+    }
+}
+
 /// A callable tool.
 #[async_trait::async_trait]
 pub trait Tool: Send + Sync {
@@ -222,7 +240,7 @@ pub trait Tool: Send + Sync {
 
     /// Whether the tool can work now; `Err` carries the reason. Cached by
     /// the registry for 30 s. The default is always available.
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), Unavailable> {
         Ok(())
     }
 

@@ -231,7 +231,7 @@ impl Registry {
         }
         let result = match std::panic::catch_unwind(AssertUnwindSafe(|| entry.tool.check())) {
             Ok(Ok(())) => Availability::Available,
-            Ok(Err(reason)) => Availability::Unavailable(reason),
+            Ok(Err(reason)) => Availability::Unavailable(reason.0),
             Err(_) => Availability::Unavailable("availability check panicked".into()),
         };
         self.checks

@@ -12,9 +12,28 @@ use common::fake_llm::{FakeLlm, Reply, calls, text};
 use proptest::prelude::*;
 use switchboard::approvals::{Verdict, evaluate, evaluate_bounded};
 
-/// The time limit for one judgement. Release builds take a fraction of it;
-/// the suite runs unoptimised.
-const LIMIT: Duration = Duration::from_millis(50);
+/// The time limit for one judgement: 50 ms, the product's promise, in an
+/// optimised build. The suite runs unoptimised, where the same work takes
+/// several times longer (a 27 KB line of nested `$(…)`, `sh -c` and
+/// braces: 66 ms of CPU unoptimised), so there the limit is four times it.
+const LIMIT: Duration = Duration::from_millis(if cfg!(debug_assertions) { 200 } else { 50 });
+
+/// The CPU time this thread spends in `judge`: the judgement's own cost,
+/// which the other tests running beside it on two cores do not inflate
+/// the way they do the wall clock.
+fn cpu_time_of<T>(judge: impl FnOnce() -> T) -> (T, Duration) {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let now = || {
+        let usage = getrusage(UsageWho::RUSAGE_THREAD).unwrap();
+        let tv = |t: nix::sys::time::TimeVal| {
+            Duration::new(t.tv_sec() as u64, t.tv_usec() as u32 * 1000)
+        };
+        tv(usage.user_time()) + tv(usage.system_time())
+    };
+    let before = now();
+    let out = judge();
+    (out, now() - before)
+}
 
 #[tokio::test]
 async fn a_26_group_brace_bomb_is_judged_at_once_and_not_waved_through() {
@@ -42,9 +61,8 @@ fn variables_that_double_are_stopped_too() {
         previous = name;
     }
     line.push_str("; echo $z");
-    let started = Instant::now();
-    let evaluation = evaluate(&line, &[], &[]);
-    assert!(started.elapsed() < LIMIT, "took {:?}", started.elapsed());
+    let (evaluation, took) = cpu_time_of(|| evaluate(&line, &[], &[]));
+    assert!(took < LIMIT, "took {took:?}");
     assert_eq!(evaluation.verdict, Verdict::NeedsApproval);
 }
 
@@ -84,9 +102,7 @@ proptest! {
         while !line.is_char_boundary(line.len()) {
             line.pop();
         }
-        let started = Instant::now();
-        let _ = evaluate(&line, &[], &[]);
-        let took = started.elapsed();
+        let (_, took) = cpu_time_of(|| evaluate(&line, &[], &[]));
         prop_assert!(took < LIMIT, "{} bytes took {took:?}", line.len());
     }
 }

@@ -367,7 +367,7 @@ impl ClarifyBroker for ScriptedHuman {
         question: &str,
         choices: &[String],
         _cancel: &CancellationToken,
-    ) -> Result<String, String> {
+    ) -> Result<String, switchboard::agent::layer::Unanswered> {
         assert_eq!(question, "Which branch?");
         assert_eq!(choices, ["main", "dev"]);
         Ok(self.0.to_string())

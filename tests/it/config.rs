@@ -431,7 +431,7 @@ fn every_problem_renders_on_one_line_naming_its_key() {
 }
 
 #[test]
-fn readme_documents_every_key() {
+fn the_configuration_page_documents_every_key() {
     let sample = r#"
         [approvals]
         route_to = { platform = "slack", chat = "C1" }
@@ -505,12 +505,15 @@ fn readme_documents_every_key() {
     keys.retain(|k| !k.starts_with("webhook.routes.when."));
     keys.push("webhook.routes.when".into());
     assert!(keys.len() > 60, "found only {} keys", keys.len());
-    let readme = std::fs::read_to_string("README.md").unwrap();
+    let readme = std::fs::read_to_string("docs/configuration.md").unwrap();
     let missing: Vec<&String> = keys
         .iter()
         .filter(|k| !readme.contains(&format!("`{k}`")))
         .collect();
-    assert!(missing.is_empty(), "README lacks: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "docs/configuration.md lacks: {missing:?}"
+    );
 }
 
 fn collect_keys(value: &serde_json::Value, prefix: &str, out: &mut Vec<String>) {

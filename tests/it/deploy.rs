@@ -1,4 +1,4 @@
-//! The deployment files say what the README promises: a hardened notify
+//! The deployment files say what docs/operating.md promises: a hardened notify
 //! unit, a non-root multi-stage image with a health check, and a compose
 //! file wiring the gateway to PostgreSQL.
 

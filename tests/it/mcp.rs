@@ -199,7 +199,8 @@ async fn a_server_that_cannot_start_is_reported() {
     let err = mcp::connect_and_register(&config, &Env::default(), &rt.registry)
         .await
         .unwrap_err();
-    assert!(err.contains("cannot start"), "{err}");
+    assert!(matches!(err, mcp::McpError::Spawn { .. }), "{err}");
+    assert!(err.to_string().contains("cannot start"), "{err}");
 }
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -306,7 +307,8 @@ async fn an_http_server_that_needs_a_token_gets_it_from_the_environment() {
     let missing = mcp::connect_and_register(&server, &Env::default(), &rt.registry)
         .await
         .map(|_| ())
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(missing.contains("REMOTE_MCP_AUTH is not set"), "{missing}");
 
     let env = Env::from_pairs([("REMOTE_MCP_AUTH", "Bearer s3cret")]);

@@ -125,6 +125,6 @@ async fn a_certificate_outside_the_bundled_roots_is_refused() {
         .unwrap_err();
     // Past the handshake the server's plain "ok" would fail differently
     // (not an MCP answer); refused at TLS, the request is never sent.
-    assert!(err.contains("error sending request"), "{err}");
+    assert!(err.to_string().contains("error sending request"), "{err}");
     assert!(runtime.registry.get("multiply").is_none());
 }

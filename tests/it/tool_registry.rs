@@ -50,9 +50,9 @@ impl Tool for Fake {
         .max_result_chars(self.max)
     }
 
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), switchboard::tools::Unavailable> {
         self.checks.fetch_add(1, Ordering::SeqCst);
-        (self.check)()
+        (self.check)().map_err(Into::into)
     }
 
     async fn call(&self, args: Value, _ctx: &ToolContext) -> Result<String, ToolError> {

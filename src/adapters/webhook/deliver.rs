@@ -65,20 +65,16 @@ impl GithubClient {
 
     /// The login the token belongs to (`GET /user`): comments by it are the
     /// gateway's own.
-    pub async fn login(&self) -> Result<String, String> {
-        let me = self.api.get("/user", None).await.map_err(|f| f.message)?;
+    pub async fn login(&self) -> Result<String, Failure> {
+        let me = self.api.get("/user", None).await?;
         me.json()["login"]
             .as_str()
             .map(str::to_string)
-            .ok_or_else(|| "GitHub's answer names no login".to_string())
+            .ok_or_else(|| Failure::fatal("GitHub's answer names no login"))
     }
 
     /// Posts a new comment; returns its id.
-    pub async fn create_comment(&self, issue: &IssueRef, body: &str) -> Result<String, String> {
-        self.create(issue, body).await.map_err(|f| f.message)
-    }
-
-    async fn create(&self, issue: &IssueRef, body: &str) -> Result<String, Failure> {
+    pub async fn create_comment(&self, issue: &IssueRef, body: &str) -> Result<String, Failure> {
         let path = format!("/repos/{}/issues/{}/comments", issue.repo, issue.number);
         let created = self
             .api
@@ -94,11 +90,7 @@ impl GithubClient {
     }
 
     /// Replaces a comment's text.
-    pub async fn update_comment(&self, repo: &str, id: &str, body: &str) -> Result<(), String> {
-        self.update(repo, id, body).await.map_err(|f| f.message)
-    }
-
-    async fn update(&self, repo: &str, id: &str, body: &str) -> Result<(), Failure> {
+    pub async fn update_comment(&self, repo: &str, id: &str, body: &str) -> Result<(), Failure> {
         let path = format!("/repos/{repo}/issues/comments/{id}");
         self.api
             .send(Method::PATCH, &path, &json!({ "body": body }), None)
@@ -255,14 +247,14 @@ impl Deliverer {
                     .await
                     .map_err(|e| Failure::transient(e.to_string()))?;
                 if let Some(id) = existing {
-                    match github.update(&issue.repo, &id, &body).await {
+                    match github.update_comment(&issue.repo, &id, &body).await {
                         Ok(()) => return Ok(()),
                         // Deleted by someone: post a new one.
                         Err(f) if f.status == 404 => {}
                         Err(f) => return Err(f),
                     }
                 }
-                let id = github.create(&issue, &body).await?;
+                let id = github.create_comment(&issue, &body).await?;
                 self.store
                     .set_bot_comment(entity, &id)
                     .await

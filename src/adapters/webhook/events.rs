@@ -8,9 +8,9 @@ use axum::http::HeaderMap;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::template::{Renderer, lookup, lookup_str};
 use crate::config::{GroupBy, SignatureScheme, WebhookRoute};
 use crate::platform::ChatCommand;
+use crate::render::template::{Renderer, lookup, lookup_str};
 
 /// GitHub events a route takes when its `events` list is empty.
 const GITHUB_DEFAULT_EVENTS: &[&str] = &[

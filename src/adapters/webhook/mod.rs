@@ -9,7 +9,6 @@
 pub mod deliver;
 pub mod events;
 pub mod review;
-pub mod template;
 pub mod verify;
 
 use std::collections::HashMap;
@@ -39,7 +38,7 @@ use events::{Classified, classify, delivery_id, event_name};
 use verify::Verifier;
 
 /// The platform id.
-pub const ID: &str = "webhook";
+pub const ID: &str = crate::platform::WEBHOOK;
 
 /// Webhook payloads are written by strangers (PR titles, CI logs): their
 /// sessions get read-only research tools and clarify, nothing that runs
@@ -228,7 +227,7 @@ async fn receive(
                 route: &route.name,
                 outcome: "malformed",
             });
-            return answer(StatusCode::BAD_REQUEST, json!({ "error": err }));
+            return answer(StatusCode::BAD_REQUEST, json!({ "error": err.to_string() }));
         }
     };
     let event = event_name(route.scheme, &headers, &payload);
@@ -327,10 +326,21 @@ async fn forge_intake(
     }
 }
 
+/// Why a signed body holds no payload.
+#[derive(Debug, thiserror::Error)]
+enum Unreadable {
+    #[error("form body without a payload field")]
+    NoPayloadField,
+    #[error("payload is not JSON: {0}")]
+    FormPayload(serde_json::Error),
+    #[error("body is not JSON: {0}")]
+    Body(serde_json::Error),
+}
+
 /// The JSON payload: the body itself, or its `payload` field when the
 /// sender posts a form (GitHub's `application/x-www-form-urlencoded`
 /// content type). The signature was checked over the raw body either way.
-fn parse_payload(headers: &HeaderMap, body: &[u8]) -> Result<Value, String> {
+fn parse_payload(headers: &HeaderMap, body: &[u8]) -> Result<Value, Unreadable> {
     let form = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -339,10 +349,10 @@ fn parse_payload(headers: &HeaderMap, body: &[u8]) -> Result<Value, String> {
         let payload = url::form_urlencoded::parse(body)
             .find(|(k, _)| k == "payload")
             .map(|(_, v)| v.into_owned())
-            .ok_or("form body without a payload field")?;
-        return serde_json::from_str(&payload).map_err(|e| format!("payload is not JSON: {e}"));
+            .ok_or(Unreadable::NoPayloadField)?;
+        return serde_json::from_str(&payload).map_err(Unreadable::FormPayload);
     }
-    serde_json::from_slice(body).map_err(|e| format!("body is not JSON: {e}"))
+    serde_json::from_slice(body).map_err(Unreadable::Body)
 }
 
 async fn submit(state: &RouteState, event: InboundEvent) -> Response {
@@ -437,7 +447,7 @@ async fn approval_comment(
         .broker
         .decide_command(&chat, &actor, &command, listed)
         .await;
-    let number = template::lookup(payload, "issue.number").and_then(Value::as_u64);
+    let number = crate::render::template::lookup(payload, "issue.number").and_then(Value::as_u64);
     match result {
         Ok(decision) => {
             tracing::info!(route = %route.name, login, pr = ?number, decision = %decision.describe(), "approval decided by comment");
@@ -472,8 +482,8 @@ impl Routes {
 }
 
 /// A GitHub answer as the port's error.
-fn github_error(err: String) -> PlatformError {
-    PlatformError::Unavailable(err)
+fn github_error(err: crate::forge::api::Failure) -> PlatformError {
+    PlatformError::Unavailable(err.message)
 }
 
 #[async_trait::async_trait]

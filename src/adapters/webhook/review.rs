@@ -5,10 +5,10 @@
 
 use serde_json::Value;
 
-use super::template::{Renderer, lookup_str};
 use crate::config::identity;
 use crate::config::{SignatureScheme, WebhookRoute};
 use crate::forge::{Scope, Task};
+use crate::render::template::{Renderer, lookup_str};
 use crate::store::Store;
 
 /// A comment command.

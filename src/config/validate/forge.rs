@@ -40,7 +40,11 @@ impl Validator<'_> {
             (Some(_), Some(file)) => {
                 if let Err(err) = std::fs::read(file)
                     .map_err(|e| e.to_string())
-                    .and_then(|pem| crate::forge::auth::read_key(&pem).map(|_| ()))
+                    .and_then(|pem| {
+                        crate::forge::auth::read_key(&pem)
+                            .map(|_| ())
+                            .map_err(|e| e.to_string())
+                    })
                 {
                     self.push(
                         key("forge.private_key_file"),

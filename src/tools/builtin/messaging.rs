@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::config::ChatTarget;
 use crate::platform::{ChatRef, Platforms, retrying};
-use crate::tools::{Tool, ToolContext, ToolError, ToolSpec, arg_str};
+use crate::tools::{Tool, ToolContext, ToolError, ToolSpec, Unavailable, arg_str};
 
 /// Longest message the tool sends.
 const MAX_TEXT_CHARS: usize = 8000;
@@ -56,7 +56,7 @@ impl Tool for SendMessage {
         .emoji("📨")
     }
 
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), Unavailable> {
         if self.targets.is_empty() {
             Err("no targets configured ([tools.send_message.targets])".into())
         } else if self.reachable().is_empty() {

@@ -19,7 +19,9 @@ use super::output::RingLog;
 use super::terminal::{Launcher, approve};
 use crate::store::ProcessWatch;
 use crate::tools::workspace::resolve;
-use crate::tools::{Tool, ToolContext, ToolError, ToolSpec, arg_opt_str, arg_opt_u64, arg_str};
+use crate::tools::{
+    Tool, ToolContext, ToolError, ToolSpec, Unavailable, arg_opt_str, arg_opt_u64, arg_str,
+};
 
 /// Longest `wait` a call may ask for.
 const MAX_WAIT_SECS: u64 = 300;
@@ -526,7 +528,7 @@ impl Tool for Process {
         .emoji("⚙️")
     }
 
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), Unavailable> {
         self.manager.launcher.check()
     }
 

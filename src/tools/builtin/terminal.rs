@@ -20,7 +20,8 @@ use crate::config::{TerminalBackend, TerminalConfig};
 use crate::tools::sandbox::{Dirs, Sandbox, default_path, private_tmp};
 use crate::tools::workspace::resolve;
 use crate::tools::{
-    ApprovalVerdict, Tool, ToolContext, ToolError, ToolSpec, arg_opt_str, arg_opt_u64, arg_str,
+    ApprovalVerdict, Tool, ToolContext, ToolError, ToolSpec, Unavailable, arg_opt_str, arg_opt_u64,
+    arg_str,
 };
 
 /// How commands are started: the backend, the sandbox of the local one,
@@ -57,7 +58,7 @@ impl Launcher {
     }
 
     /// Whether the backend can run at all, with the reason when not.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Unavailable> {
         match self.config.backend {
             TerminalBackend::Local => self.sandbox.check(),
             TerminalBackend::Docker => {
@@ -129,7 +130,7 @@ impl Launcher {
                 Command::from(
                     self.sandbox
                         .command("bash", &["-c", script], dirs, &env)
-                        .map_err(ToolError::Failed)?,
+                        .map_err(|e| ToolError::Failed(e.to_string()))?,
                 )
             }
             TerminalBackend::Docker => {
@@ -199,12 +200,12 @@ fn under(base: &Path, rel: &Path) -> std::path::PathBuf {
     }
 }
 
-fn find_program(program: &str) -> Result<(), String> {
+fn find_program(program: &str) -> Result<(), Unavailable> {
     if program.contains('/') {
         return if Path::new(program).is_file() {
             Ok(())
         } else {
-            Err(format!("{program} not found"))
+            Err(Unavailable(format!("{program} not found")))
         };
     }
     let found = std::env::var_os("PATH")
@@ -213,7 +214,7 @@ fn find_program(program: &str) -> Result<(), String> {
     if found {
         Ok(())
     } else {
-        Err(format!("`{program}` is not on PATH"))
+        Err(Unavailable(format!("`{program}` is not on PATH")))
     }
 }
 
@@ -283,7 +284,7 @@ impl Tool for Terminal {
         .emoji("💻")
     }
 
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), Unavailable> {
         self.launcher.check()
     }
 

@@ -9,7 +9,9 @@ use serde_json::{Value, json};
 
 use crate::config::{Config, Env};
 use crate::tools::workspace::{open_beneath, resolve};
-use crate::tools::{Concurrency, Tool, ToolContext, ToolError, ToolSpec, arg_opt_str, arg_str};
+use crate::tools::{
+    Concurrency, Tool, ToolContext, ToolError, ToolSpec, Unavailable, arg_opt_str, arg_str,
+};
 
 /// Largest image sent inline.
 const MAX_IMAGE_BYTES: u64 = 20 * 1024 * 1024;
@@ -79,11 +81,14 @@ impl Tool for VisionAnalyze {
         .concurrency(Concurrency::ReadOnly)
     }
 
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), Unavailable> {
         if self.model.is_empty() {
             Err("no vision-capable model configured ([tools.vision] model)".into())
         } else if !self.key_var.is_empty() && self.api_key.is_none() {
-            Err(format!("environment variable {} is not set", self.key_var))
+            Err(Unavailable(format!(
+                "environment variable {} is not set",
+                self.key_var
+            )))
         } else {
             Ok(())
         }

@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 
 use crate::config::Env;
 use crate::config::{SearchProvider, WebExtractConfig, WebSearchConfig};
-use crate::tools::{Concurrency, Tool, ToolContext, ToolError, ToolSpec, arg_opt_u64, arg_str};
+use crate::tools::{
+    Concurrency, Tool, ToolContext, ToolError, ToolSpec, Unavailable, arg_opt_u64, arg_str,
+};
 
 /// Whether an address must never be fetched on a model's behalf.
 pub fn is_forbidden(ip: IpAddr) -> bool {
@@ -305,7 +307,7 @@ impl Tool for WebSearch {
         .concurrency(Concurrency::ReadOnly)
     }
 
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), Unavailable> {
         match self.config.provider {
             SearchProvider::None => {
                 Err("no search backend configured ([tools.web_search] provider)".into())
@@ -314,10 +316,10 @@ impl Tool for WebSearch {
                 Err("tools.web_search.url must name the SearXNG instance".into())
             }
             SearchProvider::Brave | SearchProvider::Tavily if self.api_key.is_none() => {
-                Err(format!(
+                Err(Unavailable(format!(
                     "environment variable {} (tools.web_search.api_key_env) is not set",
                     self.config.api_key_env
-                ))
+                )))
             }
             _ => Ok(()),
         }

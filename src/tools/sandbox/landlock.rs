@@ -15,7 +15,7 @@ use landlock::{
     Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
 };
 
-use super::{DEVICES, Dirs, Policy};
+use super::{DEVICES, Dirs, Policy, SandboxError};
 
 /// Opens each readable root once for every ruleset after: a root with a
 /// hidden path inside is many entries, and a command should not pay for
@@ -72,30 +72,23 @@ pub(super) fn kernel_abi() -> i64 {
 }
 
 /// The ruleset for a command in `dirs` under `policy`.
-pub(super) fn ruleset(policy: &Policy, dirs: Dirs<'_>) -> Result<OwnedFd, String> {
+pub(super) fn ruleset(policy: &Policy, dirs: Dirs<'_>) -> Result<OwnedFd, SandboxError> {
     let abi = ABI_NEEDED;
-    let fail = |e: &dyn std::fmt::Display| format!("landlock: {e}");
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(AccessFs::from_all(abi))
-        .map_err(|e| fail(&e))?
-        .scope(Scope::from_all(abi))
-        .map_err(|e| fail(&e))?;
+        .handle_access(AccessFs::from_all(abi))?
+        .scope(Scope::from_all(abi))?;
     if !policy.network {
-        ruleset = ruleset
-            .handle_access(AccessNet::from_all(abi))
-            .map_err(|e| fail(&e))?;
+        ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
     }
-    let mut created = ruleset.create().map_err(|e| fail(&e))?;
+    let mut created = ruleset.create()?;
     for (fd, dir) in policy.opened.iter() {
         let access = if *dir {
             AccessFs::from_read(abi)
         } else {
             AccessFs::from_read(abi) & AccessFs::from_file(abi)
         };
-        created = created
-            .add_rule(PathBeneath::new(fd, access))
-            .map_err(|e| fail(&e))?;
+        created = created.add_rule(PathBeneath::new(fd, access))?;
     }
     for device in DEVICES {
         created = allow(
@@ -110,7 +103,7 @@ pub(super) fn ruleset(policy: &Policy, dirs: Dirs<'_>) -> Result<OwnedFd, String
     {
         created = allow(created, dir, AccessFs::from_all(abi))?;
     }
-    Option::<OwnedFd>::from(created).ok_or_else(|| "landlock: no ruleset was created".into())
+    Option::<OwnedFd>::from(created).ok_or(SandboxError::NoRuleset)
 }
 
 /// `created` with `access` granted beneath `path`; a path that does not
@@ -119,7 +112,7 @@ fn allow(
     created: RulesetCreated,
     path: &Path,
     access: BitFlags<AccessFs>,
-) -> Result<RulesetCreated, String> {
+) -> Result<RulesetCreated, SandboxError> {
     let Ok(fd) = PathFd::new(path) else {
         return Ok(created);
     };
@@ -130,5 +123,8 @@ fn allow(
     };
     created
         .add_rule(PathBeneath::new(fd, access))
-        .map_err(|e| format!("landlock: {}: {e}", path.display()))
+        .map_err(|source| SandboxError::Rule {
+            path: path.to_path_buf(),
+            source,
+        })
 }

@@ -47,6 +47,28 @@ const DEVICES: &[&str] = &[
 ];
 
 /// The sandbox commands run in, chosen once.
+/// Why a command cannot be confined.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// No mechanism works here (`check` and `tools` say why).
+    #[error("sandbox unavailable: {0}")]
+    Unavailable(String),
+    /// The kernel refused the Landlock ruleset.
+    #[error("landlock: {0}")]
+    Landlock(#[from] ::landlock::RulesetError),
+    /// The kernel refused a rule beneath `path`.
+    #[error("landlock: {}: {source}", path.display())]
+    Rule {
+        /// Where the rule was to apply.
+        path: PathBuf,
+        /// What the kernel said.
+        source: ::landlock::RulesetError,
+    },
+    /// The kernel gave no ruleset descriptor.
+    #[error("landlock: no ruleset was created")]
+    NoRuleset,
+}
+
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     choice: Choice,
@@ -130,9 +152,11 @@ impl Sandbox {
     }
 
     /// Whether commands can run, with the reason when not.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), crate::tools::Unavailable> {
         match &self.choice {
-            Choice::Unavailable(reason) => Err(format!("sandbox unavailable: {reason}")),
+            Choice::Unavailable(reason) => {
+                Err(SandboxError::Unavailable(reason.clone()).to_string().into())
+            }
             _ => Ok(()),
         }
     }
@@ -214,10 +238,10 @@ impl Sandbox {
         args: &[&str],
         dirs: Dirs<'_>,
         env: &[(String, String)],
-    ) -> Result<Command, String> {
+    ) -> Result<Command, SandboxError> {
         let policy = &self.policy;
         let (mut cmd, ruleset, tmp) = match &self.choice {
-            Choice::Unavailable(reason) => return Err(format!("sandbox unavailable: {reason}")),
+            Choice::Unavailable(reason) => return Err(SandboxError::Unavailable(reason.clone())),
             Choice::Off => {
                 let mut cmd = Command::new(program);
                 cmd.args(args).current_dir(dirs.workdir);
@@ -368,7 +392,8 @@ fn probe(choice: Choice, policy: &Arc<Policy>) -> Choice {
             workdir: &workspace,
         };
         let output = sandbox
-            .command("true", &[], dirs, &[("PATH".into(), default_path())])?
+            .command("true", &[], dirs, &[("PATH".into(), default_path())])
+            .map_err(|e| e.to_string())?
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

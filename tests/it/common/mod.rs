@@ -21,7 +21,7 @@ pub mod in_process;
 pub mod outage;
 
 use switchboard::config::StorageConfig;
-use switchboard::store::{SqliteThreads, Store};
+use switchboard::store::Store;
 
 /// The PostgreSQL server the tests use (`TEST_DATABASE_URL` overrides).
 pub fn postgres_url() -> String {
@@ -93,17 +93,12 @@ pub fn assert_in_order(
 
 /// A migrated store on a fresh SQLite file; keep the dir alive.
 pub async fn sqlite_store() -> (Store, tempfile::TempDir) {
-    sqlite_store_on(SqliteThreads::Own).await
-}
-
-/// The same, SQLite running where `threads` says.
-pub async fn sqlite_store_on(threads: SqliteThreads) -> (Store, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let config = StorageConfig {
         url: format!("sqlite://{}", dir.path().join("test.db").display()),
         ..StorageConfig::default()
     };
-    let store = Store::open_on(&config, threads).await.unwrap();
+    let store = Store::open(&config).await.unwrap();
     (store, dir)
 }
 
@@ -193,9 +188,7 @@ where
 }
 
 /// Declares each listed `async fn name(store: Store)` as a test per
-/// backend: `sqlite::name` and `postgres::name`, and SQLite again on the
-/// test's own thread (as a command at the terminal runs it),
-/// `sqlite_one_thread::name`.
+/// backend: `sqlite::name` and `postgres::name`.
 #[macro_export]
 macro_rules! backend_tests {
     ($($name:ident),* $(,)?) => {
@@ -204,19 +197,6 @@ macro_rules! backend_tests {
                 #[tokio::test]
                 async fn $name() {
                     let (store, _dir) = $crate::common::sqlite_store().await;
-                    super::$name(store.clone()).await;
-                    store.close().await;
-                }
-            )*
-        }
-        mod sqlite_one_thread {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    let (store, _dir) = $crate::common::sqlite_store_on(
-                        switchboard::store::SqliteThreads::Caller,
-                    )
-                    .await;
                     super::$name(store.clone()).await;
                     store.close().await;
                 }

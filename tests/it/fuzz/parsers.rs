@@ -10,8 +10,9 @@ use crate::common::fake_telegram::FakeTelegram;
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use switchboard::adapters::webhook::{events, template};
+use switchboard::adapters::webhook::events;
 use switchboard::config::{Env, SignatureScheme, WebhookRoute};
+use switchboard::render::template;
 
 /// Every target here, `cases` inputs each.
 pub fn all(cases: u32) -> u64 {
