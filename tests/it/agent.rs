@@ -315,6 +315,7 @@ async fn cancellation_stops_at_the_tool_boundary() {
     let cancel = CancellationToken::new();
     let trigger = cancel.clone();
     tokio::spawn(async move {
+        // Cancels while `sleep 30` runs, past the model's answer: no event to wait on.
         tokio::time::sleep(Duration::from_millis(300)).await;
         trigger.cancel();
     });
@@ -431,17 +432,14 @@ async fn cancellation_interrupts_a_slow_model_call() {
     .await;
     let mut h = harness(&llm).await;
     let cancel = CancellationToken::new();
-    let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        trigger.cancel();
-    });
+    // Cancels once the model call is in flight.
+    let trigger = async {
+        common::eventually("the model asked", || async { !llm.requests().is_empty() }).await;
+        cancel.cancel();
+    };
     let started = Instant::now();
-    let out = h
-        .conversation
-        .run_turn("think hard", &cancel)
-        .await
-        .unwrap();
+    let (out, ()) = tokio::join!(h.conversation.run_turn("think hard", &cancel), trigger);
+    let out = out.unwrap();
     assert_eq!(out.stop, StopReason::Cancelled);
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(out.model_calls, 0, "the interrupted call is refunded");

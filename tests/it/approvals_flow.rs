@@ -245,6 +245,7 @@ async fn silence_expires_after_the_timeout() {
     let sid = session(&s.store, "1").await;
     let waiting = spawn_request(&s, request(&sid, Some("1"), "docker compose down"));
     let prompt = s.adapter.prompt(1).await;
+    // A quiet period of half the timeout: nothing is decided yet.
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert!(!waiting.is_finished(), "still waiting before the timeout");
     assert_eq!(s.broker.pending_count(), 1);

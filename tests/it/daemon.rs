@@ -162,6 +162,7 @@ async fn the_binary_enforces_the_listener_limits() {
     for _ in 0..2 {
         silent.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
     }
+    // Lets the daemon accept both (not observable from here: the slots are full).
     tokio::time::sleep(Duration::from_millis(200)).await;
     let mut third = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let mut answer = String::new();

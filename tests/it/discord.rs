@@ -482,6 +482,7 @@ async fn messages_wait_for_postgres_and_are_answered_in_order_once_it_is_back() 
         s.dc.dispatch("MESSAGE_CREATE", mention(id, CHANNEL, ann(), words))
             .await;
     }
+    // A quiet period: nothing is asked or answered while storage is away.
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     assert!(s.dc.posted().is_empty(), "nothing answered while away");
     assert!(s.llm.requests().is_empty());

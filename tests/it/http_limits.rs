@@ -287,6 +287,7 @@ async fn a_stop_lets_the_request_in_progress_finish_and_accepts_no_more() {
         .write_all(b"GET /test/wait HTTP/1.1\r\nhost: x\r\n\r\n")
         .await
         .unwrap();
+    // Lets the request reach its handler (nothing to observe) before the stop.
     tokio::time::sleep(Duration::from_millis(100)).await;
     server.stop.cancel();
     let answer = response(&mut waiting).await;

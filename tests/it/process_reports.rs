@@ -179,6 +179,7 @@ async fn a_restart_reports_the_processes_the_previous_run_was_watching() {
             .is_ok_and(|w| w.is_empty())
     })
     .await;
+    // A quiet period: neither is reported again.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(sent(&tg).len(), 3, "each reported once");
     daemon.shutdown().await;

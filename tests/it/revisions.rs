@@ -64,7 +64,7 @@ fn slow(answer: &str) -> Reply {
 
 #[tokio::test]
 async fn a_message_edited_before_its_turn_is_read_as_edited() {
-    let (tg, llm, _daemon, _dir) = telegram(
+    let (tg, llm, daemon, _dir) = telegram(
         vec![slow("first done"), Reply::Json(text("second done"))],
         |_| {},
     )
@@ -76,7 +76,10 @@ async fn a_message_edited_before_its_turn_is_read_as_edited() {
     .await;
     tg.push(FakeTelegram::message(ANN, ANN, "Ann", 11, "secnd question"));
     // The second waits behind the first; it is corrected meanwhile.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    common::eventually("the second stored", || async {
+        common::inbox_count(&daemon.gateway.store, "telegram").await == 2
+    })
+    .await;
     tg.push(FakeTelegram::edited(ANN, ANN, "Ann", 11, "second question"));
     common::eventually("both answered", || async {
         tg.calls("sendMessage")
@@ -84,6 +87,7 @@ async fn a_message_edited_before_its_turn_is_read_as_edited() {
             .any(|c| c.body["text"] == "second done")
     })
     .await;
+    // A quiet period: no third turn comes (the edit is not a message).
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(asked(&llm), vec!["first question", "second question"]);
 }
@@ -110,6 +114,7 @@ async fn a_message_edited_while_its_turn_runs_is_queued_as_a_new_one() {
     assert_eq!(asked(&llm), vec!["wat time is it", "what time is it"]);
     // A redelivered edit is the same edit.
     tg.push(FakeTelegram::edited(ANN, ANN, "Ann", 10, "what time is it"));
+    // A quiet period: no third turn comes.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(llm.requests().len(), 2);
 }
@@ -161,7 +166,11 @@ async fn a_message_deleted_before_its_turn_is_dropped() {
         message("1401", discord_harness::DM, ann(), "two", false),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The deletion finds the second stored, waiting behind the first.
+    common::eventually("the second stored", || async {
+        common::inbox_count(&s.daemon.gateway.store, "discord").await == 2
+    })
+    .await;
     s.dc.dispatch(
         "MESSAGE_DELETE",
         json!({"id": "1401", "channel_id": discord_harness::DM}),
@@ -173,6 +182,7 @@ async fn a_message_deleted_before_its_turn_is_dropped() {
             .any(|c| discord_harness::content(c) == "first done")
     })
     .await;
+    // A quiet period: the deleted message does not run.
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert_eq!(s.llm.requests().len(), 1, "the deleted message never ran");
     assert!(
@@ -220,6 +230,7 @@ async fn a_message_deleted_while_its_turn_runs_cancels_it_and_withdraws_its_appr
             })
     })
     .await;
+    // A quiet period: the cancelled turn goes no further.
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert_eq!(s.llm.requests().len(), 1, "the turn went no further");
     assert_eq!(s.dc.posted().len(), 1, "nothing said but the prompt");

@@ -276,9 +276,10 @@ async fn queued_messages_get_one_acknowledgement_per_window() {
     .await;
     let s = setup(&llm).await;
     s.manager.submit(dm("1", "q1", "one")).await.unwrap();
-    while llm.requests().is_empty() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    common::eventually("the first turn asked", || async {
+        !llm.requests().is_empty()
+    })
+    .await;
     s.manager.submit(dm("1", "q2", "two")).await.unwrap();
     s.manager.submit(dm("1", "q3", "three")).await.unwrap();
     let sent = s.adapter.wait(4).await;
@@ -309,9 +310,10 @@ async fn interrupt_mode_cancels_the_running_turn_for_the_new_message() {
     )
     .await;
     s.manager.submit(dm("1", "i1", "one")).await.unwrap();
-    while llm.requests().is_empty() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    common::eventually("the first turn asked", || async {
+        !llm.requests().is_empty()
+    })
+    .await;
     s.manager.submit(dm("1", "i2", "two")).await.unwrap();
     s.adapter
         .until(|a| {
@@ -352,9 +354,10 @@ async fn idle_sessions_start_over_with_a_notice() {
         .await
         .unwrap()
         .unwrap();
-    while s.manager.active_sessions() > 0 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    common::eventually("the worker left", || async {
+        s.manager.active_sessions() == 0
+    })
+    .await;
     let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}/sb.db", s.dir.path().display()))
         .await
         .unwrap();
@@ -390,9 +393,10 @@ async fn a_full_queue_refuses_without_storing() {
         s.manager.submit(dm("1", "f1", "one")).await.unwrap(),
         Submitted::Accepted
     );
-    while llm.requests().is_empty() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    common::eventually("the first turn asked", || async {
+        !llm.requests().is_empty()
+    })
+    .await;
     assert_eq!(
         s.manager.submit(dm("1", "f2", "two")).await.unwrap(),
         Submitted::Accepted

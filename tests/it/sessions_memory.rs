@@ -47,9 +47,10 @@ async fn a_session_woken_after_its_worker_left_restores_its_history() {
     remembers_across(
         |t| t.idle_after = Duration::from_millis(50),
         async |s| {
-            while s.manager.active_sessions() > 0 {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            common::eventually("the worker left", || async {
+                s.manager.active_sessions() == 0
+            })
+            .await;
         },
     )
     .await;
@@ -152,9 +153,13 @@ async fn past_the_idle_worker_cap_quiet_workers_retire_and_come_back_whole() {
         s.manager.active_sessions() == 1
     })
     .await;
+    // A quiet period: the cap's worker does not retire.
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(s.manager.active_sessions(), 1, "the cap's worker stays");
-    assert_eq!(s.manager.loaded_conversations(), 0);
+    common::eventually("every history dropped", || async {
+        s.manager.loaded_conversations() == 0
+    })
+    .await;
     // A retired session's next message starts a worker with its history.
     for user in 1..=2 {
         let user = user.to_string();

@@ -498,6 +498,7 @@ async fn socket_mode_leaves_envelopes_unacknowledged_while_postgres_is_away() {
     s.slack
         .envelope(envelope("env-a", 0, "Ev30", asked.clone()))
         .await;
+    // A quiet period: no acknowledgement and no answer while storage is away.
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     assert!(
         !s.slack.acks().iter().any(|a| a["envelope_id"] == "env-a"),
@@ -520,6 +521,7 @@ async fn socket_mode_leaves_envelopes_unacknowledged_while_postgres_is_away() {
     // A third copy is acknowledged and dropped as the same event.
     s.slack.envelope(envelope("env-c", 2, "Ev30", asked)).await;
     s.slack.acked("env-c").await;
+    // A quiet period: the third copy is not answered.
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert_eq!(s.slack.calls("chat.postMessage").len(), 1);
     assert_eq!(s.llm.requests().len(), 1, "answered once");
@@ -706,6 +708,7 @@ async fn a_streamed_answer_is_posted_once_then_updated_at_slacks_pace() {
             .is_some_and(|c| c.body["text"] == answer.as_str())
     })
     .await;
+    // A quiet period: no second copy and no stray write come.
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let posts = s.slack.calls("chat.postMessage");
     assert_eq!(posts.len(), 1, "one message, no second copy");
@@ -762,6 +765,7 @@ async fn an_edit_before_the_turn_replaces_the_message_and_a_deletion_drops_one()
             .any(|c| c.body["text"] == "second done")
     })
     .await;
+    // A quiet period: the deleted message is not asked about.
     tokio::time::sleep(std::time::Duration::from_millis(600)).await;
     let asked: Vec<String> = s
         .llm

@@ -202,7 +202,10 @@ async fn a_call_after_tools_answers_below_and_progress_is_shown_then_deleted() {
         tg.shown(ANN).iter().any(|(_, t)| t == "All done: ok.")
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    common::eventually("the status deleted", || async {
+        !tg.calls("deleteMessage").is_empty()
+    })
+    .await;
     let sent: Vec<String> = tg
         .calls("sendMessage")
         .iter()
@@ -237,6 +240,7 @@ async fn streaming_off_sends_the_answer_whole() {
     tg.push(FakeTelegram::message(ANN, ANN, "Ann", 10, "hi"));
     let sent = tg.wait("sendMessage", 1).await;
     assert_eq!(sent[0].body["text"], "one two three four");
+    // A quiet period: no edit and no second message come.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(tg.calls("editMessageText").is_empty());
     assert_eq!(tg.calls("sendMessage").len(), 1);
@@ -340,12 +344,10 @@ async fn the_status_says_when_a_command_waits_for_approval() {
         tg.shown(ANN).iter().any(|(_, t)| t == "Reset done.")
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
+    common::eventually("the status is gone", || async {
         tg.shown(ANN)
             .iter()
-            .all(|(_, t)| !t.contains("running a command")),
-        "the status is gone: {:?}",
-        tg.shown(ANN)
-    );
+            .all(|(_, t)| !t.contains("running a command"))
+    })
+    .await;
 }

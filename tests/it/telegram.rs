@@ -525,7 +525,16 @@ async fn senders_and_chats_past_their_rate_are_told_once_and_nothing_is_stored()
     s.tg.push(group_mention(BOB, "Bob", 110));
     s.tg.push(group_mention(BOB, "Bob", 111));
     let sent = s.tg.wait("sendMessage", 5).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    common::eventually("two notices and three answers", || async {
+        let said = texts(&s.tg.calls("sendMessage"));
+        let slow = said.iter().filter(|t| t.contains("slow down")).count();
+        let answers = said
+            .iter()
+            .filter(|t| !t.contains("slow down") && !t.starts_with("Got it"))
+            .count();
+        slow >= 2 && answers >= 3
+    })
+    .await;
     let said = texts(&s.tg.calls("sendMessage"));
     let slow: Vec<&String> = said.iter().filter(|t| t.contains("slow down")).collect();
     assert_eq!(slow.len(), 2, "{said:?}");

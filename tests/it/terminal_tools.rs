@@ -185,8 +185,13 @@ async fn cancellation_stops_a_running_command() {
     let ctx = common::tools::ctx(dir.path());
     let rt = runtime();
     let cancel = ctx.cancel.clone();
+    let pid_file = ctx.workspace.join("shell.pid");
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Cancels once the command runs: its shell has written its pid.
+        common::eventually("the command runs", || async {
+            std::fs::read_to_string(&pid_file).is_ok_and(|pid| pid.ends_with('\n'))
+        })
+        .await;
         cancel.cancel();
     });
     let started = Instant::now();

@@ -129,6 +129,7 @@ async fn a_telegram_voice_note_is_heard_quoted_and_answered_once() {
         staged.is_empty(),
         "the clip was removed after it was heard: {staged:?}"
     );
+    // A quiet period: no third message comes.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(sent_texts(&s.tg).len(), 2, "{:?}", sent_texts(&s.tg));
     s.daemon.shutdown().await;
@@ -149,6 +150,7 @@ async fn without_transcription_the_sender_is_told_and_nothing_is_asked() {
         said.contains("no transcription service is set up"),
         "{said}"
     );
+    // A quiet period: nothing is asked, downloaded or said after the notice.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         s.llm.requests().is_empty(),
@@ -239,6 +241,7 @@ async fn what_was_heard_is_kept_across_a_restart_and_not_heard_or_quoted_again()
     assert_eq!(sent[0].body["text"], "🎤 summarise the incident");
     assert_eq!(sent[1].body["text"], "Here is the summary.");
     assert_eq!(asked(&llm), ["summarise the incident"]);
+    // A quiet period: the note is not heard, fetched or quoted again.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(s.heard.requests().len(), 1, "heard once across the restart");
     assert_eq!(s.tg.downloads().len(), 1);
@@ -373,6 +376,7 @@ async fn a_slack_audio_clip_is_fetched_with_the_token_heard_and_answered_once() 
         "{}",
         asked[0]
     );
+    // A quiet period: the redelivery is not heard or answered again.
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(heard.requests().len(), 1);
     assert_eq!(heard.requests()[0].auth, "Bearer sk-test");

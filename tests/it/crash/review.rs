@@ -89,6 +89,7 @@ async fn a_review_whose_answer_a_kill_lost_is_posted_once_after_the_restart() {
     assert_eq!(llm.requests().len(), 1, "the turn was not run again");
     // A redelivery of the same event changes nothing.
     assert_eq!(send(&client, &second.addr, "kill-1", pr).await, Some(200));
+    // A quiet period: no second review comes.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(forge.reviews().len(), 1);
     second.stop();

@@ -81,6 +81,7 @@ async fn a_stream_cut_by_kill_9_ends_as_one_complete_answer_after_the_restart() 
         tg.shown(ANN).iter().any(|(_, t)| *t == answer)
     })
     .await;
+    // A quiet period: no second message and no further turn come.
     tokio::time::sleep(Duration::from_millis(500)).await;
     second.stop();
 

@@ -63,6 +63,7 @@ async fn leases_are_taken_renewed_lapsed_and_given_up(store: Store) {
         store.lease_acquire("session:s", "a", 1).await.unwrap(),
         Some(1)
     );
+    // Outlasts the 1 ms lease: a time, not an event (20 ms also pins the unit).
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert_eq!(
         store.lease_acquire("session:s", "b", 60_000).await.unwrap(),

@@ -161,6 +161,7 @@ async fn a_message_deleted_through_one_replica_cancels_its_turn_on_another() {
         "{:?}",
         posts[0].body
     );
+    // A quiet period: nothing more is said or asked.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(slack.calls("chat.postMessage").len(), 1);
     assert_eq!(llm.requests().len(), 2);

@@ -419,6 +419,7 @@ async fn memory_notes_are_per_user(store: Store) {
 async fn list_sessions_newest_first(store: Store) {
     let a = store.open_session(&dm("telegram:dm:a")).await.unwrap();
     let b = store.open_session(&dm("telegram:dm:b")).await.unwrap();
+    // So a's touch is stamped after b's opening: a time, not an event.
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     store.touch_session(&a.id).await.unwrap();
     let list = store.list_sessions(10).await.unwrap();

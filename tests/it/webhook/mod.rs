@@ -561,6 +561,7 @@ async fn a_minute_of_github_rate_limits_delays_the_comment_without_a_tight_loop_
     assert_eq!(d.github("pull_request", "o-1", &opened).await.status(), 202);
     gh.wait(1).await;
     let rss_early = common::rss_kib();
+    // The outage is timed: its end is a moment, not an event to wait on.
     tokio::time::sleep_until(outage_ends.into()).await;
     let rss_late = common::rss_kib();
     let tried = gh.seen();
@@ -576,6 +577,7 @@ async fn a_minute_of_github_rate_limits_delays_the_comment_without_a_tight_loop_
         || async { !posted().is_empty() },
     )
     .await;
+    // A quiet period: no second comment comes.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = posted();
     eprintln!(
@@ -590,6 +592,17 @@ async fn a_minute_of_github_rate_limits_delays_the_comment_without_a_tight_loop_
     let tried: Vec<_> = tried.iter().map(|s| s.at).collect();
     common::assert_patient(&tried, 20, Duration::from_secs(4), (rss_early, rss_late));
     assert_eq!(llm.requests().len(), 1);
+    // The mark follows the send.
+    common::eventually("the comment marked sent", || async {
+        d.gateway
+            .store
+            .outbox(10)
+            .await
+            .unwrap()
+            .iter()
+            .any(|o| o.status == "sent")
+    })
+    .await;
     let outbox = d.gateway.store.outbox(10).await.unwrap();
     assert_eq!(outbox.len(), 1);
     assert_eq!(outbox[0].status, "sent");
