@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::json;
 
 /// The route's shared secret.
-pub const SECRET: &str = "bench-secret";
+pub const SECRET: &str = "bench-secret-of-32-bytes-or-more";
 
 /// `name` from the environment as a number, or `default`.
 pub fn env_usize(name: &str, default: usize) -> usize {

@@ -184,6 +184,13 @@ impl Daemon {
         self,
         shutdown: impl Future<Output = &'static str>,
     ) -> Result<(), DaemonError> {
+        self.start().await?.until(shutdown).await
+    }
+
+    /// Builds every part, takes over what a previous run left, opens the
+    /// listeners and starts the components: the daemon is ready when this
+    /// returns.
+    async fn start(self) -> Result<Started, DaemonError> {
         let Daemon {
             config,
             env,
@@ -196,28 +203,211 @@ impl Daemon {
         for c in component_statuses(&config) {
             tracing::info!(component = c.name, enabled = c.enabled, detail = %c.detail, "adapter");
         }
+        let (store, single) = open_storage(&config).await?;
+        let runtime = Runtime::new();
+        let parts = Parts::build(&config, &env, &store, platforms, &runtime).await?;
+        let console = bind_console(&config, &env).await?;
+        let gateway = Gateway {
+            config: Arc::new(config.clone()),
+            env,
+            store: store.clone(),
+            sessions: parts.sessions.clone(),
+            broker: parts.broker.clone(),
+            platforms: parts.platforms.clone(),
+            health: runtime.health.clone(),
+            cluster: parts.cluster.clone(),
+            tasks: runtime.tracker.clone(),
+            console: console.as_ref().map(|c| c.addr),
+            forges: parts.forges.clone(),
+        };
+        if let Some(console) = console {
+            serve_console(console, &gateway, &runtime);
+        }
+        take_over(&gateway, &runtime).await?;
+        run_background(&gateway, parts.processes, &runtime).await?;
+        raise_descriptor_limit(&config);
 
-        let store = Store::connect(&config.storage).await?;
-        let _single = store.lock_single_replica()?;
-        store.migrate().await?;
-        let schema_version = store.schema_version().await?;
-        tracing::info!(
-            storage.backend = ?store.kind(),
-            storage.schema_version = schema_version,
-            "storage ready"
+        let addr = config.server.listen;
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| DaemonError::Bind { addr, source })?;
+        let local = listener
+            .local_addr()
+            .map_err(|source| DaemonError::Bind { addr, source })?;
+        let routes = routes
+            .into_iter()
+            .fold(axum::Router::new(), |all, build| all.merge(build(&gateway)));
+        let app = router(
+            AppState {
+                store: store.clone(),
+                health: runtime.health.clone(),
+            },
+            &config.server,
+            routes,
         );
+        let server_stop = runtime.root.child_token();
+        let limits = Limits::from_config(&config.server);
+        let server = runtime
+            .tracker
+            .spawn(async move { crate::http::serve(listener, app, limits, server_stop).await });
+        for (name, run) in components {
+            let ctx = ComponentContext {
+                stop: runtime.root.child_token(),
+                health: runtime.health.clone(),
+                store: store.clone(),
+                gateway: gateway.clone(),
+                local_addr: local,
+            };
+            let span = tracing::info_span!("component", component = %name);
+            runtime
+                .tracker
+                .spawn(tracing::Instrument::instrument(run(ctx), span));
+        }
+        run_upkeep(&config, &store, &runtime);
+        tracing::info!(http.addr = %local, "listening");
+        signals::notify(&[
+            NotifyState::Ready,
+            NotifyState::Status(&format!("listening on {local}")),
+        ]);
+        runtime
+            .tracker
+            .spawn(signals::watchdog(runtime.root.child_token()));
+        Ok(Started {
+            runtime,
+            store,
+            server,
+            grace: Duration::from_secs(config.server.shutdown_grace_secs),
+            _single: single,
+        })
+    }
+}
+
+/// The daemon's root of cancellation and the trackers of its tasks.
+struct Runtime {
+    /// Fires at shutdown: intake stops, running work finishes.
+    root: CancellationToken,
+    /// Every task but the replica's membership.
+    tracker: TaskTracker,
+    /// Fires once everything else has stopped: the membership's leases
+    /// are renewed until then, so running turns keep their sessions
+    /// through the drain.
+    leaving: CancellationToken,
+    /// The replica's membership in the cluster.
+    membership: TaskTracker,
+    /// Component readiness.
+    health: Health,
+}
+
+impl Runtime {
+    fn new() -> Self {
+        Self {
+            root: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+            leaving: CancellationToken::new(),
+            membership: TaskTracker::new(),
+            health: Health::default(),
+        }
+    }
+}
+
+/// A started daemon, until it stops.
+struct Started {
+    runtime: Runtime,
+    store: Store,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    grace: Duration,
+    /// SQLite: the database file held for this process alone.
+    _single: Option<nix::fcntl::Flock<std::fs::File>>,
+}
+
+impl Started {
+    /// Serves until `shutdown` (or until the server fails), then drains
+    /// within the grace period.
+    async fn until(
+        mut self,
+        shutdown: impl Future<Output = &'static str>,
+    ) -> Result<(), DaemonError> {
+        let outcome = tokio::select! {
+            cause = shutdown => {
+                tracing::info!(signal = cause, "shutdown requested");
+                Ok(())
+            }
+            result = &mut self.server => Err(DaemonError::Serve(match result {
+                Ok(Ok(())) => "stopped unexpectedly".into(),
+                Ok(Err(err)) => err.to_string(),
+                Err(err) => err.to_string(),
+            })),
+        };
+        signals::notify(&[NotifyState::Stopping]);
+        let Runtime {
+            root,
+            tracker,
+            leaving,
+            membership,
+            ..
+        } = &self.runtime;
+        root.cancel();
+        tracker.close();
+        if tokio::time::timeout(self.grace, tracker.wait())
+            .await
+            .is_ok()
+        {
+            leaving.cancel();
+            membership.close();
+            membership.wait().await;
+            self.store.close().await;
+        } else {
+            // Connections still checked out by overrunning work are dropped
+            // with the process; waiting for them could hang forever.
+            tracing::warn!(
+                grace_secs = self.grace.as_secs(),
+                "work still running after the grace period; exiting anyway"
+            );
+        }
+        tracing::info!("stopped");
+        outcome
+    }
+}
+
+/// Connects, takes the SQLite file for this process, migrates.
+async fn open_storage(
+    config: &Config,
+) -> Result<(Store, Option<nix::fcntl::Flock<std::fs::File>>), DaemonError> {
+    let store = Store::connect(&config.storage).await?;
+    let single = store.lock_single_replica()?;
+    store.migrate().await?;
+    let schema_version = store.schema_version().await?;
+    tracing::info!(
+        storage.backend = ?store.kind(),
+        storage.schema_version = schema_version,
+        "storage ready"
+    );
+    Ok((store, single))
+}
+
+/// The shared parts the daemon builds before anything is served.
+struct Parts {
+    platforms: Arc<Platforms>,
+    broker: Arc<Broker>,
+    cluster: Cluster,
+    sessions: SessionManager,
+    forges: Arc<crate::forge::Forges>,
+    processes: Arc<crate::tools::builtin::ProcessManager>,
+}
+
+impl Parts {
+    async fn build(
+        config: &Config,
+        env: &Env,
+        store: &Store,
+        platforms: Arc<Platforms>,
+        runtime: &Runtime,
+    ) -> Result<Self, DaemonError> {
         let broker = Arc::new(Broker::new(
             store.clone(),
             &config.approvals,
             platforms.clone(),
         ));
-        let health = Health::default();
-        let root = CancellationToken::new();
-        let tracker = TaskTracker::new();
-        // Renewed until everything else has stopped: running turns keep
-        // their sessions through the drain.
-        let leaving = CancellationToken::new();
-        let membership = TaskTracker::new();
         if store.kind() == BackendKind::Sqlite {
             // With several replicas, those of a session are expired by
             // whoever takes the session over (see sessions::ownership).
@@ -232,17 +422,17 @@ impl Daemon {
         let cluster = match store.kind() {
             BackendKind::Postgres => {
                 Cluster::join(
-                    &store,
+                    store,
                     &config.cluster,
-                    health.clone(),
-                    &membership,
-                    leaving.clone(),
+                    runtime.health.clone(),
+                    &runtime.membership,
+                    runtime.leaving.clone(),
                 )
                 .await?
             }
             BackendKind::Sqlite => Cluster::single(),
         };
-        let tools = ToolRuntime::build(&config, &env, platforms.clone())?;
+        let tools = ToolRuntime::build(config, env, platforms.clone())?;
         let processes = tools.processes.clone();
         let sandbox = processes.sandbox();
         if sandbox.is_off() {
@@ -254,220 +444,192 @@ impl Daemon {
             tracing::info!(sandbox = sandbox.mechanism(), "{}", sandbox.describe());
         }
         for server in &config.mcp.servers {
-            tracker.spawn(mcp::supervise(
+            runtime.tracker.spawn(mcp::supervise(
                 server.clone(),
                 env.clone(),
                 tools.registry.clone(),
-                health.clone(),
-                root.child_token(),
+                runtime.health.clone(),
+                runtime.root.child_token(),
             ));
         }
-        let deps = Arc::new(AgentDeps::from_config(&config, &env, tools, store.clone()));
+        let deps = Arc::new(AgentDeps::from_config(config, env, tools, store.clone()));
         let policy = ApprovalPolicy::new(
             store.clone(),
             broker.clone(),
             config.approvals.mode,
             Some(deps.auxiliary.clone()),
         );
-        let forges = Arc::new(crate::forge::Forges::from_config(&config, &env, &store)?);
+        let forges = Arc::new(crate::forge::Forges::from_config(config, env, store)?);
         let sessions = SessionManager::new(
             config.clone(),
             deps,
             Arc::new(policy),
-            ManagerSettings::from_config(&config),
-            root.child_token(),
+            ManagerSettings::from_config(config),
+            runtime.root.child_token(),
         )
         .with_broker(broker.clone())
         .with_cluster(cluster.clone())
-        .with_transcriber(Transcriber::from_config(&config.transcription, &env))
+        .with_transcriber(Transcriber::from_config(&config.transcription, env))
         .with_forges(forges.clone());
-        // The operator console's own listener, bound before anything is
-        // served so that a taken port stops the start.
-        let console = if config.console.enabled {
-            let token = env.secret(&config.console.token_env).ok_or_else(|| {
-                DaemonError::Console(format!(
-                    "console.token_env: {} is not set; the console does not start without it",
-                    config.console.token_env
-                ))
-            })?;
-            let listener = TcpListener::bind(config.console.listen)
-                .await
-                .map_err(|e| {
-                    DaemonError::Console(format!("cannot bind {}: {e}", config.console.listen))
-                })?;
-            Some((listener, token))
-        } else {
-            None
-        };
-        let console_addr = match &console {
-            Some((listener, _)) => Some(
-                listener
-                    .local_addr()
-                    .map_err(|e| DaemonError::Console(e.to_string()))?,
-            ),
-            None => None,
-        };
-        let gateway = Gateway {
-            config: Arc::new(config.clone()),
-            env,
-            store: store.clone(),
-            sessions: sessions.clone(),
-            broker: broker.clone(),
+        Ok(Self {
             platforms,
-            health: health.clone(),
-            cluster: cluster.clone(),
-            tasks: tracker.clone(),
-            console: console_addr,
+            broker,
+            cluster,
+            sessions,
             forges,
-        };
-        if let Some((listener, token)) = console {
-            tracing::info!(console.listen = ?console_addr, "operator console listening");
-            let app = crate::operator::router(gateway.clone(), token);
-            let limits = Limits::from_config(&config.server);
-            let stop = root.child_token();
-            tracker.spawn(async move {
-                if let Err(err) = crate::http::serve(listener, app, limits, stop).await {
-                    tracing::error!(error = %err, "the operator console stopped");
-                }
-            });
-        }
-        if cluster.is_shared() {
-            // Sessions nobody owns (a replica died with them, or none ran)
-            // are taken before intake opens; the others stay with their
-            // owners, which this replica's events are handed to.
-            let taken = sessions.sweep().await?;
-            if taken > 0 {
-                tracing::info!(sessions.taken = taken, "took over sessions with work left");
-            }
-            tracker.spawn(sessions.clone().coordinate());
-            let relay = Arc::new(crate::cluster::relay::Relay::new(
-                store.clone(),
-                cluster.id(),
-            ));
-            broker.relay_through(relay.clone());
-            sessions.relay_through(&relay);
-            tracker.spawn(relay.run(root.child_token()));
-        } else {
-            // Before intake opens: what this run accepts is never replayed
-            // as well, and waits behind its session's backlog.
-            let backlog = sessions.backlog().await?;
-            if !backlog.is_empty() {
-                tracing::info!(
-                    inbox.backlog = backlog.len(),
-                    "replaying events a previous run left unprocessed"
-                );
-            }
-            sessions.requeue(backlog).await?;
-        }
-        // Scheduled jobs: the configured ones stored, due ones fired.
-        tracker.spawn(
-            crate::cron::Scheduler::new(store.clone(), sessions.clone(), gateway.config.clone())
-                .run(root.child_token()),
-        );
-        // Background processes report into their sessions; the ones a
-        // previous run was to report are taken over.
-        processes.report_to(Arc::new(sessions.clone()));
-        processes.adopt(store.process_watches().await?);
-        let draining = root.child_token();
-        tracker.spawn(async move {
-            draining.cancelled().await;
-            sessions.wait().await;
-        });
-        let stopping = root.child_token();
-        tracker.spawn(async move {
-            stopping.cancelled().await;
-            processes.shutdown().await;
-        });
+            processes,
+        })
+    }
+}
 
-        let wanted = config.server.max_connections as u64 + crate::runtime::RESERVED_DESCRIPTORS;
-        match crate::runtime::raise_descriptor_limit(wanted) {
-            Ok(limit) if limit < wanted => tracing::warn!(
-                descriptors = limit,
-                server.max_connections = config.server.max_connections,
-                "the open-file limit is below server.max_connections plus what the daemon \
-                 needs for itself; raise LimitNOFILE (systemd) or --ulimit nofile (Docker), \
-                 or lower server.max_connections"
-            ),
-            Ok(_) => {}
-            Err(err) => tracing::warn!(error = %err, "could not read the open-file limit"),
-        }
-        let addr = config.server.listen;
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|source| DaemonError::Bind { addr, source })?;
-        let local = listener
-            .local_addr()
-            .map_err(|source| DaemonError::Bind { addr, source })?;
-        let routes = routes
-            .into_iter()
-            .fold(axum::Router::new(), |all, build| all.merge(build(&gateway)));
-        let app = router(
-            AppState {
-                store: store.clone(),
-                health: health.clone(),
-            },
-            &config.server,
-            routes,
-        );
-        let server_stop = root.child_token();
-        let limits = Limits::from_config(&config.server);
-        let mut server = tracker
-            .spawn(async move { crate::http::serve(listener, app, limits, server_stop).await });
-        for (name, run) in components {
-            let ctx = ComponentContext {
-                stop: root.child_token(),
-                health: health.clone(),
-                store: store.clone(),
-                gateway: gateway.clone(),
-                local_addr: local,
-            };
-            let span = tracing::info_span!("component", component = %name);
-            tracker.spawn(tracing::Instrument::instrument(run(ctx), span));
-        }
-        tracker.spawn(metrics_upkeep(root.child_token()));
-        tracker.spawn(storage_upkeep(store.clone(), root.child_token()));
-        if config.webhook.enabled {
-            let window = Duration::from_secs(u64::from(config.webhook.replay_window_days) * 86_400);
-            tracker.spawn(replay_window(store.clone(), window, root.child_token()));
-        }
-        tracing::info!(http.addr = %local, "listening");
-        signals::notify(&[
-            NotifyState::Ready,
-            NotifyState::Status(&format!("listening on {local}")),
-        ]);
-        tracker.spawn(signals::watchdog(root.child_token()));
+/// The operator console's listener, bound before anything is served so
+/// that a taken port stops the start.
+struct ConsoleListener {
+    listener: TcpListener,
+    addr: SocketAddr,
+    token: secrecy::SecretString,
+}
 
-        let outcome = tokio::select! {
-            cause = shutdown => {
-                tracing::info!(signal = cause, "shutdown requested");
-                Ok(())
-            }
-            result = &mut server => Err(DaemonError::Serve(match result {
-                Ok(Ok(())) => "stopped unexpectedly".into(),
-                Ok(Err(err)) => err.to_string(),
-                Err(err) => err.to_string(),
-            })),
-        };
+async fn bind_console(config: &Config, env: &Env) -> Result<Option<ConsoleListener>, DaemonError> {
+    if !config.console.enabled {
+        return Ok(None);
+    }
+    let token = env.secret(&config.console.token_env).ok_or_else(|| {
+        DaemonError::Console(format!(
+            "console.token_env: {} is not set; the console does not start without it",
+            config.console.token_env
+        ))
+    })?;
+    let listener = TcpListener::bind(config.console.listen)
+        .await
+        .map_err(|e| DaemonError::Console(format!("cannot bind {}: {e}", config.console.listen)))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| DaemonError::Console(e.to_string()))?;
+    Ok(Some(ConsoleListener {
+        listener,
+        addr,
+        token,
+    }))
+}
 
-        signals::notify(&[NotifyState::Stopping]);
-        let grace = Duration::from_secs(config.server.shutdown_grace_secs);
-        root.cancel();
-        tracker.close();
-        if tokio::time::timeout(grace, tracker.wait()).await.is_ok() {
-            leaving.cancel();
-            membership.close();
-            membership.wait().await;
-            store.close().await;
-        } else {
-            // Connections still checked out by overrunning work are dropped
-            // with the process; waiting for them could hang forever.
-            tracing::warn!(
-                grace_secs = grace.as_secs(),
-                "work still running after the grace period; exiting anyway"
+fn serve_console(console: ConsoleListener, gateway: &Gateway, runtime: &Runtime) {
+    tracing::info!(console.listen = ?console.addr, "operator console listening");
+    let state = crate::operator::State {
+        config: gateway.config.clone(),
+        store: gateway.store.clone(),
+        sessions: gateway.sessions.clone(),
+        broker: gateway.broker.clone(),
+        health: gateway.health.clone(),
+        cluster: gateway.cluster.clone(),
+    };
+    let app = crate::operator::router(state, console.token);
+    let limits = Limits::from_config(&gateway.config.server);
+    let stop = runtime.root.child_token();
+    runtime.tracker.spawn(async move {
+        if let Err(err) = crate::http::serve(console.listener, app, limits, stop).await {
+            tracing::error!(error = %err, "the operator console stopped");
+        }
+    });
+}
+
+/// Takes over what a previous run left, before intake opens.
+async fn take_over(gateway: &Gateway, runtime: &Runtime) -> Result<(), DaemonError> {
+    let sessions = &gateway.sessions;
+    if gateway.cluster.is_shared() {
+        // Sessions nobody owns (a replica died with them, or none ran)
+        // are taken before intake opens; the others stay with their
+        // owners, which this replica's events are handed to.
+        let taken = sessions.sweep().await?;
+        if taken > 0 {
+            tracing::info!(sessions.taken = taken, "took over sessions with work left");
+        }
+        runtime.tracker.spawn(sessions.clone().coordinate());
+        let relay = Arc::new(crate::cluster::relay::Relay::new(
+            gateway.store.clone(),
+            gateway.cluster.id(),
+        ));
+        gateway.broker.relay_through(relay.clone());
+        sessions.relay_through(&relay);
+        runtime.tracker.spawn(relay.run(runtime.root.child_token()));
+    } else {
+        // What this run accepts is never replayed as well, and waits
+        // behind its session's backlog.
+        let backlog = sessions.backlog().await?;
+        if !backlog.is_empty() {
+            tracing::info!(
+                inbox.backlog = backlog.len(),
+                "replaying events a previous run left unprocessed"
             );
         }
-        tracing::info!("stopped");
-        outcome
+        sessions.requeue(backlog).await?;
+    }
+    Ok(())
+}
+
+/// Scheduled jobs, background processes' reports, and the drains of
+/// both at shutdown.
+async fn run_background(
+    gateway: &Gateway,
+    processes: Arc<crate::tools::builtin::ProcessManager>,
+    runtime: &Runtime,
+) -> Result<(), DaemonError> {
+    let (tracker, root) = (&runtime.tracker, &runtime.root);
+    // Scheduled jobs: the configured ones stored, due ones fired.
+    tracker.spawn(
+        crate::cron::Scheduler::new(
+            gateway.store.clone(),
+            gateway.sessions.clone(),
+            gateway.config.clone(),
+        )
+        .run(root.child_token()),
+    );
+    // Background processes report into their sessions; the ones a
+    // previous run was to report are taken over.
+    processes.report_to(Arc::new(gateway.sessions.clone()));
+    processes.adopt(gateway.store.process_watches().await?);
+    let (draining, sessions) = (root.child_token(), gateway.sessions.clone());
+    tracker.spawn(async move {
+        draining.cancelled().await;
+        sessions.wait().await;
+    });
+    let stopping = root.child_token();
+    tracker.spawn(async move {
+        stopping.cancelled().await;
+        processes.shutdown().await;
+    });
+    Ok(())
+}
+
+/// Raises the open-file limit to what `server.max_connections` needs, or
+/// says why it could not.
+fn raise_descriptor_limit(config: &Config) {
+    let wanted = config.server.max_connections as u64 + crate::runtime::RESERVED_DESCRIPTORS;
+    match crate::runtime::raise_descriptor_limit(wanted) {
+        Ok(limit) if limit < wanted => tracing::warn!(
+            descriptors = limit,
+            server.max_connections = config.server.max_connections,
+            "the open-file limit is below server.max_connections plus what the daemon \
+             needs for itself; raise LimitNOFILE (systemd) or --ulimit nofile (Docker), \
+             or lower server.max_connections"
+        ),
+        Ok(_) => {}
+        Err(err) => tracing::warn!(error = %err, "could not read the open-file limit"),
+    }
+}
+
+/// The periodic upkeep of metrics, storage and the replay window.
+fn run_upkeep(config: &Config, store: &Store, runtime: &Runtime) {
+    let tracker = &runtime.tracker;
+    tracker.spawn(metrics_upkeep(runtime.root.child_token()));
+    tracker.spawn(storage_upkeep(store.clone(), runtime.root.child_token()));
+    if config.webhook.enabled {
+        let window = Duration::from_secs(u64::from(config.webhook.replay_window_days) * 86_400);
+        tracker.spawn(replay_window(
+            store.clone(),
+            window,
+            runtime.root.child_token(),
+        ));
     }
 }
 

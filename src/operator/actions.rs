@@ -39,7 +39,7 @@ pub(super) async fn decide(
     };
     let reason = Some(form.reason.trim().to_string()).filter(|r| !r.is_empty());
     let outcome = console
-        .gateway
+        .state
         .broker
         .resolve_as_operator(&id, choice, &operator(), reason)
         .await;
@@ -47,7 +47,7 @@ pub(super) async fn decide(
         Ok(decision) => format!("decided: {}", decision.describe()),
         Err(refusal) => format!("refused: {refusal}"),
     };
-    audit(&console.gateway.store, "decide", &id, &said).await;
+    audit(&console.state.store, "decide", &id, &said).await;
     Redirect::to(&format!("/approvals?said={}", encode(&said))).into_response()
 }
 
@@ -61,13 +61,13 @@ pub(super) async fn retry(
     if !operator_login.vouches(form.csrf()) {
         return refused_csrf(&console, "retry").await;
     }
-    let said = match console.gateway.sessions.retry_outbound(id).await {
+    let said = match console.state.sessions.retry_outbound(id).await {
         Ok(true) => "sending it again".to_string(),
         Ok(false) => "not retried: it was not given up".to_string(),
         Err(err) => format!("not retried: {err}"),
     };
     audit(
-        &console.gateway.store,
+        &console.state.store,
         "retry",
         &format!("outbox {id}"),
         &said,

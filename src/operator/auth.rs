@@ -221,7 +221,7 @@ pub(super) async fn login(
     axum::Form(form): axum::Form<LoginForm>,
 ) -> Response {
     let logins = &console.logins;
-    let store = &console.gateway.store;
+    let store = &console.state.store;
     let client = client.map_or(IpAddr::from([0, 0, 0, 0]), |c| c.0.0.ip());
     if logins.waiting(client).is_some() {
         audit(store, "login", "", "refused: too many tries").await;
@@ -270,7 +270,7 @@ pub(super) async fn logout(
         return refused_csrf(&console, "logout").await;
     }
     console.logins.open().remove(&operator.sid);
-    audit(&console.gateway.store, "logout", "", "ok").await;
+    audit(&console.state.store, "logout", "", "ok").await;
     let mut response = Redirect::to("/login").into_response();
     response
         .headers_mut()
@@ -282,7 +282,7 @@ pub(super) async fn logout(
 pub(super) async fn refused_csrf(console: &Console, action: &str) -> Response {
     tracing::warn!(action, "console action refused: no valid CSRF token");
     audit(
-        &console.gateway.store,
+        &console.state.store,
         action,
         "",
         "refused: no valid CSRF token",

@@ -22,13 +22,35 @@ use axum::http::{HeaderValue, header};
 use axum::routing::{get, post};
 use secrecy::SecretString;
 
-use crate::daemon::Gateway;
+use crate::approvals::Broker;
+use crate::cluster::Cluster;
+use crate::config::Config;
 use crate::platform::Actor;
+use crate::sessions::SessionManager;
+use crate::store::Store;
+use crate::telemetry::Health;
+
+/// What the console reads and acts on, handed over by the daemon.
+#[derive(Clone, Debug)]
+pub struct State {
+    /// The loaded configuration.
+    pub config: Arc<Config>,
+    /// The database.
+    pub store: Store,
+    /// Outbound retries go through it.
+    pub sessions: SessionManager,
+    /// Approval decisions go through it, as a chat's buttons do.
+    pub broker: Arc<Broker>,
+    /// Component readiness.
+    pub health: Health,
+    /// This replica among the others.
+    pub cluster: Cluster,
+}
 
 /// The console's shared state.
 #[derive(Clone)]
 pub(crate) struct Console {
-    gateway: Gateway,
+    state: State,
     logins: Arc<auth::Logins>,
 }
 
@@ -41,15 +63,15 @@ fn operator() -> Actor {
     }
 }
 
-/// The console's routes for `gateway`, logging in with `token`.
-pub fn router(gateway: Gateway, token: SecretString) -> Router {
-    let c = &gateway.config;
+/// The console's routes over `state`, logging in with `token`.
+pub fn router(state: State, token: SecretString) -> Router {
+    let c = &state.config;
     let secure = c.server.public_url.starts_with("https://");
     let hours = c.console.session_hours.max(1);
     let server = c.server.clone();
     let console = Console {
         logins: Arc::new(auth::Logins::new(token, secure, hours)),
-        gateway,
+        state,
     };
     let app = Router::new()
         .route("/login", get(auth::login_page).post(auth::login))

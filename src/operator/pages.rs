@@ -128,7 +128,7 @@ pub(super) async fn overview(State(c): State<Console>, op: Operator) -> Response
 }
 
 async fn overview_body(c: &Console) -> Result<Markup, StoreError> {
-    let gw = &c.gateway;
+    let gw = &c.state;
     let mut health: Vec<(String, bool, String)> = gw
         .health
         .snapshot()
@@ -239,7 +239,7 @@ pub(super) async fn approvals(
 }
 
 async fn approvals_body(c: &Console, csrf: &str) -> Result<Markup, StoreError> {
-    let store = &c.gateway.store;
+    let store = &c.state.store;
     let all = store.list_approvals(200).await?;
     let (pending, decided): (Vec<_>, Vec<_>) = all
         .into_iter()
@@ -330,7 +330,7 @@ pub(super) async fn sessions(
     op: Operator,
     Query(s): Query<Said>,
 ) -> Response {
-    let store = &c.gateway.store;
+    let store = &c.state.store;
     let query = s.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
     let body = match query {
         Some(q) => store.search_messages(q, None, 50).await.map(|hits| {
@@ -388,7 +388,7 @@ pub(super) async fn transcript(
     op: Operator,
     Path(id): Path<String>,
 ) -> Response {
-    let store = &c.gateway.store;
+    let store = &c.state.store;
     let session = match store.session(&id).await {
         Ok(Some(s)) => s,
         Ok(None) => {
@@ -439,7 +439,7 @@ pub(super) async fn deliveries(
     op: Operator,
     Query(s): Query<Said>,
 ) -> Response {
-    let store = &c.gateway.store;
+    let store = &c.state.store;
     let (hooks, outbox) = match (store.deliveries(50).await, store.outbox(100).await) {
         (Ok(h), Ok(o)) => (h, o),
         (Err(err), _) | (_, Err(err)) => return failed(err),
@@ -495,8 +495,8 @@ pub(super) async fn jobs(State(c): State<Console>, op: Operator) -> Response {
 }
 
 async fn jobs_body(c: &Console) -> Result<Markup, StoreError> {
-    let store = &c.gateway.store;
-    let budgets = &c.gateway.config.budgets;
+    let store = &c.state.store;
+    let budgets = &c.state.config.budgets;
     let now = now_ms();
     let mut rows = Vec::new();
     for job in store.jobs().await? {
