@@ -72,6 +72,31 @@ async fn runs_in_the_workspace_and_reports_exit_codes() {
 }
 
 #[tokio::test]
+async fn exit_codes_that_are_not_failures_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = common::tools::ctx(dir.path());
+    std::fs::write(ctx.workspace.join("notes.txt"), "alpha\nbeta\n").unwrap();
+    let rt = runtime();
+    let run = |command: &'static str| call(&rt, "terminal", json!({ "command": command }), &ctx);
+    let no_match = run("grep -n gamma notes.txt").await;
+    assert_eq!(no_match["exit_code"], 1, "{no_match}");
+    let meaning = no_match["exit_meaning"].as_str().unwrap_or_default();
+    assert!(meaning.contains("no lines matched"), "{no_match}");
+    let missing = run("no-such-program-here").await;
+    assert_eq!(missing["exit_code"], 127, "{missing}");
+    assert!(
+        missing["exit_meaning"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not found")
+    );
+    // A failure that means what it says carries no explanation.
+    let failed = run("exit 3").await;
+    assert_eq!(failed["exit_code"], 3);
+    assert!(failed.get("exit_meaning").is_none(), "{failed}");
+}
+
+#[tokio::test]
 async fn time_limit_kills_the_whole_process_group() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = common::tools::ctx(dir.path());

@@ -3,6 +3,7 @@
 //! tool named by a toolset is in it.
 
 mod agent;
+mod exit_codes;
 mod files;
 mod messaging;
 mod output;

@@ -73,7 +73,15 @@ impl Managed {
     fn state(&self) -> Value {
         match *self.exit.borrow() {
             None => json!({"running": true}),
-            Some(code) => json!({"running": false, "exit_code": code}),
+            Some(code) => {
+                let mut state = json!({"running": false, "exit_code": code});
+                if let Some(meaning) =
+                    code.and_then(|c| super::exit_codes::explain(&self.command, c))
+                {
+                    state["exit_meaning"] = json!(meaning);
+                }
+                state
+            }
         }
     }
 

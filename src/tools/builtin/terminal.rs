@@ -5,6 +5,7 @@
 //! allowlist, a time limit, and a bounded output capture; its whole process group dies on timeout or
 //! cancellation.
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -270,7 +271,7 @@ impl Tool for Terminal {
         ToolSpec::new(
             "terminal",
             "terminal",
-            "Run a shell command (bash) in the session workspace and return its exit code and output. Anything it leaves running in the background is stopped when it ends: for servers or watchers use process instead. Dangerous commands wait for the user's approval.",
+            "Run a shell command (bash) in the session workspace and return its exit code (with exit_meaning where a convention gives the code a meaning, e.g. grep's 1: no match) and output. Anything it leaves running in the background is stopped when it ends: for servers or watchers use process instead. Dangerous commands wait for the user's approval.",
             json!({
                 "type": "object",
                 "properties": {
@@ -345,13 +346,22 @@ impl Tool for Terminal {
             let _ = tokio::time::timeout(Duration::from_secs(2), reader).await;
         }
         let output = capture.lock().unwrap_or_else(|e| e.into_inner()).render();
-        Ok(json!({
-            "exit_code": status.and_then(|s| s.code()),
+        let code = status.and_then(|s| s.code());
+        let mut result = json!({
+            "exit_code": code,
             "timed_out": timed_out,
             "duration_ms": started.elapsed().as_millis() as u64,
             "output": output,
-        })
-        .to_string())
+        });
+        let meaning = match (code, status.and_then(|s| s.signal())) {
+            (Some(code), _) => super::exit_codes::explain(command, code),
+            (None, Some(signal)) if !timed_out => Some(super::exit_codes::explain_signal(signal)),
+            _ => None,
+        };
+        if let Some(meaning) = meaning {
+            result["exit_meaning"] = json!(meaning);
+        }
+        Ok(result.to_string())
     }
 }
 
