@@ -9,7 +9,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::provider::{
-    ChatModel, ChatRequest, ChatResponse, ModelEndpoint, ProviderError, chat_with_retries,
+    CUT_OFF, ChatModel, ChatRequest, ChatResponse, FinishReason, ModelEndpoint, ProviderError,
+    Usage, chat_with_retries,
 };
 use crate::config::{Config, Env};
 use crate::store::Session;
@@ -82,7 +83,9 @@ impl Models {
 
     /// One call to `model` on the main endpoint, with retries; while the
     /// failure is one another endpoint might not have, the fallbacks are
-    /// asked in order (each with its own model and retries).
+    /// asked in order (each with its own model and retries). When every
+    /// one failed and a streamed answer had broken after writing text, the
+    /// longest such text is the answer, ended with [`CUT_OFF`].
     pub async fn chat(
         &self,
         mut request: ChatRequest,
@@ -92,6 +95,7 @@ impl Models {
         request.model = Some(model.to_string());
         let mut result =
             chat_with_retries(self.main.as_ref(), &request, self.retries, cancel).await;
+        let mut kept = broken_text(&result, None);
         request.model = None;
         for (name, fallback) in &self.fallbacks {
             match &result {
@@ -99,10 +103,37 @@ impl Models {
                     tracing::warn!(error = %err, fallback = %name, "model failed; asking the fallback");
                     result =
                         chat_with_retries(fallback.as_ref(), &request, self.retries, cancel).await;
+                    kept = broken_text(&result, kept);
                 }
                 _ => break,
             }
         }
-        result
+        match (result, kept) {
+            (Err(err), Some(partial)) if err.retryable() => {
+                tracing::warn!(error = %err, "the model's stream broke for good; its text so far is the answer");
+                Ok(ChatResponse {
+                    content: format!("{partial}\n\n{CUT_OFF}"),
+                    tool_calls: Vec::new(),
+                    finish: FinishReason::Stop,
+                    usage: Usage::default(),
+                })
+            }
+            (result, _) => result,
+        }
+    }
+}
+
+/// The longer of `kept` and the text `result`'s broken stream left.
+fn broken_text(
+    result: &Result<ChatResponse, ProviderError>,
+    kept: Option<String>,
+) -> Option<String> {
+    match result {
+        Err(ProviderError::Broken { partial, .. })
+            if kept.as_ref().is_none_or(|k| k.len() < partial.len()) =>
+        {
+            Some(partial.clone())
+        }
+        _ => kept,
     }
 }

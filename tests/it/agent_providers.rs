@@ -308,3 +308,32 @@ async fn a_stream_may_outlast_the_timeout_while_it_keeps_moving_but_not_stall() 
         .to_string();
     assert!(stalled.contains("stalled"), "{stalled}");
 }
+
+#[tokio::test]
+async fn a_stream_broken_for_good_keeps_the_longest_text_it_wrote() {
+    let chunk = |text: &str| json!({"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]});
+    let llm = FakeLlm::start(vec![
+        Reply::BrokenSse(vec![chunk("Partial "), chunk("text")]),
+        Reply::BrokenSse(vec![chunk("Part")]),
+    ])
+    .await;
+    let mut h = harness_with(
+        &llm,
+        |c| {
+            c.llm.stream = true;
+            c.llm.max_retries = 1;
+        },
+        &[],
+    )
+    .await;
+    let out = h
+        .conversation
+        .run_turn("go", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        out.reply,
+        "Partial text\n\n(The answer was cut off: the connection to the model broke.)"
+    );
+    assert_eq!(llm.requests().len(), 2, "retried once");
+}

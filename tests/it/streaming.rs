@@ -351,3 +351,43 @@ async fn the_status_says_when_a_command_waits_for_approval() {
     })
     .await;
 }
+
+/// OpenAI stream chunks writing `text` in pieces of `size` characters,
+/// with no finish: a stream that is still going.
+fn unfinished(text: &str, size: usize) -> Vec<serde_json::Value> {
+    let chars: Vec<char> = text.chars().collect();
+    chars
+        .chunks(size)
+        .map(|piece| {
+            json!({"id": "chatcmpl-b", "object": "chat.completion.chunk", "model": "fake",
+                "choices": [{"index": 0, "delta": {"content": piece.iter().collect::<String>()},
+                    "finish_reason": null}]})
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_stream_that_breaks_for_good_leaves_its_text_once_with_a_note() {
+    let (tg, llm, _daemon, _dir) = telegram(
+        vec![
+            Reply::BrokenSse(unfinished("The plan has three steps: first", 5)),
+            Reply::BrokenSse(unfinished("The plan", 4)),
+        ],
+        |c| c.llm.max_retries = 1,
+    )
+    .await;
+    tg.push(FakeTelegram::message(ANN, ANN, "Ann", 10, "plan?"));
+    let kept = "The plan has three steps: first\n\n\
+                (The answer was cut off: the connection to the model broke.)";
+    common::eventually("the partial answer shown", || async {
+        tg.shown(ANN).iter().any(|(_, t)| t == kept)
+    })
+    .await;
+    assert_eq!(llm.requests().len(), 2, "one retry, then the text was kept");
+    let shown: Vec<String> = tg.shown(ANN).into_iter().map(|(_, t)| t).collect();
+    assert_eq!(
+        shown,
+        vec![kept.to_string()],
+        "shown once, nothing else left"
+    );
+}

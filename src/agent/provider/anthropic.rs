@@ -249,7 +249,16 @@ async fn read_stream(
     let mut blocks: Vec<Value> = Vec::new();
     let mut inputs: Vec<String> = Vec::new();
     let mut body = json!({"content": [], "usage": {}});
-    while let Some(event) = events.next_event().await? {
+    loop {
+        let event = match events.next_event().await {
+            Ok(Some(event)) => event,
+            Ok(None) => break,
+            Err(err) => {
+                let text: String = blocks.iter().filter_map(|b| b["text"].as_str()).collect();
+                let calling = blocks.iter().any(|b| b["type"] == "tool_use");
+                return Err(super::broken(err, &text, calling));
+            }
+        };
         match event["type"].as_str() {
             Some("message_start") => {
                 body["usage"]["input_tokens"] = event["message"]["usage"]["input_tokens"].clone();

@@ -140,6 +140,16 @@ pub enum ProviderError {
     /// The call was cancelled.
     #[error("cancelled")]
     Cancelled,
+    /// A streamed answer broke after it had written text (and begun no
+    /// tool call): retryable, and what it wrote is kept in case no
+    /// attempt does better.
+    #[error("the answer's stream broke: {cause}")]
+    Broken {
+        /// The text so far, reasoning left out.
+        partial: String,
+        /// Why it broke.
+        cause: String,
+    },
 }
 
 impl ProviderError {
@@ -152,6 +162,7 @@ impl ProviderError {
             ProviderError::RateLimited { .. }
                 | ProviderError::Server { .. }
                 | ProviderError::Transport(_)
+                | ProviderError::Broken { .. }
         )
     }
 
@@ -171,6 +182,25 @@ pub trait ChatModel: Send + Sync {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError>;
 }
 
+/// `err`, a streamed answer's failure, as [`ProviderError::Broken`] when
+/// the connection broke after `text` was written and before any tool call
+/// began (a half-written call is not kept).
+fn broken(err: ProviderError, text: &str, calling: bool) -> ProviderError {
+    let partial = crate::agent::reasoning::strip_reasoning(text);
+    match err {
+        ProviderError::Transport(cause) if !calling && !partial.trim().is_empty() => {
+            ProviderError::Broken {
+                partial: partial.into_owned(),
+                cause,
+            }
+        }
+        other => other,
+    }
+}
+
+/// The note that ends an answer whose stream broke for good.
+pub const CUT_OFF: &str = "(The answer was cut off: the connection to the model broke.)";
+
 /// Longest wait between retries (also caps `Retry-After`).
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
@@ -184,6 +214,9 @@ pub async fn chat_with_retries(
     cancel: &CancellationToken,
 ) -> Result<ChatResponse, ProviderError> {
     let mut attempt = 0;
+    // The longest text a broken stream left, given back with the final
+    // failure when no attempt finished.
+    let mut partial: Option<String> = None;
     loop {
         if let Some(live) = &request.live {
             live.0.restart();
@@ -196,6 +229,18 @@ pub async fn chat_with_retries(
         crate::telemetry::events::emit(crate::telemetry::events::ModelCalled {
             took: started.elapsed(),
         });
+        let result = match result {
+            Err(ProviderError::Broken {
+                partial: text,
+                cause,
+            }) => {
+                if partial.as_ref().is_none_or(|p| p.len() < text.len()) {
+                    partial = Some(text);
+                }
+                Err(ProviderError::Transport(cause))
+            }
+            other => other,
+        };
         match result {
             Err(err) if err.retryable() && attempt < max_retries => {
                 let backoff = Duration::from_secs(1 << attempt.min(6));
@@ -206,6 +251,15 @@ pub async fn chat_with_retries(
                     _ = tokio::time::sleep(wait) => {}
                     _ = cancel.cancelled() => return Err(ProviderError::Cancelled),
                 }
+            }
+            Err(err) if err.retryable() => {
+                return Err(match partial {
+                    Some(partial) => ProviderError::Broken {
+                        partial,
+                        cause: err.to_string(),
+                    },
+                    None => err,
+                });
             }
             other => return other,
         }

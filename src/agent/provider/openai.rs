@@ -260,7 +260,12 @@ async fn read_stream(
     let mut calls: BTreeMap<usize, PartialCall> = BTreeMap::new();
     let mut finish_reason = None;
     let mut total = Usage::default();
-    while let Some(chunk) = events.next_event().await? {
+    loop {
+        let chunk = match events.next_event().await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => break,
+            Err(err) => return Err(super::broken(err, &content, !calls.is_empty())),
+        };
         if let Some(error) = chunk.get("error") {
             let body = error.to_string();
             if super::is_context_overflow(&body) {

@@ -271,7 +271,7 @@ impl Tool for Terminal {
         ToolSpec::new(
             "terminal",
             "terminal",
-            "Run a shell command (bash) in the session workspace and return its exit code (with exit_meaning where a convention gives the code a meaning, e.g. grep's 1: no match) and output. Anything it leaves running in the background is stopped when it ends: for servers or watchers use process instead. Dangerous commands wait for the user's approval.",
+            "Run a shell command (bash) in the session workspace and return its exit code and output. Anything it leaves running in the background is stopped when it ends: for servers or watchers use process instead. Dangerous commands wait for the user's approval.",
             json!({
                 "type": "object",
                 "properties": {

@@ -25,6 +25,9 @@ pub enum Reply {
     SlowSse(Vec<Value>, std::time::Duration),
     /// Wait this long, then answer with the inner reply.
     Delayed(std::time::Duration, Box<Reply>),
+    /// 200 text/event-stream with these chunks, then the connection
+    /// breaks (no `[DONE]`, the body cut short).
+    BrokenSse(Vec<Value>),
 }
 
 /// Answers a request from what it asks (used once the script is empty).
@@ -130,6 +133,24 @@ fn render(reply: Reply) -> std::pin::Pin<Box<dyn Future<Output = Response<Body>>
                     tokio::time::sleep(gap).await;
                     Ok::<_, std::convert::Infallible>(format!("data: {c}\n\n"))
                 });
+                Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(Body::from_stream(events))
+                    .unwrap()
+            }
+            Reply::BrokenSse(chunks) => {
+                // Each piece flushed before the next (a pause between
+                // them), so the client reads the text before the break.
+                let pause = || tokio::time::sleep(std::time::Duration::from_millis(20));
+                let events = futures::stream::iter(chunks)
+                    .then(move |c| async move {
+                        pause().await;
+                        Ok::<_, std::io::Error>(format!("data: {c}\n\n"))
+                    })
+                    .chain(futures::stream::once(async move {
+                        pause().await;
+                        Err(std::io::Error::other("the connection broke"))
+                    }));
                 Response::builder()
                     .header("content-type", "text/event-stream")
                     .body(Body::from_stream(events))
