@@ -22,7 +22,7 @@ pub mod repair;
 pub use budget::{IterationBudget, MAIN_AGENT_BUDGET, SUB_AGENT_BUDGET};
 pub use conversation::{
     AgentDeps, AgentEvents, Conversation, EMPTY_ANSWER, NoEvents, SPLIT_NOTICE, SessionContext,
-    StopReason, TOO_LONG, Turn, TurnOutcome,
+    StopReason, TOO_LONG, TOOL_USE_GUIDANCE, Turn, TurnOutcome,
 };
 pub use layer::ClarifyBroker;
 pub use models::Models;

@@ -423,6 +423,11 @@ pub struct AgentConfig {
     pub max_iterations: u32,
     /// Replaces the built-in system prompt (platform context is appended).
     pub system_prompt: Option<String>,
+    /// Model families told to act with their tools rather than describe
+    /// what they would do: a model whose name contains one of these
+    /// (case-insensitive) gets the tool-use guidance in its system prompt
+    /// when it has tools. Empty: nobody.
+    pub tool_use_guidance: Vec<String>,
 }
 
 impl Default for AgentConfig {
@@ -432,6 +437,7 @@ impl Default for AgentConfig {
             busy_input_mode: BusyInputMode::Queue,
             max_iterations: 90,
             system_prompt: None,
+            tool_use_guidance: ["gpt", "codex", "gemini"].map(String::from).to_vec(),
         }
     }
 }

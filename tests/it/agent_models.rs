@@ -169,3 +169,44 @@ async fn model_in_a_chat_shows_switches_and_goes_back() {
         .unwrap();
     assert_eq!(session.model, None, "the choice is kept with the session");
 }
+
+/// The system prompt of the first request `llm` got.
+fn system_of(llm: &FakeLlm) -> String {
+    let request = &llm.requests()[0];
+    request["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test]
+async fn model_families_that_narrate_are_told_to_act_with_their_tools() {
+    let cases: [(&str, &[&str], bool); 4] = [
+        ("gpt-4.1-mini", &["gpt", "codex", "gemini"], true),
+        ("Gemini-2.5-Pro", &["gpt", "codex", "gemini"], true),
+        ("claude-sonnet-4", &["gpt", "codex", "gemini"], false),
+        ("gpt-4.1-mini", &[], false),
+    ];
+    for (model, families, told) in cases {
+        let llm = FakeLlm::start(vec![Reply::Json(text("ok"))]).await;
+        let mut h = harness_with(
+            &llm,
+            |c| {
+                c.llm.model = model.into();
+                c.agent.tool_use_guidance = families.iter().map(|f| f.to_string()).collect();
+            },
+            &[],
+        )
+        .await;
+        h.conversation
+            .run_turn("run the tests", &CancellationToken::new())
+            .await
+            .unwrap();
+        let system = system_of(&llm);
+        assert_eq!(
+            system.contains(switchboard::agent::TOOL_USE_GUIDANCE),
+            told,
+            "{model} with {families:?}: {system}"
+        );
+    }
+}

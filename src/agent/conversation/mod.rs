@@ -34,6 +34,11 @@ const MAX_INVALID_TURNS: u32 = 3;
 /// The default system prompt.
 pub const DEFAULT_SYSTEM_PROMPT: &str = "You are switchboard, a capable assistant that works for the people who message you. Use the tools you are given when they help; say plainly when something failed. Be concise: your answers are read in a chat.";
 
+/// For model families that describe what they would do instead of doing
+/// it ("I'll run the tests now", and the turn ends): the tool-use guidance
+/// of the source documents, added to their system prompt.
+pub const TOOL_USE_GUIDANCE: &str = "You MUST use your tools to take action: do not describe what you would do or plan to do, do it. Never end your turn with a promise of future action (\"I'll run the tests now\"); execute it now with a tool call, then report what happened.";
+
 /// What every conversation shares.
 pub struct AgentDeps {
     /// The models sessions talk to (main, per-session choice, fallbacks).
@@ -52,6 +57,8 @@ pub struct AgentDeps {
     pub context_window: u32,
     /// System prompt (platform context is appended).
     pub system_prompt: String,
+    /// Model families that get [`TOOL_USE_GUIDANCE`] (lowercase).
+    pub tool_use_guidance: Vec<String>,
     /// Root of the session workspaces.
     pub workspace_root: PathBuf,
     /// Prices per model, for each turn's cost.
@@ -75,6 +82,12 @@ impl AgentDeps {
                 .system_prompt
                 .clone()
                 .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_string()),
+            tool_use_guidance: config
+                .agent
+                .tool_use_guidance
+                .iter()
+                .map(|m| m.to_lowercase())
+                .collect(),
             workspace_root: config.agent.workspace.clone(),
             prices: config.budgets.prices.clone(),
         }
@@ -453,6 +466,10 @@ impl Conversation {
     /// conversation happens, and the user's saved notes.
     async fn system_prompt(&mut self) -> String {
         let mut prompt = format!("{}\n\n{}", self.deps.system_prompt, self.context.describe());
+        if self.needs_tool_use_guidance() {
+            prompt.push_str("\n\n");
+            prompt.push_str(TOOL_USE_GUIDANCE);
+        }
         let ahead = self.notes.take();
         let Some(owner) = self.owner.as_ref().map(Owner::key) else {
             return prompt;
@@ -471,6 +488,24 @@ impl Conversation {
             Err(err) => tracing::warn!(error = %err, "could not read the user's notes"),
         }
         prompt
+    }
+
+    /// Whether this session's model is of a family that narrates instead
+    /// of calling its tools, and it has tools to call.
+    fn needs_tool_use_guidance(&self) -> bool {
+        let model = self.deps.models.for_session(&self.session).to_lowercase();
+        let has_tools = self
+            .deps
+            .tools
+            .toolsets
+            .session_view(&self.enabled, &self.disabled)
+            .is_ok_and(|view| !view.schemas.is_empty());
+        has_tools
+            && self
+                .deps
+                .tool_use_guidance
+                .iter()
+                .any(|family| model.contains(family.as_str()))
     }
 
     /// Adds `message` to the history; it is stored by the next
