@@ -99,6 +99,7 @@ fn convert(value: &Value, ty: &str) -> Option<Value> {
             serde_json::from_str::<Value>(s)
                 .ok()
                 .filter(Value::is_array)
+                .or_else(|| python_list(s))
         }
         ("array", scalar @ (Value::String(_) | Value::Number(_) | Value::Bool(_))) => {
             Some(Value::Array(vec![scalar.clone()]))
@@ -112,6 +113,81 @@ fn convert(value: &Value, ty: &str) -> Option<Value> {
         ("string", Value::Bool(b)) => Some(Value::String(b.to_string())),
         _ => None,
     }
+}
+
+/// A Python list literal as models write one in a string (`"['a', 'b']"`,
+/// `"[1, True, None]"`): quoted strings either way, numbers, `True`,
+/// `False`, `None`, nested lists. `None` unless the whole text is one.
+fn python_list(text: &str) -> Option<Value> {
+    let mut chars = text.trim().chars().peekable();
+    let list = python_value(&mut chars, 0)?;
+    (chars.next().is_none() && list.is_array()).then_some(list)
+}
+
+/// Nesting deeper than this is not a list a model meant (and would take
+/// the stack).
+const PYTHON_DEPTH: usize = 16;
+
+fn python_value(
+    chars: &mut std::iter::Peekable<std::str::Chars<'_>>,
+    depth: usize,
+) -> Option<Value> {
+    let skip = |chars: &mut std::iter::Peekable<std::str::Chars<'_>>| {
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+    };
+    skip(chars);
+    let value = match *chars.peek()? {
+        '[' if depth < PYTHON_DEPTH => {
+            chars.next();
+            let mut items = Vec::new();
+            loop {
+                skip(chars);
+                if chars.next_if_eq(&']').is_some() {
+                    break;
+                }
+                items.push(python_value(chars, depth + 1)?);
+                skip(chars);
+                match chars.next()? {
+                    ',' => {}
+                    ']' => break,
+                    _ => return None,
+                }
+            }
+            Value::Array(items)
+        }
+        quote @ ('\'' | '"') => {
+            chars.next();
+            let mut s = String::new();
+            loop {
+                match chars.next()? {
+                    '\\' => s.push(match chars.next()? {
+                        'n' => '\n',
+                        't' => '\t',
+                        other => other,
+                    }),
+                    c if c == quote => break,
+                    c => s.push(c),
+                }
+            }
+            Value::String(s)
+        }
+        _ => {
+            let mut word = String::new();
+            while let Some(c) = chars.next_if(|c| !matches!(c, ',' | ']') && !c.is_whitespace()) {
+                word.push(c);
+            }
+            match word.as_str() {
+                "True" => Value::Bool(true),
+                "False" => Value::Bool(false),
+                "None" => Value::Null,
+                number => serde_json::from_str::<Number>(number)
+                    .ok()
+                    .map(Value::Number)?,
+            }
+        }
+    };
+    skip(chars);
+    Some(value)
 }
 
 fn parse_finite(text: &str) -> Option<f64> {
@@ -218,6 +294,25 @@ mod tests {
                 json!({"type": "array", "items": {"type": "string"}})
             ),
             json!(["a.txt"])
+        );
+        let strings = json!({"type": "array", "items": {"type": "string"}});
+        assert_eq!(
+            one(json!("['a.txt', \"b's.md\"]"), strings.clone()),
+            json!(["a.txt", "b's.md"])
+        );
+        assert_eq!(
+            one(json!("[1, True, None, ['x']]"), json!({"type": "array"})),
+            json!([1, true, null, ["x"]])
+        );
+        assert_eq!(
+            one(json!("['a', oops"), strings.clone()),
+            json!("['a', oops")
+        );
+        assert_eq!(one(json!("['a'] tail"), strings), json!("['a'] tail"));
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert_eq!(
+            one(json!(deep.clone()), json!({"type": "array"})),
+            json!(deep)
         );
         assert_eq!(
             one(
