@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio_util::sync::CancellationToken;
 
@@ -88,24 +89,52 @@ impl Models {
     /// longest such text is the answer, ended with [`CUT_OFF`].
     pub async fn chat(
         &self,
-        mut request: ChatRequest,
+        request: ChatRequest,
         model: &str,
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, ProviderError> {
-        request.model = Some(model.to_string());
-        let mut result =
-            chat_with_retries(self.main.as_ref(), &request, self.retries, cancel).await;
-        let mut kept = broken_text(&result, None);
-        request.model = None;
-        for (name, fallback) in &self.fallbacks {
-            match &result {
-                Err(err) if err.retryable() => {
-                    tracing::warn!(error = %err, fallback = %name, "model failed; asking the fallback");
-                    result =
-                        chat_with_retries(fallback.as_ref(), &request, self.retries, cancel).await;
-                    kept = broken_text(&result, kept);
+        self.chat_in(request, model, &Route::default(), cancel)
+            .await
+    }
+
+    /// [`chat`](Self::chat) within a turn: the calls of one turn go to the
+    /// endpoint that answered the last one, so a turn whose main model
+    /// failed past its retries stays on the fallback that answered instead
+    /// of waiting through the main model's retries at every step.
+    pub async fn chat_in(
+        &self,
+        mut request: ChatRequest,
+        model: &str,
+        route: &Route,
+        cancel: &CancellationToken,
+    ) -> Result<ChatResponse, ProviderError> {
+        let first = route.0.load(Ordering::Relaxed).min(self.fallbacks.len());
+        let mut result = Err(ProviderError::Transport("no endpoint was asked".into()));
+        let mut kept = None;
+        for at in first..=self.fallbacks.len() {
+            let endpoint: &dyn ChatModel = match at {
+                0 => {
+                    request.model = Some(model.to_string());
+                    self.main.as_ref()
                 }
-                _ => break,
+                n => {
+                    let (name, fallback) = &self.fallbacks[n - 1];
+                    if let Err(err) = &result {
+                        tracing::warn!(error = %err, fallback = %name, "model failed; asking the fallback");
+                    }
+                    request.model = None;
+                    fallback.as_ref()
+                }
+            };
+            result = chat_with_retries(endpoint, &request, self.retries, cancel).await;
+            kept = broken_text(&result, kept);
+            match &result {
+                Ok(_) => {
+                    route.0.store(at, Ordering::Relaxed);
+                    break;
+                }
+                Err(err) if err.retryable() => {}
+                Err(_) => break,
             }
         }
         match (result, kept) {
@@ -122,6 +151,11 @@ impl Models {
         }
     }
 }
+
+/// Which endpoint a turn's calls go to first: 0 the main one, n the n-th
+/// fallback. A fresh one (each turn's) starts with the main endpoint.
+#[derive(Debug, Default)]
+pub struct Route(AtomicUsize);
 
 /// The longer of `kept` and the text `result`'s broken stream left.
 fn broken_text(

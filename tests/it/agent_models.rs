@@ -5,7 +5,7 @@ use crate::common;
 use crate::sessions_manager::{dm, setup_with};
 
 use common::agent_harness::harness_with;
-use common::fake_llm::{FakeLlm, Reply, text};
+use common::fake_llm::{FakeLlm, Reply, calls, text};
 use switchboard::config::LlmEndpointConfig;
 use tokio_util::sync::CancellationToken;
 
@@ -44,6 +44,51 @@ async fn a_failing_main_model_hands_over_to_the_fallback() {
     assert_eq!(out.reply, "from the fallback");
     assert_eq!(main.requests().len(), 2, "the main model was retried first");
     assert_eq!(fallback.requests()[0]["model"], "backup-model");
+}
+
+#[tokio::test]
+async fn once_the_fallback_answered_the_rest_of_the_turn_stays_on_it() {
+    let main = FakeLlm::start(vec![
+        unavailable(),
+        unavailable(),
+        Reply::Json(text("the main model is back")),
+    ])
+    .await;
+    let fallback = FakeLlm::start(vec![
+        Reply::Json(calls(&[(
+            "c1",
+            "todo",
+            r#"{"todos":[{"id":"1","content":"look","status":"pending"}]}"#,
+        )])),
+        Reply::Json(calls(&[(
+            "c2",
+            "todo",
+            r#"{"todos":[{"id":"1","content":"look","status":"completed"}]}"#,
+        )])),
+        Reply::Json(text("done on the fallback")),
+    ])
+    .await;
+    let mut h = with_fallback(&main, &fallback).await;
+    let out = h
+        .conversation
+        .run_turn("hello", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.reply, "done on the fallback");
+    assert_eq!(
+        main.requests().len(),
+        2,
+        "the main model's retries were waited through once, not at every step"
+    );
+    assert_eq!(fallback.requests().len(), 3);
+    // The next turn starts on the main model again.
+    let next = h
+        .conversation
+        .run_turn("again", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(next.reply, "the main model is back");
+    assert_eq!(main.requests().len(), 3);
 }
 
 #[tokio::test]

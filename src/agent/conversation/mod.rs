@@ -319,6 +319,9 @@ pub struct Conversation {
     todos: Todos,
     /// The running turn's final answer, stored by [`Conversation::commit`].
     staged: Option<ChatMessage>,
+    /// The endpoint the running turn's calls go to (a fallback, once the
+    /// main model failed in this turn).
+    route: super::models::Route,
 }
 
 impl Conversation {
@@ -389,6 +392,7 @@ impl Conversation {
             unstored: 0,
             unsaved: false,
             staged: None,
+            route: Default::default(),
         })
     }
 
@@ -654,6 +658,7 @@ impl Conversation {
         let mut nudged = false;
         let mut nudge = None;
         let system = self.system_prompt().await;
+        self.route = Default::default();
         loop {
             if cancel.is_cancelled() {
                 return Ok(turn.stop(StopReason::Cancelled));
@@ -782,7 +787,12 @@ impl Conversation {
         };
         let models = &self.deps.models;
         models
-            .chat(request, models.for_session(&self.session), cancel)
+            .chat_in(
+                request,
+                models.for_session(&self.session),
+                &self.route,
+                cancel,
+            )
             .await
     }
 
