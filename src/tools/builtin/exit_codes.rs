@@ -114,21 +114,20 @@ fn last_command(line: &str) -> Vec<&str> {
         .map(|w| w.trim_matches(|c| matches!(c, '(' | ')' | '{' | '}')))
         .filter(|w| !w.is_empty())
         .collect();
+    let mut at = 0;
     loop {
-        match words.first() {
-            Some(w) if is_assignment(w) => {
-                words.remove(0);
-            }
+        match words.get(at) {
+            Some(w) if is_assignment(w) => at += 1,
             Some(w) if WRAPPERS.contains(&base(w)) => {
-                words.remove(0);
+                at += 1;
                 while words
-                    .first()
+                    .get(at)
                     .is_some_and(|w| w.starts_with('-') || is_assignment(w))
                 {
-                    words.remove(0);
+                    at += 1;
                 }
             }
-            _ => return words,
+            _ => return words.split_off(at.min(words.len())),
         }
     }
 }
@@ -230,5 +229,13 @@ mod tests {
         assert_eq!(explain("grep x y; false", 1), None);
         assert_eq!(explain("make", 2), None);
         assert_eq!(explain("git status", 1), None);
+    }
+
+    #[test]
+    fn a_long_hostile_line_is_read_in_linear_time() {
+        let line = format!("sudo {} grep x f", "-E ".repeat(200_000));
+        let started = std::time::Instant::now();
+        assert!(explain(&line, 1).unwrap().contains("no lines"));
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
     }
 }
