@@ -102,6 +102,10 @@ pub(super) struct Queued {
     reply: oneshot::Sender<Result<InboxInsert>>,
 }
 
+/// How many old deliveries one statement of
+/// [`Store::inbox_forget_deliveries`] deletes.
+const FORGET_BATCH: i64 = 1000;
+
 /// Group commit: concurrent inserts share one transaction, so a burst of
 /// deliveries costs one commit instead of one each (and SQLite writers do
 /// not queue on its single write lock).
@@ -410,14 +414,27 @@ impl Store {
     /// Forgets the processed webhook deliveries received before `before`
     /// (ms since the epoch): the end of their replay window, after which
     /// the same body is a new delivery. Unprocessed ones stay whatever
-    /// their age. Returns how many went.
+    /// their age, and so do the reports posted into webhook sessions
+    /// (`webhook:process:…`, the latest event a report is addressed by).
+    /// Deletes in batches of [`FORGET_BATCH`], each its own short write,
+    /// so that a first sweep over months of deliveries does not hold the
+    /// write lock for long. Returns how many went.
     pub async fn inbox_forget_deliveries(&self, before: i64) -> Result<u64> {
         // The platform is written out, not bound: the partial index
         // `inbox_webhook_age` serves only a literal match.
-        Ok(with_pool!(self, pool => sqlx::query(
-            "DELETE FROM inbox WHERE platform = 'webhook' AND received_at < $1 \
-             AND processed_at IS NOT NULL")
-            .bind(before).execute(pool).await?.rows_affected()))
+        const FORGET: &str = "DELETE FROM inbox WHERE id IN (SELECT id FROM inbox \
+             WHERE platform = 'webhook' AND received_at < $1 AND processed_at IS NOT NULL \
+             AND dedupe_key NOT LIKE 'webhook:process:%' LIMIT $2)";
+        let mut gone = 0;
+        loop {
+            let n = with_pool!(self, pool => sqlx::query(FORGET)
+                .bind(before).bind(FORGET_BATCH).execute(pool).await?.rows_affected());
+            gone += n;
+            if n < FORGET_BATCH as u64 {
+                return Ok(gone);
+            }
+            tokio::task::yield_now().await;
+        }
     }
 
     /// The unprocessed event of `platform` that is message `message_id`

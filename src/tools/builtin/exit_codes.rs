@@ -19,11 +19,19 @@ pub fn explain(command: &str, code: i32) -> Option<String> {
     if code == 0 {
         return None;
     }
+    // With pipefail a pipeline's status may be any of its commands'.
+    if command.contains("pipefail") {
+        return generic(code);
+    }
     let words = last_command(command);
     let program = words.first().map(|w| base(w)).unwrap_or_default();
+    // git's subcommand: its first word that is not an option.
+    let git = (program == "git")
+        .then(|| words.iter().skip(1).find(|w| !w.starts_with('-')).copied())
+        .flatten();
     let said = match (program, code) {
-        ("grep" | "egrep" | "fgrep" | "zgrep" | "rg" | "ag" | "git", 1)
-            if program != "git" || words.contains(&"grep") =>
+        ("grep" | "egrep" | "fgrep" | "zgrep" | "rg" | "ag", 1) | ("git", 1)
+            if program != "git" || git == Some("grep") =>
         {
             "no lines matched: not an error"
         }
@@ -32,7 +40,10 @@ pub fn explain(command: &str, code: i32) -> Option<String> {
         }
         ("diff" | "cmp", 1) => "the inputs differ: not an error",
         ("diff" | "cmp", 2) => "diff failed: a missing or unreadable input",
-        ("git", 1) if words.iter().any(|w| *w == "--quiet" || *w == "--exit-code") => {
+        ("git", 1)
+            if git == Some("diff")
+                && words.iter().any(|w| *w == "--quiet" || *w == "--exit-code") =>
+        {
             "there are differences: not an error"
         }
         ("test" | "[" | "[[", 1) => "the condition is false: not an error",
@@ -229,6 +240,14 @@ mod tests {
         assert_eq!(explain("grep x y; false", 1), None);
         assert_eq!(explain("make", 2), None);
         assert_eq!(explain("git status", 1), None);
+        assert_eq!(explain("git commit -m 'fix grep usage'", 1), None);
+        assert_eq!(explain("git pull --quiet", 1), None);
+        assert_eq!(explain("set -o pipefail; make | grep x", 1), None);
+        assert!(
+            explain("git grep -n needle", 1)
+                .unwrap()
+                .contains("no lines")
+        );
     }
 
     #[test]

@@ -46,7 +46,6 @@ const DEVICES: &[&str] = &[
     "/dev/urandom",
 ];
 
-/// The sandbox commands run in, chosen once.
 /// Why a command cannot be confined.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
@@ -69,6 +68,7 @@ pub enum SandboxError {
     NoRuleset,
 }
 
+/// The sandbox commands run in, chosen once.
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     choice: Choice,

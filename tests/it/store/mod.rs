@@ -17,6 +17,7 @@ backend_tests!(
     messages_keep_order_and_fields,
     inbox_dedupes_and_replays_unprocessed_in_order,
     concurrent_inbox_inserts_share_commits_and_still_dedupe,
+    webhook_deliveries_past_their_window_are_forgotten_in_batches,
     approvals_are_decided_once,
     allowlist_add_list_revoke,
     pairing_approve_and_revoke,
@@ -150,6 +151,60 @@ async fn messages_keep_order_and_fields(store: Store) {
     assert_eq!(history[2].tool_call_id.as_deref(), Some("c1"));
     assert_eq!(history[2].name.as_deref(), Some("read_file"));
     assert_eq!(history[2].content, "file body ünïcödé");
+}
+
+async fn webhook_deliveries_past_their_window_are_forgotten_in_batches(store: Store) {
+    let insert = |platform: &'static str, key: String| {
+        let store = store.clone();
+        async move {
+            let event = NewInboxEvent {
+                platform,
+                dedupe_key: &key,
+                session_key: "webhook:gh:github:o/r:pr:1",
+                payload: "{}",
+            };
+            store.inbox_insert(&event).await.unwrap()
+        }
+    };
+    let inserted = |outcome: InboxInsert| match outcome {
+        InboxInsert::Inserted(id) => id,
+        InboxInsert::Duplicate => panic!("a duplicate where a new event was expected"),
+    };
+    // More deliveries than one batch of the sweep deletes.
+    let keys: Vec<String> = (0..1500)
+        .map(|n| format!("webhook:gh:sha256:{n}"))
+        .collect();
+    let ids = futures::future::join_all(keys.iter().map(|k| insert("webhook", k.clone()))).await;
+    for id in ids {
+        assert!(
+            store
+                .inbox_mark_processed(inserted(id), "ok")
+                .await
+                .unwrap()
+        );
+    }
+    let kept = [
+        ("webhook", "webhook:process:p1:exit", true),
+        ("webhook", "webhook:gh:sha256:pending", false),
+        ("telegram", "telegram:update:1", true),
+    ];
+    for (platform, key, processed) in kept {
+        let id = inserted(insert(platform, key.to_string()).await);
+        if processed {
+            assert!(store.inbox_mark_processed(id, "ok").await.unwrap());
+        }
+    }
+    let later = now_ms() + 1;
+    assert_eq!(store.inbox_forget_deliveries(later).await.unwrap(), 1500);
+    // A forgotten body is new again; the rest are still known.
+    inserted(insert("webhook", keys[0].clone()).await);
+    for (platform, key, _) in kept {
+        assert_eq!(
+            insert(platform, key.to_string()).await,
+            InboxInsert::Duplicate,
+            "{key} is kept"
+        );
+    }
 }
 
 async fn inbox_dedupes_and_replays_unprocessed_in_order(store: Store) {
