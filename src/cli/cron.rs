@@ -199,6 +199,8 @@ pub async fn usage(config: &Config, json: bool) -> anyhow::Result<u8> {
                         "turns": row.turns,
                         "tokens": row.tokens,
                         "cost": row.cost_micros as f64 / 1e6,
+                        "held_tokens": row.held_tokens,
+                        "held_cost": row.held_micros as f64 / 1e6,
                         "cost_cap": standing.as_ref().map(|s| s.cost_cap as f64 / 1e6),
                         "token_cap": standing.as_ref().map(|s| s.token_cap),
                         "used_percent": standing.as_ref().map(|s| (s.share() * 100.0).round()),
@@ -226,8 +228,17 @@ pub async fn usage(config: &Config, json: bool) -> anyhow::Result<u8> {
                     || "no cap".to_string(),
                     |s| format!("{:.0}% of its cap: {}", s.share() * 100.0, s.describe()),
                 );
+                let held = if row.held_tokens > 0 || row.held_micros > 0 {
+                    format!(
+                        " (+{} / {} tokens held by running turns)",
+                        money(row.held_micros),
+                        row.held_tokens
+                    )
+                } else {
+                    String::new()
+                };
                 println!(
-                    "  {:<6} {:<32} {:>5} turns {:>9} tokens {:>10}  {cap}",
+                    "  {:<6} {:<32} {:>5} turns {:>9} tokens {:>10}{held}  {cap}",
                     row.level,
                     who,
                     row.turns,

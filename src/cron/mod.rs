@@ -303,6 +303,10 @@ impl Scheduler {
                 None if attempts > 0 => ("running", None),
                 None => ("queued", None),
                 Some("final" | "budget_exhausted") => ("succeeded", None),
+                Some("over_budget") => (
+                    "failed",
+                    Some("stopped before a model call that could cross a spend cap".to_string()),
+                ),
                 Some(other) => ("failed", Some(format!("the turn ended: {other}"))),
             };
             let delivery = if outcome.is_none() {

@@ -535,7 +535,9 @@ async fn jobs_body(c: &Console) -> Result<Markup, StoreError> {
             @for (row, standing) in &spend {
                 tr {
                     td { (row.level) " " (row.platform) ":" (row.id) }
-                    td { (row.turns) } td { (row.tokens) } td { (money(row.cost_micros)) }
+                    td { (row.turns) }
+                    td { (row.tokens) @if row.held_tokens > 0 { br; small { "+" (row.held_tokens) " held" } } }
+                    td { (money(row.cost_micros)) @if row.held_micros > 0 { br; small { "+" (money(row.held_micros)) " held" } } }
                     td {
                         @match standing {
                             Some(s) => span class=(if s.share() >= 1.0 { "bad" } else if s.share() * 100.0 >= f64::from(budgets.warn_percent) { "warn" } else { "ok" }) {

@@ -39,7 +39,7 @@ pub use pairing::{PairedUser, PairingRequest};
 pub use processes::ProcessWatch;
 pub use sessions::{MessageHit, NewMessage, NewSession, Session, StoredMessage};
 pub use turns::{Committed, Completion, TurnCommit, TurnRecord};
-pub use usage::UsageRow;
+pub use usage::{Hold, Limit, Spent, UsageRow};
 
 use std::path::Path;
 use std::str::FromStr;

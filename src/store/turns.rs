@@ -104,6 +104,18 @@ pub struct TurnCommit<'a> {
     pub messages: Vec<NewMessage<'a>>,
     /// Its accounting.
     pub record: &'a TurnRecord,
+    /// Whether it held the budgets (`budgets::Meter`): the hold goes with
+    /// the record that now counts its calls.
+    pub held: bool,
+}
+
+/// Pushes onto `$qb` the removal of session `$id`'s budget hold.
+macro_rules! release_hold {
+    ($qb:expr, $id:expr) => {{
+        let id: &str = $id;
+        $qb.push("DELETE FROM budget_holds WHERE session_id = ")
+            .push_bind(id);
+    }};
 }
 
 /// The inbox event a turn answered, completed in the turn's transaction.
@@ -182,6 +194,10 @@ impl Store {
                     turn_row!(qb, turn.record);
                     next(&mut qb);
                     touch_session!(qb, turn.session_id, now);
+                    if turn.held {
+                        next(&mut qb);
+                        release_hold!(qb, turn.session_id);
+                    }
                 }
                 let queued = done.filter(|d| !d.outbox.is_empty()).map(|done| {
                     let at = next(&mut qb);
@@ -250,6 +266,11 @@ impl Store {
                     let mut qb = sqlx::QueryBuilder::new("");
                     touch_session!(qb, turn.session_id, now);
                     qb.build().execute(&mut *tx).await?;
+                    if turn.held {
+                        let mut qb = sqlx::QueryBuilder::new("");
+                        release_hold!(qb, turn.session_id);
+                        qb.build().execute(&mut *tx).await?;
+                    }
                 }
                 let mut outbox = Vec::new();
                 if let Some(done) = done {

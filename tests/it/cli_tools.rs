@@ -327,6 +327,24 @@ fn cron_and_usage_cli_show_runs_apart_from_their_delivery_and_spend_against_caps
             })
             .await
             .unwrap();
+        // U2's turn is running: 20 tokens used, held against the caps.
+        let hold = switchboard::store::Hold {
+            session_id: "s2".into(),
+            platform: "slack".into(),
+            chat_id: "C2".into(),
+            user_id: Some("U2".into()),
+            job_id: None,
+            used_prompt: 15,
+            used_completion: 5,
+            used_micros: 20_000,
+            reserved_tokens: 0,
+            reserved_micros: 0,
+        };
+        let (taken, _) = store
+            .reserve_hold(&hold, &[], now, now + switchboard::budgets::HOLD_TTL_MS)
+            .await
+            .unwrap();
+        assert!(taken);
         store.close().await;
     });
     let (status, out, err) = run(dir.path(), &["cron", "list"]);
@@ -350,6 +368,15 @@ fn cron_and_usage_cli_show_runs_apart_from_their_delivery_and_spend_against_caps
         out.contains("slack:U1") && out.contains("50% of its cap: 0.05 of 0.10"),
         "{out}"
     );
+    assert!(
+        out.lines().any(|l| l.contains("slack:U2")
+            && l.contains("0 turns")
+            && l.contains("(+0.02 / 20 tokens held by running turns)")
+            && l.contains(
+                "20% of its cap: 0.02 of 0.10, of which 0.02 (20 tokens) held by running requests"
+            )),
+        "{out}"
+    );
     let (_, out, _) = run(dir.path(), &["usage", "--json"]);
     let usage: serde_json::Value = serde_json::from_str(&out).unwrap();
     let user = &usage["usage"][0]["spend"]
@@ -362,6 +389,20 @@ fn cron_and_usage_cli_show_runs_apart_from_their_delivery_and_spend_against_caps
     assert_eq!(
         (user["tokens"].as_i64(), user["used_percent"].as_f64()),
         (Some(50), Some(50.0))
+    );
+    let running = usage["usage"][0]["spend"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["level"] == "user" && r["id"] == "U2")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (
+            running["held_tokens"].as_i64(),
+            running["held_cost"].as_f64()
+        ),
+        (Some(20), Some(0.02))
     );
     let (_, out, _) = run(dir.path(), &["cron", "show", "nope"]);
     assert!(out.is_empty());

@@ -397,6 +397,11 @@ impl Platform for Telegram {
             .download_file(&found.path, &mut out)
             .await
             .map_err(|e| PlatformError::Unavailable(e.to_string()))?;
+        // tokio's file finishes its last write in the background unless
+        // flushed: without this, reading the file next may find it short.
+        tokio::io::AsyncWriteExt::flush(&mut out)
+            .await
+            .map_err(|e| PlatformError::Unavailable(e.to_string()))?;
         Ok(path)
     }
 }

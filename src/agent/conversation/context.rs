@@ -126,7 +126,7 @@ impl Conversation {
             self.split().await?;
             room.split = true;
             room.overflows = 0;
-            *notice = Some(SPLIT_NOTICE.to_string());
+            super::spend::add_notice(notice, SPLIT_NOTICE);
         }
     }
 

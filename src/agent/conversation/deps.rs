@@ -42,6 +42,8 @@ pub struct AgentDeps {
     pub workspace_root: PathBuf,
     /// Prices per model, for each turn's cost.
     pub prices: std::collections::BTreeMap<String, crate::config::Price>,
+    /// The spend caps each model call is checked against, when any is set.
+    pub budgets: Option<Arc<crate::config::BudgetsConfig>>,
 }
 
 impl AgentDeps {
@@ -69,6 +71,10 @@ impl AgentDeps {
                 .collect(),
             workspace_root: config.agent.workspace.clone(),
             prices: config.budgets.prices.clone(),
+            budgets: config
+                .budgets
+                .capped()
+                .then(|| Arc::new(config.budgets.clone())),
         }
     }
 }

@@ -4,6 +4,7 @@
 mod calls;
 mod context;
 mod deps;
+mod spend;
 
 pub use context::SPLIT_NOTICE;
 pub use deps::{AgentDeps, SessionContext, TOOL_USE_GUIDANCE};
@@ -64,6 +65,8 @@ pub enum StopReason {
     InvalidToolCalls,
     /// The turn was cancelled.
     Cancelled,
+    /// Its next model call could have crossed a spend cap.
+    OverBudget,
     /// The current message does not fit the context window even in a
     /// fresh session.
     TooLong,
@@ -77,6 +80,7 @@ impl StopReason {
             StopReason::BudgetExhausted => "budget_exhausted",
             StopReason::InvalidToolCalls => "invalid_tool_calls",
             StopReason::Cancelled => "cancelled",
+            StopReason::OverBudget => "over_budget",
             StopReason::TooLong => "too_long",
         }
     }
@@ -108,6 +112,8 @@ pub struct Turn {
     pub result: Result<TurnOutcome, AgentError>,
     answer: Option<ChatMessage>,
     record: TurnRecord,
+    /// It held the budgets: its commit lets go.
+    held: bool,
 }
 
 /// What the user is told when their message alone overflows the window.
@@ -125,29 +131,37 @@ pub const EMPTY_ANSWER: &str =
 /// ran out.
 const GRACE_NUDGE: &str = "You have used all the steps for this request and cannot call tools any more. In a few sentences, tell me what you did, what you found, and what is left to do.";
 
+/// Said to the model, unstored, for its last call when a spend cap
+/// stopped the turn.
+const BUDGET_NUDGE: &str = "This request has reached its spending budget and you cannot call tools any more. In a few sentences, tell me what you did, what you found, and what is left to do.";
+
+/// Output cap of the wrap-up call that ends a stopped turn.
+const WRAP_UP_TOKENS: u32 = 1024;
+
 /// Output of one call this turn could no longer afford keeps this much.
 const TOOL_OUTPUT_FLOOR: usize = 1000;
 
 /// The running counts of one turn.
 struct Tally {
     budget: IterationBudget,
-    usage: Usage,
     tool_calls: u32,
     last_text: String,
     /// Characters of tool output the rest of the turn may add.
     tool_output_left: usize,
     notice: Option<String>,
+    /// The spend cap that stopped the turn, said after its last text.
+    over_budget: Option<String>,
 }
 
 impl Tally {
     fn new(limit: u32, tool_output: usize) -> Self {
         Self {
             budget: IterationBudget::new(limit),
-            usage: Usage::default(),
             tool_calls: 0,
             last_text: String::new(),
             tool_output_left: tool_output,
             notice: None,
+            over_budget: None,
         }
     }
 
@@ -169,16 +183,20 @@ impl Tally {
         )
     }
 
-    /// The outcome; early stops keep the last text as a partial answer.
-    fn stop(&self, reason: StopReason) -> TurnOutcome {
+    /// The outcome, with the turn's model usage `usage`; early stops
+    /// keep the last text as a partial answer.
+    fn stop(&self, reason: StopReason, usage: Usage) -> TurnOutcome {
         let note = match reason {
             StopReason::BudgetExhausted => {
-                "\n\n(I stopped here: this request used up its step budget.)"
+                "\n\n(I stopped here: this request used up its step budget.)".to_string()
             }
             StopReason::InvalidToolCalls => {
-                "\n\n(I stopped here: my tool calls kept failing validation.)"
+                "\n\n(I stopped here: my tool calls kept failing validation.)".to_string()
             }
-            StopReason::Final | StopReason::Cancelled | StopReason::TooLong => "",
+            StopReason::OverBudget => {
+                format!("\n\n({})", self.over_budget.as_deref().unwrap_or_default())
+            }
+            StopReason::Final | StopReason::Cancelled | StopReason::TooLong => String::new(),
         };
         let reply = match reason {
             StopReason::Final => self.last_text.clone(),
@@ -192,7 +210,7 @@ impl Tally {
             stop: reason,
             model_calls: self.budget.used(),
             tool_calls: self.tool_calls,
-            usage: self.usage,
+            usage,
             notice: self.notice.clone(),
         }
     }
@@ -231,6 +249,15 @@ pub struct Conversation {
     /// The endpoint the running turn's calls go to (a fallback, once the
     /// main model failed in this turn).
     route: super::models::Route,
+    /// The running turn's account with the budgets, when a cap applies.
+    meter: Option<crate::budgets::Meter>,
+    /// What the running turn's model calls used.
+    used: Usage,
+    /// The last call's prompt as the provider counted it over its
+    /// estimate (at least 1): later estimates are scaled by it.
+    calibration: f64,
+    /// The unscaled prompt estimate of the last metered call.
+    estimated: u64,
 }
 
 impl Conversation {
@@ -302,6 +329,10 @@ impl Conversation {
             unsaved: false,
             staged: None,
             route: Default::default(),
+            meter: None,
+            used: Usage::default(),
+            calibration: 1.0,
+            estimated: 0,
         })
     }
 
@@ -485,15 +516,20 @@ impl Conversation {
         if !stored {
             self.push(ChatMessage::user(text));
         }
-        let result = self.turn_loop(cancel).await;
+        let result = match self.open_meter(again).await {
+            Ok(()) => self.turn_loop(cancel).await,
+            Err(err) => Err(err),
+        };
         let outcome_label = match &result {
             Ok(outcome) => outcome.stop.as_str().to_string(),
             Err(err) => format!("error: {err}"),
         };
-        let (model_calls, tool_calls, usage) = match &result {
-            Ok(o) => (o.model_calls, o.tool_calls, o.usage),
-            Err(_) => (0, 0, Usage::default()),
+        let (model_calls, tool_calls) = match &result {
+            Ok(o) => (o.model_calls, o.tool_calls),
+            Err(_) => (0, 0),
         };
+        // Calls made before an error cost what they cost.
+        let usage = self.used;
         events::emit(events::TurnFinished {
             outcome: outcome_label.split(':').next().unwrap_or("error"),
             prompt_tokens: usage.prompt_tokens,
@@ -501,9 +537,10 @@ impl Conversation {
         });
         let model = self.deps.models.for_session(&self.session).to_string();
         let cost_micros = crate::budgets::cost_micros(&self.deps.prices, &model, usage);
-        let job_id = crate::cron::job_of_session(&self.session.key).map(str::to_string);
+        let (user_id, job_id) = self.charged();
         Turn {
             answer: self.staged.take(),
+            held: self.holds_budget(),
             record: TurnRecord {
                 session_id: self.session.id.clone(),
                 started_at,
@@ -517,7 +554,7 @@ impl Conversation {
                 cost_micros,
                 platform: Some(self.session.platform.clone()),
                 chat_id: Some(self.session.chat_id.clone()),
-                user_id: self.session.user_id.clone(),
+                user_id,
                 job_id,
             },
             result,
@@ -547,6 +584,7 @@ impl Conversation {
                 .map(|(m, c)| m.to_row(c.as_deref()))
                 .collect(),
             record: &turn.record,
+            held: turn.held,
         };
         let committed = self.deps.store.commit_turn(Some(&writes), done).await?;
         if let Some(c) = &committed {
@@ -570,7 +608,7 @@ impl Conversation {
         self.route = Default::default();
         loop {
             if cancel.is_cancelled() {
-                return Ok(turn.stop(StopReason::Cancelled));
+                return Ok(turn.stop(StopReason::Cancelled, self.used));
             }
             let view = self
                 .deps
@@ -578,7 +616,9 @@ impl Conversation {
                 .toolsets
                 .session_view(&self.enabled, &self.disabled)?;
             if !turn.budget.consume() {
-                return self.grace(&system, &mut turn, cancel).await;
+                return self
+                    .wrap_up(&system, &mut turn, StopReason::BudgetExhausted, cancel)
+                    .await;
             }
             let repairs = sanitize(&mut self.history);
             if repairs != Default::default() {
@@ -588,13 +628,27 @@ impl Conversation {
                 .make_room(&system, view.tokens, &mut room, &mut turn.notice)
                 .await?
             {
-                return Ok(turn.stop(StopReason::TooLong));
+                return Ok(turn.stop(StopReason::TooLong, self.used));
             }
-            let response = match self.ask(&system, &view, nudge.take(), cancel).await {
+            let max_tokens = self.deps.max_tokens;
+            if let Some(why) = self
+                .afford(&system, view.tokens, nudge, max_tokens, &mut turn.notice)
+                .await?
+            {
+                turn.budget.refund();
+                turn.over_budget = Some(why);
+                return self
+                    .wrap_up(&system, &mut turn, StopReason::OverBudget, cancel)
+                    .await;
+            }
+            let response = match self
+                .ask(&system, &view, nudge.take(), max_tokens, cancel)
+                .await
+            {
                 Ok(r) => r,
                 Err(ProviderError::Cancelled) => {
                     turn.budget.refund();
-                    return Ok(turn.stop(StopReason::Cancelled));
+                    return Ok(turn.stop(StopReason::Cancelled, self.used));
                 }
                 Err(ProviderError::ContextOverflow { body }) => {
                     // Our estimate said it fit; the provider disagrees.
@@ -605,7 +659,7 @@ impl Conversation {
                 }
                 Err(err) => return Err(err.into()),
             };
-            turn.usage += response.usage;
+            self.spent(response.usage).await?;
             if !response.content.trim().is_empty() {
                 turn.last_text = response.content.clone();
             }
@@ -623,7 +677,7 @@ impl Conversation {
                     turn.last_text = EMPTY_ANSWER.to_string();
                 }
                 self.staged = Some(ChatMessage::assistant(turn.last_text.clone()));
-                return Ok(turn.stop(StopReason::Final));
+                return Ok(turn.stop(StopReason::Final, self.used));
             }
 
             let checked: Vec<Checked> = response
@@ -670,7 +724,7 @@ impl Conversation {
             // them instead of running the tools again.
             self.flush().await?;
             if invalid_turns >= MAX_INVALID_TURNS {
-                return Ok(turn.stop(StopReason::InvalidToolCalls));
+                return Ok(turn.stop(StopReason::InvalidToolCalls, self.used));
             }
         }
     }
@@ -682,6 +736,7 @@ impl Conversation {
         system: &str,
         tools: &Arc<SessionView>,
         nudge: Option<&str>,
+        max_tokens: u32,
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, ProviderError> {
         let mut messages = self.history.clone();
@@ -690,7 +745,7 @@ impl Conversation {
             system: system.to_string(),
             messages,
             tools: tools.clone(),
-            max_tokens: self.deps.max_tokens,
+            max_tokens,
             model: None,
             live: self.events.answer_started(),
         };
@@ -705,29 +760,45 @@ impl Conversation {
             .await
     }
 
-    /// The step budget is spent: one last call without tools lets the
-    /// model say where it got to, instead of the user getting whatever it
-    /// said last in passing.
-    async fn grace(
+    /// The turn stops for `reason` (its step budget is spent, or a spend
+    /// cap is near): one last call without tools, with a short output cap,
+    /// lets the model say where it got to, instead of the user getting
+    /// whatever it said last in passing. Under a spend cap the call is
+    /// made only if it fits too.
+    async fn wrap_up(
         &mut self,
         system: &str,
         turn: &mut Tally,
+        reason: StopReason,
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, AgentError> {
         sanitize(&mut self.history);
+        let nudge = match reason {
+            StopReason::OverBudget => BUDGET_NUDGE,
+            _ => GRACE_NUDGE,
+        };
+        let max_tokens = self.deps.max_tokens.min(WRAP_UP_TOKENS);
+        if let Some(why) = self
+            .afford(system, 0, Some(nudge), max_tokens, &mut turn.notice)
+            .await?
+        {
+            turn.over_budget.get_or_insert(why);
+            return Ok(turn.stop(StopReason::OverBudget, self.used));
+        }
         match self
-            .ask(system, &Default::default(), Some(GRACE_NUDGE), cancel)
+            .ask(system, &Default::default(), Some(nudge), max_tokens, cancel)
             .await
         {
-            Ok(response) if !response.content.trim().is_empty() => {
-                turn.usage += response.usage;
-                turn.last_text = response.content;
-                self.staged = Some(ChatMessage::assistant(turn.last_text.clone()));
+            Ok(response) => {
+                self.spent(response.usage).await?;
+                if !response.content.trim().is_empty() {
+                    turn.last_text = response.content;
+                    self.staged = Some(ChatMessage::assistant(turn.last_text.clone()));
+                }
             }
-            Ok(_) => {}
             Err(err) => tracing::warn!(error = %err, "the wrap-up call failed"),
         }
-        Ok(turn.stop(StopReason::BudgetExhausted))
+        Ok(turn.stop(reason, self.used))
     }
 }
 

@@ -5,6 +5,7 @@
 //! without asking the model again. `chaos.rs` kills it at random under
 //! sustained load.
 
+mod budgets;
 mod chaos;
 mod replicas;
 mod review;

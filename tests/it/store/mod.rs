@@ -2,6 +2,7 @@
 
 use crate::backend_tests;
 
+mod holds;
 mod search;
 mod turns;
 

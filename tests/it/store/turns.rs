@@ -82,6 +82,7 @@ async fn a_turn_commits_whole_once_and_a_second_commit_writes_nothing(store: Sto
         session_id: &session.id,
         messages: vec![message("user", "hi"), message("assistant", "hello")],
         record: &record,
+        held: false,
     };
     let Some(Committed { last_id, outbox }) =
         store.commit_turn(Some(&turn), Some(&done)).await.unwrap()
@@ -109,6 +110,7 @@ async fn a_turn_commits_whole_once_and_a_second_commit_writes_nothing(store: Sto
         session_id: &session.id,
         messages: vec![message("assistant", "hello again")],
         record: &record,
+        held: false,
     };
     assert_eq!(
         store.commit_turn(Some(&again), Some(&done)).await.unwrap(),
@@ -123,6 +125,7 @@ async fn a_turn_commits_whole_once_and_a_second_commit_writes_nothing(store: Sto
         session_id: &session.id,
         messages: vec![message("assistant", "ran")],
         record: &record,
+        held: false,
     };
     let committed = store.commit_turn(Some(&alone), None).await.unwrap();
     let stored = store.messages(&session.id).await.unwrap();
@@ -157,6 +160,7 @@ async fn a_commit_that_fails_midway_writes_nothing_and_holds_no_lock(store: Stor
             ..Default::default()
         }],
         record: &record,
+        held: false,
     };
     for _ in 0..3 {
         store
@@ -181,6 +185,7 @@ async fn a_commit_that_fails_midway_writes_nothing_and_holds_no_lock(store: Stor
             ..Default::default()
         }],
         record: &record,
+        held: false,
     };
     let committed = tokio::time::timeout(
         std::time::Duration::from_secs(3),
@@ -301,6 +306,7 @@ async fn a_commit_under_a_lost_lease_writes_nothing(store: Store) {
             ..Default::default()
         }],
         record: &record,
+        held: false,
     };
     let done = |fence| Completion {
         inbox_id,

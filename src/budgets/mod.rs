@@ -4,13 +4,19 @@
 //! turn is taken, each scope's spend in the current UTC day and month is
 //! compared with its caps: past the warning share the chat is told once
 //! per window; at the cap the turn is refused until the window resets.
+//! Inside a turn, each model call is checked and held before it is made
+//! ([`Meter`]), so a running turn stops at the cap too.
+
+mod meter;
 
 use std::collections::BTreeMap;
+
+pub use meter::{Call, HOLD_TTL_MS, Meter};
 
 use crate::agent::provider::Usage;
 use crate::config::{BudgetsConfig, Caps, Config, Price};
 use crate::platform::InboundEvent;
-use crate::store::{CronJob, Store, StoreError, now_ms};
+use crate::store::{CronJob, Spent, Store, StoreError, now_ms};
 
 /// What a turn with `usage` on `model` cost, in millionths of the prices'
 /// currency (0 for a model without a price).
@@ -122,6 +128,10 @@ pub struct Standing {
     pub cost_micros: i64,
     /// Tokens used.
     pub tokens: i64,
+    /// Held by running turns, in millionths (part of `cost_micros`).
+    pub held_micros: i64,
+    /// Tokens held by running turns (part of `tokens`).
+    pub held_tokens: i64,
     /// The cost cap in millionths (0: none).
     pub cost_cap: i64,
     /// The token cap (0: none).
@@ -129,6 +139,26 @@ pub struct Standing {
 }
 
 impl Standing {
+    fn new(
+        scope: &Scope,
+        window: Window,
+        bounds: (i64, i64),
+        spent: Spent,
+        caps: (f64, u64),
+    ) -> Self {
+        Self {
+            scope: scope.clone(),
+            window,
+            bounds,
+            cost_micros: spent.cost_micros + spent.held_micros,
+            tokens: spent.tokens + spent.held_tokens,
+            held_micros: spent.held_micros,
+            held_tokens: spent.held_tokens,
+            cost_cap: (caps.0 * 1e6).round() as i64,
+            token_cap: i64::try_from(caps.1).unwrap_or(i64::MAX),
+        }
+    }
+
     /// The larger share of a cap used (0 without caps).
     pub fn share(&self) -> f64 {
         let part = |used: i64, cap: i64| {
@@ -161,7 +191,36 @@ impl Standing {
                 self.tokens
             ));
         }
+        if self.held_micros > 0 || self.held_tokens > 0 {
+            parts.push(format!(
+                "of which {} ({} tokens) held by running requests",
+                money(self.held_micros),
+                self.held_tokens
+            ));
+        }
         parts.join(", ")
+    }
+
+    /// The heads-up past the warning share.
+    fn warning(&self) -> String {
+        format!(
+            "Heads-up: {} has used {:.0}% of its {} budget ({}). At 100% new requests are refused until {}.",
+            self.scope.label(),
+            self.share() * 100.0,
+            self.window.name(),
+            self.describe(),
+            utc(self.bounds.1)
+        )
+    }
+}
+
+impl Caps {
+    /// The cost and token caps of `window`.
+    fn of(&self, window: Window) -> (f64, u64) {
+        match window {
+            Window::Day => (self.daily_cost, self.daily_tokens),
+            Window::Month => (self.monthly_cost, self.monthly_tokens),
+        }
     }
 }
 
@@ -174,24 +233,14 @@ pub async fn standings(
 ) -> Result<Vec<Standing>, StoreError> {
     let caps = scope.caps(budgets);
     let mut out = Vec::new();
-    for (window, cost, tokens) in [
-        (Window::Day, caps.daily_cost, caps.daily_tokens),
-        (Window::Month, caps.monthly_cost, caps.monthly_tokens),
-    ] {
+    for window in [Window::Day, Window::Month] {
+        let (cost, tokens) = caps.of(window);
         if cost <= 0.0 && tokens == 0 {
             continue;
         }
         let bounds = window.bounds(now);
-        let (cost_micros, tokens_used) = store.spend(scope, bounds.0).await?;
-        out.push(Standing {
-            scope: scope.clone(),
-            window,
-            bounds,
-            cost_micros,
-            tokens: tokens_used,
-            cost_cap: (cost * 1e6).round() as i64,
-            token_cap: i64::try_from(tokens).unwrap_or(i64::MAX),
-        });
+        let spent = store.spend(scope, bounds.0, now).await?;
+        out.push(Standing::new(scope, window, bounds, spent, (cost, tokens)));
     }
     Ok(out)
 }
@@ -238,7 +287,7 @@ pub enum Verdict {
 }
 
 /// The scopes an event's turn is counted against.
-fn scopes_of(event: &InboundEvent) -> Vec<Scope> {
+pub(crate) fn scopes_of(event: &InboundEvent) -> Vec<Scope> {
     if event.platform.as_str() == "webhook" {
         return vec![Scope::Route(event.chat_id.clone())];
     }
@@ -280,14 +329,7 @@ async fn check(
                     .budget_noticed(&scope.key(), standing.bounds.0, "warn")
                     .await?
             {
-                warnings.push(format!(
-                    "Heads-up: {} has used {:.0}% of its {} budget ({}). At 100% new requests are refused until {}.",
-                    scope.label(),
-                    share * 100.0,
-                    standing.window.name(),
-                    standing.describe(),
-                    utc(standing.bounds.1)
-                ));
+                warnings.push(standing.warning());
             }
         }
     }
@@ -351,24 +393,18 @@ pub async fn usage_report(
         let caps = scope.caps(&config.budgets);
         for window in [Window::Day, Window::Month] {
             let bounds = window.bounds(now);
-            let (cost, tokens) = store.spend(&scope, bounds.0).await?;
-            let (cap, token_cap) = match window {
-                Window::Day => (caps.daily_cost, caps.daily_tokens),
-                Window::Month => (caps.monthly_cost, caps.monthly_tokens),
-            };
-            let standing = Standing {
-                scope: scope.clone(),
-                window,
-                bounds,
-                cost_micros: cost,
-                tokens,
-                cost_cap: (cap * 1e6).round() as i64,
-                token_cap: i64::try_from(token_cap).unwrap_or(i64::MAX),
-            };
+            let spent = store.spend(&scope, bounds.0, now).await?;
+            let standing = Standing::new(&scope, window, bounds, spent, caps.of(window));
             let left = if standing.cost_cap > 0 {
                 format!(
                     "; {} left until {}",
-                    money((standing.cost_cap - cost).max(0)),
+                    money((standing.cost_cap - standing.cost_micros).max(0)),
+                    utc(bounds.1)
+                )
+            } else if standing.token_cap > 0 {
+                format!(
+                    "; {} tokens left until {}",
+                    (standing.token_cap - standing.tokens).max(0),
                     utc(bounds.1)
                 )
             } else {

@@ -1,0 +1,122 @@
+//! A turn's model calls against the budgets (`[budgets]`): each call is
+//! estimated and held by the turn's [`Meter`] before it is made, and
+//! settled to its real usage after; a call that could cross a cap is not
+//! made.
+
+use std::sync::Arc;
+
+use super::Conversation;
+use crate::agent::AgentError;
+use crate::agent::history::estimate_tokens;
+use crate::agent::provider::Usage;
+use crate::budgets::{Call, Meter};
+use crate::store::{Hold, now_ms};
+
+impl Conversation {
+    /// Who the running turn is counted against: its person (the sender
+    /// it acts for, in a shared session) and its scheduled job.
+    pub(super) fn charged(&self) -> (Option<String>, Option<String>) {
+        let user = self
+            .owner
+            .as_ref()
+            .map(|o| o.user_id.clone())
+            .or_else(|| self.session.user_id.clone());
+        let job = crate::cron::job_of_session(&self.session.key).map(str::to_string);
+        (user, job)
+    }
+
+    /// Starts the turn's account: a meter when a cap applies to it, and
+    /// what its calls used so far (`again`: the turn broke off with its
+    /// process, and its hold remembers the calls it made then).
+    pub(super) async fn open_meter(&mut self, again: bool) -> Result<(), AgentError> {
+        self.used = Usage::default();
+        self.meter = None;
+        let Some(budgets) = &self.deps.budgets else {
+            return Ok(());
+        };
+        let (user_id, job_id) = self.charged();
+        let hold = Hold {
+            session_id: self.session.id.clone(),
+            platform: self.session.platform.clone(),
+            chat_id: self.session.chat_id.clone(),
+            user_id,
+            job_id,
+            used_prompt: 0,
+            used_completion: 0,
+            used_micros: 0,
+            reserved_tokens: 0,
+            reserved_micros: 0,
+        };
+        let model = self.deps.models.for_session(&self.session).to_string();
+        self.meter = Meter::new(self.deps.store.clone(), Arc::clone(budgets), model, hold);
+        if again && let Some(meter) = &self.meter {
+            self.used = meter.carried().await?;
+        }
+        Ok(())
+    }
+
+    /// Whether the turn holds the budgets (its commit lets go).
+    pub(super) fn holds_budget(&self) -> bool {
+        self.meter.as_ref().is_some_and(Meter::held)
+    }
+
+    /// Before a call on the history (and `nudge`) with tools of
+    /// `tool_tokens` and an output cap of `max_tokens`: `None` to go
+    /// ahead (warnings past the warning share added to `notice`), or why
+    /// it may not be made.
+    pub(super) async fn afford(
+        &mut self,
+        system: &str,
+        tool_tokens: usize,
+        nudge: Option<&str>,
+        max_tokens: u32,
+        notice: &mut Option<String>,
+    ) -> Result<Option<String>, AgentError> {
+        let Some(meter) = &mut self.meter else {
+            return Ok(None);
+        };
+        let counted = estimate_tokens(system, &self.history)
+            + tool_tokens
+            + nudge.map_or(0, |n| n.len() / 4 + 4);
+        self.estimated = counted as u64;
+        // The last call's real prompt against its estimate: a provider
+        // that counts more tokens than four characters each is believed.
+        let prompt = (counted as f64 * self.calibration).ceil() as u64;
+        let estimate = Usage {
+            prompt_tokens: prompt,
+            completion_tokens: max_tokens.into(),
+        };
+        match meter.before_call(self.used, estimate, now_ms()).await? {
+            Call::Go(warnings) => {
+                for warning in warnings {
+                    add_notice(notice, &warning);
+                }
+                Ok(None)
+            }
+            Call::Stop(why) => Ok(Some(why)),
+        }
+    }
+
+    /// After a call that used `usage`: counted, and the hold settled.
+    pub(super) async fn spent(&mut self, usage: Usage) -> Result<(), AgentError> {
+        self.used += usage;
+        if usage.prompt_tokens > 0 && self.estimated > 0 {
+            self.calibration = (usage.prompt_tokens as f64 / self.estimated as f64).clamp(1.0, 4.0);
+        }
+        if let Some(meter) = &mut self.meter {
+            meter.after_call(self.used, now_ms()).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Adds `text` to what the chat is told besides the answer.
+pub(super) fn add_notice(notice: &mut Option<String>, text: &str) {
+    match notice {
+        Some(told) => {
+            told.push_str("\n\n");
+            told.push_str(text);
+        }
+        None => *notice = Some(text.to_string()),
+    }
+}

@@ -1,0 +1,215 @@
+//! Budgets inside a turn. Before each model call the turn asks its
+//! [`Meter`]: the call's estimate (its prompt's tokens and the output cap
+//! it sends, priced as the turn's model) is held against every cap that
+//! applies, together with what the turn's earlier calls used, what
+//! finished turns spent and what other running turns hold. A call that
+//! could cross a cap is not made. The hold is a row in storage, checked
+//! and written under one lock, so concurrent turns (in other chats, on
+//! other replicas) cannot spend the same remainder; after the call it
+//! settles to the real usage, and it goes with the turn's commit. A hold
+//! whose process died expires after [`HOLD_TTL_MS`].
+
+use std::sync::Arc;
+
+use super::{Scope, Standing, Window, cost_micros, utc};
+use crate::agent::provider::Usage;
+use crate::config::BudgetsConfig;
+use crate::store::{Hold, Limit, Store, StoreError};
+
+/// How long a hold counts without being renewed: each call of its turn
+/// renews it; a turn whose process died stops counting after this (or
+/// sooner, when its session's turn is picked up again and holds anew).
+pub const HOLD_TTL_MS: i64 = 60 * 60 * 1000;
+
+/// Whether a model call may be made.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Call {
+    /// Go ahead; warnings past the warning share to tell the chat (each
+    /// once per window).
+    Go(Vec<String>),
+    /// Not made: the cap it could cross, and when it resets.
+    Stop(String),
+}
+
+/// One turn's account with the budgets.
+#[derive(Debug)]
+pub struct Meter {
+    store: Store,
+    budgets: Arc<BudgetsConfig>,
+    model: String,
+    hold: Hold,
+    scopes: Vec<Scope>,
+    /// Whether a hold was written for the turn.
+    held: bool,
+}
+
+impl Meter {
+    /// The meter of a turn counted against `hold`'s platform, chat, user
+    /// and job, priced as `model`; `None` when no cap applies to it.
+    pub fn new(
+        store: Store,
+        budgets: Arc<BudgetsConfig>,
+        model: String,
+        hold: Hold,
+    ) -> Option<Self> {
+        let mut scopes = Vec::new();
+        if hold.platform == crate::platform::WEBHOOK {
+            scopes.push(Scope::Route(hold.chat_id.clone()));
+        } else {
+            if let Some(user) = &hold.user_id {
+                scopes.push(Scope::User {
+                    platform: hold.platform.clone(),
+                    user: user.clone(),
+                });
+            }
+            scopes.push(Scope::Chat {
+                platform: hold.platform.clone(),
+                chat: hold.chat_id.clone(),
+            });
+        }
+        if let Some(job) = &hold.job_id {
+            scopes.push(Scope::Job(job.clone()));
+        }
+        scopes.retain(|s| s.caps(&budgets).any());
+        (!scopes.is_empty()).then_some(Self {
+            store,
+            budgets,
+            model,
+            hold,
+            scopes,
+            held: false,
+        })
+    }
+
+    /// Whether a hold was written (the turn's commit removes it).
+    pub fn held(&self) -> bool {
+        self.held
+    }
+
+    /// What the turn's calls used before its process died, as its hold
+    /// says: the turn picked up again counts them as its own.
+    pub async fn carried(&self) -> Result<Usage, StoreError> {
+        let used = self.store.held_usage(&self.hold.session_id).await?;
+        Ok(
+            used.map_or_else(Usage::default, |(prompt, completion)| Usage {
+                prompt_tokens: u64::try_from(prompt).unwrap_or(0),
+                completion_tokens: u64::try_from(completion).unwrap_or(0),
+            }),
+        )
+    }
+
+    fn price(&self, usage: Usage) -> i64 {
+        cost_micros(&self.budgets.prices, &self.model, usage)
+    }
+
+    fn set_used(&mut self, used: Usage) {
+        self.hold.used_prompt = i64::try_from(used.prompt_tokens).unwrap_or(i64::MAX);
+        self.hold.used_completion = i64::try_from(used.completion_tokens).unwrap_or(i64::MAX);
+        self.hold.used_micros = self.price(used);
+    }
+
+    /// Before a call estimated at `estimate`, with `used` spent by the
+    /// turn's calls so far: holds it when every cap has room, at `now`.
+    pub async fn before_call(
+        &mut self,
+        used: Usage,
+        estimate: Usage,
+        now: i64,
+    ) -> Result<Call, StoreError> {
+        self.set_used(used);
+        self.hold.reserved_tokens =
+            i64::try_from(estimate.prompt_tokens + estimate.completion_tokens).unwrap_or(i64::MAX);
+        self.hold.reserved_micros = self.price(estimate);
+        let mut limits = Vec::new();
+        let mut windows = Vec::new();
+        for scope in &self.scopes {
+            let caps = scope.caps(&self.budgets);
+            for window in [Window::Day, Window::Month] {
+                let (cost, tokens) = caps.of(window);
+                if cost <= 0.0 && tokens == 0 {
+                    continue;
+                }
+                let bounds = window.bounds(now);
+                limits.push(Limit {
+                    scope: scope.clone(),
+                    since: bounds.0,
+                    token_cap: i64::try_from(tokens).unwrap_or(i64::MAX),
+                    cost_cap: (cost * 1e6).round() as i64,
+                });
+                windows.push((window, bounds, (cost, tokens)));
+            }
+        }
+        let (fits, spent) = self
+            .store
+            .reserve_hold(&self.hold, &limits, now, now + HOLD_TTL_MS)
+            .await?;
+        self.held |= fits;
+        // Where each cap stands with this turn's calls so far, but not
+        // the one asked about.
+        let standings: Vec<Standing> = limits
+            .iter()
+            .zip(&windows)
+            .zip(spent)
+            .map(|((limit, &(window, bounds, caps)), mut spent)| {
+                spent.tokens += self.hold.used_prompt + self.hold.used_completion;
+                spent.cost_micros += self.hold.used_micros;
+                Standing::new(&limit.scope, window, bounds, spent, caps)
+            })
+            .collect();
+        let crossed = standings
+            .iter()
+            .find(|s| self.crossed_by(s))
+            .or(standings.first());
+        if let (false, Some(crossed)) = (fits, crossed) {
+            return Ok(Call::Stop(format!(
+                "{} is at {} of its {} budget, and my next step could go past it, so I stopped here. The budget resets at {}.",
+                crossed.scope.label(),
+                crossed.describe(),
+                crossed.window.name(),
+                utc(crossed.bounds.1)
+            )));
+        }
+        let mut warnings = Vec::new();
+        for standing in &standings {
+            if standing.share() * 100.0 >= f64::from(self.budgets.warn_percent)
+                && self
+                    .store
+                    .budget_noticed(&standing.scope.key(), standing.bounds.0, "warn")
+                    .await?
+            {
+                warnings.push(standing.warning());
+            }
+        }
+        Ok(Call::Go(warnings))
+    }
+
+    /// Whether the call held in `self.hold` would take `standing` past
+    /// one of its caps.
+    fn crossed_by(&self, standing: &Standing) -> bool {
+        let more_tokens = self.hold.reserved_tokens;
+        let more_micros = self.hold.reserved_micros;
+        (standing.token_cap > 0 && standing.tokens + more_tokens > standing.token_cap)
+            || (standing.cost_cap > 0 && standing.cost_micros + more_micros > standing.cost_cap)
+    }
+
+    /// After a call: the hold becomes what the turn's calls used, `used`.
+    pub async fn after_call(&mut self, used: Usage, now: i64) -> Result<(), StoreError> {
+        if !self.held {
+            return Ok(());
+        }
+        self.set_used(used);
+        self.hold.reserved_tokens = 0;
+        self.hold.reserved_micros = 0;
+        self.store
+            .settle_hold(
+                &self.hold.session_id,
+                (
+                    self.hold.used_prompt,
+                    self.hold.used_completion,
+                    self.hold.used_micros,
+                ),
+                now + HOLD_TTL_MS,
+            )
+            .await
+    }
+}
