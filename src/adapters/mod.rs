@@ -3,11 +3,14 @@
 //! the sessions, implements the [`Platform`](crate::platform::Platform)
 //! port for what goes back, and describes itself with a
 //! [`Profile`](crate::platform::Profile) from its own config section. Each
-//! platform lives in its own feature-gated folder.
+//! platform lives in its own feature-gated folder; what they are given and
+//! give back is in `context.rs`, the life they share in `lifecycle.rs`.
 
 pub mod console;
+mod context;
 #[cfg(feature = "discord")]
 pub mod discord;
+pub mod lifecycle;
 pub mod signing;
 #[cfg(feature = "slack")]
 pub mod slack;
@@ -17,6 +20,8 @@ pub mod telegram;
 pub mod webhook;
 
 use std::sync::Arc;
+
+pub use context::{BoxFuture, ComponentContext, ComponentFn, Gateway, RoutesFn, Wiring};
 
 use crate::config::{Config, Problem};
 use crate::platform::{Platforms, Profile};
@@ -97,13 +102,13 @@ pub fn check_toolsets(config: &Config) -> Vec<Problem> {
 
 /// Adds the compiled-in adapters to `daemon`: their profiles, routes and
 /// components; each starts only when its config section enables it.
-pub fn install(daemon: crate::daemon::Daemon) -> crate::daemon::Daemon {
+pub fn install<W: Wiring>(daemon: W) -> W {
     let mut daemon = daemon;
     for profile in profiles(&daemon.config().clone()) {
         daemon = daemon.platform(profile);
     }
     #[cfg(feature = "webhook")]
-    let daemon = daemon.routes_with(webhook::router);
+    let daemon = daemon.routes_with(Box::new(webhook::router));
     #[cfg(feature = "telegram")]
     let daemon = telegram::install(daemon);
     #[cfg(feature = "slack")]

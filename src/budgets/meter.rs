@@ -16,9 +16,10 @@ use crate::agent::provider::Usage;
 use crate::config::BudgetsConfig;
 use crate::store::{Hold, Limit, Store, StoreError};
 
-/// How long a hold counts without being renewed: each call of its turn
-/// renews it; a turn whose process died stops counting after this (or
-/// sooner, when its session's turn is picked up again and holds anew).
+/// How long a hold counts without being renewed: while its turn runs it
+/// is renewed every quarter of this (however long its tools or approvals
+/// take); a turn whose process died stops counting after this (or sooner,
+/// when its session's turn is picked up again and holds anew).
 pub const HOLD_TTL_MS: i64 = 60 * 60 * 1000;
 
 /// Whether a model call may be made.
@@ -39,8 +40,36 @@ pub struct Meter {
     model: String,
     hold: Hold,
     scopes: Vec<Scope>,
-    /// Whether a hold was written for the turn.
-    held: bool,
+    /// Renews the hold while the turn runs, once one was written.
+    renewal: Option<Renewal>,
+}
+
+/// The task that renews a hold; stopped when dropped.
+#[derive(Debug)]
+struct Renewal(tokio::task::AbortHandle);
+
+impl Renewal {
+    fn start(store: Store, session_id: String) -> Self {
+        let every = std::time::Duration::from_millis((HOLD_TTL_MS / 4).unsigned_abs());
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                if let Err(err) = store
+                    .renew_hold(&session_id, crate::store::now_ms() + HOLD_TTL_MS)
+                    .await
+                {
+                    tracing::warn!(error = %err, "budget hold not renewed");
+                }
+            }
+        });
+        Self(task.abort_handle())
+    }
+}
+
+impl Drop for Renewal {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl Meter {
@@ -77,13 +106,19 @@ impl Meter {
             model,
             hold,
             scopes,
-            held: false,
+            renewal: None,
         })
     }
 
-    /// Whether a hold was written (the turn's commit removes it).
-    pub fn held(&self) -> bool {
-        self.held
+    /// The turn's conversation went on in session `to` (a split): the
+    /// hold moves with it.
+    pub async fn moved(&mut self, to: &str) -> Result<(), StoreError> {
+        self.store.move_hold(&self.hold.session_id, to).await?;
+        self.hold.session_id = to.to_string();
+        if self.renewal.is_some() {
+            self.renewal = Some(Renewal::start(self.store.clone(), to.to_string()));
+        }
+        Ok(())
     }
 
     /// What the turn's calls used before its process died, as its hold
@@ -143,7 +178,12 @@ impl Meter {
             .store
             .reserve_hold(&self.hold, &limits, now, now + HOLD_TTL_MS)
             .await?;
-        self.held |= fits;
+        if fits && self.renewal.is_none() {
+            self.renewal = Some(Renewal::start(
+                self.store.clone(),
+                self.hold.session_id.clone(),
+            ));
+        }
         // Where each cap stands with this turn's calls so far, but not
         // the one asked about.
         let standings: Vec<Standing> = limits
@@ -194,7 +234,7 @@ impl Meter {
 
     /// After a call: the hold becomes what the turn's calls used, `used`.
     pub async fn after_call(&mut self, used: Usage, now: i64) -> Result<(), StoreError> {
-        if !self.held {
+        if self.renewal.is_none() {
             return Ok(());
         }
         self.set_used(used);

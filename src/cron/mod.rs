@@ -41,6 +41,10 @@ const IDLE_LOOK: Duration = Duration::from_secs(30);
 /// How often unsettled runs are looked at.
 const SETTLE_EVERY: Duration = Duration::from_secs(2);
 
+/// The sender of the runs of a job nobody owns (one from the
+/// configuration): not a person, so no person's budget counts them.
+pub const NO_OWNER: &str = "cron";
+
 /// The job a run's session key belongs to.
 pub fn job_of_session(key: &str) -> Option<&str> {
     let rest = key.strip_prefix(SESSION_PREFIX)?;

@@ -6,11 +6,11 @@
 //! stops, running work gets `server.shutdown_grace_secs` to finish, and the
 //! process exits 0 either way (with a warning when the grace ran out).
 
-mod gateway;
 mod signals;
 
+pub use crate::adapters::{ComponentContext, Gateway};
+use crate::adapters::{ComponentFn, RoutesFn, Wiring};
 use crate::telemetry::Health;
-pub use gateway::Gateway;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -63,54 +63,6 @@ pub enum DaemonError {
     Serve(String),
 }
 
-/// What a component gets to run with.
-#[derive(Clone, Debug)]
-pub struct ComponentContext {
-    /// Fires when the daemon shuts down: stop taking work, finish what runs.
-    pub stop: CancellationToken,
-    /// Where the component reports its readiness.
-    pub health: Health,
-    /// The database.
-    pub store: Store,
-    /// The session manager, broker and hubs.
-    pub gateway: Gateway,
-    /// Where the HTTP server listens.
-    pub local_addr: SocketAddr,
-}
-
-impl ComponentContext {
-    /// Waits until this replica may open `platform`'s single connection
-    /// (one replica at a time does; the others stand by, ready, and one of
-    /// them takes over when it dies). `None` once the daemon stops. Give
-    /// the term back with `gateway.cluster.release` when the connection
-    /// is closed.
-    pub async fn lead(&self, platform: &str) -> Option<crate::cluster::Term> {
-        let cluster = &self.gateway.cluster;
-        let name = format!("ingress:{platform}");
-        if cluster.is_shared() {
-            match cluster.try_hold(&name, &self.stop).await {
-                Ok(Some(term)) => return Some(term),
-                Ok(None) => {}
-                Err(err) => tracing::warn!(lease = %name, error = %err, "lease not taken"),
-            }
-            self.health.set(
-                platform,
-                true,
-                "standby: another replica holds the connection",
-            );
-            tracing::info!(
-                platform,
-                "standing by: another replica holds the connection"
-            );
-        }
-        cluster.lead(&name, &self.stop).await
-    }
-}
-
-type ComponentFn = Box<dyn FnOnce(ComponentContext) -> BoxFuture<'static, ()> + Send>;
-type BoxFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-type RoutesFn = Box<dyn FnOnce(&Gateway) -> axum::Router<AppState> + Send>;
-
 /// The daemon: configuration plus the platforms, components and routes
 /// it runs.
 pub struct Daemon {
@@ -141,8 +93,7 @@ impl Daemon {
     /// Adds a platform's profile: its sessions can be replayed and its
     /// events taken from the start; its port attaches when it connects.
     pub fn platform(self, profile: crate::platform::Profile) -> Self {
-        self.platforms.describe(profile);
-        self
+        Wiring::platform(self, profile)
     }
 
     /// Adds HTTP routes (webhooks, platform callbacks).
@@ -151,24 +102,21 @@ impl Daemon {
     }
 
     /// Adds HTTP routes built once the gateway's parts exist.
-    pub fn routes_with<F>(mut self, build: F) -> Self
+    pub fn routes_with<F>(self, build: F) -> Self
     where
         F: FnOnce(&Gateway) -> axum::Router<AppState> + Send + 'static,
     {
-        self.routes.push(Box::new(build));
-        self
+        Wiring::routes_with(self, Box::new(build))
     }
 
     /// Adds a long-running component. It runs on the daemon's task tracker
     /// and must return soon after `ctx.stop` fires.
-    pub fn component<F, Fut>(mut self, name: &str, run: F) -> Self
+    pub fn component<F, Fut>(self, name: &str, run: F) -> Self
     where
         F: FnOnce(ComponentContext) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        self.components
-            .push((name.to_string(), Box::new(move |ctx| Box::pin(run(ctx)))));
-        self
+        Wiring::component(self, name, Box::new(move |ctx| Box::pin(run(ctx))))
     }
 
     /// Runs until SIGTERM or SIGINT, then drains and returns.
@@ -279,6 +227,27 @@ impl Daemon {
             grace: Duration::from_secs(config.server.shutdown_grace_secs),
             _single: single,
         })
+    }
+}
+
+impl Wiring for Daemon {
+    fn config(&self) -> &Config {
+        &self.config
+    }
+
+    fn platform(self, profile: crate::platform::Profile) -> Self {
+        self.platforms.describe(profile);
+        self
+    }
+
+    fn routes_with(mut self, build: RoutesFn) -> Self {
+        self.routes.push(build);
+        self
+    }
+
+    fn component(mut self, name: &str, run: ComponentFn) -> Self {
+        self.components.push((name.to_string(), run));
+        self
     }
 }
 

@@ -45,7 +45,7 @@ impl SessionManager {
             return Ok(Submitted::Ignored("the job's platform is not configured"));
         }
         let user_id = if job.owner_user.is_empty() {
-            "cron".to_string()
+            crate::cron::NO_OWNER.to_string()
         } else {
             job.owner_user.clone()
         };

@@ -218,6 +218,23 @@ impl Store {
         Ok(())
     }
 
+    /// Moves session `from`'s hold to session `to` (its conversation went
+    /// on there).
+    pub async fn move_hold(&self, from: &str, to: &str) -> Result<()> {
+        with_pool!(self, pool => sqlx::query(
+            "UPDATE budget_holds SET session_id = $1 WHERE session_id = $2")
+            .bind(to).bind(from).execute(pool).await?.rows_affected());
+        Ok(())
+    }
+
+    /// Keeps session `session_id`'s hold counting until `expires_at`.
+    pub async fn renew_hold(&self, session_id: &str, expires_at: i64) -> Result<()> {
+        with_pool!(self, pool => sqlx::query(
+            "UPDATE budget_holds SET expires_at = $1 WHERE session_id = $2")
+            .bind(expires_at).bind(session_id).execute(pool).await?.rows_affected());
+        Ok(())
+    }
+
     /// What the calls of session `session_id`'s unfinished turn used, as
     /// its hold says (prompt and completion tokens): a turn picked up
     /// after its process died counts them as its own.

@@ -520,6 +520,9 @@ async fn a_webhook_routes_turn_and_a_jobs_turn_stop_the_same_way() {
         let mut config = telegram(dir.path(), &tg, &llm, &storage);
         digest_job(&mut config);
         config.budgets.job.daily_cost = 0.025;
+        // A job from the configuration is nobody's: a person's cap, however
+        // small, does not stop it.
+        config.budgets.user.daily_cost = 0.001;
         let daemon = start(&config).await;
         let _ = first_run(&daemon, &config).await;
         let told = common::until("the run stops", || async {
@@ -574,4 +577,38 @@ async fn usage_shows_what_a_running_turn_holds_beside_what_was_spent() {
         daemon.shutdown().await;
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_stopped_on_its_way_counts_its_prompt() {
+    let tg = FakeTelegram::start().await;
+    let llm = FakeLlm::start(vec![Reply::Delayed(
+        Duration::from_secs(30),
+        Box::new(Reply::Json(text("late"))),
+    )])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = telegram(dir.path(), &tg, &llm, &None);
+    config.budgets.user.daily_tokens = 1_000_000;
+    let daemon = start(&config).await;
+    say(&tg, 1, &"a long question ".repeat(400));
+    common::eventually("the call is on its way", || async {
+        llm.requests().len() == 1
+    })
+    .await;
+    say(&tg, 2, "/stop");
+    let store = &daemon.gateway.store;
+    let record = common::until("the stopped turn is recorded", || async {
+        let sessions = store.list_sessions(10).await.unwrap();
+        let session = sessions.first()?;
+        store.turns(&session.id).await.unwrap().pop()
+    })
+    .await;
+    assert_eq!(record.outcome, "cancelled");
+    // 6 400 characters of question alone are 1 600 tokens.
+    assert!(
+        record.prompt_tokens > 1600 && record.completion_tokens == 0,
+        "the prompt sent was counted: {record:?}"
+    );
+    daemon.shutdown().await;
 }

@@ -4,7 +4,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use serenity::all::{Command, Interaction};
 use tokio::sync::mpsc;
@@ -14,7 +13,7 @@ use super::gateway::{self, Incoming, Senders, rest, spawn_gateway};
 use super::inbound::Places;
 use super::interactions::{self, Interactions};
 use super::{Discord, ID};
-use crate::daemon::ComponentContext;
+use crate::adapters::{ComponentContext, lifecycle};
 use crate::platform::Revision;
 
 /// Takes interactions once the adapter exists, each in its own task on
@@ -62,23 +61,9 @@ pub(super) async fn run(ctx: ComponentContext) {
         .get(&config.token_env)
         .unwrap_or_default()
         .to_string();
-    ctx.health.set(ID, false, "connecting");
     let http = Arc::new(rest(&token, &config.api_url));
-    let mut backoff =
-        crate::platform::Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
-    let me = loop {
-        tokio::select! {
-            _ = ctx.stop.cancelled() => return,
-            me = http.get_current_user() => match me {
-                Ok(me) => break me,
-                Err(err) => {
-                    ctx.health.set(ID, false, format!("identity not read: {err}"));
-                    if !backoff.pause(&ctx.stop, None).await {
-                        return;
-                    }
-                }
-            }
-        }
+    let Some(me) = lifecycle::identify(&ctx, ID, || http.get_current_user(), |_| None).await else {
+        return;
     };
     let adapter = Arc::new(Discord {
         http: http.clone(),
@@ -92,13 +77,12 @@ pub(super) async fn run(ctx: ComponentContext) {
         interactions: Interactions::default(),
         files: crate::http::client::client(),
     });
-    gw.attach(ID, adapter.clone()).await;
     tracing::info!(bot = %me.name, id = %me.id, "discord connected");
-    while let Some(term) = ctx.lead(ID).await {
-        take_events(&adapter, &ctx, &token, &term.ended).await;
-        gw.cluster.release(term).await;
-    }
-    gw.detach(ID);
+    let events = lifecycle::lead(&ctx, ID, |ended| {
+        let (adapter, ctx, token) = (&adapter, &ctx, &token);
+        async move { take_events(adapter, ctx, token, &ended).await }
+    });
+    lifecycle::attached(&ctx, ID, adapter.clone(), events).await;
 }
 
 /// Runs the gateway thread and takes its events until `stop` (the

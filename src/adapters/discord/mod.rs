@@ -24,8 +24,8 @@ use serenity::all::{
     Http, HttpError, Interaction, Message, MessageId, MessageReference, UserId,
 };
 
+use crate::adapters::{Gateway, Wiring};
 use crate::config::Config;
-use crate::daemon::{Daemon, Gateway};
 use crate::platform::{
     AccessRules, Actor, Attachment, Capabilities, ChatKind, ChatRef, ChoiceStyle, InboundEvent,
     Platform, PlatformError, Preset, Profile, Prompt, Revision, retrying,
@@ -81,8 +81,8 @@ pub fn profile(config: &Config) -> Profile {
 
 /// Adds the Discord component; it does nothing unless
 /// `[discord] enabled = true`.
-pub fn install(daemon: Daemon) -> Daemon {
-    daemon.component(ID, connection::run)
+pub fn install<W: Wiring>(daemon: W) -> W {
+    daemon.component(ID, Box::new(|ctx| Box::pin(connection::run(ctx))))
 }
 
 /// The running adapter.

@@ -26,8 +26,9 @@ use serde_json::{Value, json};
 use slack_morphism::errors::SlackClientError;
 use slack_morphism::prelude::*;
 
+use crate::adapters::lifecycle;
+use crate::adapters::{ComponentContext, Gateway, Wiring};
 use crate::config::{Config, SlackMode};
-use crate::daemon::{ComponentContext, Daemon, Gateway};
 use crate::http::AppState;
 use crate::platform::{
     AccessRules, Actor, Attachment, Capabilities, ChatRef, ChoiceStyle, InboundEvent, Platform,
@@ -70,12 +71,12 @@ pub fn profile(config: &Config) -> Profile {
 }
 
 /// Adds the Slack component and its Events API routes to `daemon`.
-pub fn install(daemon: Daemon) -> Daemon {
+pub fn install<W: Wiring>(daemon: W) -> W {
     let slot: Slot = Arc::default();
     let route_slot = slot.clone();
     daemon
-        .routes_with(move |gw| event_routes(gw, route_slot))
-        .component(ID, move |ctx| run(ctx, slot))
+        .routes_with(Box::new(move |gw| event_routes(gw, route_slot)))
+        .component(ID, Box::new(move |ctx| Box::pin(run(ctx, slot))))
 }
 
 type Slot = Arc<std::sync::OnceLock<Arc<Slack>>>;
@@ -610,21 +611,9 @@ async fn run(ctx: ComponentContext, slot: Slot) {
             .to_string()
             .into(),
     );
-    ctx.health.set(ID, false, "connecting");
-    let mut wait = Duration::from_secs(1);
-    let auth = loop {
-        let result = client.open_session(&token).auth_test().await;
-        match result {
-            Ok(auth) => break auth,
-            Err(err) => {
-                ctx.health
-                    .set(ID, false, format!("auth.test failed: {err}"));
-                tokio::select! {
-                    _ = ctx.stop.cancelled() => return,
-                    _ = tokio::time::sleep(wait) => wait = (wait * 2).min(Duration::from_secs(30)),
-                }
-            }
-        }
+    let session = || async { client.open_session(&token).auth_test().await };
+    let Some(auth) = lifecycle::identify(&ctx, ID, session, |_| None).await else {
+        return;
     };
     let adapter = Arc::new(Slack {
         client,
@@ -639,7 +628,14 @@ async fn run(ctx: ComponentContext, slot: Slot) {
             .and_then(|u| u.host_str().map(str::to_string)),
     });
     let _ = slot.set(adapter.clone());
-    gw.attach(ID, adapter.clone()).await;
+    lifecycle::attached(&ctx, ID, adapter.clone(), connected(&ctx, &adapter)).await;
+}
+
+/// Takes events while connected: from the Events API's requests, or over
+/// Socket Mode while this replica leads Slack's ingress.
+async fn connected(ctx: &ComponentContext, adapter: &Arc<Slack>) {
+    let gw = &ctx.gateway;
+    let config = &gw.config.slack;
     tracing::info!(bot_user = %adapter.bot_user, mode = ?config.mode, "slack connected");
     match config.mode {
         SlackMode::Events => {
@@ -654,13 +650,13 @@ async fn run(ctx: ComponentContext, slot: Slot) {
                     .to_string()
                     .into(),
             );
-            while let Some(term) = ctx.lead(ID).await {
-                socket_mode(&adapter, &ctx.health, &term.ended, &app_token).await;
-                gw.cluster.release(term).await;
-            }
+            let app_token = &app_token;
+            lifecycle::lead(ctx, ID, |ended| async move {
+                socket_mode(adapter, &ctx.health, &ended, app_token).await;
+            })
+            .await;
         }
     }
-    gw.detach(ID);
 }
 
 /// Socket Mode: slack-morphism keeps the websocket (and reconnects); each

@@ -24,12 +24,13 @@ use teloxide_core::types::{
 use teloxide_core::{ApiError, RequestError};
 use tokio_util::sync::CancellationToken;
 
+use crate::adapters::lifecycle;
+use crate::adapters::{ComponentContext, Gateway, Wiring};
 use crate::config::{Config, TelegramMode};
-use crate::daemon::{ComponentContext, Daemon, Gateway};
 use crate::http::AppState;
 use crate::platform::{
-    AccessRules, Actor, Attachment, Backoff, Capabilities, ChatRef, InboundEvent, Platform,
-    PlatformError, Preset, Profile, Prompt, Revision, retrying,
+    AccessRules, Actor, Attachment, Capabilities, ChatRef, InboundEvent, Platform, PlatformError,
+    Preset, Profile, Prompt, Revision, retrying,
 };
 use crate::sessions::Press;
 use crate::store::StoreError;
@@ -70,12 +71,12 @@ pub fn profile(config: &Config) -> Profile {
 
 /// Adds the Telegram component and its webhook route to `daemon`; both do
 /// nothing unless `[telegram] enabled = true`.
-pub fn install(daemon: Daemon) -> Daemon {
+pub fn install<W: Wiring>(daemon: W) -> W {
     let slot: Slot = Arc::default();
     let route_slot = slot.clone();
     daemon
-        .routes_with(move |gw| webhook_routes(gw, route_slot))
-        .component(ID, move |ctx| run(ctx, slot))
+        .routes_with(Box::new(move |gw| webhook_routes(gw, route_slot)))
+        .component(ID, Box::new(move |ctx| Box::pin(run(ctx, slot))))
 }
 
 /// The running adapter.
@@ -488,21 +489,8 @@ async fn run(ctx: ComponentContext, slot: Slot) {
             return;
         }
     }
-    ctx.health.set(ID, false, "connecting");
-    let mut backoff = backoff();
-    let me = loop {
-        tokio::select! {
-            _ = ctx.stop.cancelled() => return,
-            me = bot.get_me() => match me {
-                Ok(me) => break me,
-                Err(err) => {
-                    ctx.health.set(ID, false, format!("getMe failed: {err}"));
-                    if !wait_after(&mut backoff, &ctx.stop, &err).await {
-                        return;
-                    }
-                }
-            }
-        }
+    let Some(me) = lifecycle::identify(&ctx, ID, || bot.get_me().into_future(), told).await else {
+        return;
     };
     let adapter = Arc::new(Telegram {
         bot: bot.clone(),
@@ -513,17 +501,24 @@ async fn run(ctx: ComponentContext, slot: Slot) {
         gateway: gw.clone(),
     });
     let _ = slot.set(adapter.clone());
-    gw.attach(ID, adapter.clone()).await;
-    if let Err(err) = bot.set_my_commands(commands()).await {
+    lifecycle::attached(&ctx, ID, adapter.clone(), connected(&ctx, &adapter)).await;
+}
+
+/// Takes updates while connected: by long polling while this replica
+/// leads Telegram's ingress, or by the webhook it registers.
+async fn connected(ctx: &ComponentContext, adapter: &Arc<Telegram>) {
+    let gw = &ctx.gateway;
+    let config = &gw.config.telegram;
+    if let Err(err) = adapter.bot.set_my_commands(commands()).await {
         tracing::warn!(error = %err, "setMyCommands failed");
     }
     tracing::info!(bot = %adapter.me.username, mode = ?config.mode, "telegram connected");
     match config.mode {
         TelegramMode::Polling => {
-            while let Some(term) = ctx.lead(ID).await {
-                poll(&adapter, &ctx.health, &term.ended).await;
-                gw.cluster.release(term).await;
-            }
+            lifecycle::lead(ctx, ID, |ended| async move {
+                poll(adapter, &ctx.health, &ended).await;
+            })
+            .await;
         }
         TelegramMode::Webhook => {
             let url = format!(
@@ -531,9 +526,10 @@ async fn run(ctx: ComponentContext, slot: Slot) {
                 gw.config.server.public_url.trim_end_matches('/')
             );
             let registered = match reqwest::Url::parse(&url) {
-                Ok(url) => bot
+                Ok(url) => adapter
+                    .bot
                     .set_webhook(url)
-                    .secret_token(secret(&gw).unwrap_or_default())
+                    .secret_token(secret(gw).unwrap_or_default())
                     .allowed_updates([
                         AllowedUpdate::Message,
                         AllowedUpdate::EditedMessage,
@@ -552,22 +548,16 @@ async fn run(ctx: ComponentContext, slot: Slot) {
             ctx.stop.cancelled().await;
         }
     }
-    gw.detach(ID);
 }
 
 /// Waits after the failed call `err` (what Telegram asked for, on a flood
 /// limit); false when `stop` fired meanwhile.
-async fn wait_after(backoff: &mut Backoff, stop: &CancellationToken, err: &RequestError) -> bool {
-    let told = match err {
-        RequestError::RetryAfter(s) => Some(s.duration()),
+/// How long the Bot API asked to wait, when it did.
+fn told(err: &RequestError) -> Option<Duration> {
+    match err {
+        RequestError::RetryAfter(wait) => Some(wait.duration()),
         _ => None,
-    };
-    backoff.pause(stop, told).await
-}
-
-/// Waits of the connection and the poll: 1 s doubling to 30 s, jittered.
-fn backoff() -> Backoff {
-    Backoff::new(Duration::from_secs(1), Duration::from_secs(30))
+    }
 }
 
 /// getUpdates in a loop. The offset moves past an update only once it is
@@ -584,7 +574,7 @@ async fn poll(
         tracing::warn!(error = %err, "deleteWebhook failed");
     }
     let mut offset: i32 = 0;
-    let mut backoff = backoff();
+    let mut backoff = lifecycle::backoff();
     loop {
         let request = adapter
             .bot
@@ -629,7 +619,7 @@ async fn poll(
             Err(err) => {
                 tracing::warn!(error = %err, "getUpdates failed");
                 health.set(ID, false, format!("reconnecting: {err}"));
-                if !wait_after(&mut backoff, stop, &err).await {
+                if !backoff.pause(stop, told(&err)).await {
                     return;
                 }
             }

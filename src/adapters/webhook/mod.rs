@@ -22,9 +22,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
+use crate::adapters::Gateway;
 use crate::config::identity;
 use crate::config::{Config, DeliverKind, WebhookRoute};
-use crate::daemon::Gateway;
 use crate::http::AppState;
 use crate::platform::RateLimiter;
 use crate::platform::{

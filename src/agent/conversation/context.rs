@@ -224,6 +224,7 @@ impl Conversation {
         };
         let next = self.deps.store.split_session(&self.session).await?;
         tracing::info!(session.parent = %self.session.id, session.id = %next.id, "conversation continues in a new session");
+        self.moved(&next.id).await?;
         self.session = next;
         let mut carried = self.history.split_off(start);
         shrink_tool_io(&mut carried, TRIMMED_KEEP, TRIMMED_KEEP / 2);

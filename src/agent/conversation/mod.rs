@@ -258,6 +258,8 @@ pub struct Conversation {
     calibration: f64,
     /// The unscaled prompt estimate of the last metered call.
     estimated: u64,
+    /// The prompt estimate of the metered call on its way (0: none).
+    asked: u64,
 }
 
 impl Conversation {
@@ -333,6 +335,7 @@ impl Conversation {
             used: Usage::default(),
             calibration: 1.0,
             estimated: 0,
+            asked: 0,
         })
     }
 
@@ -547,8 +550,8 @@ impl Conversation {
                 finished_at: now_ms(),
                 model_calls: model_calls.into(),
                 tool_calls: tool_calls.into(),
-                prompt_tokens: usage.prompt_tokens as i64,
-                completion_tokens: usage.completion_tokens as i64,
+                prompt_tokens: i64::try_from(usage.prompt_tokens).unwrap_or(i64::MAX),
+                completion_tokens: i64::try_from(usage.completion_tokens).unwrap_or(i64::MAX),
                 outcome: outcome_label,
                 model: Some(model),
                 cost_micros,
@@ -648,6 +651,7 @@ impl Conversation {
                 Ok(r) => r,
                 Err(ProviderError::Cancelled) => {
                     turn.budget.refund();
+                    self.unanswered().await?;
                     return Ok(turn.stop(StopReason::Cancelled, self.used));
                 }
                 Err(ProviderError::ContextOverflow { body }) => {
@@ -657,7 +661,10 @@ impl Conversation {
                     room.overflowed();
                     continue;
                 }
-                Err(err) => return Err(err.into()),
+                Err(err) => {
+                    self.unanswered().await?;
+                    return Err(err.into());
+                }
             };
             self.spent(response.usage).await?;
             if !response.content.trim().is_empty() {
@@ -796,7 +803,10 @@ impl Conversation {
                     self.staged = Some(ChatMessage::assistant(turn.last_text.clone()));
                 }
             }
-            Err(err) => tracing::warn!(error = %err, "the wrap-up call failed"),
+            Err(err) => {
+                tracing::warn!(error = %err, "the wrap-up call failed");
+                self.unanswered().await?;
+            }
         }
         Ok(turn.stop(reason, self.used))
     }

@@ -16,12 +16,13 @@ impl Conversation {
     /// Who the running turn is counted against: its person (the sender
     /// it acts for, in a shared session) and its scheduled job.
     pub(super) fn charged(&self) -> (Option<String>, Option<String>) {
+        let job = crate::cron::job_of_session(&self.session.key).map(str::to_string);
         let user = self
             .owner
             .as_ref()
             .map(|o| o.user_id.clone())
-            .or_else(|| self.session.user_id.clone());
-        let job = crate::cron::job_of_session(&self.session.key).map(str::to_string);
+            .or_else(|| self.session.user_id.clone())
+            .filter(|user| job.is_none() || user != crate::cron::NO_OWNER);
         (user, job)
     }
 
@@ -55,9 +56,10 @@ impl Conversation {
         Ok(())
     }
 
-    /// Whether the turn holds the budgets (its commit lets go).
+    /// Whether the turn may hold the budgets (its commit lets go of
+    /// whatever its session holds).
     pub(super) fn holds_budget(&self) -> bool {
-        self.meter.as_ref().is_some_and(Meter::held)
+        self.meter.is_some()
     }
 
     /// Before a call on the history (and `nudge`) with tools of
@@ -82,6 +84,7 @@ impl Conversation {
         // The last call's real prompt against its estimate: a provider
         // that counts more tokens than four characters each is believed.
         let prompt = (counted as f64 * self.calibration).ceil() as u64;
+        self.asked = prompt;
         let estimate = Usage {
             prompt_tokens: prompt,
             completion_tokens: max_tokens.into(),
@@ -97,8 +100,32 @@ impl Conversation {
         }
     }
 
+    /// After a call that was sent but gave no answer (stopped, failed): its
+    /// prompt may have been read and billed, so its estimate counts.
+    pub(super) async fn unanswered(&mut self) -> Result<(), AgentError> {
+        if self.meter.is_none() {
+            return Ok(());
+        }
+        let prompt = std::mem::take(&mut self.asked);
+        self.spent(Usage {
+            prompt_tokens: prompt,
+            completion_tokens: 0,
+        })
+        .await
+    }
+
+    /// The conversation went on in session `to` (a split): its hold goes
+    /// with it.
+    pub(super) async fn moved(&mut self, to: &str) -> Result<(), AgentError> {
+        if let Some(meter) = &mut self.meter {
+            meter.moved(to).await?;
+        }
+        Ok(())
+    }
+
     /// After a call that used `usage`: counted, and the hold settled.
     pub(super) async fn spent(&mut self, usage: Usage) -> Result<(), AgentError> {
+        self.asked = 0;
         self.used += usage;
         if usage.prompt_tokens > 0 && self.estimated > 0 {
             self.calibration = (usage.prompt_tokens as f64 / self.estimated as f64).clamp(1.0, 4.0);

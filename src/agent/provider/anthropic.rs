@@ -228,10 +228,16 @@ fn parse(body: &Value) -> Result<ChatResponse, ProviderError> {
         tool_calls,
         finish,
         usage: Usage {
-            prompt_tokens: body
-                .pointer("/usage/input_tokens")
-                .and_then(Value::as_u64)
-                .unwrap_or(0),
+            // With prompt caching, most of the prompt is counted apart
+            // from `input_tokens`: written to the cache or read from it.
+            prompt_tokens: [
+                "input_tokens",
+                "cache_creation_input_tokens",
+                "cache_read_input_tokens",
+            ]
+            .iter()
+            .filter_map(|field| body["usage"][field].as_u64())
+            .fold(0, u64::saturating_add),
             completion_tokens: body
                 .pointer("/usage/output_tokens")
                 .and_then(Value::as_u64)
@@ -261,7 +267,13 @@ async fn read_stream(
         };
         match event["type"].as_str() {
             Some("message_start") => {
-                body["usage"]["input_tokens"] = event["message"]["usage"]["input_tokens"].clone();
+                for field in [
+                    "input_tokens",
+                    "cache_creation_input_tokens",
+                    "cache_read_input_tokens",
+                ] {
+                    body["usage"][field] = event["message"]["usage"][field].clone();
+                }
             }
             Some("content_block_start") => {
                 blocks.push(event["content_block"].clone());
@@ -429,5 +441,16 @@ mod tests {
                     "input_schema": {"type": "object"}, "cache_control": cache}],
             })
         );
+    }
+
+    #[test]
+    fn a_cached_prompt_counts_whole() {
+        let body = json!({
+            "content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 5, "cache_creation_input_tokens": 1000,
+                      "cache_read_input_tokens": 2000, "output_tokens": 7}
+        });
+        let usage = parse(&body).unwrap().usage;
+        assert_eq!((usage.prompt_tokens, usage.completion_tokens), (3005, 7));
     }
 }

@@ -12,6 +12,7 @@ use switchboard::store::{Hold, Limit, Store, now_ms};
 backend_tests!(
     concurrent_reservations_never_take_more_than_the_cap,
     a_hold_left_by_a_dead_process_stops_counting_when_it_expires,
+    a_moved_or_renewed_hold_keeps_counting,
 );
 
 fn hold(session: &str, used: i64, reserved: i64) -> Hold {
@@ -129,4 +130,25 @@ async fn a_hold_left_by_a_dead_process_stops_counting_when_it_expires(store: Sto
         None,
         "expired holds are cleared"
     );
+}
+
+async fn a_moved_or_renewed_hold_keeps_counting(store: Store) {
+    let then = now_ms();
+    let (taken, _) = store
+        .reserve_hold(&hold("before", 30, 0), &cap(100), then, then + HOLD_TTL_MS)
+        .await
+        .unwrap();
+    assert!(taken);
+    // The conversation went on in a new session (a split).
+    store.move_hold("before", "after").await.unwrap();
+    assert_eq!(store.held_usage("before").await.unwrap(), None);
+    assert_eq!(store.held_usage("after").await.unwrap(), Some((30, 0)));
+    // Still running an hour later: renewed, it still counts.
+    store
+        .renew_hold("after", then + 2 * HOLD_TTL_MS)
+        .await
+        .unwrap();
+    let later = then + HOLD_TTL_MS + 1;
+    let spent = store.spend(&person(), 0, later).await.unwrap();
+    assert_eq!(spent.held_tokens, 30);
 }
