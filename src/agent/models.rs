@@ -152,6 +152,22 @@ impl Models {
     }
 }
 
+impl Models {
+    /// The model that answered the last call of a turn on `route`, whose
+    /// session's model is `model`.
+    pub fn answering<'a>(&'a self, route: &Route, model: &'a str) -> &'a str {
+        match route.0.load(Ordering::Relaxed) {
+            0 => model,
+            n => self.fallbacks.get(n - 1).map_or(model, |(name, _)| name),
+        }
+    }
+
+    /// The fallback models' names, in order.
+    pub fn fallback_names(&self) -> impl Iterator<Item = &str> {
+        self.fallbacks.iter().map(|(name, _)| name.as_str())
+    }
+}
+
 /// Which endpoint a turn's calls go to first: 0 the main one, n the n-th
 /// fallback. A fresh one (each turn's) starts with the main endpoint.
 #[derive(Debug, Default)]

@@ -37,7 +37,9 @@ pub enum Call {
 pub struct Meter {
     store: Store,
     budgets: Arc<BudgetsConfig>,
-    model: String,
+    /// The models a call may be answered by: the session's and the
+    /// fallbacks; a call is estimated at the dearest.
+    models: Vec<String>,
     hold: Hold,
     scopes: Vec<Scope>,
     /// Renews the hold while the turn runs, once one was written.
@@ -74,11 +76,12 @@ impl Drop for Renewal {
 
 impl Meter {
     /// The meter of a turn counted against `hold`'s platform, chat, user
-    /// and job, priced as `model`; `None` when no cap applies to it.
+    /// and job, whose calls `models` may answer; `None` when no cap
+    /// applies to it.
     pub fn new(
         store: Store,
         budgets: Arc<BudgetsConfig>,
-        model: String,
+        models: Vec<String>,
         hold: Hold,
     ) -> Option<Self> {
         let mut scopes = Vec::new();
@@ -103,7 +106,7 @@ impl Meter {
         (!scopes.is_empty()).then_some(Self {
             store,
             budgets,
-            model,
+            models,
             hold,
             scopes,
             renewal: None,
@@ -122,39 +125,53 @@ impl Meter {
     }
 
     /// What the turn's calls used before its process died, as its hold
-    /// says: the turn picked up again counts them as its own.
-    pub async fn carried(&self) -> Result<Usage, StoreError> {
+    /// says (tokens, and their cost in millionths): the turn picked up
+    /// again counts them as its own.
+    pub async fn carried(&self) -> Result<(Usage, i64), StoreError> {
         let used = self.store.held_usage(&self.hold.session_id).await?;
         Ok(
-            used.map_or_else(Usage::default, |(prompt, completion)| Usage {
-                prompt_tokens: u64::try_from(prompt).unwrap_or(0),
-                completion_tokens: u64::try_from(completion).unwrap_or(0),
+            used.map_or_else(Default::default, |(prompt, completion, micros)| {
+                let usage = Usage {
+                    prompt_tokens: u64::try_from(prompt).unwrap_or(0),
+                    completion_tokens: u64::try_from(completion).unwrap_or(0),
+                };
+                (usage, micros.max(0))
             }),
         )
     }
 
-    fn price(&self, usage: Usage) -> i64 {
-        cost_micros(&self.budgets.prices, &self.model, usage)
+    /// What `usage` could cost at the dearest of the models.
+    fn dearest(&self, usage: Usage) -> i64 {
+        self.models
+            .iter()
+            .map(|model| cost_micros(&self.budgets.prices, model, usage))
+            .max()
+            .unwrap_or(0)
     }
 
-    fn set_used(&mut self, used: Usage) {
+    fn set_used(&mut self, (used, micros): (Usage, i64)) {
         self.hold.used_prompt = i64::try_from(used.prompt_tokens).unwrap_or(i64::MAX);
         self.hold.used_completion = i64::try_from(used.completion_tokens).unwrap_or(i64::MAX);
-        self.hold.used_micros = self.price(used);
+        self.hold.used_micros = micros;
     }
 
     /// Before a call estimated at `estimate`, with `used` spent by the
-    /// turn's calls so far: holds it when every cap has room, at `now`.
+    /// turn's calls so far (tokens and cost): holds it when every cap has
+    /// room, at `now`.
     pub async fn before_call(
         &mut self,
-        used: Usage,
+        used: (Usage, i64),
         estimate: Usage,
         now: i64,
     ) -> Result<Call, StoreError> {
         self.set_used(used);
-        self.hold.reserved_tokens =
-            i64::try_from(estimate.prompt_tokens + estimate.completion_tokens).unwrap_or(i64::MAX);
-        self.hold.reserved_micros = self.price(estimate);
+        self.hold.reserved_tokens = i64::try_from(
+            estimate
+                .prompt_tokens
+                .saturating_add(estimate.completion_tokens),
+        )
+        .unwrap_or(i64::MAX);
+        self.hold.reserved_micros = self.dearest(estimate);
         let mut limits = Vec::new();
         let mut windows = Vec::new();
         for scope in &self.scopes {
@@ -232,8 +249,9 @@ impl Meter {
             || (standing.cost_cap > 0 && standing.cost_micros + more_micros > standing.cost_cap)
     }
 
-    /// After a call: the hold becomes what the turn's calls used, `used`.
-    pub async fn after_call(&mut self, used: Usage, now: i64) -> Result<(), StoreError> {
+    /// After a call: the hold becomes what the turn's calls used, `used`
+    /// (tokens and cost).
+    pub async fn after_call(&mut self, used: (Usage, i64), now: i64) -> Result<(), StoreError> {
         if self.renewal.is_none() {
             return Ok(());
         }

@@ -392,7 +392,8 @@ impl Validator<'_> {
                 .chain(c.llm.models.iter())
                 .chain(c.llm.model_by_platform.values())
                 .chain(c.llm.model_by_chat.values())
-                .chain(c.llm.model_by_user.values());
+                .chain(c.llm.model_by_user.values())
+                .chain(c.llm.fallback.iter().filter_map(|f| f.model.as_ref()));
             let unpriced: std::collections::BTreeSet<&str> = models
                 .filter(|m| !b.prices.contains_key(m.as_str()))
                 .map(String::as_str)

@@ -236,11 +236,11 @@ impl Store {
     }
 
     /// What the calls of session `session_id`'s unfinished turn used, as
-    /// its hold says (prompt and completion tokens): a turn picked up
-    /// after its process died counts them as its own.
-    pub async fn held_usage(&self, session_id: &str) -> Result<Option<(i64, i64)>> {
+    /// its hold says (prompt and completion tokens, cost in millionths): a
+    /// turn picked up after its process died counts them as its own.
+    pub async fn held_usage(&self, session_id: &str) -> Result<Option<(i64, i64, i64)>> {
         Ok(with_pool!(self, pool => sqlx::query_as(
-            "SELECT used_prompt, used_completion FROM budget_holds WHERE session_id = $1")
+            "SELECT used_prompt, used_completion, used_micros FROM budget_holds WHERE session_id = $1")
             .bind(session_id).fetch_optional(pool).await?))
     }
 

@@ -47,6 +47,40 @@ async fn a_failing_main_model_hands_over_to_the_fallback() {
 }
 
 #[tokio::test]
+async fn a_call_the_fallback_answered_costs_the_fallbacks_price() {
+    let main = FakeLlm::start(vec![unavailable(), unavailable()]).await;
+    let fallback = FakeLlm::start(vec![Reply::Json(text("from the fallback"))]).await;
+    let url = fallback.url.clone();
+    let mut h = harness_with(
+        &main,
+        move |c| {
+            c.llm.max_retries = 1;
+            c.llm.fallback = vec![LlmEndpointConfig {
+                base_url: Some(url),
+                model: Some("backup-model".into()),
+                ..Default::default()
+            }];
+            let price = |output| switchboard::config::Price { input: 0.0, output };
+            c.budgets.prices.insert(c.llm.model.clone(), price(1.0));
+            c.budgets
+                .prices
+                .insert("backup-model".into(), price(1000.0));
+        },
+        &[],
+    )
+    .await;
+    h.conversation
+        .run_turn("hello", &CancellationToken::new())
+        .await
+        .unwrap();
+    let session = h.conversation.session().id.clone();
+    let record = h.store.turns(&session).await.unwrap().pop().unwrap();
+    // Five output tokens at the fallback's 1000 per million, not the
+    // main model's 1.
+    assert_eq!(record.cost_micros, 5000);
+}
+
+#[tokio::test]
 async fn once_the_fallback_answered_the_rest_of_the_turn_stays_on_it() {
     let main = FakeLlm::start(vec![
         unavailable(),

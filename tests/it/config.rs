@@ -605,6 +605,8 @@ fn check_names_bad_schedules_and_missing_prices() {
         prompt = "p"
         platform = "telegram"
         chat = "1"
+        [[llm.fallback]]
+        model = "backup"
         [budgets.prices.m]
         input = -1.0
         output = 2.0
@@ -628,6 +630,7 @@ fn check_names_bad_schedules_and_missing_prices() {
     has("cron.jobs[2].schedule", "too often");
     has("budgets.prices.m", "per million tokens");
     has("budgets.prices", "have no price");
+    has("budgets.prices", "backup");
 }
 
 #[test]

@@ -253,6 +253,9 @@ pub struct Conversation {
     meter: Option<crate::budgets::Meter>,
     /// What the running turn's model calls used.
     used: Usage,
+    /// What they cost, each priced as the model that answered it, in
+    /// millionths.
+    used_micros: i64,
     /// The last call's prompt as the provider counted it over its
     /// estimate (at least 1): later estimates are scaled by it.
     calibration: f64,
@@ -333,6 +336,7 @@ impl Conversation {
             route: Default::default(),
             meter: None,
             used: Usage::default(),
+            used_micros: 0,
             calibration: 1.0,
             estimated: 0,
             asked: 0,
@@ -539,7 +543,7 @@ impl Conversation {
             completion_tokens: usage.completion_tokens,
         });
         let model = self.deps.models.for_session(&self.session).to_string();
-        let cost_micros = crate::budgets::cost_micros(&self.deps.prices, &model, usage);
+        let cost_micros = self.used_micros;
         let (user_id, job_id) = self.charged();
         Turn {
             answer: self.staged.take(),

@@ -31,6 +31,7 @@ impl Conversation {
     /// process, and its hold remembers the calls it made then).
     pub(super) async fn open_meter(&mut self, again: bool) -> Result<(), AgentError> {
         self.used = Usage::default();
+        self.used_micros = 0;
         self.meter = None;
         let Some(budgets) = &self.deps.budgets else {
             return Ok(());
@@ -48,10 +49,19 @@ impl Conversation {
             reserved_tokens: 0,
             reserved_micros: 0,
         };
-        let model = self.deps.models.for_session(&self.session).to_string();
-        self.meter = Meter::new(self.deps.store.clone(), Arc::clone(budgets), model, hold);
+        let models = &self.deps.models;
+        let answering = std::iter::once(models.for_session(&self.session))
+            .chain(models.fallback_names())
+            .map(str::to_string)
+            .collect();
+        self.meter = Meter::new(
+            self.deps.store.clone(),
+            Arc::clone(budgets),
+            answering,
+            hold,
+        );
         if again && let Some(meter) = &self.meter {
-            self.used = meter.carried().await?;
+            (self.used, self.used_micros) = meter.carried().await?;
         }
         Ok(())
     }
@@ -89,7 +99,10 @@ impl Conversation {
             prompt_tokens: prompt,
             completion_tokens: max_tokens.into(),
         };
-        match meter.before_call(self.used, estimate, now_ms()).await? {
+        match meter
+            .before_call((self.used, self.used_micros), estimate, now_ms())
+            .await?
+        {
             Call::Go(warnings) => {
                 for warning in warnings {
                     add_notice(notice, &warning);
@@ -123,15 +136,22 @@ impl Conversation {
         Ok(())
     }
 
-    /// After a call that used `usage`: counted, and the hold settled.
+    /// After a call that used `usage`: counted, priced as the model that
+    /// answered it, and the hold settled.
     pub(super) async fn spent(&mut self, usage: Usage) -> Result<(), AgentError> {
         self.asked = 0;
         self.used += usage;
+        let models = &self.deps.models;
+        let model = models.answering(&self.route, models.for_session(&self.session));
+        let cost = crate::budgets::cost_micros(&self.deps.prices, model, usage);
+        self.used_micros = self.used_micros.saturating_add(cost);
         if usage.prompt_tokens > 0 && self.estimated > 0 {
             self.calibration = (usage.prompt_tokens as f64 / self.estimated as f64).clamp(1.0, 4.0);
         }
         if let Some(meter) = &mut self.meter {
-            meter.after_call(self.used, now_ms()).await?;
+            meter
+                .after_call((self.used, self.used_micros), now_ms())
+                .await?;
         }
         Ok(())
     }

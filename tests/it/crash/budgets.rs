@@ -64,7 +64,7 @@ async fn a_killed_turn_keeps_counting_its_calls(storage: StorageConfig) {
     let session = store.list_sessions(10).await.unwrap().remove(0);
     assert_eq!(
         store.held_usage(&session.id).await.unwrap(),
-        Some((20, 10)),
+        Some((20, 10, 10_000)),
         "the hold outlives the process with the two calls that answered"
     );
 

@@ -115,7 +115,7 @@ async fn a_hold_left_by_a_dead_process_stops_counting_when_it_expires(store: Sto
     assert!(!taken, "the dead turn's hold still counts: {spent:?}");
     assert_eq!(
         store.held_usage("dead").await.unwrap(),
-        Some((30, 0)),
+        Some((30, 0, 0)),
         "picked up again, the turn finds what its calls used"
     );
     let later = then + HOLD_TTL_MS + 1;
@@ -142,7 +142,7 @@ async fn a_moved_or_renewed_hold_keeps_counting(store: Store) {
     // The conversation went on in a new session (a split).
     store.move_hold("before", "after").await.unwrap();
     assert_eq!(store.held_usage("before").await.unwrap(), None);
-    assert_eq!(store.held_usage("after").await.unwrap(), Some((30, 0)));
+    assert_eq!(store.held_usage("after").await.unwrap(), Some((30, 0, 0)));
     // Still running an hour later: renewed, it still counts.
     store
         .renew_hold("after", then + 2 * HOLD_TTL_MS)
