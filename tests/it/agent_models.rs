@@ -15,16 +15,26 @@ fn unavailable() -> Reply {
 
 /// A conversation on `main` with `fallback` as its one fallback model.
 async fn with_fallback(main: &FakeLlm, fallback: &FakeLlm) -> common::agent_harness::Harness {
+    with_fallback_and(main, fallback, |_| {}).await
+}
+
+/// [`with_fallback`], with `more` of the configuration.
+async fn with_fallback_and(
+    main: &FakeLlm,
+    fallback: &FakeLlm,
+    more: impl Fn(&mut switchboard::config::Config) + Send + 'static,
+) -> common::agent_harness::Harness {
     let url = fallback.url.clone();
     harness_with(
         main,
         move |c| {
             c.llm.max_retries = 1;
             c.llm.fallback = vec![LlmEndpointConfig {
-                base_url: Some(url),
+                base_url: Some(url.clone()),
                 model: Some("backup-model".into()),
                 ..Default::default()
             }];
+            more(c);
         },
         &[],
     )
@@ -50,24 +60,13 @@ async fn a_failing_main_model_hands_over_to_the_fallback() {
 async fn a_call_the_fallback_answered_costs_the_fallbacks_price() {
     let main = FakeLlm::start(vec![unavailable(), unavailable()]).await;
     let fallback = FakeLlm::start(vec![Reply::Json(text("from the fallback"))]).await;
-    let url = fallback.url.clone();
-    let mut h = harness_with(
-        &main,
-        move |c| {
-            c.llm.max_retries = 1;
-            c.llm.fallback = vec![LlmEndpointConfig {
-                base_url: Some(url),
-                model: Some("backup-model".into()),
-                ..Default::default()
-            }];
-            let price = |output| switchboard::config::Price { input: 0.0, output };
-            c.budgets.prices.insert(c.llm.model.clone(), price(1.0));
-            c.budgets
-                .prices
-                .insert("backup-model".into(), price(1000.0));
-        },
-        &[],
-    )
+    let mut h = with_fallback_and(&main, &fallback, |c| {
+        let price = |output| switchboard::config::Price { input: 0.0, output };
+        c.budgets.prices.insert(c.llm.model.clone(), price(1.0));
+        c.budgets
+            .prices
+            .insert("backup-model".into(), price(1000.0));
+    })
     .await;
     h.conversation
         .run_turn("hello", &CancellationToken::new())
