@@ -12,7 +12,7 @@ use crate::adapters::console::{self, Console, ConsoleInput};
 use crate::agent::AgentDeps;
 use crate::approvals::{ApprovalPolicy, Broker};
 use crate::config::{Config, Env};
-use crate::sessions::{ManagerSettings, SessionManager, Submitted};
+use crate::sessions::{Links, ManagerSettings, SessionManager, Submitted};
 use crate::tools::{ToolRuntime, mcp};
 
 /// Runs the chat: one turn for `once`, else a prompt loop until end of
@@ -54,11 +54,10 @@ pub async fn chat(
     let manager = SessionManager::new(
         config.clone(),
         deps,
-        Arc::new(policy),
+        Links::single(Arc::new(policy), broker),
         ManagerSettings::from_config(&config),
         stop.child_token(),
-    )
-    .with_broker(broker);
+    );
     let port = Console::new(input.clone(), interactive, manager.clone());
     platforms.attach(console::ID, Arc::new(port));
     manager.replay().await?;

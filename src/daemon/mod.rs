@@ -27,7 +27,7 @@ use crate::cluster::Cluster;
 use crate::config::{Config, Env, component_statuses};
 use crate::http::{AppState, Limits, router};
 use crate::platform::Platforms;
-use crate::sessions::{ManagerSettings, SessionManager};
+use crate::sessions::{Links, ManagerSettings, SessionManager};
 use crate::store::{BackendKind, Store, StoreError};
 use crate::tools::{ToolRuntime, mcp};
 use crate::transcription::Transcriber;
@@ -429,17 +429,20 @@ impl Parts {
             Some(deps.auxiliary.clone()),
         );
         let forges = Arc::new(crate::forge::Forges::from_config(config, env, store)?);
+        let links = Links {
+            approvals: Arc::new(policy),
+            broker: broker.clone(),
+            cluster: cluster.clone(),
+            transcriber: Transcriber::from_config(&config.transcription, env),
+            forges: Some(forges.clone()),
+        };
         let sessions = SessionManager::new(
             config.clone(),
             deps,
-            Arc::new(policy),
+            links,
             ManagerSettings::from_config(config),
             runtime.root.child_token(),
-        )
-        .with_broker(broker.clone())
-        .with_cluster(cluster.clone())
-        .with_transcriber(Transcriber::from_config(&config.transcription, env))
-        .with_forges(forges.clone());
+        );
         Ok(Self {
             platforms,
             broker,

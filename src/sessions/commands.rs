@@ -4,7 +4,6 @@
 
 use super::manager::SessionManager;
 use super::opening::new_session;
-use crate::approvals::Refusal;
 use crate::platform::{ChatCommand, InboundEvent};
 use crate::store::StoreError;
 
@@ -53,14 +52,10 @@ impl SessionManager {
             }
             ChatCommand::Model(choice) => self.model(key, event, choice.as_deref()).await?,
             ChatCommand::Approve { .. } | ChatCommand::Deny { .. } => {
-                let decided = match inner.broker.get() {
-                    Some(broker) => {
-                        broker
-                            .decide_command(&event.chat(), &event.actor(), command, false)
-                            .await
-                    }
-                    None => Err(Refusal::NothingPending),
-                };
+                let decided = inner
+                    .broker
+                    .decide_command(&event.chat(), &event.actor(), command, false)
+                    .await;
                 match decided {
                     Ok(decision) => format!("Done: {}.", decision.describe()),
                     Err(refusal) => refusal.to_string(),

@@ -298,10 +298,9 @@ impl SessionManager {
     /// (relayed between replicas as they are), so both stay text.
     pub async fn press(&self, press: &Press) -> Result<String, String> {
         if let Some((id, choice)) = Choice::parse_button(&press.data) {
-            let Some(broker) = self.inner.broker.get() else {
-                return Err(crate::approvals::Refusal::Unknown.to_string());
-            };
-            return broker
+            return self
+                .inner
+                .broker
                 .resolve(&id, choice, &press.actor, None)
                 .await
                 .map(|decision| format!("Done: {}.", decision.describe()))

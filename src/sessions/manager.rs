@@ -143,18 +143,19 @@ pub(super) struct Inner {
     pub(super) replies: Replies,
     pub(super) questions: Arc<Questions>,
     pub(super) approvals: Arc<dyn ApprovalHook>,
-    pub(super) broker: std::sync::OnceLock<Arc<Broker>>,
-    /// This replica among the others (one replica unless set).
-    pub(super) cluster: std::sync::OnceLock<Cluster>,
+    /// Where `/approve`, `/deny` and approval buttons are decided.
+    pub(super) broker: Arc<Broker>,
+    /// This replica among the others.
+    pub(super) cluster: Cluster,
     /// With several replicas: where presses for questions asked on another
     /// replica go.
     pub(super) relay: std::sync::OnceLock<Arc<crate::cluster::relay::Relay>>,
     /// Per-sender and per-chat rate limits.
     pub(super) throttle: super::throttle::Throttle,
-    /// Where voice notes are heard (unset: they are not).
-    pub(super) transcriber: std::sync::OnceLock<crate::transcription::Transcriber>,
+    /// Where voice notes are heard (none: they are not).
+    pub(super) transcriber: Option<crate::transcription::Transcriber>,
     /// The webhook routes' forges, whose tools their runs read.
-    pub(super) forges: std::sync::OnceLock<Arc<crate::forge::Forges>>,
+    pub(super) forges: Option<Arc<crate::forge::Forges>>,
     /// Wakes the scheduler when a chat makes or resumes a job.
     pub(super) cron_wake: Arc<tokio::sync::Notify>,
     /// Sessions lately found owned by another replica, until when.
@@ -174,10 +175,6 @@ pub(super) struct Inner {
 impl Inner {
     pub(super) fn platforms(&self) -> &Arc<Platforms> {
         self.replies.platforms()
-    }
-
-    pub(super) fn cluster(&self) -> &Cluster {
-        self.cluster.get_or_init(Cluster::single)
     }
 
     pub(super) fn workers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Worker>> {
@@ -209,19 +206,53 @@ impl std::fmt::Debug for SessionManager {
     }
 }
 
+/// What the manager works with beside its agents, all given at the start.
+pub struct Links {
+    /// The terminal tools' approval hook.
+    pub approvals: Arc<dyn ApprovalHook>,
+    /// Where `/approve`, `/deny` and approval buttons are decided.
+    pub broker: Arc<Broker>,
+    /// This replica among the others ([`Cluster::single`] on SQLite).
+    pub cluster: Cluster,
+    /// Where voice notes are heard; without one, their senders are told
+    /// they cannot be.
+    pub transcriber: Option<crate::transcription::Transcriber>,
+    /// The webhook routes' forges, whose read tools their runs get.
+    pub forges: Option<Arc<crate::forge::Forges>>,
+}
+
+impl Links {
+    /// Links to `broker` alone: one replica, no voice, no forges.
+    pub fn single(approvals: Arc<dyn ApprovalHook>, broker: Arc<Broker>) -> Self {
+        Self {
+            approvals,
+            broker,
+            cluster: Cluster::single(),
+            transcriber: None,
+            forges: None,
+        }
+    }
+}
+
 impl SessionManager {
     /// A manager over `deps` (whose tool runtime holds the platforms
-    /// sessions answer through); `approvals` is the terminal tools' hook.
-    /// Workers stop taking new events when `stop` fires; a running turn is
-    /// left to finish (its event is replayed on the next start if it
-    /// cannot).
+    /// sessions answer through) and `links`. Workers stop taking new
+    /// events when `stop` fires; a running turn is left to finish (its
+    /// event is replayed on the next start if it cannot).
     pub fn new(
         config: Config,
         deps: Arc<AgentDeps>,
-        approvals: Arc<dyn ApprovalHook>,
+        links: Links,
         settings: ManagerSettings,
         stop: CancellationToken,
     ) -> Self {
+        let Links {
+            approvals,
+            broker,
+            cluster,
+            transcriber,
+            forges,
+        } = links;
         let throttle = super::throttle::Throttle::new(&config.sessions);
         Self {
             inner: Arc::new(Inner {
@@ -231,11 +262,11 @@ impl SessionManager {
                 deps,
                 config,
                 approvals,
-                broker: std::sync::OnceLock::new(),
-                cluster: std::sync::OnceLock::new(),
+                broker,
+                cluster,
                 relay: std::sync::OnceLock::new(),
-                transcriber: std::sync::OnceLock::new(),
-                forges: std::sync::OnceLock::new(),
+                transcriber,
+                forges,
                 throttle,
                 cron_wake: Arc::new(tokio::sync::Notify::new()),
                 elsewhere: Mutex::new(HashMap::new()),
@@ -248,37 +279,6 @@ impl SessionManager {
                 stop,
             }),
         }
-    }
-
-    /// Routes `/approve` and `/deny` (and `!approve`, `!deny`) to `broker`
-    /// (the first broker given stays).
-    pub fn with_broker(self, broker: Arc<Broker>) -> Self {
-        let _ = self.inner.broker.set(broker);
-        self
-    }
-
-    /// Runs sessions as one replica of `cluster` (the first cluster given
-    /// stays): a session's events are processed where its lease is held.
-    pub fn with_cluster(self, cluster: Cluster) -> Self {
-        let _ = self.inner.cluster.set(cluster);
-        self
-    }
-
-    /// Hears voice notes and audio files through `transcriber` before
-    /// their turn (the first one given stays); without one, their senders
-    /// are told they cannot be heard.
-    pub fn with_transcriber(self, transcriber: Option<crate::transcription::Transcriber>) -> Self {
-        if let Some(transcriber) = transcriber {
-            let _ = self.inner.transcriber.set(transcriber);
-        }
-        self
-    }
-
-    /// Gives webhook runs on routes with a forge its read tools (the
-    /// first set given stays).
-    pub fn with_forges(self, forges: Arc<crate::forge::Forges>) -> Self {
-        let _ = self.inner.forges.set(forges);
-        self
     }
 
     /// What wakes the scheduler when a chat makes or resumes a job.

@@ -27,7 +27,7 @@ mod worker;
 pub use access::{Access, ApproveOutcome, PairingOutcome};
 pub use intake::Press;
 pub use keys::{KeyRules, session_key};
-pub use manager::{Backlog, ManagerSettings, SessionManager, Submitted};
+pub use manager::{Backlog, Links, ManagerSettings, SessionManager, Submitted};
 pub use replies::Replies;
 pub use reset::{ResetReason, reset_due};
 

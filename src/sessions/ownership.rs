@@ -86,7 +86,7 @@ fn lease(key: &str) -> String {
 impl SessionManager {
     /// Whether sessions are shared with other replicas.
     pub(super) fn shared(&self) -> bool {
-        self.inner.cluster().is_shared()
+        self.inner.cluster.is_shared()
     }
 
     /// [`enqueue`](Self::enqueue) for a session this replica runs no
@@ -198,7 +198,7 @@ impl SessionManager {
             }
         }
         let missed = store
-            .sessions_owned_waiting(self.inner.cluster().id(), MISSED_AFTER_MS)
+            .sessions_owned_waiting(self.inner.cluster.id(), MISSED_AFTER_MS)
             .await?;
         for key in missed {
             match self.live_worker(&key) {
@@ -378,21 +378,18 @@ async fn adopt(
         }
         return Ok(Adopted::Runs);
     }
-    let Some(term) = inner.cluster().try_hold(&lease(key), &inner.stop).await? else {
+    let Some(term) = inner.cluster.try_hold(&lease(key), &inner.stop).await? else {
         inner.seen_elsewhere(key);
         return Ok(Adopted::Elsewhere);
     };
-    if let Some(broker) = inner.broker.get() {
-        // A turn waiting for one died with the session's previous owner.
-        let expired = broker.expire_left_by(key).await;
-        if let Err(err) = expired {
-            tracing::warn!(session.key = %key, error = %err, "approvals left pending not expired");
-        }
+    // A turn waiting for one died with the session's previous owner.
+    if let Err(err) = inner.broker.expire_left_by(key).await {
+        tracing::warn!(session.key = %key, error = %err, "approvals left pending not expired");
     }
     let seed = match read_seed(&manager, key, tracked).await {
         Ok(seed) => seed,
         Err(err) => {
-            inner.cluster().release(term).await;
+            inner.cluster.release(term).await;
             return Err(err);
         }
     };

@@ -106,7 +106,7 @@ async fn listen(
     platform: &str,
     clip: &Attachment,
 ) -> Result<String, String> {
-    let Some(transcriber) = inner.transcriber.get() else {
+    let Some(transcriber) = &inner.transcriber else {
         return Err("voice messages can't be transcribed here (no transcription service is set up), so please type it".into());
     };
     if let Some(secs) = clip.duration_secs

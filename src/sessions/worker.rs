@@ -201,7 +201,7 @@ pub(super) async fn run_worker(
     let ended = term
         .as_ref()
         .map_or_else(CancellationToken::new, |t| t.ended.clone());
-    let fence = term.as_ref().and_then(|t| inner.cluster().fence(t));
+    let fence = term.as_ref().and_then(|t| inner.cluster.fence(t));
     for (id, out) in seed.owed {
         if ended.is_cancelled() || !outbox::send(&inner, id, &out).await {
             break;
@@ -311,7 +311,7 @@ pub(super) async fn run_worker(
             inner.processed();
         }
         drop(seeded);
-        inner.cluster().release(term).await;
+        inner.cluster.release(term).await;
         if !lost {
             super::ownership::adopt_left(&inner, &key).await;
         }
@@ -529,7 +529,7 @@ async fn answer(
         let Some((conv, last_active)) = conversation.as_mut() else {
             return Answered::Unopened;
         };
-        let forge = match inner.forges.get() {
+        let forge = match &inner.forges {
             Some(forges) => forges.desk(event).await,
             None => None,
         };

@@ -13,7 +13,9 @@ use switchboard::agent::AgentDeps;
 use switchboard::approvals::{ApprovalPolicy, Broker};
 use switchboard::config::{BusyInputMode, ResetMode};
 use switchboard::config::{Config, Env};
-use switchboard::sessions::{ChatKind, InboundEvent, ManagerSettings, SessionManager, Submitted};
+use switchboard::sessions::{
+    ChatKind, InboundEvent, Links, ManagerSettings, SessionManager, Submitted,
+};
 use switchboard::store::{NewInboxEvent, Store};
 use switchboard::tools::ToolRuntime;
 use tokio_util::sync::CancellationToken;
@@ -65,11 +67,10 @@ pub(crate) async fn setup_with(
     let manager = SessionManager::new(
         config,
         deps,
-        Arc::new(policy),
+        Links::single(Arc::new(policy), broker),
         settings,
         CancellationToken::new(),
-    )
-    .with_broker(broker);
+    );
     Setup {
         manager,
         adapter,
