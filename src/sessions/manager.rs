@@ -281,6 +281,37 @@ impl SessionManager {
         }
     }
 
+    /// Whether `err`, from submitting an event, is storage being away
+    /// (the event can be submitted again once it is back), rather than
+    /// something wrong with the event.
+    pub async fn storage_away(&self, err: &StoreError) -> bool {
+        self.inner.store.failed_from_away(err).await
+    }
+
+    /// Waits until storage takes writes again; false when `stop` comes
+    /// first.
+    pub async fn storage_back(&self, stop: &CancellationToken) -> bool {
+        self.inner.store.until_back(stop).await
+    }
+
+    /// `platform`'s events among the newest `window` stored, oldest
+    /// first, with when each arrived: where a platform that cannot replay
+    /// its own traffic catches up from after a restart.
+    pub async fn recent_events(
+        &self,
+        platform: &str,
+        window: i64,
+    ) -> Result<Vec<(InboundEvent, i64)>, StoreError> {
+        let rows = self.inner.store.inbox_latest(platform, window).await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|row| {
+                let event = serde_json::from_str::<InboundEvent>(&row.payload).ok()?;
+                Some((event, row.received_at))
+            })
+            .collect())
+    }
+
     /// What wakes the scheduler when a chat makes or resumes a job.
     pub fn cron_wake(&self) -> Arc<tokio::sync::Notify> {
         self.inner.cron_wake.clone()

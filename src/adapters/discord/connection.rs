@@ -164,7 +164,7 @@ async fn take_events(
                 // the channel, in order) and offered again once it is back.
                 // A stop first leaves it to the next start's catch-up.
                 while !adapter.on_message(&msg, Revision::New).await {
-                    if !gw.store.until_back(stop).await {
+                    if !gw.sessions.storage_back(stop).await {
                         break;
                     }
                 }

@@ -294,18 +294,15 @@ impl Discord {
     /// were written, so that the first session catches up on what was
     /// written while the daemon was down.
     async fn recall_seen(&self) {
-        let rows = match self.gateway.store.inbox_latest(ID, RECALL_WINDOW).await {
-            Ok(rows) => rows,
+        let stored = match self.gateway.sessions.recent_events(ID, RECALL_WINDOW).await {
+            Ok(stored) => stored,
             Err(err) => {
                 tracing::warn!(error = %err, "discord: stored messages not read; no catch-up");
                 return;
             }
         };
         let since = crate::store::now_ms() - CATCH_UP_WITHIN.as_millis() as i64;
-        for row in rows.into_iter().filter(|r| r.received_at >= since) {
-            let Ok(event) = serde_json::from_str::<InboundEvent>(&row.payload) else {
-                continue;
-            };
+        for (event, _) in stored.into_iter().filter(|(_, at)| *at >= since) {
             let Some(message) = event.message_id.as_deref().and_then(|m| m.parse().ok()) else {
                 continue;
             };
@@ -420,7 +417,7 @@ impl Discord {
         }
         match self.gateway.sessions.submit(event).await {
             Ok(_) => true,
-            Err(err) if self.gateway.store.failed_from_away(&err).await => {
+            Err(err) if self.gateway.sessions.storage_away(&err).await => {
                 tracing::warn!(error = %err, message = %msg.id, "storage away; the discord message waits for it");
                 false
             }
