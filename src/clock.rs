@@ -3,7 +3,46 @@
 //! bounds of a UTC month. Time zones are the schedules' business
 //! (`cron::schedule`); everything stored and compared is UTC.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
 const DAY_MS: i64 = 86_400_000;
+
+/// Where "now" comes from for the decisions that turn on the time of day:
+/// budget windows, session resets, schedules. The system's clock, or one a
+/// test sets (records keep the system's time).
+#[derive(Clone, Debug, Default)]
+pub struct Clock(Option<Arc<AtomicI64>>);
+
+impl Clock {
+    /// The system's clock.
+    pub fn system() -> Self {
+        Self(None)
+    }
+
+    /// A clock standing at `at` (Unix ms) until it is set or moved.
+    pub fn manual(at: i64) -> Self {
+        Self(Some(Arc::new(AtomicI64::new(at))))
+    }
+
+    /// Now, in Unix milliseconds.
+    pub fn now_ms(&self) -> i64 {
+        match &self.0 {
+            Some(at) => at.load(Ordering::SeqCst),
+            None => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+                .unwrap_or(0),
+        }
+    }
+
+    /// Moves a manual clock by `ms` (the system's is not moved).
+    pub fn advance(&self, ms: i64) {
+        if let Some(at) = &self.0 {
+            at.fetch_add(ms, Ordering::SeqCst);
+        }
+    }
+}
 
 /// The civil date (year, month 1–12, day 1–31) of `days` since the epoch.
 pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
@@ -89,6 +128,18 @@ pub fn month_bounds(ms: i64) -> (i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_manual_clock_stands_until_moved_and_the_systems_runs() {
+        let clock = Clock::manual(1_000);
+        assert_eq!(clock.now_ms(), 1_000);
+        clock.clone().advance(DAY_MS);
+        assert_eq!(clock.now_ms(), 1_000 + DAY_MS, "clones share the time");
+        let system = Clock::system();
+        let before = system.now_ms();
+        system.advance(DAY_MS);
+        assert!(system.now_ms() - before < DAY_MS, "the system's is not moved");
+    }
 
     #[test]
     fn api_timestamps_parse() {

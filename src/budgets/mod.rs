@@ -16,7 +16,7 @@ pub use meter::{Call, HOLD_TTL_MS, Meter};
 use crate::agent::provider::Usage;
 use crate::config::{BudgetsConfig, Caps, Config, Price};
 use crate::platform::InboundEvent;
-use crate::store::{CronJob, Spent, Store, StoreError, now_ms};
+use crate::store::{CronJob, Spent, Store, StoreError};
 
 /// What a turn with `usage` on `model` cost, in millionths of the prices'
 /// currency (0 for a model without a price).
@@ -342,11 +342,12 @@ pub async fn check_event(
     store: &Store,
     config: &Config,
     event: &InboundEvent,
+    now: i64,
 ) -> Result<Verdict, StoreError> {
     if !config.budgets.capped() {
         return Ok(Verdict::Clear(Vec::new()));
     }
-    check(store, &config.budgets, &scopes_of(event), now_ms()).await
+    check(store, &config.budgets, &scopes_of(event), now).await
 }
 
 /// Why `job`'s next run is refused (its own caps, its owner's, its
@@ -355,6 +356,7 @@ pub async fn job_refusal(
     store: &Store,
     config: &Config,
     job: &CronJob,
+    now: i64,
 ) -> Result<Option<String>, StoreError> {
     if !config.budgets.capped() {
         return Ok(None);
@@ -372,12 +374,10 @@ pub async fn job_refusal(
             user: job.owner_user.clone(),
         });
     }
-    Ok(
-        match check(store, &config.budgets, &scopes, now_ms()).await? {
-            Verdict::Over(why) => Some(why),
-            Verdict::Clear(_) => None,
-        },
-    )
+    Ok(match check(store, &config.budgets, &scopes, now).await? {
+        Verdict::Over(why) => Some(why),
+        Verdict::Clear(_) => None,
+    })
 }
 
 /// What `/usage` answers in `event`'s chat: the sender's and the chat's
@@ -386,8 +386,8 @@ pub async fn usage_report(
     store: &Store,
     config: &Config,
     event: &InboundEvent,
+    now: i64,
 ) -> Result<String, StoreError> {
-    let now = now_ms();
     let mut lines = Vec::new();
     for scope in scopes_of(event) {
         let caps = scope.caps(&config.budgets);

@@ -30,7 +30,7 @@ pub use schedule::{Schedule, ScheduleError};
 use crate::config::{Config, CronJobConfig, MissedPolicy};
 use crate::platform::{ChatRef, PlatformError, retrying};
 use crate::sessions::{SessionManager, Submitted};
-use crate::store::{CronJob, CronRun, Store, StoreError, now_ms};
+use crate::store::{CronJob, CronRun, Store, StoreError};
 
 /// Session keys of job runs start with this.
 pub const SESSION_PREFIX: &str = "cron:";
@@ -129,17 +129,22 @@ impl Scheduler {
         Ok(())
     }
 
+    /// Now, on the sessions' clock.
+    fn now(&self) -> i64 {
+        self.sessions.clock().now_ms()
+    }
+
     /// Runs until `stop`: fires what is due, settles runs, tells owners.
     /// With `cron.enabled` off, jobs are left as stored and nothing fires;
     /// runs still settle and owners are still told.
     pub async fn run(self, stop: CancellationToken) {
         if self.config.cron.enabled
-            && let Err(err) = self.sync_config(now_ms()).await
+            && let Err(err) = self.sync_config(self.now()).await
         {
             tracing::error!(error = %err, "configured jobs not stored; they do not run");
         }
         loop {
-            let now = now_ms();
+            let now = self.now();
             let mut pause = IDLE_LOOK;
             match self.look(now).await {
                 Ok((_, open)) if open => pause = SETTLE_EVERY,
@@ -150,7 +155,7 @@ impl Scheduler {
                 }
             }
             if let Ok(Some(next)) = self.store.next_job_at().await {
-                let until = u64::try_from(next.saturating_sub(now_ms())).unwrap_or(0);
+                let until = u64::try_from(next.saturating_sub(self.now())).unwrap_or(0);
                 pause = pause.min(Duration::from_millis(until.max(50)));
             }
             tokio::select! {
@@ -250,7 +255,9 @@ impl Scheduler {
     /// Hands job `job`'s run at `slot` to its session, once.
     async fn fire(&self, job: &CronJob, slot: i64) -> Result<Fired, StoreError> {
         let key = dedupe_key(&job.id, slot);
-        if let Some(refusal) = crate::budgets::job_refusal(&self.store, &self.config, job).await? {
+        let refusal =
+            crate::budgets::job_refusal(&self.store, &self.config, job, self.now()).await?;
+        if let Some(refusal) = refusal {
             let added = self
                 .store
                 .record_run(&job.id, slot, None, "refused", "none", Some(&refusal))

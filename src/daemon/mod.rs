@@ -71,6 +71,7 @@ pub struct Daemon {
     platforms: Arc<Platforms>,
     routes: Vec<RoutesFn>,
     components: Vec<(String, ComponentFn)>,
+    clock: crate::clock::Clock,
 }
 
 impl Daemon {
@@ -82,7 +83,15 @@ impl Daemon {
             platforms: Arc::default(),
             routes: Vec::new(),
             components: Vec::new(),
+            clock: crate::clock::Clock::system(),
         }
+    }
+
+    /// Decides budget windows, session resets and schedules by `clock`
+    /// instead of the system's (a test's clock).
+    pub fn clock(mut self, clock: crate::clock::Clock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// The configuration it runs.
@@ -145,6 +154,7 @@ impl Daemon {
             platforms,
             routes,
             components,
+            clock,
         } = self;
         // The recorder first: what starting up records is kept.
         crate::telemetry::metrics();
@@ -153,7 +163,7 @@ impl Daemon {
         }
         let (store, single) = open_storage(&config).await?;
         let runtime = Runtime::new();
-        let parts = Parts::build(&config, &env, &store, platforms, &runtime).await?;
+        let parts = Parts::build(&config, &env, &store, platforms, &runtime, clock).await?;
         let console = bind_console(&config, &env).await?;
         let gateway = Gateway {
             config: Arc::new(config.clone()),
@@ -371,6 +381,7 @@ impl Parts {
         store: &Store,
         platforms: Arc<Platforms>,
         runtime: &Runtime,
+        clock: crate::clock::Clock,
     ) -> Result<Self, DaemonError> {
         let broker = Arc::new(Broker::new(
             store.clone(),
@@ -421,7 +432,9 @@ impl Parts {
                 runtime.root.child_token(),
             ));
         }
-        let deps = Arc::new(AgentDeps::from_config(config, env, tools, store.clone()));
+        let mut deps = AgentDeps::from_config(config, env, tools, store.clone());
+        deps.clock = clock.clone();
+        let deps = Arc::new(deps);
         let policy = ApprovalPolicy::new(
             store.clone(),
             broker.clone(),
@@ -435,6 +448,7 @@ impl Parts {
             cluster: cluster.clone(),
             transcriber: Transcriber::from_config(&config.transcription, env),
             forges: Some(forges.clone()),
+            clock,
         };
         let sessions = SessionManager::new(
             config.clone(),

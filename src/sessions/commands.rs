@@ -48,7 +48,8 @@ impl SessionManager {
                 }
             }
             ChatCommand::Usage => {
-                crate::budgets::usage_report(&inner.store, &inner.config, event).await?
+                let now = inner.clock.now_ms();
+                crate::budgets::usage_report(&inner.store, &inner.config, event, now).await?
             }
             ChatCommand::Model(choice) => self.model(key, event, choice.as_deref()).await?,
             ChatCommand::Approve { .. } | ChatCommand::Deny { .. } => {

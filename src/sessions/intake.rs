@@ -166,7 +166,8 @@ impl SessionManager {
             }
             return Ok((Submitted::Throttled, None));
         }
-        match crate::budgets::check_event(&inner.store, &inner.config, &event).await? {
+        let now = inner.clock.now_ms();
+        match crate::budgets::check_event(&inner.store, &inner.config, &event, now).await? {
             crate::budgets::Verdict::Clear(warnings) => {
                 for warning in warnings {
                     inner.replies.notice(&event, &warning).await;

@@ -156,6 +156,8 @@ pub(super) struct Inner {
     pub(super) transcriber: Option<crate::transcription::Transcriber>,
     /// The webhook routes' forges, whose tools their runs read.
     pub(super) forges: Option<Arc<crate::forge::Forges>>,
+    /// Where "now" comes from for budget windows, resets and schedules.
+    pub(super) clock: crate::clock::Clock,
     /// Wakes the scheduler when a chat makes or resumes a job.
     pub(super) cron_wake: Arc<tokio::sync::Notify>,
     /// Sessions lately found owned by another replica, until when.
@@ -219,6 +221,8 @@ pub struct Links {
     pub transcriber: Option<crate::transcription::Transcriber>,
     /// The webhook routes' forges, whose read tools their runs get.
     pub forges: Option<Arc<crate::forge::Forges>>,
+    /// Where "now" comes from for budget windows, resets and schedules.
+    pub clock: crate::clock::Clock,
 }
 
 impl Links {
@@ -230,6 +234,7 @@ impl Links {
             cluster: Cluster::single(),
             transcriber: None,
             forges: None,
+            clock: crate::clock::Clock::system(),
         }
     }
 }
@@ -252,6 +257,7 @@ impl SessionManager {
             cluster,
             transcriber,
             forges,
+            clock,
         } = links;
         let throttle = super::throttle::Throttle::new(&config.sessions);
         Self {
@@ -267,6 +273,7 @@ impl SessionManager {
                 relay: std::sync::OnceLock::new(),
                 transcriber,
                 forges,
+                clock,
                 throttle,
                 cron_wake: Arc::new(tokio::sync::Notify::new()),
                 elsewhere: Mutex::new(HashMap::new()),
@@ -310,6 +317,11 @@ impl SessionManager {
                 Some((event, row.received_at))
             })
             .collect())
+    }
+
+    /// Where "now" comes from for budget windows, resets and schedules.
+    pub fn clock(&self) -> &crate::clock::Clock {
+        &self.inner.clock
     }
 
     /// What wakes the scheduler when a chat makes or resumes a job.

@@ -10,7 +10,7 @@ use super::questions::PortQuestions;
 use super::reset::reset_due;
 use crate::agent::{Conversation, SessionContext};
 use crate::platform::{ChatKind, InboundEvent};
-use crate::store::{JobReads, JobStart, MemoryNote, NewSession, Session, now_ms};
+use crate::store::{JobReads, JobStart, MemoryNote, NewSession, Session};
 
 /// The session `event` opens under `key`; it belongs to the sender when
 /// there is a `human` behind the platform.
@@ -186,7 +186,7 @@ pub(super) async fn apply_reset(
         return Reset::Kept(read);
     };
     let policy = inner.config.sessions.reset_for(&event.platform);
-    let Some(reason) = reset_due(&policy, last_active, now_ms()) else {
+    let Some(reason) = reset_due(&policy, last_active, inner.clock.now_ms()) else {
         return Reset::Kept(read);
     };
     match inner.store.end_session(&id, reason.end_reason()).await {

@@ -568,10 +568,7 @@ impl Store {
 
 /// Milliseconds since the Unix epoch: the timestamp format of every table.
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
+    crate::clock::Clock::system().now_ms()
 }
 
 /// `text` as both backends can store it: PostgreSQL's text cannot hold NUL,

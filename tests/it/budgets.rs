@@ -612,3 +612,42 @@ async fn a_call_stopped_on_its_way_counts_its_prompt() {
     );
     daemon.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_refused_at_the_cap_is_answered_again_when_the_day_turns_on_the_daemons_clock() {
+    let tg = FakeTelegram::start().await;
+    let llm = FakeLlm::start(vec![
+        Reply::Json(text("today's answer")),
+        Reply::Json(text("tomorrow's answer")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = telegram(dir.path(), &tg, &llm, &None);
+    config.budgets.user.daily_cost = 0.01;
+    let clock = switchboard::clock::Clock::manual(now_ms());
+    let token = Env::from_pairs([("TELEGRAM_BOT_TOKEN", "123:test-token")]);
+    let daemon = InProcess::start_on(config, token, clock.clone()).await;
+    common::ready(&daemon.gateway, "telegram").await;
+    say(&tg, 1, "first");
+    common::eventually("answered", || async { sent(&tg).len() == 1 }).await;
+    say(&tg, 2, "second");
+    common::eventually("refused", || async { sent(&tg).len() == 2 }).await;
+    assert!(
+        sent(&tg)[1].starts_with("Your usage has reached its daily budget"),
+        "{:?}",
+        sent(&tg)
+    );
+    clock.advance(24 * 60 * 60 * 1000);
+    say(&tg, 3, "third");
+    common::eventually("answered the next day", || async {
+        sent(&tg).last().is_some_and(|t| t == "tomorrow's answer")
+    })
+    .await;
+    // The same clock decides the session's daily reset.
+    assert_eq!(
+        sent(&tg)[2],
+        "(Starting a new conversation: conversations start over daily at 04:00 UTC.)"
+    );
+    assert_eq!(llm.requests().len(), 2);
+    daemon.shutdown().await;
+}

@@ -44,6 +44,8 @@ pub struct AgentDeps {
     pub prices: std::collections::BTreeMap<String, crate::config::Price>,
     /// The spend caps each model call is checked against, when any is set.
     pub budgets: Option<Arc<crate::config::BudgetsConfig>>,
+    /// Where "now" comes from for the caps' windows.
+    pub clock: crate::clock::Clock,
 }
 
 impl AgentDeps {
@@ -75,6 +77,7 @@ impl AgentDeps {
                 .budgets
                 .capped()
                 .then(|| Arc::new(config.budgets.clone())),
+            clock: crate::clock::Clock::system(),
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::agent::AgentError;
 use crate::agent::history::estimate_tokens;
 use crate::agent::provider::Usage;
 use crate::budgets::{Call, Meter};
-use crate::store::{Hold, now_ms};
+use crate::store::Hold;
 
 impl Conversation {
     /// Who the running turn is counted against: its person (the sender
@@ -100,7 +100,11 @@ impl Conversation {
             completion_tokens: max_tokens.into(),
         };
         match meter
-            .before_call((self.used, self.used_micros), estimate, now_ms())
+            .before_call(
+                (self.used, self.used_micros),
+                estimate,
+                self.deps.clock.now_ms(),
+            )
             .await?
         {
             Call::Go(warnings) => {
@@ -150,7 +154,7 @@ impl Conversation {
         }
         if let Some(meter) = &mut self.meter {
             meter
-                .after_call((self.used, self.used_micros), now_ms())
+                .after_call((self.used, self.used_micros), self.deps.clock.now_ms())
                 .await?;
         }
         Ok(())

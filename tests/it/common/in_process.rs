@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use switchboard::clock::Clock;
 use switchboard::config::{Config, Env};
 use switchboard::daemon::{Daemon, Gateway};
 use tokio::sync::oneshot;
@@ -20,15 +21,20 @@ pub struct InProcess {
 impl InProcess {
     /// Starts `config` (its `server.listen` should be `127.0.0.1:0`).
     pub async fn start(config: Config, env: Env) -> Self {
+        Self::start_on(config, env, Clock::system()).await
+    }
+
+    /// [`start`](Self::start), deciding budget windows, resets and
+    /// schedules by `clock`.
+    pub async fn start_on(config: Config, env: Env, clock: Clock) -> Self {
         let (ready_tx, ready_rx) = oneshot::channel();
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let daemon = switchboard::adapters::install(Daemon::new(config, env)).component(
-            "probe",
-            move |ctx| async move {
+        let daemon = Daemon::new(config, env).clock(clock);
+        let daemon =
+            switchboard::adapters::install(daemon).component("probe", move |ctx| async move {
                 let _ = ready_tx.send((ctx.local_addr, ctx.gateway.clone()));
                 ctx.stop.cancelled().await;
-            },
-        );
+            });
         let task = tokio::spawn(async move {
             daemon
                 .run_until(async move {
