@@ -138,7 +138,10 @@ mod tests {
         let system = Clock::system();
         let before = system.now_ms();
         system.advance(DAY_MS);
-        assert!(system.now_ms() - before < DAY_MS, "the system's is not moved");
+        assert!(
+            system.now_ms() - before < DAY_MS,
+            "the system's is not moved"
+        );
     }
 
     #[test]

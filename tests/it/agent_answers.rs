@@ -202,13 +202,19 @@ async fn agent_layer_tools_coerce_their_arguments_like_every_tool() {
 }
 
 #[tokio::test]
-async fn saved_notes_reach_the_model_without_being_asked_for() {
+async fn saved_notes_reach_the_model_in_the_turns_message_and_the_system_prompt_never_changes() {
     let llm = FakeLlm::start(vec![Reply::Json(text("hi")), Reply::Json(text("hi"))]).await;
     let mut h = harness(&llm).await;
     turn(&mut h, "hello").await;
     let system = |i: usize| llm.requests()[i]["messages"][0]["content"].to_string();
+    let asked = |i: usize| {
+        let request = &llm.requests()[i];
+        let messages = request["messages"].as_array().unwrap().clone();
+        let last_user = messages.iter().rev().find(|m| m["role"] == "user").unwrap();
+        last_user["content"].as_str().unwrap().to_string()
+    };
     assert!(
-        !system(0).contains("Notes you saved"),
+        !llm.requests()[0].to_string().contains("Notes you saved"),
         "no notes, no section"
     );
     h.store
@@ -220,7 +226,27 @@ async fn saved_notes_reach_the_model_without_being_asked_for() {
         .await
         .unwrap();
     turn(&mut h, "hello again").await;
-    let prompt = system(1);
-    assert!(prompt.contains("prefers answers in French"), "{prompt}");
-    assert!(prompt.len() < 5000, "bounded: {}", prompt.len());
+    assert_eq!(
+        system(0),
+        system(1),
+        "the system prompt is byte-identical while the notes change"
+    );
+    let message = asked(1);
+    assert!(
+        message.starts_with("hello again\n\nNotes you saved about this user")
+            && message.contains("prefers answers in French"),
+        "{message}"
+    );
+    assert!(message.len() < 5000, "bounded: {}", message.len());
+    let stored = h
+        .store
+        .messages(&h.conversation.session().id)
+        .await
+        .unwrap();
+    assert!(
+        stored
+            .iter()
+            .all(|m| !m.content.contains("Notes you saved")),
+        "the notes are not stored with the message"
+    );
 }

@@ -263,6 +263,8 @@ pub struct Conversation {
     estimated: u64,
     /// The prompt estimate of the metered call on its way (0: none).
     asked: u64,
+    /// The user's notes as the running turn's message carries them.
+    recalled: Option<String>,
 }
 
 impl Conversation {
@@ -340,6 +342,7 @@ impl Conversation {
             calibration: 1.0,
             estimated: 0,
             asked: 0,
+            recalled: None,
         })
     }
 
@@ -415,30 +418,33 @@ impl Conversation {
 
     /// The system prompt of this turn: the configured one, where the
     /// conversation happens, and the user's saved notes.
-    async fn system_prompt(&mut self) -> String {
+    fn system_prompt(&self) -> String {
         let mut prompt = format!("{}\n\n{}", self.deps.system_prompt, self.context.describe());
         if self.needs_tool_use_guidance() {
             prompt.push_str("\n\n");
             prompt.push_str(TOOL_USE_GUIDANCE);
         }
+        prompt
+    }
+
+    /// The notes the user saved, as the section the turn's own message
+    /// carries: not in the system prompt, which stays byte-identical
+    /// across turns however the notes change, so a provider's prompt cache
+    /// keeps its prefix.
+    async fn recall(&mut self) -> Option<String> {
         let ahead = self.notes.take();
-        let Some(owner) = self.owner.as_ref().map(Owner::key) else {
-            return prompt;
-        };
+        let owner = self.owner.as_ref().map(Owner::key)?;
         let notes = match ahead {
             Some((of, notes)) if of == owner => Ok(notes),
             _ => self.deps.store.notes(&owner).await,
         };
         match notes {
-            Ok(notes) => {
-                if let Some(section) = layer::recall(&notes) {
-                    prompt.push_str("\n\n");
-                    prompt.push_str(&section);
-                }
+            Ok(notes) => layer::recall(&notes),
+            Err(err) => {
+                tracing::warn!(error = %err, "could not read the user's notes");
+                None
             }
-            Err(err) => tracing::warn!(error = %err, "could not read the user's notes"),
         }
-        prompt
     }
 
     /// Whether this session's model is of a family that narrates instead
@@ -611,7 +617,8 @@ impl Conversation {
         let mut room = context::Room::default();
         let mut nudged = false;
         let mut nudge = None;
-        let system = self.system_prompt().await;
+        let system = self.system_prompt();
+        self.recalled = self.recall().await;
         self.route = Default::default();
         loop {
             if cancel.is_cancelled() {
@@ -751,6 +758,11 @@ impl Conversation {
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, ProviderError> {
         let mut messages = self.history.clone();
+        if let Some(notes) = &self.recalled
+            && let Some(asked) = messages.iter_mut().rev().find(|m| m.role == Role::User)
+        {
+            asked.content = format!("{}\n\n{notes}", asked.content);
+        }
         messages.extend(nudge.map(ChatMessage::user));
         let request = ChatRequest {
             system: system.to_string(),

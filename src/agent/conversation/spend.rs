@@ -89,6 +89,7 @@ impl Conversation {
         };
         let counted = estimate_tokens(system, &self.history)
             + tool_tokens
+            + self.recalled.as_ref().map_or(0, |r| r.len() / 4)
             + nudge.map_or(0, |n| n.len() / 4 + 4);
         self.estimated = counted as u64;
         // The last call's real prompt against its estimate: a provider
