@@ -100,19 +100,43 @@ pub struct TodoItem {
 #[derive(Debug, Default)]
 pub struct Todos(Mutex<Vec<TodoItem>>);
 
+/// Heads the todo list a summary carries (followed by the list as JSON),
+/// so the list outlives the `todo` results the summary replaced.
+const TASKS_PREFIX: &str =
+    "[The task list when this summary was written; the todo tool still holds it:]";
+
 impl Todos {
-    /// The list as the last `todo` result in `history` left it.
+    /// The list as the newest of the last `todo` result in `history` and
+    /// the list a summary there carries left it.
     pub fn restore(history: &[ChatMessage]) -> Self {
         let items = history
             .iter()
             .rev()
-            .filter(|m| m.role == Role::Tool && m.name.as_deref() == Some("todo"))
-            .find_map(|m| {
-                let v: Value = serde_json::from_str(&m.content).ok()?;
-                serde_json::from_value(v.get("todos")?.clone()).ok()
+            .find_map(|m| match m.role {
+                Role::Tool if m.name.as_deref() == Some("todo") => {
+                    let v: Value = serde_json::from_str(&m.content).ok()?;
+                    serde_json::from_value(v.get("todos")?.clone()).ok()
+                }
+                Role::User if m.content.starts_with(super::history::SUMMARY_PREFIX) => {
+                    let (_, list) = m.content.split_once(TASKS_PREFIX)?;
+                    serde_json::from_str(list.trim()).ok()
+                }
+                _ => None,
             })
             .unwrap_or_default();
         Self(Mutex::new(items))
+    }
+
+    /// Adds the list (when there is one) to `summary`, which replaces
+    /// the `todo` results it was read from.
+    pub fn carry_into(&self, summary: &mut ChatMessage) {
+        let list = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if list.is_empty() {
+            return;
+        }
+        if let Ok(json) = serde_json::to_string(&*list) {
+            summary.content = format!("{}\n\n{TASKS_PREFIX}\n{json}", summary.content);
+        }
     }
 
     fn apply(&self, args: &Value) -> Result<String, ToolError> {

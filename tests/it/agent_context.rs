@@ -508,3 +508,87 @@ async fn a_long_conversation_keeps_answering_within_a_16k_window() {
     );
     assert!(splits >= 1, "the large paste moved it to a new session");
 }
+
+#[tokio::test]
+async fn the_todo_list_outlives_the_summary_that_replaced_its_results() {
+    let list = r#"{"todos":[{"id":"1","content":"migrate the schema","status":"in_progress"}]}"#;
+    let calls_json = json!([{"id": "t1", "name": "todo", "arguments": list}]).to_string();
+    let mut seed = vec![
+        NewMessage {
+            role: "user",
+            content: "FIRST QUESTION",
+            ..Default::default()
+        },
+        NewMessage {
+            role: "assistant",
+            content: "first answer",
+            ..Default::default()
+        },
+        NewMessage {
+            role: "user",
+            content: "plan the migration",
+            ..Default::default()
+        },
+        NewMessage {
+            role: "assistant",
+            content: "",
+            tool_calls: Some(&calls_json),
+            ..Default::default()
+        },
+        NewMessage {
+            role: "tool",
+            content: list,
+            tool_call_id: Some("t1"),
+            name: Some("todo"),
+            ..Default::default()
+        },
+        NewMessage {
+            role: "assistant",
+            content: "planned",
+            ..Default::default()
+        },
+    ];
+    let history = long_history(40);
+    seed.extend(history.iter().skip(2).map(|(r, c)| NewMessage {
+        role: r,
+        content: c,
+        ..Default::default()
+    }));
+    let llm = FakeLlm::start(vec![
+        Reply::Json(text("first reply")),
+        Reply::Json(calls(&[("t2", "todo", "{}")])),
+        Reply::Json(text("still on it")),
+    ])
+    .await;
+    let aux = FakeLlm::start(vec![summary_model()]).await;
+    let mut h = harness_with(
+        &llm,
+        |c| {
+            c.llm.context_window = 16_000;
+            c.llm.max_tokens = 1000;
+            c.llm.max_retries = 0;
+            c.llm.auxiliary.base_url = Some(aux.url.clone());
+        },
+        &seed,
+    )
+    .await;
+    h.conversation
+        .run_turn("LATEST QUESTION", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(aux.requests().len(), 1, "the middle was summarised");
+    let first = llm.requests()[0].to_string();
+    assert!(
+        !first.contains("\"tool_call_id\""),
+        "its todo result went with it"
+    );
+    // Read back from the checkpoint, the list is still there.
+    let mut reopened = h.reopen().await;
+    reopened
+        .run_turn("where are we?", &CancellationToken::new())
+        .await
+        .unwrap();
+    let results = tool_messages(&llm.requests()[2]);
+    let (_, listed) = results.last().unwrap();
+    assert!(listed.contains("migrate the schema"), "{listed}");
+}

@@ -154,7 +154,16 @@ impl Conversation {
             let aux = self.deps.auxiliary.clone();
             let budget = self.transcript_budget();
             match summarize_middle(&mut self.history, aux.as_ref(), budget).await {
-                Ok(true) => cut += 1,
+                Ok(true) => {
+                    cut += 1;
+                    let written =
+                        self.history.iter_mut().rev().find(|m| {
+                            m.role == Role::User && m.content.starts_with(SUMMARY_PREFIX)
+                        });
+                    if let Some(summary) = written {
+                        self.todos.carry_into(summary);
+                    }
+                }
                 Ok(false) => {}
                 Err(err) => tracing::warn!(error = %err, "summarising the conversation failed"),
             }
@@ -205,7 +214,7 @@ impl Conversation {
             .iter()
             .rposition(|m| m.role == Role::User)
             .unwrap_or(0);
-        let summary = if start == 0 {
+        let mut summary = if start == 0 {
             None
         } else {
             let aux = self.deps.auxiliary.clone();
@@ -222,6 +231,9 @@ impl Conversation {
                 },
             )
         };
+        if let Some(summary) = &mut summary {
+            self.todos.carry_into(summary);
+        }
         let next = self.deps.store.split_session(&self.session).await?;
         tracing::info!(session.parent = %self.session.id, session.id = %next.id, "conversation continues in a new session");
         self.moved(&next.id).await?;
