@@ -41,6 +41,7 @@ impl ChatModel for InstantModel {
                     id: format!("c{n}"),
                     name: "read_file".into(),
                     arguments: r#"{"path":"note.txt"}"#.into(),
+                    extra: None,
                 }],
                 finish: FinishReason::ToolCalls,
                 usage: Usage {

@@ -172,6 +172,7 @@ mod tests {
             id: "c".into(),
             name: name.into(),
             arguments: args.into(),
+            extra: None,
         }
     }
 

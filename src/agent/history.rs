@@ -279,6 +279,7 @@ mod tests {
             id: id.into(),
             name: "read_file".into(),
             arguments: "{}".into(),
+            extra: None,
         }
     }
 
@@ -333,6 +334,7 @@ mod tests {
                     id: "w".into(),
                     name: "write_file".into(),
                     arguments: args,
+                    extra: None,
                 }],
             ),
             ChatMessage::tool_result(&call("w"), "z".repeat(5000)),

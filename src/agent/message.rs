@@ -38,6 +38,11 @@ pub struct ToolCall {
     pub name: String,
     /// Arguments as JSON text.
     pub arguments: String,
+    /// What the provider attached to the call and wants back with it
+    /// (an OpenAI-compatible endpoint's `extra_content`, such as Gemini's
+    /// thought signature), kept as it came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra: Option<serde_json::Value>,
 }
 
 /// One message of a conversation (serialised whole in context

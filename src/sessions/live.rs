@@ -606,6 +606,7 @@ mod tests {
             id: "c1".into(),
             name: "terminal".into(),
             arguments: r#"{"command":"cargo test"}"#.into(),
+            extra: None,
         };
         assert_eq!(status(Progress::Off, &call, true), None);
         assert_eq!(

@@ -113,6 +113,60 @@ async fn streamed_tool_call_deltas_are_assembled() {
     assert_eq!(out.usage.prompt_tokens, 40);
 }
 
+#[tokio::test]
+async fn what_a_provider_attaches_to_a_call_goes_back_with_it() {
+    // Gemini's OpenAI-compatible endpoint signs its thinking on each call
+    // and wants the signature back with the call on the next request.
+    let signed = json!({"google": {"thought_signature": "sig-abc"}});
+    let chunk = |delta: Value, finish: Option<&str>| json!({"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+    let whole = json!({
+        "id": "x", "object": "chat.completion", "model": "gemini",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+            "tool_calls": [{"id": "call_w", "type": "function", "extra_content": signed,
+                            "function": {"name": "todo", "arguments": "{}"}}]}}],
+    });
+    for (stream, first) in [
+        (false, Reply::Json(whole)),
+        (
+            true,
+            Reply::Sse(vec![chunk(
+                json!({"tool_calls": [{"index": 0, "id": "call_w", "type": "function", "extra_content": signed,
+                                             "function": {"name": "todo", "arguments": "{}"}}]}),
+                Some("tool_calls"),
+            )]),
+        ),
+    ] {
+        let llm = FakeLlm::start(vec![first, Reply::Json(text("done"))]).await;
+        let mut h = harness_with(&llm, |c| c.llm.stream = stream, &[]).await;
+        h.conversation
+            .run_turn("plan", &CancellationToken::new())
+            .await
+            .unwrap();
+        let again = &llm.requests()[1];
+        let call = again["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find_map(|m| m["tool_calls"].get(0))
+            .unwrap()
+            .clone();
+        assert_eq!(call["extra_content"], signed, "stream {stream}: {call}");
+        // Stored with the call, so a conversation read back keeps it.
+        let stored = h
+            .store
+            .messages(&h.conversation.session().id)
+            .await
+            .unwrap();
+        assert!(
+            stored.iter().any(|m| m
+                .tool_calls
+                .as_deref()
+                .is_some_and(|c| c.contains("sig-abc"))),
+            "stream {stream}"
+        );
+    }
+}
+
 /// An Anthropic conversation (with `edit`) asked to read a.txt, which says
 /// "A"; the model's script reads it and answers "It says A." over 80 input
 /// tokens.

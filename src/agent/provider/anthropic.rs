@@ -213,6 +213,7 @@ fn parse(body: &Value) -> Result<ChatResponse, ProviderError> {
                 id: block["id"].as_str().unwrap_or("").to_string(),
                 name: block["name"].as_str().unwrap_or("").to_string(),
                 arguments: block["input"].to_string(),
+                extra: None,
             }),
             _ => {}
         }
@@ -386,6 +387,7 @@ mod tests {
             id: id.into(),
             name: "read_file".into(),
             arguments: arguments.into(),
+            extra: None,
         };
         let (a, b) = (call("t1", r#"{"path":"a.txt"}"#), call("t2", "{not json"));
         let history = vec![

@@ -164,6 +164,8 @@ impl serde::Serialize for Calls<'_> {
             id: &'a str,
             r#type: &'static str,
             function: Function<'a>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            extra_content: Option<&'a Value>,
         }
         #[derive(serde::Serialize)]
         struct Function<'a> {
@@ -177,6 +179,7 @@ impl serde::Serialize for Calls<'_> {
                 name: &c.name,
                 arguments: &c.arguments,
             },
+            extra_content: c.extra.as_ref(),
         }))
     }
 }
@@ -233,6 +236,7 @@ fn parse_complete(body: &Value) -> Result<ChatResponse, ProviderError> {
                     arguments: arguments_text(
                         c.pointer("/function/arguments").unwrap_or(&Value::Null),
                     ),
+                    extra: c.get("extra_content").filter(|v| !v.is_null()).cloned(),
                 })
                 .collect()
         })
@@ -250,6 +254,7 @@ struct PartialCall {
     id: Option<String>,
     name: String,
     arguments: String,
+    extra: Option<Value>,
 }
 
 async fn read_stream(
@@ -306,6 +311,9 @@ async fn read_stream(
             if let Some(args) = delta.pointer("/function/arguments") {
                 call.arguments.push_str(&arguments_text(args));
             }
+            if let Some(extra) = delta.get("extra_content").filter(|v| !v.is_null()) {
+                call.extra = Some(extra.clone());
+            }
         }
         if let Some(reason) = choice["finish_reason"].as_str() {
             finish_reason = Some(reason.to_string());
@@ -319,6 +327,7 @@ async fn read_stream(
                 id: c.id.unwrap_or_else(|| fallback_id(index)),
                 name: c.name,
                 arguments: c.arguments,
+                extra: c.extra,
             })
             .collect(),
         finish: finish(finish_reason.as_deref()),
@@ -412,6 +421,7 @@ mod tests {
             id: "call_1".into(),
             name: "read_file".into(),
             arguments: r#"{"path":"a.txt"}"#.into(),
+            extra: None,
         };
         let request = ChatRequest {
             system: "be brief".into(),
