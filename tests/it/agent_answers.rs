@@ -238,11 +238,7 @@ async fn saved_notes_reach_the_model_in_the_turns_message_and_the_system_prompt_
         "{message}"
     );
     assert!(message.len() < 5000, "bounded: {}", message.len());
-    let stored = h
-        .store
-        .messages(&h.conversation.session().id)
-        .await
-        .unwrap();
+    let stored = h.stored().await;
     assert!(
         stored
             .iter()

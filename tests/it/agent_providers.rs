@@ -152,11 +152,7 @@ async fn what_a_provider_attaches_to_a_call_goes_back_with_it() {
             .clone();
         assert_eq!(call["extra_content"], signed, "stream {stream}: {call}");
         // Stored with the call, so a conversation read back keeps it.
-        let stored = h
-            .store
-            .messages(&h.conversation.session().id)
-            .await
-            .unwrap();
+        let stored = h.stored().await;
         assert!(
             stored.iter().any(|m| m
                 .tool_calls

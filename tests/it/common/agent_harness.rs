@@ -29,6 +29,12 @@ fn context() -> SessionContext {
 }
 
 impl Harness {
+    /// The messages stored in the conversation's session.
+    pub async fn stored(&self) -> Vec<switchboard::store::StoredMessage> {
+        let session = &self.conversation.session().id;
+        self.store.messages(session).await.unwrap()
+    }
+
     /// The session's agent opened again from storage, as a worker that
     /// unloaded it would.
     pub async fn reopen(&self) -> Conversation {
