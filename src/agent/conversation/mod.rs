@@ -1,15 +1,20 @@
 //! One session's agent and its turn loop; keeping it inside the context
-//! window is in `context.rs`, running a turn's tool calls in `calls.rs`.
+//! window is in `context.rs`, running a turn's tool calls in `calls.rs`,
+//! how a turn ends in `outcome.rs`, its calls against the budgets in
+//! `spend.rs`.
 
 mod calls;
 mod context;
 mod deps;
+mod outcome;
 mod spend;
 
 pub use context::SPLIT_NOTICE;
 pub use deps::{AgentDeps, SessionContext, TOOL_USE_GUIDANCE};
+pub use outcome::{StopReason, TurnOutcome};
 
 use calls::{Slot, distinct_calls};
+use outcome::Tally;
 
 use crate::telemetry::events;
 use std::path::PathBuf;
@@ -17,12 +22,12 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use super::AgentError;
 use super::execute::{Checked, check};
 use super::history::sanitize;
 use super::layer::{self, ClarifyBroker, Owner, Todos};
 use super::message::{ChatMessage, Role, ToolCall};
 use super::provider::{ChatRequest, ChatResponse, ProviderError, Usage};
-use super::{AgentError, IterationBudget};
 
 use crate::store::{
     Committed, Completion, MemoryNote, Session, StoreError, TurnCommit, TurnRecord, now_ms,
@@ -53,56 +58,6 @@ pub trait AgentEvents: Send + Sync {
 pub struct NoEvents;
 
 impl AgentEvents for NoEvents {}
-
-/// Why a turn ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
-    /// The model gave a final answer.
-    Final,
-    /// The iteration budget ran out.
-    BudgetExhausted,
-    /// Three turns in a row had only invalid tool calls.
-    InvalidToolCalls,
-    /// The turn was cancelled.
-    Cancelled,
-    /// Its next model call could have crossed a spend cap.
-    OverBudget,
-    /// The current message does not fit the context window even in a
-    /// fresh session.
-    TooLong,
-}
-
-impl StopReason {
-    /// Its name in records: `final`, `budget_exhausted`, ….
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StopReason::Final => "final",
-            StopReason::BudgetExhausted => "budget_exhausted",
-            StopReason::InvalidToolCalls => "invalid_tool_calls",
-            StopReason::Cancelled => "cancelled",
-            StopReason::OverBudget => "over_budget",
-            StopReason::TooLong => "too_long",
-        }
-    }
-}
-
-/// The result of a turn.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TurnOutcome {
-    /// What to tell the user (a partial answer when stopped early).
-    pub reply: String,
-    /// Why the turn ended.
-    pub stop: StopReason,
-    /// Model calls made.
-    pub model_calls: u32,
-    /// Tool calls run.
-    pub tool_calls: u32,
-    /// Tokens used.
-    pub usage: Usage,
-    /// Something the chat should be told besides the answer (the
-    /// conversation continues in a new session, say).
-    pub notice: Option<String>,
-}
 
 /// A turn that ran, and the writes it ends with (see
 /// [`Conversation::commit`]).
@@ -137,84 +92,6 @@ const BUDGET_NUDGE: &str = "This request has reached its spending budget and you
 
 /// Output cap of the wrap-up call that ends a stopped turn.
 const WRAP_UP_TOKENS: u32 = 1024;
-
-/// Output of one call this turn could no longer afford keeps this much.
-const TOOL_OUTPUT_FLOOR: usize = 1000;
-
-/// The running counts of one turn.
-struct Tally {
-    budget: IterationBudget,
-    tool_calls: u32,
-    last_text: String,
-    /// Characters of tool output the rest of the turn may add.
-    tool_output_left: usize,
-    notice: Option<String>,
-    /// The spend cap that stopped the turn, said after its last text.
-    over_budget: Option<String>,
-}
-
-impl Tally {
-    fn new(limit: u32, tool_output: usize) -> Self {
-        Self {
-            budget: IterationBudget::new(limit),
-            tool_calls: 0,
-            last_text: String::new(),
-            tool_output_left: tool_output,
-            notice: None,
-            over_budget: None,
-        }
-    }
-
-    /// `result` as far as this turn's tool-output budget allows: whole
-    /// while it lasts, then cut with a note (never below
-    /// [`TOOL_OUTPUT_FLOOR`]), so a batch of large reads cannot flood the
-    /// context.
-    fn afford(&mut self, result: String) -> String {
-        let chars = result.chars().count();
-        if chars <= self.tool_output_left {
-            self.tool_output_left -= chars;
-            return result;
-        }
-        let keep = self.tool_output_left.max(TOOL_OUTPUT_FLOOR);
-        self.tool_output_left = self.tool_output_left.saturating_sub(keep);
-        format!(
-            "{}\n[This turn's tool output budget is used up: the rest of this result was cut. Ask for smaller parts.]",
-            crate::render::clip(&result, keep)
-        )
-    }
-
-    /// The outcome, with the turn's model usage `usage`; early stops
-    /// keep the last text as a partial answer.
-    fn stop(&self, reason: StopReason, usage: Usage) -> TurnOutcome {
-        let note = match reason {
-            StopReason::BudgetExhausted => {
-                "\n\n(I stopped here: this request used up its step budget.)".to_string()
-            }
-            StopReason::InvalidToolCalls => {
-                "\n\n(I stopped here: my tool calls kept failing validation.)".to_string()
-            }
-            StopReason::OverBudget => {
-                format!("\n\n({})", self.over_budget.as_deref().unwrap_or_default())
-            }
-            StopReason::Final | StopReason::Cancelled | StopReason::TooLong => String::new(),
-        };
-        let reply = match reason {
-            StopReason::Final => self.last_text.clone(),
-            StopReason::TooLong => TOO_LONG.to_string(),
-            _ => format!("{}{note}", self.last_text.trim())
-                .trim()
-                .to_string(),
-        };
-        TurnOutcome {
-            reply,
-            stop: reason,
-            model_calls: self.budget.used(),
-            tool_calls: self.tool_calls,
-            usage,
-            notice: self.notice.clone(),
-        }
-    }
-}
 
 /// One session's agent.
 pub struct Conversation {
