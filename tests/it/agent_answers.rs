@@ -115,6 +115,51 @@ async fn an_answer_that_stays_empty_still_gets_an_honest_reply() {
 }
 
 #[tokio::test]
+async fn an_empty_last_answer_falls_back_to_what_the_turn_said_before() {
+    let mut looked = calls(&[("t1", "todo", "{}")]);
+    looked["choices"][0]["message"]["content"] = json!("The list is empty, so nothing is pending.");
+    let llm = FakeLlm::start(vec![
+        Reply::Json(looked),
+        Reply::Json(text("")),
+        Reply::Json(text("")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    let out = turn(&mut h, "anything pending?").await;
+    assert_eq!(out.stop, StopReason::Final);
+    assert_eq!(out.reply, "The list is empty, so nothing is pending.");
+    assert_eq!(llm.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn arguments_that_stay_invalid_json_are_refused_after_three_quiet_retries() {
+    let broken = || Reply::Json(calls(&[("b1", "todo", "{\"todos\": ]}")]));
+    let llm = FakeLlm::start(vec![
+        broken(),
+        broken(),
+        broken(),
+        broken(),
+        Reply::Json(text("I could not write the list.")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    let out = turn(&mut h, "plan it").await;
+    assert_eq!(out.reply, "I could not write the list.");
+    let asked = llm.requests();
+    assert_eq!(
+        asked.len(),
+        5,
+        "three quiet retries, then the refusal goes back"
+    );
+    for quiet in &asked[1..4] {
+        assert!(tool_messages(quiet).is_empty(), "a retry adds nothing");
+    }
+    let results = tool_messages(&asked[4]);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(results[0].1.contains("not valid JSON"), "{results:?}");
+}
+
+#[tokio::test]
 async fn a_spent_step_budget_ends_with_a_wrap_up_without_tools() {
     let step = |i: usize| {
         Reply::Json(calls(&[(
