@@ -248,10 +248,24 @@ pub async fn summarize(
         live: None,
     };
     let summary = model.chat(&request).await?.content;
-    Ok(ChatMessage::user(format!(
-        "{SUMMARY_PREFIX}\n{}",
-        summary.trim()
-    )))
+    Ok(summary_message(summary.trim()))
+}
+
+/// Marks a summary in the message's structure (its name, which no
+/// user's message has), not only by its text, which a user could write.
+pub const SUMMARY_NAME: &str = "summary";
+
+/// A summary of the earlier conversation saying `text`.
+pub fn summary_message(text: &str) -> ChatMessage {
+    ChatMessage {
+        name: Some(SUMMARY_NAME.into()),
+        ..ChatMessage::user(format!("{SUMMARY_PREFIX}\n{text}"))
+    }
+}
+
+/// Whether `message` is a summary the conversation wrote.
+pub fn is_summary(message: &ChatMessage) -> bool {
+    message.role == Role::User && message.name.as_deref() == Some(SUMMARY_NAME)
 }
 
 /// Replaces the middle of the conversation (after the first exchange,

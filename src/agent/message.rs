@@ -59,6 +59,20 @@ pub struct ChatMessage {
     pub tool_call_id: Option<String>,
     /// The tool that answered (tool messages).
     pub name: Option<String>,
+    /// The notes its sender saved, as they went to the model with this
+    /// message (a turn's own message). Never stored with the message; the
+    /// model sees them only in turns of the same sender.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recalled: Option<Recalled>,
+}
+
+/// A sender's saved notes, as one of their messages carried them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recalled {
+    /// Whose (`<platform>:<user id>`).
+    pub owner: String,
+    /// The notes' section.
+    pub notes: String,
 }
 
 impl ChatMessage {
@@ -79,6 +93,7 @@ impl ChatMessage {
             tool_calls: Vec::new(),
             tool_call_id: None,
             name: None,
+            recalled: None,
         }
     }
 
@@ -98,6 +113,7 @@ impl ChatMessage {
             tool_calls: Vec::new(),
             tool_call_id: Some(call.id.clone()),
             name: Some(call.name.clone()),
+            recalled: None,
         }
     }
 
@@ -106,9 +122,15 @@ impl ChatMessage {
         let calls: usize = self
             .tool_calls
             .iter()
-            .map(|c| c.name.len() + c.arguments.len() + 16)
+            .map(|c| {
+                c.name.len()
+                    + c.arguments.len()
+                    + c.extra.as_ref().map_or(0, |e| e.to_string().len())
+                    + 16
+            })
             .sum();
-        (self.content.len() + calls) / 4 + 4
+        let notes = self.recalled.as_ref().map_or(0, |r| r.notes.len());
+        (self.content.len() + calls + notes) / 4 + 4
     }
 
     /// Roughly how much memory the message holds, in bytes: its text and
@@ -125,6 +147,10 @@ impl ChatMessage {
             + calls
             + self.tool_call_id.as_deref().map_or(0, text)
             + self.name.as_deref().map_or(0, text)
+            + self
+                .recalled
+                .as_ref()
+                .map_or(0, |r| text(&r.owner) + text(&r.notes))
     }
 
     /// A stored row back into a message; unknown roles (system rows from
@@ -147,6 +173,7 @@ impl ChatMessage {
             tool_calls,
             tool_call_id: row.tool_call_id.clone(),
             name: row.name.clone(),
+            recalled: None,
         })
     }
 

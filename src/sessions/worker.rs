@@ -19,7 +19,7 @@ use super::outbox;
 use super::revisions::Change;
 use crate::agent::{AgentError, Conversation, Turn};
 use crate::platform::InboundEvent;
-use crate::store::{Completion, Outbound, now_ms};
+use crate::store::{Completion, Outbound};
 use crate::telemetry::events;
 
 /// One accepted event on its way through a session. The event is boxed:
@@ -558,7 +558,7 @@ async fn answer(
             }
         };
         state.end_turn();
-        *last_active = now_ms();
+        *last_active = inner.clock.now_ms();
         if let Err(AgentError::Store(err)) = &turn.result
             && inner.store.failed_from_away(err).await
         {

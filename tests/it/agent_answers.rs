@@ -278,8 +278,9 @@ async fn saved_notes_reach_the_model_in_the_turns_message_and_the_system_prompt_
     );
     let message = asked(1);
     assert!(
-        message.starts_with("hello again\n\nNotes you saved about this user")
-            && message.contains("prefers answers in French"),
+        message.starts_with("[Notes you saved about this user")
+            && message.contains("prefers answers in French")
+            && message.ends_with("[End of the notes; the user's message follows.]\n\nhello again"),
         "{message}"
     );
     assert!(message.len() < 5000, "bounded: {}", message.len());

@@ -173,7 +173,7 @@ async fn a_webhook_route_over_budget_records_the_event_or_answers_429() {
                     .await
                     .unwrap()
                     .iter()
-                    .any(|r| r.level == "route")
+                    .any(|r| r.level == "route" && r.turns == 1)
             })
             .await;
             let over = post("d2", common::pr_push(2, "second")).await;

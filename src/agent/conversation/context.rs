@@ -9,8 +9,8 @@
 use super::Conversation;
 use crate::agent::AgentError;
 use crate::agent::history::{
-    SUMMARY_PREFIX, TAIL_MESSAGES, TRIMMED_KEEP, estimate_tokens, shrink_tool_io, summarize,
-    summarize_middle, trim_old_tool_outputs,
+    TAIL_MESSAGES, TRIMMED_KEEP, estimate_tokens, is_summary, shrink_tool_io, summarize,
+    summarize_middle, summary_message, trim_old_tool_outputs,
 };
 use crate::agent::message::{ChatMessage, Role};
 use crate::store::{Store, StoreError};
@@ -156,10 +156,7 @@ impl Conversation {
             match summarize_middle(&mut self.history, aux.as_ref(), budget).await {
                 Ok(true) => {
                     cut += 1;
-                    let written =
-                        self.history.iter_mut().rev().find(|m| {
-                            m.role == Role::User && m.content.starts_with(SUMMARY_PREFIX)
-                        });
+                    let written = self.history.iter_mut().rev().find(|m| is_summary(m));
                     if let Some(summary) = written {
                         self.todos.carry_into(summary);
                     }
@@ -224,9 +221,7 @@ impl Conversation {
                     Ok(note) => note,
                     Err(err) => {
                         tracing::warn!(error = %err, "summarising before the split failed");
-                        ChatMessage::user(format!(
-                            "{SUMMARY_PREFIX}\n(The earlier conversation could not be summarised.)"
-                        ))
+                        summary_message("(The earlier conversation could not be summarised.)")
                     }
                 },
             )

@@ -140,8 +140,6 @@ pub struct Conversation {
     estimated: u64,
     /// The prompt estimate of the metered call on its way (0: none).
     asked: u64,
-    /// The user's notes as the running turn's message carries them.
-    recalled: Option<String>,
 }
 
 impl Conversation {
@@ -219,7 +217,6 @@ impl Conversation {
             calibration: 1.0,
             estimated: 0,
             asked: 0,
-            recalled: None,
         })
     }
 
@@ -308,7 +305,7 @@ impl Conversation {
     /// carries: not in the system prompt, which stays byte-identical
     /// across turns however the notes change, so a provider's prompt cache
     /// keeps its prefix.
-    async fn recall(&mut self) -> Option<String> {
+    async fn recall(&mut self) -> Option<super::message::Recalled> {
         let ahead = self.notes.take();
         let owner = self.owner.as_ref().map(Owner::key)?;
         let notes = match ahead {
@@ -316,7 +313,9 @@ impl Conversation {
             _ => self.deps.store.notes(&owner).await,
         };
         match notes {
-            Ok(notes) => layer::recall(&notes),
+            Ok(notes) => {
+                layer::recall(&notes).map(|notes| super::message::Recalled { owner, notes })
+            }
             Err(err) => {
                 tracing::warn!(error = %err, "could not read the user's notes");
                 None
@@ -428,9 +427,13 @@ impl Conversation {
         let model = self.deps.models.for_session(&self.session).to_string();
         let cost_micros = self.used_micros;
         let (user_id, job_id) = self.charged();
+        let held = self.holds_budget();
+        // The turn is over: its hold stops being renewed (the commit
+        // removes it).
+        self.meter = None;
         Turn {
             answer: self.staged.take(),
-            held: self.holds_budget(),
+            held,
             record: TurnRecord {
                 session_id: self.session.id.clone(),
                 started_at,
@@ -495,7 +498,10 @@ impl Conversation {
         let mut nudged = false;
         let mut nudge = None;
         let system = self.system_prompt();
-        self.recalled = self.recall().await;
+        let recalled = self.recall().await;
+        if let Some(asked) = self.history.iter_mut().rev().find(|m| m.role == Role::User) {
+            asked.recalled = recalled;
+        }
         self.route = Default::default();
         loop {
             if cancel.is_cancelled() {
@@ -635,10 +641,16 @@ impl Conversation {
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, ProviderError> {
         let mut messages = self.history.clone();
-        if let Some(notes) = &self.recalled
-            && let Some(asked) = messages.iter_mut().rev().find(|m| m.role == Role::User)
-        {
-            asked.content = format!("{}\n\n{notes}", asked.content);
+        // Each message keeps the notes it went with, so the requests of
+        // later turns repeat the earlier ones byte for byte (a provider's
+        // prompt cache keeps its prefix); another sender's never show.
+        let owner = self.owner.as_ref().map(Owner::key);
+        for message in &mut messages {
+            if let Some(recalled) = message.recalled.take()
+                && owner.as_ref() == Some(&recalled.owner)
+            {
+                message.content = format!("{}\n\n{}", recalled.notes, message.content);
+            }
         }
         messages.extend(nudge.map(ChatMessage::user));
         let request = ChatRequest {

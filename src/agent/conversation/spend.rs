@@ -89,7 +89,6 @@ impl Conversation {
         };
         let counted = estimate_tokens(system, &self.history)
             + tool_tokens
-            + self.recalled.as_ref().map_or(0, |r| r.len() / 4)
             + nudge.map_or(0, |n| n.len() / 4 + 4);
         self.estimated = counted as u64;
         // The last call's real prompt against its estimate: a provider
@@ -143,7 +142,12 @@ impl Conversation {
 
     /// After a call that used `usage`: counted, priced as the model that
     /// answered it, and the hold settled.
-    pub(super) async fn spent(&mut self, usage: Usage) -> Result<(), AgentError> {
+    pub(super) async fn spent(&mut self, mut usage: Usage) -> Result<(), AgentError> {
+        // A metered call whose answer reports no prompt (an endpoint that
+        // leaves usage out, a salvaged stream) counts its estimate.
+        if usage.prompt_tokens == 0 && self.meter.is_some() {
+            usage.prompt_tokens = self.asked;
+        }
         self.asked = 0;
         self.used += usage;
         let models = &self.deps.models;
