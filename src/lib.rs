@@ -9,6 +9,11 @@
 //! for a human; [`config`] is the contract of `gateway.toml`; [`http`],
 //! [`daemon`], [`cli`] and [`telemetry`] run and watch the process.
 
+// Laying out Discord's connection future (its lead loop inside the attach
+// inside the component) goes past rustc's default query depth of 128 in
+// release builds.
+#![recursion_limit = "256"]
+
 pub mod adapters;
 pub mod agent;
 pub mod approvals;
