@@ -137,7 +137,12 @@ pub fn main() -> ExitCode {
     crate::http::client::install_crypto();
     let cli = Cli::parse();
     let env = Env::from_process();
-    let config = match config::load(cli.config.as_deref(), &env).and_then(check_toolsets) {
+    let loaded = match cli.command {
+        // Reads the database alone: runs without the daemon's secrets.
+        Command::Cluster { .. } => config::load_storage(cli.config.as_deref(), &env),
+        _ => config::load(cli.config.as_deref(), &env).and_then(check_toolsets),
+    };
+    let config = match loaded {
         Ok(loaded) => loaded,
         Err(err) => return config_failure(&err),
     };

@@ -15,6 +15,7 @@
 pub mod relay;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -55,7 +56,31 @@ struct Inner {
     id: String,
     name: String,
     shared: Option<Shared>,
+    activity: Activity,
 }
+
+/// What this replica reports with each renewal.
+#[derive(Default)]
+struct Activity {
+    turns: AtomicI64,
+    moves_out: AtomicI64,
+    moves_in: AtomicI64,
+    last_move: Mutex<Option<(String, Instant)>>,
+}
+
+/// A live replica and how many sessions it owns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Share {
+    /// Its id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// Sessions it owns.
+    pub owned: usize,
+}
+
+/// How often dead replicas' records and long-lapsed leases are pruned.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
 /// This replica's membership; cheap to clone.
 #[derive(Clone)]
@@ -93,6 +118,7 @@ impl Cluster {
                 id: new_id(),
                 name: default_name(),
                 shared: None,
+                activity: Activity::default(),
             }),
         }
     }
@@ -115,18 +141,12 @@ impl Cluster {
         let id = new_id();
         store.replica_join(&id, &name).await?;
         let ttl = Duration::from_secs(config.lease_secs);
-        // Replicas gone for ten leases are history.
-        let pruned = store.replicas_prune(10 * millis(ttl)).await?;
-        if pruned > 0 {
-            tracing::info!(
-                replicas.pruned = pruned,
-                "replicas not seen for long forgotten"
-            );
-        }
+        prune(store, ttl).await?;
         let cluster = Self {
             inner: Arc::new(Inner {
                 id,
                 name,
+                activity: Activity::default(),
                 shared: Some(Shared {
                     store: store.clone(),
                     ttl,
@@ -217,11 +237,12 @@ impl Cluster {
     }
 
     /// Gives `term`'s lease up (when its work is done), so another
-    /// replica may take it at once.
-    pub async fn release(&self, term: Term) {
+    /// replica may take it at once. False when the lease was no longer
+    /// this replica's (taken over, lapsed, or not renewed in time).
+    pub async fn release(&self, term: Term) -> bool {
         term.ended.cancel();
         let Some(shared) = &self.inner.shared else {
-            return;
+            return true;
         };
         let mine = {
             let mut held = shared.held();
@@ -240,6 +261,7 @@ impl Cluster {
             }
             self.report();
         }
+        mine
     }
 
     /// What a write made under `term` is checked against: `None` with one
@@ -266,6 +288,83 @@ impl Cluster {
         all
     }
 
+    /// How long a lease outlives its holder's last renewal.
+    pub fn lease_ttl(&self) -> Duration {
+        self.inner
+            .shared
+            .as_ref()
+            .map_or(Duration::from_secs(6), |s| s.ttl)
+    }
+
+    /// The live replicas (seen within a lease) and the sessions each owns;
+    /// empty with one replica.
+    pub async fn shares(&self) -> Result<Vec<Share>, StoreError> {
+        let Some(shared) = &self.inner.shared else {
+            return Ok(Vec::new());
+        };
+        Ok(shared
+            .store
+            .session_shares(millis(shared.ttl))
+            .await?
+            .into_iter()
+            .map(|(id, name, owned)| Share {
+                id,
+                name,
+                owned: usize::try_from(owned).unwrap_or(0),
+            })
+            .collect())
+    }
+
+    /// A turn started here.
+    pub fn turn_started(&self) {
+        self.inner.activity.turns.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A turn ended here.
+    pub fn turn_ended(&self) {
+        self.inner.activity.turns.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Session `key` moved: handed to replica `to` (`out`), or taken from
+    /// another's hand-off (`to` is this replica's name).
+    pub fn moved(&self, key: &str, peer: &str, out: bool) {
+        let a = &self.inner.activity;
+        let (counter, line) = if out {
+            (&a.moves_out, format!("{key} -> {peer}"))
+        } else {
+            (&a.moves_in, format!("{key} <- {peer}"))
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        *a.last_move.lock().unwrap_or_else(|e| e.into_inner()) = Some((line, Instant::now()));
+        events::emit(events::SessionMoved { out });
+    }
+
+    /// Sessions handed to other replicas and taken from their hand-offs
+    /// since this replica joined.
+    pub fn moves(&self) -> (i64, i64) {
+        let a = &self.inner.activity;
+        (
+            a.moves_out.load(Ordering::Relaxed),
+            a.moves_in.load(Ordering::Relaxed),
+        )
+    }
+
+    fn activity(&self) -> crate::store::ReplicaActivity {
+        let a = &self.inner.activity;
+        let last_move = a
+            .last_move
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|(line, at)| (line.clone(), millis(at.elapsed())));
+        crate::store::ReplicaActivity {
+            turns: a.turns.load(Ordering::Relaxed).max(0),
+            moves_out: a.moves_out.load(Ordering::Relaxed),
+            moves_in: a.moves_in.load(Ordering::Relaxed),
+            last_move,
+        }
+    }
+
     fn retry_every(&self) -> Duration {
         self.inner
             .shared
@@ -288,13 +387,21 @@ impl Cluster {
         let margin = shared.ttl / 6;
         let mut deadline = Instant::now() + shared.ttl - margin;
         let mut last_ok = Instant::now();
+        let mut pruned = Instant::now();
         loop {
             let sent = Instant::now();
             let asked = self.held();
+            let activity = self.activity();
             let renewed = tokio::select! {
                 _ = stop.cancelled() => break,
-                r = tokio::time::timeout(every, shared.store.lease_renew(&self.inner.id, &asked, millis(shared.ttl))) => r,
+                r = tokio::time::timeout(every, shared.store.lease_renew(&self.inner.id, &asked, millis(shared.ttl), &activity)) => r,
             };
+            if pruned.elapsed() >= PRUNE_EVERY {
+                pruned = Instant::now();
+                if let Err(err) = prune(&shared.store, shared.ttl).await {
+                    tracing::warn!(error = %err, "gone replicas not pruned");
+                }
+            }
             match renewed {
                 Ok(Ok(held)) => {
                     deadline = sent + shared.ttl - margin;
@@ -397,6 +504,18 @@ impl Shared {
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, Held>> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// Forgets replicas gone for ten leases (and leases lapsed for a day).
+async fn prune(store: &Store, ttl: Duration) -> Result<(), StoreError> {
+    let pruned = store.replicas_prune(10 * millis(ttl)).await?;
+    if pruned > 0 {
+        tracing::info!(
+            replicas.pruned = pruned,
+            "replicas not seen for long forgotten"
+        );
+    }
+    Ok(())
 }
 
 fn millis(d: Duration) -> i64 {

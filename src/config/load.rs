@@ -63,6 +63,26 @@ pub enum ConfigSource {
 /// Without it `./gateway.toml` is used when present and the built-in
 /// defaults otherwise.
 pub fn load(explicit: Option<&Path>, env: &Env) -> Result<(Config, ConfigSource), ConfigError> {
+    load_scoped(explicit, env, |_| true)
+}
+
+/// [`load`] for a command that reads storage alone (`cluster status`):
+/// only the `[storage]` and `[cluster]` keys are checked, so it runs
+/// without the secrets the daemon's other parts name.
+pub fn load_storage(
+    explicit: Option<&Path>,
+    env: &Env,
+) -> Result<(Config, ConfigSource), ConfigError> {
+    load_scoped(explicit, env, |p| {
+        p.key.is_empty() || p.key.starts_with("storage.") || p.key.starts_with("cluster.")
+    })
+}
+
+fn load_scoped(
+    explicit: Option<&Path>,
+    env: &Env,
+    checked: fn(&Problem) -> bool,
+) -> Result<(Config, ConfigSource), ConfigError> {
     let (text, source) = match explicit {
         Some(path) => (read(path)?, ConfigSource::File(path.to_path_buf())),
         None => {
@@ -74,7 +94,7 @@ pub fn load(explicit: Option<&Path>, env: &Env) -> Result<(Config, ConfigSource)
             }
         }
     };
-    let config = load_from_str(&text, env).map_err(|err| match (err, &source) {
+    let config = parse(&text, env, checked).map_err(|err| match (err, &source) {
         (ConfigError::Invalid(problems), ConfigSource::File(path)) => {
             ConfigError::Invalid(problems.into_iter().map(|p| p.in_file(path)).collect())
         }
@@ -93,6 +113,11 @@ fn read(path: &Path) -> Result<String, ConfigError> {
 /// Parses TOML text, applies the environment overrides found in `env`, and
 /// validates the result against `env` (for the secrets it names).
 pub fn load_from_str(toml: &str, env: &Env) -> Result<Config, ConfigError> {
+    parse(toml, env, |_| true)
+}
+
+/// [`load_from_str`] keeping only the problems `checked` accepts.
+fn parse(toml: &str, env: &Env, checked: fn(&Problem) -> bool) -> Result<Config, ConfigError> {
     let mut overrides = Environment::with_prefix("SWITCHBOARD")
         .prefix_separator("_")
         .separator("__")
@@ -116,7 +141,10 @@ pub fn load_from_str(toml: &str, env: &Env) -> Result<Config, ConfigError> {
         }
         ConfigError::Invalid(vec![Problem::new(key, reason)])
     })?;
-    let problems = validate(&config, env);
+    let problems: Vec<Problem> = validate(&config, env)
+        .into_iter()
+        .filter(checked)
+        .collect();
     if problems.is_empty() {
         Ok(config)
     } else {

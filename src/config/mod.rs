@@ -17,7 +17,7 @@ mod validate;
 
 pub use cron::{BudgetsConfig, Caps, CronConfig, CronJobConfig, MissedPolicy, OverBudget, Price};
 pub use forge::{BlockingConclusion, ForgeConfig};
-pub use load::{ConfigError, ConfigSource, load, load_from_str};
+pub use load::{ConfigError, ConfigSource, load, load_from_str, load_storage};
 pub use platforms::{
     DeliverConfig, DeliverKind, DiscordConfig, GroupBy, McpConfig, McpServerConfig,
     SignatureScheme, SlackConfig, SlackMode, TelegramConfig, TelegramMode, WebhookConfig,
@@ -193,6 +193,9 @@ pub struct ClusterConfig {
     /// ownership of a session) outlives its holder's last renewal: a
     /// replica that dies is taken over within this, plus a second.
     pub lease_secs: u64,
+    /// Replicas share the sessions: one owning more than its share hands
+    /// some to those owning fewer, each between two of its turns.
+    pub rebalance: bool,
 }
 
 impl Default for ClusterConfig {
@@ -200,6 +203,7 @@ impl Default for ClusterConfig {
         Self {
             name: String::new(),
             lease_secs: 6,
+            rebalance: true,
         }
     }
 }

@@ -162,6 +162,8 @@ pub(super) struct Inner {
     pub(super) cron_wake: Arc<tokio::sync::Notify>,
     /// Sessions lately found owned by another replica, until when.
     pub(super) elsewhere: Mutex<HashMap<String, std::time::Instant>>,
+    /// With several replicas: the sessions handed to others.
+    pub(super) balance: super::balance::Balance,
     /// Serialises taking sessions over, so one is started once here.
     pub(super) claiming: tokio::sync::Mutex<()>,
     pub(super) settings: ManagerSettings,
@@ -184,6 +186,16 @@ impl Inner {
     }
 
     /// One fewer event waiting.
+    /// The workers that run their session under its lease (several
+    /// replicas), by session key.
+    pub(super) fn leased_workers(&self) -> Vec<(String, Arc<WorkerState>)> {
+        self.workers()
+            .iter()
+            .filter(|(_, w)| w.state.leased() && !w.tx.is_closed())
+            .map(|(key, w)| (key.clone(), w.state.clone()))
+            .collect()
+    }
+
     pub(super) fn processed(&self) {
         let left = self
             .pending
@@ -277,6 +289,7 @@ impl SessionManager {
                 throttle,
                 cron_wake: Arc::new(tokio::sync::Notify::new()),
                 elsewhere: Mutex::new(HashMap::new()),
+                balance: super::balance::Balance::default(),
                 claiming: tokio::sync::Mutex::new(()),
                 settings,
                 workers: Mutex::new(HashMap::new()),
@@ -510,7 +523,7 @@ impl SessionManager {
         term: Option<Term>,
     ) -> (mpsc::Sender<Job>, Arc<WorkerState>) {
         let (tx, rx) = mpsc::channel(self.inner.settings.queue_cap);
-        let state = Arc::new(WorkerState::default());
+        let state = Arc::new(WorkerState::new(term.is_some()));
         let span = tracing::info_span!("session", session.key = %key);
         self.inner.tracker.spawn(tracing::Instrument::instrument(
             run_worker(

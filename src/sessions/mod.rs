@@ -6,6 +6,7 @@
 //! name: each describes itself with a [`Profile`](crate::platform::Profile).
 
 pub mod access;
+mod balance;
 mod commands;
 mod completion;
 mod intake;

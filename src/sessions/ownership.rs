@@ -231,9 +231,16 @@ impl SessionManager {
         let mut listener = None;
         let mut sweep = tokio::time::interval(SWEEP_EVERY);
         sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut share = tokio::time::interval(super::balance::REBALANCE_EVERY);
+        share.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             if listener.is_none() {
-                match self.inner.store.listen(&[INBOX_CHANNEL]).await {
+                match self
+                    .inner
+                    .store
+                    .listen(&[INBOX_CHANNEL, super::balance::HANDOFF_CHANNEL])
+                    .await
+                {
                     Ok(l) => listener = l,
                     Err(err) => {
                         tracing::warn!(error = %err, "not listening for other replicas' events; sweeping only")
@@ -247,7 +254,13 @@ impl SessionManager {
                         tracing::warn!(error = %err, "sweep for unowned sessions failed");
                     }
                 }
+                _ = share.tick() => {
+                    if let Err(err) = self.rebalance().await {
+                        tracing::warn!(error = %err, "sessions not counted for sharing");
+                    }
+                }
                 told = async { listener.as_mut()?.try_recv().await.transpose() }, if listener.is_some() => match told {
+                    Some(Ok(n)) if n.channel() == super::balance::HANDOFF_CHANNEL => self.handed(n.payload()).await,
                     Some(Ok(n)) => self.told(n.payload()).await,
                     Some(Err(err)) => {
                         tracing::warn!(error = %err, "listening for other replicas' events failed; listening again");
@@ -348,7 +361,7 @@ impl SessionManager {
 }
 
 /// What [`adopt`] found.
-enum Adopted {
+pub(super) enum Adopted {
     /// This replica runs the session already.
     Runs,
     /// It took the session over and started its worker.
@@ -360,7 +373,7 @@ enum Adopted {
 /// Takes session `key` if nobody owns it, starting its worker on the
 /// session's unprocessed events and unsent answers; `tracked` is an event
 /// among them whose caller waits for it.
-async fn adopt(
+pub(super) async fn adopt(
     inner: &std::sync::Arc<Inner>,
     key: &str,
     tracked: Option<(i64, oneshot::Sender<()>)>,
@@ -378,7 +391,22 @@ async fn adopt(
         }
         return Ok(Adopted::Runs);
     }
-    let Some(term) = inner.cluster.try_hold(&lease(key), &inner.stop).await? else {
+    if inner.balance.away(key) {
+        // Handed to another replica, which takes it (or, should it not
+        // come, the sweep once the hand-off's time is up).
+        return Ok(Adopted::Elsewhere);
+    }
+    if inner.stop.is_cancelled() {
+        return Ok(Adopted::Elsewhere);
+    }
+    // The term ends when the lease is lost, not when the daemon stops: a
+    // draining replica finishes the running turn and sends its answer
+    // under the lease, then hands the session over.
+    let Some(term) = inner
+        .cluster
+        .try_hold(&lease(key), &tokio_util::sync::CancellationToken::new())
+        .await?
+    else {
         inner.seen_elsewhere(key);
         return Ok(Adopted::Elsewhere);
     };

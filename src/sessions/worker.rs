@@ -57,9 +57,36 @@ pub(super) struct WorkerState {
     draft: super::live::Slot,
     /// Edits and deletions of the events handed over.
     pub(super) revisions: super::revisions::Revisions,
+    /// It runs its session under the session's lease (several replicas).
+    leased: bool,
+    /// The replica the session is being handed to, after the running turn.
+    taker: Mutex<Option<super::balance::Taker>>,
 }
 
 impl WorkerState {
+    pub(super) fn new(leased: bool) -> Self {
+        Self {
+            leased,
+            ..Self::default()
+        }
+    }
+
+    pub(super) fn leased(&self) -> bool {
+        self.leased
+    }
+
+    /// Has the worker hand its session to `taker` after the running turn
+    /// (at once when idle).
+    pub(super) fn hand_to(&self, taker: super::balance::Taker) {
+        *self.taker.lock().unwrap_or_else(|e| e.into_inner()) = Some(taker);
+        self.nudged.notify_one();
+    }
+
+    /// Whom the session is being handed to.
+    pub(super) fn taker(&self) -> Option<super::balance::Taker> {
+        self.taker.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// Working on a message (from taking it off the mailbox to its end).
     pub(super) fn busy(&self) -> bool {
         self.active.load(Ordering::SeqCst)
@@ -214,6 +241,10 @@ pub(super) async fn run_worker(
     // The quiet-time check below ran since the last job.
     let mut settled = false;
     loop {
+        if term.is_some() && state.taker().is_some() {
+            // Handed to another replica: this turn boundary is the move.
+            break;
+        }
         if seeded.is_empty() && rx.is_empty() && state.behind.swap(false, Ordering::SeqCst) {
             seeded = super::ownership::catch_up(&inner, &key, &state).await;
         }
@@ -267,6 +298,7 @@ pub(super) async fn run_worker(
             continue;
         }
         state.active.store(true, Ordering::SeqCst);
+        inner.cluster.turn_started();
         state.waiting.fetch_sub(1, Ordering::SeqCst);
         if state.stale.swap(false, Ordering::SeqCst) {
             held.unload(&inner, &state);
@@ -296,6 +328,7 @@ pub(super) async fn run_worker(
             held.unload(&inner, &state);
         }
         state.active.store(false, Ordering::SeqCst);
+        inner.cluster.turn_ended();
         inner.processed();
         last_job = tokio::time::Instant::now();
         settled = false;
@@ -303,7 +336,6 @@ pub(super) async fn run_worker(
     held.unload(&inner, &state);
     leave(&inner, &key, &state);
     if let Some(term) = term {
-        let lost = term.ended.is_cancelled();
         // What waits here is the next owner's: it is in the inbox.
         rx.close();
         while rx.try_recv().is_ok() {
@@ -311,8 +343,8 @@ pub(super) async fn run_worker(
             inner.processed();
         }
         drop(seeded);
-        inner.cluster.release(term).await;
-        if !lost {
+        let lost = !inner.cluster.release(term).await;
+        if !lost && !super::balance::hand_over(&inner, &key, state.taker()).await {
             super::ownership::adopt_left(&inner, &key).await;
         }
     }

@@ -31,6 +31,29 @@ pub struct ReplicaRow {
     pub started_at: i64,
     /// Its last renewal.
     pub seen_at: i64,
+    /// Turns it was running at its last renewal.
+    pub turns: i64,
+    /// Sessions it handed to other replicas since it joined.
+    pub moves_out: i64,
+    /// Sessions other replicas handed to it since it joined.
+    pub moves_in: i64,
+    /// Its last move: `<session> -> <replica>` or `<session> <- <replica>`.
+    pub last_move: String,
+    /// When it made it (database clock, Unix ms; 0: none yet).
+    pub moved_at: i64,
+}
+
+/// What a replica reports with each renewal.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplicaActivity {
+    /// Turns running.
+    pub turns: i64,
+    /// Sessions handed to other replicas so far.
+    pub moves_out: i64,
+    /// Sessions taken from other replicas' hand-offs so far.
+    pub moves_in: i64,
+    /// The last move, and how long ago it was made (ms).
+    pub last_move: Option<(String, i64)>,
 }
 
 /// A lease a write is made under: the write happens only while `holder`
@@ -126,7 +149,8 @@ impl Store {
     /// clock (to judge how long ago each was seen).
     pub async fn replicas(&self) -> Result<(Vec<ReplicaRow>, i64)> {
         let rows = with_pool!(self, pool => sqlx::query_as(
-            "SELECT id, name, started_at, seen_at FROM replicas ORDER BY started_at, id")
+            "SELECT id, name, started_at, seen_at, turns, moves_out, moves_in, last_move, moved_at \
+             FROM replicas ORDER BY started_at, id")
             .fetch_all(pool).await?);
         Ok((rows, self.db_now_ms().await?))
     }
@@ -183,20 +207,35 @@ impl Store {
     }
 
     /// Extends those of `held` (name and token) that `holder` still has,
-    /// unlapsed, to `ttl_ms` from now, and its replica record. Returns the
-    /// ones it extended: one missing was taken over or had lapsed. A lease
-    /// the holder no longer counts as its own is left to lapse.
+    /// unlapsed, to `ttl_ms` from now, and its replica record (with
+    /// `activity`). Returns the ones it extended: one missing was taken
+    /// over or had lapsed. A lease the holder no longer counts as its own
+    /// is left to lapse.
     pub async fn lease_renew(
         &self,
         holder: &str,
         held: &[(String, i64)],
         ttl_ms: i64,
+        activity: &ReplicaActivity,
     ) -> Result<Vec<(String, i64)>> {
         let seen = clocked(
             &self.backend,
-            "UPDATE replicas SET seen_at = NOW WHERE id = $1",
+            "UPDATE replicas SET seen_at = NOW, turns = $2, moves_out = $3, moves_in = $4, \
+             last_move = CASE WHEN $6 < 0 THEN last_move ELSE $5 END, \
+             moved_at = CASE WHEN $6 < 0 THEN moved_at ELSE NOW - $6 END WHERE id = $1",
         );
-        with_pool!(self, pool => sqlx::query(sqlx::AssertSqlSafe(seen)).bind(holder).execute(pool).await?.rows_affected());
+        let (last_move, ago) = activity
+            .last_move
+            .clone()
+            .unwrap_or_else(|| (String::new(), -1));
+        with_pool!(self, pool => sqlx::query(sqlx::AssertSqlSafe(seen.clone()))
+            .bind(holder)
+            .bind(activity.turns)
+            .bind(activity.moves_out)
+            .bind(activity.moves_in)
+            .bind(last_move.as_str())
+            .bind(ago)
+            .execute(pool).await?.rows_affected());
         let head = clocked(&self.backend, "UPDATE leases SET expires_at = NOW + ");
         let guard = clocked(&self.backend, " WHERE expires_at > NOW AND holder = ");
         let mut renewed = Vec::new();
@@ -242,6 +281,21 @@ impl Store {
             "UPDATE leases SET expires_at = 0 WHERE name = $1 AND holder = $2 AND token = $3")
             .bind(name).bind(holder).bind(token).execute(pool).await?.rows_affected());
         Ok(())
+    }
+
+    /// The replicas seen within `live_ms` (id and name), each with how
+    /// many sessions it owns (unlapsed `session:` leases), first joined
+    /// first.
+    pub async fn session_shares(&self, live_ms: i64) -> Result<Vec<(String, String, i64)>> {
+        let sql = clocked(
+            &self.backend,
+            "SELECT r.id, r.name, (SELECT count(*) FROM leases l WHERE l.holder = r.id \
+               AND l.name LIKE 'session:%' AND l.expires_at > NOW) AS owned \
+             FROM replicas r WHERE r.seen_at > NOW - $1 ORDER BY r.started_at, r.id",
+        );
+        Ok(
+            with_pool!(self, pool => sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(live_ms).fetch_all(pool).await?),
+        )
     }
 
     /// Sessions with unprocessed events or unsent answers whose lease

@@ -32,7 +32,7 @@ pub use deliveries::DeliveryRow;
 pub use forge::{ForgeOutput, OutputAttempt};
 pub use health::{DISK_FLOOR, PROBE_TIMEOUT};
 pub use inbox::{InboxInsert, InboxRow, JobReads, JobStart, NewInboxEvent};
-pub use leases::{Fence, LeaseRow, ReplicaRow};
+pub use leases::{Fence, LeaseRow, ReplicaActivity, ReplicaRow};
 pub use memory::MemoryNote;
 pub use outbox::{Draft, Outbound, OutboxRow};
 pub use pairing::{PairedUser, PairingRequest};

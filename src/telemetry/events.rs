@@ -289,6 +289,21 @@ impl InternalEvent for ClusterHoldings<'_> {
     }
 }
 
+/// A session moved between replicas at a turn boundary: handed to
+/// another (`out`) or taken from another's hand-off.
+pub struct SessionMoved {
+    /// Handed out (true) or taken in.
+    pub out: bool,
+}
+
+impl InternalEvent for SessionMoved {
+    fn emit(self) {
+        let direction = if self.out { "out" } else { "in" };
+        metrics::counter!("switchboard_cluster_session_moves_total", "direction" => direction)
+            .increment(1);
+    }
+}
+
 /// The leases were renewed (or a renewal failed): how long ago the last
 /// renewal succeeded.
 pub struct LeasesRenewed(pub Duration);

@@ -20,6 +20,7 @@ use switchboard::adapters::webhook::verify::github_signature;
 use switchboard::config::{Config, Env, StorageConfig};
 use switchboard::store::Store;
 
+mod sharing;
 mod slack;
 
 const SECRET: &str = "replica-secret";
@@ -41,10 +42,16 @@ async fn leases_are_taken_renewed_lapsed_and_given_up(store: Store) {
         Some(2)
     );
     let x = |t: i64| vec![("ingress:x".to_string(), t)];
-    assert_eq!(store.lease_renew("a", &x(2), 60_000).await.unwrap(), x(2));
+    assert_eq!(
+        store
+            .lease_renew("a", &x(2), 60_000, &Default::default())
+            .await
+            .unwrap(),
+        x(2)
+    );
     assert!(
         store
-            .lease_renew("a", &x(1), 60_000)
+            .lease_renew("a", &x(1), 60_000, &Default::default())
             .await
             .unwrap()
             .is_empty(),
@@ -52,7 +59,7 @@ async fn leases_are_taken_renewed_lapsed_and_given_up(store: Store) {
     );
     assert!(
         store
-            .lease_renew("b", &x(2), 60_000)
+            .lease_renew("b", &x(2), 60_000, &Default::default())
             .await
             .unwrap()
             .is_empty()
@@ -70,7 +77,12 @@ async fn leases_are_taken_renewed_lapsed_and_given_up(store: Store) {
         Some(2)
     );
     let renewed = store
-        .lease_renew("a", &[("session:s".to_string(), 1)], 60_000)
+        .lease_renew(
+            "a",
+            &[("session:s".to_string(), 1)],
+            60_000,
+            &Default::default(),
+        )
         .await
         .unwrap();
     assert!(
@@ -558,9 +570,16 @@ async fn cluster_status_and_metrics_name_the_leader_and_its_sessions() {
     ] {
         assert!(metrics.contains(line), "{line} in {metrics}");
     }
+    // The daemon's whole configuration, naming secrets this shell does
+    // not hold: `cluster status` reads storage alone.
     std::fs::write(
         dir.path().join("gateway.toml"),
-        format!("[storage]\nurl = \"{}\"\n", db.config.url),
+        format!(
+            "[storage]\nurl = \"{}\"\n[cluster]\nlease_secs = 3\n[llm]\napi_key_env = \"OPENAI_API_KEY\"\n\
+             [webhook]\nenabled = true\n[[webhook.routes]]\nname = \"github\"\npath = \"/webhooks/github\"\n\
+             scheme = \"github\"\nsecret_env = \"GITHUB_WEBHOOK_SECRET\"\n",
+            db.config.url
+        ),
     )
     .unwrap();
     let cli = |args: &[&str]| {
@@ -572,6 +591,31 @@ async fn cluster_status_and_metrics_name_the_leader_and_its_sessions() {
             .output()
             .unwrap()
     };
+    let check = cli(&["check"]);
+    assert!(
+        !check.status.success(),
+        "the daemon's own check needs the secrets"
+    );
+    // A replica that stopped renewing: suspect before its leases lapse.
+    let store = db.store().await;
+    store.replica_join("ghost-id", "ghost").await.unwrap();
+    eventually_within(
+        "the ghost missed a renewal",
+        Duration::from_secs(5),
+        || async {
+            let (replicas, now) = store.replicas().await.unwrap();
+            replicas
+                .iter()
+                .any(|r| r.name == "ghost" && now - r.seen_at > 1_600)
+        },
+    )
+    .await;
+    // alpha's renewal (every second) reports the turn it runs.
+    eventually_within("alpha reports its turn", Duration::from_secs(5), || async {
+        let (replicas, _) = store.replicas().await.unwrap();
+        replicas.iter().any(|r| r.name == "alpha" && r.turns == 1)
+    })
+    .await;
     let out = cli(&["cluster", "status", "--json"]);
     assert!(
         out.status.success(),
@@ -580,9 +624,34 @@ async fn cluster_status_and_metrics_name_the_leader_and_its_sessions() {
     );
     let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let replicas = status["replicas"].as_array().unwrap();
-    assert_eq!(replicas.len(), 1, "{status}");
+    assert_eq!(replicas.len(), 2, "{status}");
     assert_eq!(replicas[0]["name"], "alpha");
     assert_eq!(replicas[0]["alive"], true);
+    assert_eq!(replicas[0]["state"], "alive");
+    assert_eq!(replicas[0]["sessions"], 1);
+    assert_eq!(replicas[0]["turns"], 1);
+    assert_eq!(replicas[1]["name"], "ghost");
+    assert_eq!(replicas[1]["state"], "suspect", "{status}");
+    assert_eq!(replicas[1]["alive"], false);
+    // Gone replicas are forgotten after their retention.
+    eventually_within(
+        "the ghost is old enough",
+        Duration::from_secs(5),
+        || async {
+            let (replicas, now) = store.replicas().await.unwrap();
+            replicas
+                .iter()
+                .any(|r| r.name == "ghost" && now - r.seen_at > 2_000)
+        },
+    )
+    .await;
+    assert_eq!(store.replicas_prune(2_000).await.unwrap(), 1);
+    let (left, _) = store.replicas().await.unwrap();
+    assert_eq!(
+        left.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+        ["alpha"]
+    );
+    store.close().await;
     let holds: Vec<&str> = replicas[0]["holds"]
         .as_array()
         .unwrap()
@@ -596,7 +665,8 @@ async fn cluster_status_and_metrics_name_the_leader_and_its_sessions() {
     );
     let text = String::from_utf8(cli(&["cluster", "status"]).stdout).unwrap();
     assert!(
-        text.contains("alpha") && text.contains("leads telegram; owns 1 sessions"),
+        text.contains("alpha")
+            && text.contains("leads telegram; owns 1 sessions, 1 turns running; moves out 0 in 0"),
         "{text}"
     );
     a.shutdown().await;
