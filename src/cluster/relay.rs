@@ -132,7 +132,7 @@ impl Relay {
                 told = l.recv() => told,
             };
             match told {
-                Ok(n) if n.channel() == ASK => {
+                Ok(n) if self.store.is_channel(n.channel(), ASK) => {
                     if let Ok(ask) = serde_json::from_str::<Ask>(n.payload())
                         && ask.from != self.replica
                     {

@@ -141,10 +141,7 @@ fn parse(toml: &str, env: &Env, checked: fn(&Problem) -> bool) -> Result<Config,
         }
         ConfigError::Invalid(vec![Problem::new(key, reason)])
     })?;
-    let problems: Vec<Problem> = validate(&config, env)
-        .into_iter()
-        .filter(checked)
-        .collect();
+    let problems: Vec<Problem> = validate(&config, env).into_iter().filter(checked).collect();
     if problems.is_empty() {
         Ok(config)
     } else {

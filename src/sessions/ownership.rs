@@ -7,7 +7,9 @@
 //! the inbox and the outbox. A worker that goes idle gives its lease up
 //! and looks once more for events that arrived meanwhile; every replica
 //! also sweeps for sessions with work and no owner (their owner died, or a
-//! notice went astray), so nothing waits longer than a lease.
+//! notice went astray), so nothing waits longer than a lease. A replica
+//! owning more than its share hands sessions over between turns
+//! (`balance`).
 //!
 //! With one replica none of this runs: the session's worker is the only
 //! one there can be.
@@ -260,7 +262,7 @@ impl SessionManager {
                     }
                 }
                 told = async { listener.as_mut()?.try_recv().await.transpose() }, if listener.is_some() => match told {
-                    Some(Ok(n)) if n.channel() == super::balance::HANDOFF_CHANNEL => self.handed(n.payload()).await,
+                    Some(Ok(n)) if self.inner.store.is_channel(n.channel(), super::balance::HANDOFF_CHANNEL) => self.handed(n.payload()).await,
                     Some(Ok(n)) => self.told(n.payload()).await,
                     Some(Err(err)) => {
                         tracing::warn!(error = %err, "listening for other replicas' events failed; listening again");

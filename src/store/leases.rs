@@ -336,12 +336,27 @@ impl Store {
         )
     }
 
+    /// The channel `name` is on in this database's schema: NOTIFY reaches
+    /// every session of the database, so each schema's replicas use
+    /// channels of their own.
+    fn channel(&self, name: &str) -> String {
+        scoped(name, &self.scope)
+    }
+
+    /// Whether `channel` (of a notice received) is channel `name`.
+    pub fn is_channel(&self, channel: &str, name: &str) -> bool {
+        channel
+            .strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix('_'))
+            .is_some_and(|scope| scope == &*self.scope)
+    }
+
     /// Tells every replica listening on `channel` (PostgreSQL's NOTIFY;
     /// nothing on SQLite, where there is one replica).
     pub async fn notify(&self, channel: &str, payload: &str) -> Result<()> {
         if let Backend::Postgres(pool) = &self.backend {
             sqlx::query("SELECT pg_notify($1, $2)")
-                .bind(channel)
+                .bind(self.channel(channel))
                 .bind(payload)
                 .execute(pool)
                 .await?;
@@ -361,6 +376,7 @@ impl Store {
         let queue = self.notices.get_or_init(|| {
             let (tx, mut rx) = tokio::sync::mpsc::channel::<(&'static str, String)>(4096);
             let pool = pool.clone();
+            let scope = self.scope.clone();
             tokio::spawn(async move {
                 let mut batch = Vec::with_capacity(256);
                 while rx.recv_many(&mut batch, 256).await > 0 {
@@ -374,7 +390,7 @@ impl Store {
                             .map(|(_, p)| p.clone())
                             .collect();
                         let sent = sqlx::query("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p")
-                            .bind(channel)
+                            .bind(scoped(channel, &scope))
                             .bind(&payloads)
                             .execute(&pool)
                             .await;
@@ -401,7 +417,10 @@ impl Store {
             return Ok(None);
         };
         let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
-        listener.listen_all(channels.iter().copied()).await?;
+        let channels: Vec<String> = channels.iter().map(|c| self.channel(c)).collect();
+        listener
+            .listen_all(channels.iter().map(String::as_str))
+            .await?;
         Ok(Some(listener))
     }
 
@@ -411,4 +430,9 @@ impl Store {
             "SELECT name, holder, token, acquired_at, expires_at FROM leases ORDER BY name")
             .fetch_all(pool).await?))
     }
+}
+
+/// Channel `name` in the schema whose scope is `scope`.
+fn scoped(name: &str, scope: &str) -> String {
+    format!("{name}_{scope}")
 }

@@ -367,6 +367,10 @@ pub struct Store {
     file: Option<std::sync::Arc<Path>>,
     /// PostgreSQL: notices on their way out (see `notify_soon`).
     notices: std::sync::Arc<std::sync::OnceLock<tokio::sync::mpsc::Sender<(&'static str, String)>>>,
+    /// PostgreSQL: what this schema's notice channels end with (see
+    /// `leases::channel`): NOTIFY reaches the whole database, and two
+    /// deployments in two schemas of it must not hear each other.
+    scope: std::sync::Arc<str>,
 }
 
 /// Which database a store talks to.
@@ -385,6 +389,7 @@ impl Store {
         let url = config.url.as_str();
         let mut disk = None;
         let mut db_file = None;
+        let mut scope = String::new();
         let backend = if url.starts_with("sqlite:") {
             let options = SqliteConnectOptions::from_str(url)
                 .map_err(|e| StoreError::Url(e.to_string()))?
@@ -453,6 +458,11 @@ impl Store {
                 .acquire_timeout(Duration::from_secs(10))
                 .connect(url)
                 .await?;
+            let schema: String = sqlx::query_scalar("SELECT COALESCE(current_schema(), '')")
+                .fetch_one(&pool)
+                .await?;
+            use sha2::Digest;
+            scope = hex::encode(&sha2::Sha256::digest(schema.as_bytes())[..6]);
             Backend::Postgres(pool)
         } else {
             return Err(StoreError::Url(format!(
@@ -467,6 +477,7 @@ impl Store {
             disk,
             file: db_file,
             notices: Default::default(),
+            scope: scope.into(),
         })
     }
 

@@ -114,6 +114,36 @@ async fn leases_are_taken_renewed_lapsed_and_given_up(store: Store) {
 
 crate::backend_tests!(leases_are_taken_renewed_lapsed_and_given_up);
 
+#[tokio::test]
+async fn two_schemas_of_one_database_never_hear_each_others_notices() {
+    let (Some(one), Some(two)) = (PgTestDb::create().await, PgTestDb::create().await) else {
+        return;
+    };
+    let (mine, theirs) = (one.store().await, two.store().await);
+    let mut listener = mine.listen(&["switchboard_inbox"]).await.unwrap().unwrap();
+    // The other schema's notice is committed first: were it heard, it
+    // would come first.
+    theirs
+        .notify("switchboard_inbox", "7 webhook:github:theirs")
+        .await
+        .unwrap();
+    mine.notify("switchboard_inbox", "7 webhook:github:mine")
+        .await
+        .unwrap();
+    let heard = tokio::time::timeout(Duration::from_secs(10), listener.recv())
+        .await
+        .expect("its own notice arrives")
+        .unwrap();
+    assert_eq!(heard.payload(), "7 webhook:github:mine");
+    assert!(mine.is_channel(heard.channel(), "switchboard_inbox"));
+    assert!(!theirs.is_channel(heard.channel(), "switchboard_inbox"));
+    drop(listener);
+    mine.close().await;
+    theirs.close().await;
+    one.drop().await;
+    two.drop().await;
+}
+
 /// A replica's config: the webhook route (comments to `github`), Telegram
 /// polling `tg` when given, on `storage`, with short leases.
 fn replica(
