@@ -425,7 +425,7 @@ async fn a_killed_replica_back_makes_its_share_of_the_calls_again() {
     let store = db.store().await;
     let mut back_after = Vec::new();
     let mut downs = Vec::new();
-    for victim in 0..2 {
+    for victim in [0, 1] {
         addrs.lock().unwrap()[victim] = None;
         daemons[victim].take().unwrap().kill();
         // Kept down until its leases lapsed and the survivor took every
