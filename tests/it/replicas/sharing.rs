@@ -81,7 +81,8 @@ impl Load {
                             bases[to % bases.len()].clone()
                         };
                         to += 1;
-                        if deliver(&client, &base, &format!("share-{i}"), body.clone()).await == 202
+                        if deliver(&client, &base, &format!("share-{i}"), body.clone()).await
+                            == Some(202)
                         {
                             break;
                         }
@@ -229,6 +230,21 @@ async fn a_replica_back_from_a_restart_makes_its_share_of_the_calls_within_a_few
          a took {taken} by hand-off; {sent} events"
     );
     assert!(taken > 0, "sessions came to a by hand-off");
+    let metrics = switchboard::http::client::client()
+        .get(format!("{}/metrics", a.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for series in [
+        "switchboard_cluster_session_moves_total{direction=\"out\"}",
+        "switchboard_cluster_session_moves_total{direction=\"in\"}",
+        "switchboard_cluster_sessions_owned",
+    ] {
+        assert!(metrics.contains(series), "{series} in {metrics}");
+    }
     a.shutdown().await;
     b.shutdown().await;
     store.close().await;
