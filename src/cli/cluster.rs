@@ -19,7 +19,8 @@ pub enum ClusterCommand {
 /// Runs a cluster subcommand; returns the exit code.
 pub async fn run(config: &Config, command: ClusterCommand) -> anyhow::Result<u8> {
     let ClusterCommand::Status { json } = command;
-    let store = super::open_store(config).await?;
+    // Reads only: a newer CLI does not migrate the replicas' schema.
+    let store = crate::store::Store::connect(&config.storage).await?;
     if store.kind() == BackendKind::Sqlite {
         println!("SQLite: one replica (several replicas need PostgreSQL)");
         return Ok(0);

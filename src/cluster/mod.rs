@@ -315,6 +315,16 @@ impl Cluster {
             .collect())
     }
 
+    /// This replica drains: the others stop handing sessions to it.
+    pub async fn draining(&self) {
+        let Some(shared) = &self.inner.shared else {
+            return;
+        };
+        if let Err(err) = shared.store.replica_draining(&self.inner.id).await {
+            tracing::warn!(error = %err, "not marked draining; sessions handed here are swept");
+        }
+    }
+
     /// A turn started here.
     pub fn turn_started(&self) {
         self.inner.activity.turns.fetch_add(1, Ordering::Relaxed);

@@ -537,7 +537,9 @@ async fn take_over(gateway: &Gateway, runtime: &Runtime) -> Result<(), DaemonErr
         ));
         gateway.broker.relay_through(relay.clone());
         sessions.relay_through(&relay);
-        runtime.tracker.spawn(relay.run(runtime.root.child_token()));
+        // Until the replica leaves: a turn finishing during the drain may
+        // wait for a button pressed on another replica.
+        runtime.membership.spawn(relay.run(runtime.leaving.clone()));
     } else {
         // What this run accepts is never replayed as well, and waits
         // behind its session's backlog.

@@ -60,6 +60,9 @@ pub(super) struct Balance {
     shares: Mutex<Vec<Share>>,
     /// Counted once more when the drain begins.
     drain_counted: tokio::sync::OnceCell<()>,
+    /// Hand-offs told lately, by taker: counted as the taker's until it
+    /// shows them (a little longer, which only slows the next moves).
+    recent: Mutex<Vec<(String, Instant)>>,
 }
 
 impl Balance {
@@ -84,6 +87,25 @@ impl Balance {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(key);
+    }
+
+    /// Notes a hand-off to `taker` just told.
+    fn told(&self, taker: &str) {
+        let now = Instant::now();
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        recent.retain(|(_, at)| now.duration_since(*at) < HANDOFF_WINDOW);
+        recent.push((taker.to_string(), now));
+    }
+
+    /// Hand-offs told within the window, by taker.
+    fn recent(&self) -> Vec<String> {
+        let now = Instant::now();
+        let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        recent
+            .iter()
+            .filter(|(_, at)| now.duration_since(*at) < HANDOFF_WINDOW)
+            .map(|(taker, _)| taker.clone())
+            .collect()
     }
 
     /// The live replica other than `me` owning the fewest sessions as last
@@ -120,17 +142,35 @@ fn plan(
         return Vec::new();
     }
     let (fair, floor) = (total.div_ceil(n), total / n);
-    let budget = own.saturating_sub(fair).div_ceil(2).min(MOST_MOVES);
+    let most = shares.iter().map(|s| s.owned).max().unwrap_or(0);
+    let least = shares.iter().map(|s| s.owned).min().unwrap_or(0);
+    let first_of_most = shares
+        .iter()
+        .find(|s| s.owned == most)
+        .map(|s| s.id.as_str());
+    let budget = if own > fair {
+        own.saturating_sub(fair).div_ceil(2).min(MOST_MOVES)
+    } else if own >= least + 2 && first_of_most == Some(me) {
+        // Nobody is over the share rounded up, yet one owns two more than
+        // another (a replica joined ten owning five each): one move a
+        // round, by the first of those owning the most, so that the
+        // others do not all give to the same one at once.
+        1
+    } else {
+        0
+    };
     let mut moves = Vec::new();
+    let mut left = own;
     for key in mine.into_iter().take(budget) {
         let Some(taker) = shares
             .iter_mut()
-            .filter(|s| s.id != me && s.owned < floor)
+            .filter(|s| s.id != me && (s.owned < floor || s.owned + 2 <= left))
             .min_by_key(|s| s.owned)
         else {
             break;
         };
         taker.owned += 1;
+        left -= 1;
         moves.push((
             key,
             Taker {
@@ -158,6 +198,11 @@ impl SessionManager {
             return Ok(0);
         }
         let me = inner.cluster.id().to_string();
+        for taker in inner.balance.recent() {
+            if let Some(s) = shares.iter_mut().find(|s| s.id == taker) {
+                s.owned += 1;
+            }
+        }
         let mut candidates: Vec<(String, Arc<WorkerState>)> = Vec::new();
         for (key, state) in inner.leased_workers() {
             match state.taker() {
@@ -242,10 +287,16 @@ pub(super) async fn hand_over(inner: &Inner, key: &str, taker: Option<Taker>) ->
         return false;
     };
     inner.balance.leave_to_taker(key);
-    inner.store.notify_soon(
-        HANDOFF_CHANNEL,
-        format!("{}\n{}\n{key}", taker.id, inner.cluster.name()),
-    );
+    inner.balance.told(&taker.id);
+    let notice = format!("{}\n{}\n{key}", taker.id, inner.cluster.name());
+    if inner.stop.is_cancelled() {
+        // Draining: sent before the daemon closes its connections.
+        if let Err(err) = inner.store.notify(HANDOFF_CHANNEL, &notice).await {
+            tracing::warn!(session.key = %key, error = %err, "hand-off not told; the sweep takes the session");
+        }
+    } else {
+        inner.store.notify_soon(HANDOFF_CHANNEL, notice);
+    }
     inner.cluster.moved(key, &taker.name, true);
     true
 }
@@ -305,6 +356,15 @@ mod tests {
     }
 
     #[test]
+    fn a_replica_joining_many_at_their_share_still_gets_sessions() {
+        let mut owned = vec![5; 9];
+        owned.push(0);
+        let (counts, _) = settle(&owned);
+        assert!(counts.iter().all(|c| (4..=5).contains(c)), "{counts:?}");
+        assert_eq!(counts.iter().sum::<usize>(), 45);
+    }
+
+    #[test]
     fn a_fair_split_moves_nothing_and_never_ping_pongs() {
         for owned in [
             &[20, 20][..],
@@ -313,6 +373,8 @@ mod tests {
             &[0, 0],
             &[14, 13, 13],
             &[2, 1, 1],
+            &[5, 5, 4, 4],
+            &[1, 0, 0],
         ] {
             for (i, own) in owned.iter().enumerate() {
                 let mut s = shares(owned);

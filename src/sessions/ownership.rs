@@ -250,7 +250,10 @@ impl SessionManager {
                 }
             }
             tokio::select! {
-                _ = stop.cancelled() => return,
+                _ = stop.cancelled() => {
+                    self.inner.cluster.draining().await;
+                    return;
+                }
                 _ = sweep.tick() => {
                     if let Err(err) = self.sweep().await {
                         tracing::warn!(error = %err, "sweep for unowned sessions failed");

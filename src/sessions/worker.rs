@@ -336,9 +336,12 @@ pub(super) async fn run_worker(
     held.unload(&inner, &state);
     leave(&inner, &key, &state);
     if let Some(term) = term {
-        // What waits here is the next owner's: it is in the inbox.
+        // What waits here is the next owner's: it is in the inbox. An
+        // event being stored for the mailbox meanwhile (its sender holds a
+        // permit) is waited for, so it is stored before the next owner is
+        // told, and counted off.
         rx.close();
-        while rx.try_recv().is_ok() {
+        while rx.recv().await.is_some() {
             state.waiting.fetch_sub(1, Ordering::SeqCst);
             inner.processed();
         }

@@ -128,10 +128,18 @@ impl Store {
     pub async fn replica_join(&self, id: &str, name: &str) -> Result<()> {
         let sql = clocked(
             &self.backend,
-            "INSERT INTO replicas (id, name, started_at, seen_at) VALUES ($1, $2, NOW, NOW) \
-             ON CONFLICT (id) DO UPDATE SET seen_at = NOW",
+            "INSERT INTO replicas (id, name, started_at, seen_at, takes_sessions) \
+             VALUES ($1, $2, NOW, NOW, TRUE) ON CONFLICT (id) DO UPDATE SET seen_at = NOW",
         );
         with_pool!(self, pool => sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).bind(name).execute(pool).await?.rows_affected());
+        Ok(())
+    }
+
+    /// Replica `id` drains: it takes no more sessions handed over.
+    pub async fn replica_draining(&self, id: &str) -> Result<()> {
+        with_pool!(self, pool => sqlx::query(
+            "UPDATE replicas SET takes_sessions = FALSE WHERE id = $1")
+            .bind(id).execute(pool).await?.rows_affected());
         Ok(())
     }
 
@@ -283,15 +291,16 @@ impl Store {
         Ok(())
     }
 
-    /// The replicas seen within `live_ms` (id and name), each with how
-    /// many sessions it owns (unlapsed `session:` leases), first joined
-    /// first.
+    /// The replicas seen within `live_ms` that take sessions handed to
+    /// them (id and name), each with how many sessions it owns (unlapsed
+    /// `session:` leases), first joined first.
     pub async fn session_shares(&self, live_ms: i64) -> Result<Vec<(String, String, i64)>> {
         let sql = clocked(
             &self.backend,
             "SELECT r.id, r.name, (SELECT count(*) FROM leases l WHERE l.holder = r.id \
                AND l.name LIKE 'session:%' AND l.expires_at > NOW) AS owned \
-             FROM replicas r WHERE r.seen_at > NOW - $1 ORDER BY r.started_at, r.id",
+             FROM replicas r WHERE r.seen_at > NOW - $1 AND r.takes_sessions \
+             ORDER BY r.started_at, r.id",
         );
         Ok(
             with_pool!(self, pool => sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(live_ms).fetch_all(pool).await?),
