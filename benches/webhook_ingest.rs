@@ -155,7 +155,10 @@ async fn ingest(storage: &str, requests: usize, connections: usize) -> (Run, usi
     let (url, gateway, stop) = daemon(dir.path(), storage).await;
     load(url.clone(), 20_000_000, 200, connections).await;
     let run = load(url, 0, requests, connections).await;
-    let stored = gateway.store.inbox_pending(10_000_000).await.unwrap().len();
+    let store = switchboard::store::Store::connect(&gateway.config.storage)
+        .await
+        .unwrap();
+    let stored = store.inbox_pending(10_000_000).await.unwrap().len();
     let _ = stop.send(());
     assert_eq!(run.accepted, requests, "every delivery was accepted");
     (run, stored - 200)

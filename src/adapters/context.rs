@@ -2,7 +2,7 @@
 //! daemon its profile, HTTP routes and long-running component through
 //! [`Wiring`]; running, it is handed the [`Gateway`] (the session manager
 //! to submit inbound events and button presses to, the platforms registry
-//! to attach its port to, the broker, storage and readiness) inside its
+//! to attach its port to, the broker and readiness) inside its
 //! [`ComponentContext`]. The daemon implements [`Wiring`] and builds both;
 //! nothing here knows the daemon.
 
@@ -20,7 +20,6 @@ use crate::config::{Config, Env};
 use crate::http::AppState;
 use crate::platform::{Platform, Platforms, Profile};
 use crate::sessions::SessionManager;
-use crate::store::Store;
 use crate::telemetry::Health;
 
 /// The running gateway's shared parts; cheap to clone.
@@ -30,8 +29,6 @@ pub struct Gateway {
     pub config: Arc<Config>,
     /// Where secrets are read from.
     pub env: Env,
-    /// The database.
-    pub store: Store,
     /// Inbound events and presses go here.
     pub sessions: SessionManager,
     /// Approval requests and decisions.
@@ -74,8 +71,6 @@ pub struct ComponentContext {
     pub stop: CancellationToken,
     /// Where the component reports its readiness.
     pub health: Health,
-    /// The database.
-    pub store: Store,
     /// The session manager, broker and hubs.
     pub gateway: Gateway,
     /// Where the HTTP server listens.

@@ -85,6 +85,18 @@ pub trait ForgeDesk: Send + Sync {
     async fn call(&self, tool: &str, args: &Value) -> Result<String, ToolError>;
 }
 
+/// Where a run's forge comes from: the desk of what the run answering an
+/// event may read, when its route has a forge and the event names code
+/// (the daemon links the webhook routes' forges; sessions know only this).
+#[async_trait::async_trait]
+pub trait ForgeDesks: Send + Sync {
+    /// The desk of the run answering `event`, opened as the run starts.
+    async fn desk(
+        &self,
+        event: &crate::platform::InboundEvent,
+    ) -> Option<std::sync::Arc<dyn ForgeDesk>>;
+}
+
 /// One todo item.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TodoItem {

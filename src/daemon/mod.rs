@@ -168,7 +168,6 @@ impl Daemon {
         let gateway = Gateway {
             config: Arc::new(config.clone()),
             env,
-            store: store.clone(),
             sessions: parts.sessions.clone(),
             broker: parts.broker.clone(),
             platforms: parts.platforms.clone(),
@@ -179,10 +178,10 @@ impl Daemon {
             forges: parts.forges.clone(),
         };
         if let Some(console) = console {
-            serve_console(console, &gateway, &runtime);
+            serve_console(console, &gateway, &store, &runtime);
         }
-        take_over(&gateway, &runtime).await?;
-        run_background(&gateway, parts.processes, &runtime).await?;
+        take_over(&gateway, &store, &runtime).await?;
+        run_background(&gateway, &store, parts.processes, &runtime).await?;
         raise_descriptor_limit(&config);
 
         let addr = config.server.listen;
@@ -212,7 +211,6 @@ impl Daemon {
             let ctx = ComponentContext {
                 stop: runtime.root.child_token(),
                 health: runtime.health.clone(),
-                store: store.clone(),
                 gateway: gateway.clone(),
                 local_addr: local,
             };
@@ -447,7 +445,7 @@ impl Parts {
             broker: broker.clone(),
             cluster: cluster.clone(),
             transcriber: Transcriber::from_config(&config.transcription, env),
-            forges: Some(forges.clone()),
+            forges: Some(forges.clone() as Arc<dyn crate::agent::layer::ForgeDesks>),
             clock,
         };
         let sessions = SessionManager::new(
@@ -499,11 +497,11 @@ async fn bind_console(config: &Config, env: &Env) -> Result<Option<ConsoleListen
     }))
 }
 
-fn serve_console(console: ConsoleListener, gateway: &Gateway, runtime: &Runtime) {
+fn serve_console(console: ConsoleListener, gateway: &Gateway, store: &Store, runtime: &Runtime) {
     tracing::info!(console.listen = ?console.addr, "operator console listening");
     let state = crate::operator::State {
         config: gateway.config.clone(),
-        store: gateway.store.clone(),
+        store: store.clone(),
         sessions: gateway.sessions.clone(),
         broker: gateway.broker.clone(),
         health: gateway.health.clone(),
@@ -520,7 +518,7 @@ fn serve_console(console: ConsoleListener, gateway: &Gateway, runtime: &Runtime)
 }
 
 /// Takes over what a previous run left, before intake opens.
-async fn take_over(gateway: &Gateway, runtime: &Runtime) -> Result<(), DaemonError> {
+async fn take_over(gateway: &Gateway, store: &Store, runtime: &Runtime) -> Result<(), DaemonError> {
     let sessions = &gateway.sessions;
     if gateway.cluster.is_shared() {
         // Sessions nobody owns (a replica died with them, or none ran)
@@ -532,7 +530,7 @@ async fn take_over(gateway: &Gateway, runtime: &Runtime) -> Result<(), DaemonErr
         }
         runtime.tracker.spawn(sessions.clone().coordinate());
         let relay = Arc::new(crate::cluster::relay::Relay::new(
-            gateway.store.clone(),
+            store.clone(),
             gateway.cluster.id(),
         ));
         gateway.broker.relay_through(relay.clone());
@@ -559,6 +557,7 @@ async fn take_over(gateway: &Gateway, runtime: &Runtime) -> Result<(), DaemonErr
 /// both at shutdown.
 async fn run_background(
     gateway: &Gateway,
+    store: &Store,
     processes: Arc<crate::tools::builtin::ProcessManager>,
     runtime: &Runtime,
 ) -> Result<(), DaemonError> {
@@ -566,7 +565,7 @@ async fn run_background(
     // Scheduled jobs: the configured ones stored, due ones fired.
     tracker.spawn(
         crate::cron::Scheduler::new(
-            gateway.store.clone(),
+            store.clone(),
             gateway.sessions.clone(),
             gateway.config.clone(),
         )
@@ -575,7 +574,7 @@ async fn run_background(
     // Background processes report into their sessions; the ones a
     // previous run was to report are taken over.
     processes.report_to(Arc::new(gateway.sessions.clone()));
-    processes.adopt(gateway.store.process_watches().await?);
+    processes.adopt(store.process_watches().await?);
     let (draining, sessions) = (root.child_token(), gateway.sessions.clone());
     tracker.spawn(async move {
         draining.cancelled().await;

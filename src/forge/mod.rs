@@ -49,7 +49,7 @@ pub struct Forge {
     /// The forge's API.
     pub host: Arc<dyn Host>,
     /// Where reviews are remembered.
-    pub store: Store,
+    store: Store,
 }
 
 /// The forges of every route that has one.
@@ -143,6 +143,36 @@ fn credentials(
     Ok(Credentials::Token(Arc::from(token)))
 }
 
+#[async_trait::async_trait]
+impl crate::agent::layer::ForgeDesks for Forges {
+    /// The forge tools of `event`'s run, when its route has a forge and
+    /// the event a scope; the review's check is opened as the run starts.
+    async fn desk(&self, event: &InboundEvent) -> Option<Arc<dyn crate::agent::layer::ForgeDesk>> {
+        if event.platform != crate::platform::WEBHOOK {
+            return None;
+        }
+        let forge = self.get(&event.chat_id)?.clone();
+        let entity = event.thread_id.clone().unwrap_or_default();
+        let scope = match forge.scope_of(&event.event_id).await {
+            Ok(Some(scope)) => scope,
+            Ok(None) => return None,
+            Err(err) => {
+                tracing::warn!(route = %forge.route, event = %event.event_id, error = %err, "forge scope unreadable");
+                return None;
+            }
+        };
+        let scope = forge.settle(scope, &entity).await;
+        // The answer is published against what the run read.
+        if let Err(err) = forge.keep_scope(&event.event_id, &entity, &scope).await {
+            tracing::warn!(route = %forge.route, error = %err, "settled forge scope not stored");
+        }
+        if scope.task.reviews() {
+            forge.begin(&event.event_id, &entity, &scope).await;
+        }
+        Some(Arc::new(tools::Desk::new(forge, scope)))
+    }
+}
+
 impl Forges {
     /// The forges of `config`'s routes; an error names a route whose
     /// credentials cannot be read.
@@ -196,41 +226,33 @@ impl Forges {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
-
-    /// The forge tools of `event`'s run, when its route has a forge and
-    /// the event a scope; the review's check is opened as the run starts.
-    pub async fn desk(&self, event: &InboundEvent) -> Option<Arc<tools::Desk>> {
-        if event.platform != crate::platform::WEBHOOK {
-            return None;
-        }
-        let forge = self.get(&event.chat_id)?.clone();
-        let entity = event.thread_id.clone().unwrap_or_default();
-        let scope = match forge.scope_of(&event.event_id).await {
-            Ok(Some(scope)) => scope,
-            Ok(None) => return None,
-            Err(err) => {
-                tracing::warn!(route = %forge.route, event = %event.event_id, error = %err, "forge scope unreadable");
-                return None;
-            }
-        };
-        let scope = forge.settle(scope, &entity).await;
-        // The answer is published against what the run read.
-        let json = serde_json::to_string(&scope).unwrap_or_default();
-        if let Err(err) = forge
-            .store
-            .forge_event_put(&event.event_id, &forge.route, &entity, &json)
-            .await
-        {
-            tracing::warn!(route = %forge.route, error = %err, "settled forge scope not stored");
-        }
-        if scope.task.reviews() {
-            forge.begin(&event.event_id, &entity, &scope).await;
-        }
-        Some(Arc::new(tools::Desk::new(forge, scope)))
-    }
 }
 
 impl Forge {
+    /// Stores `scope` as what event `event_id` (about `entity`) runs on.
+    pub async fn keep_scope(
+        &self,
+        event_id: &str,
+        entity: &str,
+        scope: &Scope,
+    ) -> Result<(), crate::store::StoreError> {
+        let json = serde_json::to_string(scope).unwrap_or_default();
+        self.store
+            .forge_event_put(event_id, &self.route, entity, &json)
+            .await
+    }
+
+    /// Pauses (or resumes) automatic reviews of change `entity`.
+    pub async fn pause(&self, entity: &str, paused: bool) -> Result<(), crate::store::StoreError> {
+        self.store.forge_pause(&self.route, entity, paused).await
+    }
+
+    /// Whether automatic reviews of change `entity` are paused (a change
+    /// seen for the first time is remembered, not paused).
+    pub async fn paused(&self, entity: &str) -> Result<bool, crate::store::StoreError> {
+        Ok(self.store.forge_change(&self.route, entity).await?.1)
+    }
+
     /// The stored scope of event `event_id`.
     pub async fn scope_of(&self, event_id: &str) -> Result<Option<Scope>, ForgeError> {
         let Some((_, _, scope)) = self.store.forge_event(event_id).await? else {

@@ -69,6 +69,10 @@ pub struct Profile {
     /// (webhook routes that ask on the pull request) instead of in
     /// `[approvals] route_to`.
     pub asks_in: BTreeSet<String>,
+    /// Who, beside `approvals.approvers`, may answer an approval asked in
+    /// a chat, by chat (a webhook route's `approvers`, who answer by
+    /// comment on the pull request); identities as in the configuration.
+    pub approvers: BTreeMap<String, Vec<String>>,
     /// Whether answers stream into the chat, and the tool progress shown
     /// meanwhile (off for platforms without a person, or that cannot edit).
     pub live: ChatConfig,
@@ -98,6 +102,7 @@ impl Profile {
             human: true,
             keys: KeyScheme::Conversation,
             asks_in: BTreeSet::new(),
+            approvers: BTreeMap::new(),
             live: STILL,
         }
     }
@@ -106,6 +111,16 @@ impl Profile {
     pub fn streamed(mut self, live: ChatConfig) -> Self {
         self.live = live;
         self
+    }
+
+    /// Whether `actor` is one of the approvers of approvals asked in
+    /// `chat`.
+    pub fn approves_in(&self, chat: &str, actor: &super::Actor) -> bool {
+        self.approvers.get(chat).is_some_and(|listed| {
+            listed
+                .iter()
+                .any(|a| crate::config::identity::names(a, &actor.platform, &actor.user_id))
+        })
     }
 
     /// The toolsets a session in `chat` enables.

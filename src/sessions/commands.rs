@@ -4,7 +4,8 @@
 
 use super::manager::SessionManager;
 use super::opening::new_session;
-use crate::platform::{ChatCommand, InboundEvent};
+use crate::approvals::{Decision, Refusal};
+use crate::platform::{Actor, ChatCommand, ChatRef, InboundEvent};
 use crate::store::StoreError;
 
 const HELP: &str = "Commands: /new (or /reset) starts a fresh conversation, /stop cancels the running request, /status shows this session, /model shows or switches its model, /usage shows what you and this chat spent against the budgets, /approve and /deny answer a pending approval, /help shows this.";
@@ -53,11 +54,7 @@ impl SessionManager {
             }
             ChatCommand::Model(choice) => self.model(key, event, choice.as_deref()).await?,
             ChatCommand::Approve { .. } | ChatCommand::Deny { .. } => {
-                let decided = inner
-                    .broker
-                    .decide_command(&event.chat(), &event.actor(), command, false)
-                    .await;
-                match decided {
+                match self.decide(&event.chat(), &event.actor(), command).await {
                     Ok(decision) => format!("Done: {}.", decision.describe()),
                     Err(refusal) => refusal.to_string(),
                 }
@@ -67,6 +64,26 @@ impl SessionManager {
 }
 
 impl SessionManager {
+    /// Carries out `/approve` or `/deny`, written by `actor` in `chat`;
+    /// whether the actor may answer approvals asked there is the chat's
+    /// platform's rule (its profile's approvers) or the broker's.
+    pub async fn decide(
+        &self,
+        chat: &ChatRef,
+        actor: &Actor,
+        command: &ChatCommand,
+    ) -> Result<Decision, Refusal> {
+        let listed = self
+            .inner
+            .platforms()
+            .profile(&chat.platform)
+            .is_some_and(|p| p.approves_in(&chat.chat, actor));
+        self.inner
+            .broker
+            .decide_command(chat, actor, command, listed)
+            .await
+    }
+
     /// `/model`: which model answers this conversation and which it may
     /// switch to; `/model NAME` switches (`default`: back to the
     /// configured one), kept with the session.

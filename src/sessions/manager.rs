@@ -154,8 +154,8 @@ pub(super) struct Inner {
     pub(super) throttle: super::throttle::Throttle,
     /// Where voice notes are heard (none: they are not).
     pub(super) transcriber: Option<crate::transcription::Transcriber>,
-    /// The webhook routes' forges, whose tools their runs read.
-    pub(super) forges: Option<Arc<crate::forge::Forges>>,
+    /// Where a run's forge desk comes from (the webhook routes' forges).
+    pub(super) forges: Option<Arc<dyn crate::agent::layer::ForgeDesks>>,
     /// Where "now" comes from for budget windows, resets and schedules.
     pub(super) clock: crate::clock::Clock,
     /// Wakes the scheduler when a chat makes or resumes a job.
@@ -231,8 +231,9 @@ pub struct Links {
     /// Where voice notes are heard; without one, their senders are told
     /// they cannot be.
     pub transcriber: Option<crate::transcription::Transcriber>,
-    /// The webhook routes' forges, whose read tools their runs get.
-    pub forges: Option<Arc<crate::forge::Forges>>,
+    /// Where a run's forge desk comes from (the webhook routes' forges,
+    /// whose read tools their runs get).
+    pub forges: Option<Arc<dyn crate::agent::layer::ForgeDesks>>,
     /// Where "now" comes from for budget windows, resets and schedules.
     pub clock: crate::clock::Clock,
 }

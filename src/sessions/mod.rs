@@ -9,6 +9,7 @@ pub mod access;
 mod balance;
 mod commands;
 mod completion;
+mod deliveries;
 mod intake;
 pub mod keys;
 mod live;
@@ -26,6 +27,7 @@ mod voice;
 mod worker;
 
 pub use access::{Access, ApproveOutcome, PairingOutcome};
+pub use deliveries::Deliveries;
 pub use intake::Press;
 pub use keys::{KeyRules, session_key};
 pub use manager::{Backlog, Links, ManagerSettings, SessionManager, Submitted};

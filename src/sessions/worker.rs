@@ -568,7 +568,7 @@ async fn answer(
             Some(forges) => forges.desk(event).await,
             None => None,
         };
-        conv.set_forge(forge.map(|d| d as Arc<dyn crate::agent::layer::ForgeDesk>));
+        conv.set_forge(forge);
         conv.act_for(&event.platform, &event.user_id);
         if let Some((owner, read)) = notes.take() {
             conv.read_ahead(owner, read);

@@ -89,7 +89,7 @@ async fn a_persons_daily_budget_warns_once_and_refuses_at_the_cap() {
         );
         assert_eq!(shown[4], "answer 4");
         // 0.04 spent: refused, and nothing stored.
-        let stored = common::inbox_count(&daemon.gateway.store, "telegram").await;
+        let stored = common::inbox_count(&daemon.store, "telegram").await;
         for id in [5, 6] {
             say(&tg, id, "question past the cap");
         }
@@ -106,7 +106,7 @@ async fn a_persons_daily_budget_warns_once_and_refuses_at_the_cap() {
             1,
             "warned once"
         );
-        assert_eq!(common::inbox_count(&daemon.gateway.store, "telegram").await, stored);
+        assert_eq!(common::inbox_count(&daemon.store, "telegram").await, stored);
         assert_eq!(llm.requests().len(), 4, "no turn past the cap");
         // /usage still answers, with what was spent and what is left.
         say(&tg, 7, "/usage");
@@ -117,7 +117,7 @@ async fn a_persons_daily_budget_warns_once_and_refuses_at_the_cap() {
                 && usage.contains("This chat today: 0.04 (60 tokens), no cap"),
             "{usage}"
         );
-        let turns = daemon.gateway.store.usage_since(0).await.unwrap();
+        let turns = daemon.store.usage_since(0).await.unwrap();
         let user = turns.iter().find(|r| r.level == "user").unwrap();
         assert_eq!((user.turns, user.tokens, user.cost_micros), (4, 60, 40_000));
         daemon.shutdown().await;
@@ -166,7 +166,7 @@ async fn a_webhook_route_over_budget_records_the_event_or_answers_429() {
                 }
             };
             assert_eq!(post("d1", common::pr_push(1, "first")).await.status(), 202);
-            let store = daemon.gateway.store.clone();
+            let store = daemon.store.clone();
             common::eventually("the first turn is counted", || async {
                 store
                     .usage_since(0)
@@ -225,7 +225,7 @@ async fn first_run(daemon: &InProcess, config: &Config) -> (Scheduler, i64) {
     let mut ticking = config.clone();
     ticking.cron.enabled = true;
     let s = Scheduler::new(
-        daemon.gateway.store.clone(),
+        daemon.store.clone(),
         daemon.gateway.sessions.clone(),
         Arc::new(ticking),
     );
@@ -265,7 +265,7 @@ async fn a_job_over_its_budget_is_not_run_and_its_owner_is_told() {
                 && told.contains("daily budget"),
             "{told}"
         );
-        let runs = daemon.gateway.store.runs(None, 10).await.unwrap();
+        let runs = daemon.store.runs(None, 10).await.unwrap();
         assert_eq!(runs[0].status, "refused");
         assert_eq!(llm.requests().len(), 1);
         daemon.shutdown().await;
@@ -356,7 +356,7 @@ async fn a_running_turn_stops_before_the_call_that_could_cross_the_cap() {
             shown[1].starts_with("(Your usage is at 0.03 of 0.04 of its daily budget, and my next step could go past it, so I stopped here. The budget resets at "),
             "{shown:?}"
         );
-        let store = &daemon.gateway.store;
+        let store = &daemon.store;
         let turns = store.usage_since(0).await.unwrap();
         let user = turns.iter().find(|r| r.level == "user").unwrap();
         assert_eq!((user.turns, user.cost_micros), (1, 30_000), "within the cap");
@@ -411,7 +411,7 @@ async fn a_stopped_turn_wraps_up_when_the_wrap_up_still_fits() {
         shown[0].starts_with("I sorted four items; the rest is left.\n\n(Your usage is at 0.04 of 0.05 of its daily budget"),
         "{shown:?}"
     );
-    let turns = daemon.gateway.store.usage_since(0).await.unwrap();
+    let turns = daemon.store.usage_since(0).await.unwrap();
     let user = turns.iter().find(|r| r.level == "user").unwrap();
     assert_eq!(user.cost_micros, 40_050);
     daemon.shutdown().await;
@@ -450,7 +450,7 @@ async fn two_turns_of_one_person_share_what_is_left() {
             5,
             "five calls of 0.01 fit in 0.055 between both chats; no wrap-up fits"
         );
-        let store = &daemon.gateway.store;
+        let store = &daemon.store;
         let turns = store.usage_since(0).await.unwrap();
         let user = turns.iter().find(|r| r.level == "user").unwrap();
         assert_eq!((user.turns, user.cost_micros), (2, 50_000));
@@ -508,7 +508,7 @@ async fn a_webhook_routes_turn_and_a_jobs_turn_stop_the_same_way() {
             "{comment}"
         );
         assert_eq!(llm.requests().len(), 2);
-        let turns = daemon.gateway.store.usage_since(0).await.unwrap();
+        let turns = daemon.store.usage_since(0).await.unwrap();
         let route = turns.iter().find(|r| r.level == "route").unwrap();
         assert_eq!(route.cost_micros, 20_000);
         daemon.shutdown().await;
@@ -568,7 +568,7 @@ async fn usage_shows_what_a_running_turn_holds_beside_what_was_spent() {
                 && usage.contains("tokens) held by running requests; 0.08 left until"),
             "{usage}"
         );
-        let rows = daemon.gateway.store.usage_since(0).await.unwrap();
+        let rows = daemon.store.usage_since(0).await.unwrap();
         let user = rows.iter().find(|r| r.level == "user").unwrap();
         assert_eq!(
             (user.turns, user.cost_micros, user.held_micros),
@@ -597,7 +597,7 @@ async fn a_call_stopped_on_its_way_counts_its_prompt() {
     })
     .await;
     say(&tg, 2, "/stop");
-    let store = &daemon.gateway.store;
+    let store = &daemon.store;
     let record = common::until("the stopped turn is recorded", || async {
         let sessions = store.list_sessions(10).await.unwrap();
         let session = sessions.first()?;

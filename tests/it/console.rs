@@ -180,7 +180,7 @@ async fn an_operator_approves_a_waiting_command_in_the_browser_and_the_turn_fini
         );
         keep(&shot(name));
     }
-    let audits = daemon.gateway.store.console_audits(20).await.unwrap();
+    let audits = daemon.store.console_audits(20).await.unwrap();
     let actions: Vec<(&str, &str)> = audits
         .iter()
         .rev()
@@ -327,7 +327,7 @@ async fn wrong_tokens_missing_csrf_and_strangers_are_refused() {
         .await
         .unwrap();
     assert_eq!(webhook_port.status(), 404);
-    let audits = daemon.gateway.store.console_audits(20).await.unwrap();
+    let audits = daemon.store.console_audits(20).await.unwrap();
     let refusals = audits
         .iter()
         .filter(|a| a.outcome.starts_with("refused"))
@@ -342,7 +342,7 @@ async fn a_given_up_message_is_sent_again_from_the_console() {
     let llm = FakeLlm::start(vec![Reply::Json(text("the answer"))]).await;
     let dir = tempfile::tempdir().unwrap();
     let (daemon, console) = start(&tg, &llm, dir.path()).await;
-    let store = daemon.gateway.store.clone();
+    let store = daemon.store.clone();
     tg.kick(ANN);
     tg.push(FakeTelegram::message(ANN, ANN, "Ann", 10, "hello"));
     let row = common::until("the answer is given up", || async {

@@ -63,7 +63,7 @@ fn scheduler(daemon: &InProcess, config: &Config) -> Scheduler {
     let mut config = config.clone();
     config.cron.enabled = true;
     Scheduler::new(
-        daemon.gateway.store.clone(),
+        daemon.store.clone(),
         daemon.gateway.sessions.clone(),
         Arc::new(config),
     )
@@ -113,7 +113,7 @@ async fn a_job_every_minute_fires_once_per_slot_across_a_crash_and_a_restart() {
         let daemon = start(&config).await;
         let s = scheduler(&daemon, &config);
         s.sync_config(t0 - 30_000).await.unwrap();
-        let store = daemon.gateway.store.clone();
+        let store = daemon.store.clone();
         assert_eq!(
             store.job("digest").await.unwrap().unwrap().next_at,
             Some(t0)
@@ -141,7 +141,7 @@ async fn a_job_every_minute_fires_once_per_slot_across_a_crash_and_a_restart() {
         let daemon = start(&config).await;
         let s = scheduler(&daemon, &config);
         s.sync_config(t0 + 30_000).await.unwrap();
-        let store = daemon.gateway.store.clone();
+        let store = daemon.store.clone();
         assert_eq!(
             store.job("digest").await.unwrap().unwrap().next_at,
             Some(t0 + 60_000),
@@ -208,7 +208,7 @@ async fn slots_missed_while_stopped_follow_each_jobs_policy() {
             "once: 1, all: the latest 2 late and the last"
         );
         assert_eq!(tick.skipped, 4 + 3 + 1);
-        let store = daemon.gateway.store.clone();
+        let store = daemon.store.clone();
         let runs = settled(&s, &store, back).await;
         let of = |job: &str| -> Vec<(i64, String)> {
             runs.iter()
@@ -261,7 +261,7 @@ async fn a_failed_delivery_and_a_failed_run_are_told_to_the_owner() {
         let config = config(dir.path(), &tg, &llm, &storage, vec![team]);
         let t0 = at("2026-12-01T09:00:00Z");
         let daemon = start(&config).await;
-        let store = daemon.gateway.store.clone();
+        let store = daemon.store.clone();
         let s = scheduler(&daemon, &config);
         s.sync_config(t0 - 1_000).await.unwrap();
         tg.kick(TEAM);
@@ -358,7 +358,7 @@ async fn the_cronjob_tool_makes_a_confirmed_job_for_its_own_chat_and_it_runs() {
         config.cron.enabled = true;
         config.cron.max_jobs_per_user = 1;
         let daemon = start(&config).await;
-        let store = daemon.gateway.store.clone();
+        let store = daemon.store.clone();
         tg.push(FakeTelegram::message(
             ANN,
             ANN,
@@ -453,7 +453,7 @@ async fn a_chat_reaches_only_its_own_jobs() {
         let dir = tempfile::tempdir().unwrap();
         let config = config(dir.path(), &tg, &llm, &storage, Vec::new());
         let daemon = start(&config).await;
-        let store = daemon.gateway.store.clone();
+        let store = daemon.store.clone();
         store
             .put_job(
                 &common::stored_job("theirs", "every 1h", "telegram", "2002", "2002"),
@@ -498,7 +498,7 @@ async fn the_daemons_scheduler_fires_a_due_job_by_itself() {
         sent_to(&tg, ANN) == ["on the dot"]
     })
     .await;
-    let store = daemon.gateway.store.clone();
+    let store = daemon.store.clone();
     common::eventually("and its run settles", || async {
         let runs = store.runs(None, 5).await.unwrap();
         runs.len() == 1 && runs[0].status == "succeeded" && runs[0].delivery == "posted"
@@ -532,7 +532,7 @@ async fn two_replicas_ticking_the_same_slot_run_it_once() {
     let (ta, tb) = (ta.unwrap(), tb.unwrap());
     assert_eq!(ta.fired + tb.fired, 1, "{ta:?} {tb:?}");
     common::eventually("posted", || async { sent_to(&tg, ANN) == ["one digest"] }).await;
-    let runs = settled(&sa, &a.gateway.store, t0 + 1_000).await;
+    let runs = settled(&sa, &a.store, t0 + 1_000).await;
     assert_eq!(states(&runs), [("succeeded".into(), "posted".into())]);
     assert_eq!(llm.requests().len(), 1);
     a.shutdown().await;
@@ -552,7 +552,7 @@ async fn a_job_made_in_a_group_runs_with_the_group_toolsets() {
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path(), &tg, &llm, &None, Vec::new());
     let daemon = start(&config).await;
-    let store = daemon.gateway.store.clone();
+    let store = daemon.store.clone();
     let mut mention = FakeTelegram::message(
         TEAM,
         ANN,

@@ -72,7 +72,7 @@ async fn a_mention_gets_a_reply_that_references_it() {
         sent.contains("hello there") && !sent.contains("<@900>"),
         "{sent}"
     );
-    let sessions = s.daemon.gateway.store.list_sessions(10).await.unwrap();
+    let sessions = s.daemon.store.list_sessions(10).await.unwrap();
     assert_eq!(sessions[0].key, format!("discord:group:{CHANNEL}:{ANN}"));
     let registered = s.dc.wait("PUT", "/applications/800/commands", 1).await;
     let names: Vec<&str> = registered[0]
@@ -124,10 +124,7 @@ async fn strangers_pair_in_dms_and_are_ignored_in_channels() {
     );
     // Messages are taken in order: by the pairing reply to the last one,
     // every earlier one was stored or refused.
-    assert_eq!(
-        common::inbox_count(&s.daemon.gateway.store, "discord").await,
-        1
-    );
+    assert_eq!(common::inbox_count(&s.daemon.store, "discord").await, 1);
     let requests = s.llm.requests();
     assert_eq!(requests.len(), 1, "one turn: the replayed message, once");
     assert!(requests[0]["messages"].to_string().contains("once please"));
@@ -224,7 +221,7 @@ async fn threads_are_session_threads_and_roles_allow() {
     s.dc.dispatch("MESSAGE_CREATE", bob).await;
     let posted = s.dc.wait_posted(1).await;
     assert_eq!(posted[0].path, "/api/v10/channels/555/messages");
-    let sessions = s.daemon.gateway.store.list_sessions(10).await.unwrap();
+    let sessions = s.daemon.store.list_sessions(10).await.unwrap();
     assert_eq!(sessions[0].key, format!("discord:group:{CHANNEL}:555"));
     // In a thread the bot talks in, no mention is needed.
     let mut follow = message(
@@ -267,7 +264,7 @@ async fn auto_threads_start_on_the_opening_message() {
     assert_eq!(threads[0].body["name"], "plan the release");
     assert_eq!(posted[0].path, "/api/v10/channels/1600/messages");
     assert!(posted[0].body.get("message_reference").is_none());
-    let sessions = s.daemon.gateway.store.list_sessions(10).await.unwrap();
+    let sessions = s.daemon.store.list_sessions(10).await.unwrap();
     assert_eq!(sessions[0].key, format!("discord:group:{CHANNEL}:1600"));
     // A message whose thread exists already (a replay after a restart):
     // Discord refuses a second thread, and the answer goes to the first.
@@ -397,10 +394,7 @@ async fn messages_written_while_the_daemon_was_down_are_answered_after_a_restart
     assert_eq!(content(&posted[1]), "back");
     // "hello" came back with the catch-up before "are you back?" and was
     // dropped then.
-    assert_eq!(
-        common::inbox_count(&daemon.gateway.store, "discord").await,
-        2
-    );
+    assert_eq!(common::inbox_count(&daemon.store, "discord").await, 2);
     assert_eq!(llm.requests().len(), 1, "hello was not answered again");
     daemon.shutdown().await;
     drop(dir);
@@ -453,7 +447,7 @@ async fn a_message_with_nul_bytes_is_answered_on_both_backends() {
         assert_eq!(content(&posted[0]), "Noted.");
         let prompt = s.llm.requests()[0]["messages"].to_string();
         assert!(prompt.contains("what\u{FFFD}is this"), "{prompt}");
-        let store = &s.daemon.gateway.store;
+        let store = &s.daemon.store;
         assert!(store.inbox_pending(10).await.unwrap().is_empty());
         s.daemon.shutdown().await;
     })
@@ -506,7 +500,7 @@ async fn messages_wait_for_postgres_and_are_answered_in_order_once_it_is_back() 
     assert_eq!(asked.len(), 2, "each message asked once");
     assert!(asked[0]["messages"].to_string().contains("first question"));
     assert!(asked[1]["messages"].to_string().contains("second question"));
-    let store = &s.daemon.gateway.store;
+    let store = &s.daemon.store;
     assert_eq!(common::inbox_count(store, "discord").await, 2);
     assert!(store.inbox_pending(10).await.unwrap().is_empty());
     s.daemon.shutdown().await;

@@ -30,8 +30,9 @@ async fn running_work_finishes_before_exit() {
             ctx.stop.cancelled().await;
             // Finishing the current turn takes a while after the stop.
             tokio::time::sleep(Duration::from_millis(300)).await;
-            ctx.store
-                .ping()
+            ctx.gateway
+                .sessions
+                .recent_events("turn", 1)
                 .await
                 .expect("storage still open while draining");
             flag.store(true, Ordering::SeqCst);

@@ -90,7 +90,7 @@ async fn a_process_started_to_notify_is_reported_into_its_chat_when_it_ends() {
         exited.contains("build finished"),
         "the last output: {exited}"
     );
-    let store = &daemon.gateway.store;
+    let store = &daemon.store;
     assert!(
         store.process_watches().await.unwrap().is_empty(),
         "told, so forgotten"
@@ -172,7 +172,6 @@ async fn a_restart_reports_the_processes_the_previous_run_was_watching() {
     assert_eq!(sent(&tg)[2], "Your server has stopped.");
     common::eventually("both watches forgotten", || async {
         daemon
-            .gateway
             .store
             .process_watches()
             .await
@@ -219,14 +218,6 @@ async fn a_process_the_gateway_stops_is_reported_after_the_restart() {
         report.contains("was stopped because the gateway shut down"),
         "{report}"
     );
-    assert!(
-        daemon
-            .gateway
-            .store
-            .process_watches()
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(daemon.store.process_watches().await.unwrap().is_empty());
     daemon.shutdown().await;
 }

@@ -77,7 +77,7 @@ async fn a_message_edited_before_its_turn_is_read_as_edited() {
     tg.push(FakeTelegram::message(ANN, ANN, "Ann", 11, "secnd question"));
     // The second waits behind the first; it is corrected meanwhile.
     common::eventually("the second stored", || async {
-        common::inbox_count(&daemon.gateway.store, "telegram").await == 2
+        common::inbox_count(&daemon.store, "telegram").await == 2
     })
     .await;
     tg.push(FakeTelegram::edited(ANN, ANN, "Ann", 11, "second question"));
@@ -168,7 +168,7 @@ async fn a_message_deleted_before_its_turn_is_dropped() {
     .await;
     // The deletion finds the second stored, waiting behind the first.
     common::eventually("the second stored", || async {
-        common::inbox_count(&s.daemon.gateway.store, "discord").await == 2
+        common::inbox_count(&s.daemon.store, "discord").await == 2
     })
     .await;
     s.dc.dispatch(

@@ -213,10 +213,7 @@ async fn a_mention_is_answered_in_its_thread_once_despite_retries() {
             .starts_with("*Summary*")
     );
     // Each delivery was stored or dropped before its 200.
-    assert_eq!(
-        common::inbox_count(&s.daemon.gateway.store, "slack").await,
-        1
-    );
+    assert_eq!(common::inbox_count(&s.daemon.store, "slack").await, 1);
     assert_eq!(s.llm.requests().len(), 1, "one turn for one message");
     let prompt = s.llm.requests()[0]["messages"].to_string();
     assert!(prompt.contains("summarise") && !prompt.contains(BOT_USER));
@@ -393,10 +390,7 @@ async fn thread_replies_continue_the_conversation_without_a_mention() {
                        "ts": "1764000000.001300", "thread_ts": "1764000000.001200", "text": "unrelated"});
     assert_eq!(s.event(stray, "Ev13", &[]).await.status(), 200);
     // Refused before its 200: stored nowhere, no turn to come.
-    assert_eq!(
-        common::inbox_count(&s.daemon.gateway.store, "slack").await,
-        3
-    );
+    assert_eq!(common::inbox_count(&s.daemon.store, "slack").await, 3);
     assert_eq!(s.llm.requests().len(), 3);
     s.daemon.shutdown().await;
 }
@@ -507,10 +501,7 @@ async fn socket_mode_leaves_envelopes_unacknowledged_while_postgres_is_away() {
     assert!(s.slack.calls("chat.postMessage").is_empty());
 
     proxy.restore();
-    common::eventually("storage back", || async {
-        !s.daemon.gateway.store.is_away().await
-    })
-    .await;
+    common::eventually("storage back", || async { !s.daemon.store.is_away().await }).await;
     // Slack sends the envelope it got no acknowledgement for again.
     s.slack
         .envelope(envelope("env-b", 1, "Ev30", asked.clone()))
@@ -550,10 +541,7 @@ async fn events_are_refused_with_503_while_postgres_is_away_and_taken_on_the_ret
     assert_eq!(refused.status(), 503);
     assert!(s.slack.calls("chat.postMessage").is_empty());
     proxy.restore();
-    common::eventually("storage back", || async {
-        !s.daemon.gateway.store.is_away().await
-    })
-    .await;
+    common::eventually("storage back", || async { !s.daemon.store.is_away().await }).await;
     let retry = [
         ("x-slack-retry-num", "1"),
         ("x-slack-retry-reason", "http_error"),
@@ -610,7 +598,7 @@ async fn an_event_with_nul_bytes_is_answered_on_both_backends() {
         assert_eq!(posts[0].body["thread_ts"], "1764000000.000900");
         let prompt = s.llm.requests()[0]["messages"].to_string();
         assert!(prompt.contains("what\u{FFFD}is this"), "{prompt}");
-        let store = &s.daemon.gateway.store;
+        let store = &s.daemon.store;
         assert!(store.inbox_pending(10).await.unwrap().is_empty());
         s.daemon.shutdown().await;
     })
@@ -808,7 +796,6 @@ async fn a_stranger_in_the_workspace_gets_a_pairing_code_not_an_agent() {
     assert!(said.contains("pairing approve slack"), "{said}");
     let pending = s
         .daemon
-        .gateway
         .store
         .pairing_requests(Some("slack"))
         .await

@@ -280,7 +280,7 @@ async fn a_full_disk_under_sqlite_is_refused_cleanly_and_ridden_out() {
         ..StorageConfig::default()
     };
     let daemon = start(&llm, dir.path(), storage).await;
-    let store = daemon.gateway.store.clone();
+    let store = daemon.store.clone();
     let http = switchboard::http::client::client();
     let mut acknowledged = BTreeSet::new();
     for i in 0..4 {

@@ -160,7 +160,7 @@ async fn groups_need_a_mention_and_topics_are_threads() {
     );
     let user = requests[0]["messages"].to_string();
     assert!(user.contains("summarise please") && !user.contains("@switchboard_bot"));
-    let sessions = s.daemon.gateway.store.list_sessions(10).await.unwrap();
+    let sessions = s.daemon.store.list_sessions(10).await.unwrap();
     assert_eq!(sessions[0].key, format!("telegram:group:{GROUP}:7"));
     s.daemon.shutdown().await;
 }
@@ -313,10 +313,7 @@ async fn webhook_mode_checks_the_secret_token() {
     // second answer.
     assert_eq!(post(Some("s3cret-token")).await.unwrap().status(), 200);
     // Dropped as a duplicate before the 200: no turn for it can follow.
-    assert_eq!(
-        common::inbox_count(&s.daemon.gateway.store, "telegram").await,
-        1
-    );
+    assert_eq!(common::inbox_count(&s.daemon.store, "telegram").await, 1);
     assert_eq!(s.tg.calls("sendMessage").len(), 1);
     assert_eq!(s.llm.requests().len(), 1);
     assert!(
@@ -457,7 +454,7 @@ async fn a_minute_of_5xx_and_429_on_sends_delays_the_replies_without_a_tight_loo
     )
     .await;
     assert_eq!(s.llm.requests().len(), 2, "each question asked once");
-    let outbox = s.daemon.gateway.store.outbox(10).await.unwrap();
+    let outbox = s.daemon.store.outbox(10).await.unwrap();
     assert!(outbox.iter().all(|o| o.status == "sent"), "{outbox:?}");
     assert!(outbox.iter().any(|o| o.attempts > 1), "{outbox:?}");
     s.daemon.shutdown().await;
@@ -485,7 +482,7 @@ async fn an_update_with_nul_bytes_is_answered_on_both_backends() {
         assert_eq!(sent[0].body["text"], "Got it.");
         let prompt = s.llm.requests()[0]["messages"].to_string();
         assert!(prompt.contains("what\u{FFFD}is this"), "{prompt}");
-        let store = &s.daemon.gateway.store;
+        let store = &s.daemon.store;
         assert!(store.inbox_pending(10).await.unwrap().is_empty());
         s.daemon.shutdown().await;
     })
@@ -546,7 +543,7 @@ async fn senders_and_chats_past_their_rate_are_told_once_and_nothing_is_stored()
     assert_eq!(answers, ["one", "two", "three"], "{} sent", sent.len());
     assert_eq!(s.llm.requests().len(), 3);
     assert_eq!(
-        common::inbox_count(&s.daemon.gateway.store, "telegram").await,
+        common::inbox_count(&s.daemon.store, "telegram").await,
         3,
         "refused messages are not stored"
     );

@@ -13,7 +13,7 @@ use crate::config::{DeliverKind, Env, WebhookRoute};
 use crate::forge::api::{Api, Dialect, Failure};
 use crate::forge::auth::Credentials;
 use crate::platform::{ChatRef, PlatformError, Platforms};
-use crate::store::Store;
+use crate::sessions::Deliveries;
 use crate::telemetry::events;
 
 /// GitHub refuses comments longer than 65 536 characters.
@@ -103,7 +103,7 @@ impl GithubClient {
 #[derive(Clone)]
 pub struct Deliverer {
     route: WebhookRoute,
-    store: Store,
+    records: Deliveries,
     github: Option<GithubClient>,
     platforms: Arc<Platforms>,
     backoff: Duration,
@@ -119,14 +119,19 @@ impl std::fmt::Debug for Deliverer {
 
 impl Deliverer {
     /// The deliverer of `route`.
-    pub fn new(route: &WebhookRoute, env: &Env, store: Store, platforms: Arc<Platforms>) -> Self {
+    pub fn new(
+        route: &WebhookRoute,
+        env: &Env,
+        records: Deliveries,
+        platforms: Arc<Platforms>,
+    ) -> Self {
         let github = (route.deliver.kind == DeliverKind::GithubComment).then(|| {
             let token = env.get(&route.deliver.token_env).unwrap_or_default();
             GithubClient::new(&route.deliver.api_url, token)
         });
         Self {
             route: route.clone(),
-            store,
+            records,
             github,
             platforms,
             backoff: Duration::from_secs(1),
@@ -156,8 +161,8 @@ impl Deliverer {
     /// [`PlatformError::Unavailable`], for the caller to try later).
     pub async fn deliver(&self, entity: &str, text: &str) -> Result<(), PlatformError> {
         let record = match self
-            .store
-            .delivery_start(&self.route.name, entity, &self.target())
+            .records
+            .start(&self.route.name, entity, &self.target())
             .await
         {
             Ok(id) => Some(id),
@@ -174,7 +179,7 @@ impl Deliverer {
             let last = attempt == ATTEMPTS || result.as_ref().is_err_and(|f| !f.retry);
             if let Some(id) = record {
                 let error = result.as_ref().err().map(|f| f.message.as_str());
-                if let Err(err) = self.store.delivery_attempt(id, error, last).await {
+                if let Err(err) = self.records.attempt(id, error, last).await {
                     tracing::warn!(error = %err, "could not record the delivery attempt");
                 }
             }
@@ -242,8 +247,8 @@ impl Deliverer {
                 })?;
                 let body = crate::render::clip(text, COMMENT_CHARS);
                 let existing = self
-                    .store
-                    .bot_comment(entity)
+                    .records
+                    .comment(entity)
                     .await
                     .map_err(|e| Failure::transient(e.to_string()))?;
                 if let Some(id) = existing {
@@ -255,8 +260,8 @@ impl Deliverer {
                     }
                 }
                 let id = github.create_comment(&issue, &body).await?;
-                self.store
-                    .set_bot_comment(entity, &id)
+                self.records
+                    .set_comment(entity, &id)
                     .await
                     .map_err(|e| Failure::transient(e.to_string()))
             }

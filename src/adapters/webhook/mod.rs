@@ -23,7 +23,6 @@ use axum::routing::post;
 use serde_json::{Value, json};
 
 use crate::adapters::Gateway;
-use crate::config::identity;
 use crate::config::{Config, DeliverKind, WebhookRoute};
 use crate::http::AppState;
 use crate::platform::RateLimiter;
@@ -84,6 +83,12 @@ pub fn profile(config: &Config) -> Profile {
             .filter(|r| r.approval_comments && r.deliver.kind == DeliverKind::GithubComment)
             .map(|r| r.name.clone())
             .collect(),
+        // A comment counts only from the route's approvers.
+        approvers: routes
+            .iter()
+            .filter(|r| r.approval_comments)
+            .map(|r| (r.name.clone(), r.approvers.clone()))
+            .collect(),
         live: crate::platform::STILL,
     }
 }
@@ -138,7 +143,7 @@ pub fn router(gateway: &Gateway) -> axum::Router<AppState> {
         let deliverer = Deliverer::new(
             route,
             &gateway.env,
-            gateway.store.clone(),
+            gateway.sessions.deliveries(),
             gateway.platforms.clone(),
         );
         if let Some(github) = deliverer
@@ -298,9 +303,9 @@ async fn forge_intake(
     payload: &Value,
 ) -> Result<String, Response> {
     let route = &state.route;
-    if route.forge.is_none() {
+    let Some(forge) = state.gateway.forges.get(&route.name) else {
         return Ok(prompt);
-    }
+    };
     let done = |status: &str, reason: &str| {
         internal::emit(internal::WebhookAnswered {
             route: &route.name,
@@ -311,7 +316,7 @@ async fn forge_intake(
             json!({ "status": status, "reason": reason }),
         )
     };
-    match review::intake(&state.gateway.store, route, ids, prompt, payload).await {
+    match review::intake(forge, route, ids, prompt, payload).await {
         Ok(review::Intake::Run(prompt)) => Ok(prompt),
         Ok(review::Intake::Done(reason)) => Err(done("done", reason)),
         Ok(review::Intake::Skip(reason)) => Err(done("ignored", reason)),
@@ -438,15 +443,7 @@ async fn approval_comment(
         user_id: login.to_string(),
         name: format!("@{login}"),
     };
-    let listed = route
-        .approvers
-        .iter()
-        .any(|a| identity::names(a, "github", login));
-    let result = state
-        .gateway
-        .broker
-        .decide_command(&chat, &actor, &command, listed)
-        .await;
+    let result = state.gateway.sessions.decide(&chat, &actor, &command).await;
     let number = crate::render::template::lookup(payload, "issue.number").and_then(Value::as_u64);
     match result {
         Ok(decision) => {

@@ -7,9 +7,8 @@ use serde_json::Value;
 
 use crate::config::identity;
 use crate::config::{SignatureScheme, WebhookRoute};
-use crate::forge::{Scope, Task};
+use crate::forge::{Forge, Task};
 use crate::render::template::{Renderer, lookup_str};
-use crate::store::Store;
 
 /// A comment command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,7 +102,7 @@ fn comment(scheme: SignatureScheme, payload: &Value) -> Option<(&str, &str)> {
 /// Decides what a delivery on forge route `route` does and stores the
 /// scope of what runs (under `event_id`, for `entity`).
 pub async fn intake(
-    store: &Store,
+    forge: &Forge,
     route: &WebhookRoute,
     (event, event_id, entity): (&str, &str, &str),
     prompt: String,
@@ -131,7 +130,7 @@ pub async fn intake(
         match command {
             Command::Pause | Command::Resume => {
                 let paused = command == Command::Pause;
-                store.forge_pause(&route.name, entity, paused).await?;
+                forge.pause(entity, paused).await?;
                 tracing::info!(route = %route.name, entity, login, paused, "automatic reviews switched");
                 return Ok(Intake::Done(if paused {
                     "automatic reviews paused on this change"
@@ -155,11 +154,8 @@ pub async fn intake(
     let Some(mut scope) = scope else {
         return Ok(Intake::Skip("the event names no code to read"));
     };
-    if scope.task.reviews() && !comment_event {
-        let (_, paused) = store.forge_change(&route.name, entity).await?;
-        if paused {
-            return Ok(Intake::Skip("automatic reviews are paused on this change"));
-        }
+    if scope.task.reviews() && !comment_event && forge.paused(entity).await? {
+        return Ok(Intake::Skip("automatic reviews are paused on this change"));
     }
     let prompt = match (&asked, scope.task) {
         (Some((login, question)), _) => {
@@ -189,21 +185,8 @@ pub async fn intake(
         "{prompt}\n\n{}",
         crate::forge::publish::instructions(scope.task)
     );
-    store_scope(store, route, event_id, entity, &scope).await?;
+    forge.keep_scope(event_id, entity, &scope).await?;
     Ok(Intake::Run(prompt))
-}
-
-async fn store_scope(
-    store: &Store,
-    route: &WebhookRoute,
-    event_id: &str,
-    entity: &str,
-    scope: &Scope,
-) -> Result<(), crate::store::StoreError> {
-    let json = serde_json::to_string(scope).unwrap_or_default();
-    store
-        .forge_event_put(event_id, &route.name, entity, &json)
-        .await
 }
 
 #[cfg(test)]

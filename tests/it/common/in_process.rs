@@ -6,14 +6,17 @@ use std::time::Duration;
 use switchboard::clock::Clock;
 use switchboard::config::{Config, Env};
 use switchboard::daemon::{Daemon, Gateway};
+use switchboard::store::Store;
 use tokio::sync::oneshot;
 
 /// A running daemon.
 pub struct InProcess {
     /// `http://127.0.0.1:<port>`.
     pub base: String,
-    /// Its session manager, broker, store and hubs.
+    /// Its session manager, broker and hubs.
     pub gateway: Gateway,
+    /// Its storage, opened beside the daemon's for the test to look into.
+    pub store: Store,
     stop: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -27,6 +30,7 @@ impl InProcess {
     /// [`start`](Self::start), deciding budget windows, resets and
     /// schedules by `clock`.
     pub async fn start_on(config: Config, env: Env, clock: Clock) -> Self {
+        let storage = config.storage.clone();
         let (ready_tx, ready_rx) = oneshot::channel();
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let daemon = Daemon::new(config, env).clock(clock);
@@ -45,9 +49,11 @@ impl InProcess {
                 .unwrap();
         });
         let (addr, gateway) = ready_rx.await.unwrap();
+        let store = Store::connect(&storage).await.unwrap();
         Self {
             base: format!("http://{addr}"),
             gateway,
+            store,
             stop: Some(stop_tx),
             task,
         }

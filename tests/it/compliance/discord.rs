@@ -67,8 +67,8 @@ impl Rig for Discord {
         &self.llm
     }
 
-    fn gateway(&self) -> &switchboard::daemon::Gateway {
-        &self.daemon.gateway
+    fn store(&self) -> &switchboard::store::Store {
+        &self.daemon.store
     }
 
     async fn say_in_thread(&self, who: Person, text: &str) -> String {

@@ -44,8 +44,8 @@ pub trait Rig: Sized {
     async fn start(script: Vec<Reply>) -> Self;
     /// The scripted model.
     fn llm(&self) -> &FakeLlm;
-    /// The running daemon's parts.
-    fn gateway(&self) -> &switchboard::daemon::Gateway;
+    /// The running daemon's storage.
+    fn store(&self) -> &switchboard::store::Store;
     /// `who` writes `text` to the bot in a group chat's thread (the same
     /// one every time); returns that thread's id.
     async fn say_in_thread(&self, who: Person, text: &str) -> String;
@@ -171,7 +171,7 @@ pub async fn a_prompt_left_open_is_closed_after_a_restart<R: Rig>() {
     // The prompt's message is stored just after it is shown; the restart
     // has to find it.
     crate::common::eventually("the prompt's message stored", || async {
-        let stored = rig.gateway().store.pending_prompts(None).await.unwrap();
+        let stored = rig.store().pending_prompts(None).await.unwrap();
         stored.iter().any(|p| p.prompt_message.is_some())
     })
     .await;

@@ -121,8 +121,8 @@ impl Rig for Slack {
         &self.llm
     }
 
-    fn gateway(&self) -> &switchboard::daemon::Gateway {
-        &self.daemon.gateway
+    fn store(&self) -> &switchboard::store::Store {
+        &self.daemon.store
     }
 
     async fn say_in_thread(&self, who: Person, text: &str) -> String {

@@ -256,7 +256,7 @@ async fn two_replicas_take_one_pull_requests_events_in_turn_and_answer_each_once
         r.unwrap();
     }
     let events = PRS * PER_PR;
-    let store = a.gateway.store.clone();
+    let store = a.store.clone();
     eventually_within("every event answered", Duration::from_secs(60), || async {
         store.inbox_pending(10).await.unwrap().is_empty()
             && store.outbox_pending(10).await.unwrap().is_empty()

@@ -138,8 +138,7 @@ async fn a_message_deleted_through_one_replica_cancels_its_turn_on_another() {
     .await;
     assert_eq!(status, 200);
     common::eventually("the turn ended as deleted", || async {
-        a.gateway
-            .store
+        a.store
             .inbox_latest("slack", 10)
             .await
             .unwrap()

@@ -27,6 +27,7 @@ const STANDARD_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 struct Running {
     base: String,
     gateway: Gateway,
+    store: switchboard::store::Store,
     http: reqwest::Client,
     daemon: InProcess,
     dir: tempfile::TempDir,
@@ -71,7 +72,6 @@ impl Running {
     async fn wait_processed(&self, n: usize) {
         for _ in 0..400 {
             let done = self
-                .gateway
                 .store
                 .deliveries(100)
                 .await
@@ -124,6 +124,7 @@ async fn start_in(
     Running {
         base: daemon.base.clone(),
         gateway: daemon.gateway.clone(),
+        store: daemon.store.clone(),
         http: switchboard::http::client::client(),
         daemon,
         dir,
@@ -221,14 +222,14 @@ async fn a_signed_pull_request_is_reviewed_and_answered_on_the_pr() {
         second.contains("consider capping the retries"),
         "same session"
     );
-    let sessions = d.gateway.store.list_sessions(10).await.unwrap();
+    let sessions = d.store.list_sessions(10).await.unwrap();
     assert_eq!(sessions.len(), 1);
     assert_eq!(
         sessions[0].key,
         "webhook:github:github:octo-org/hello-world:pr:7"
     );
     d.wait_processed(2).await;
-    let deliveries = d.gateway.store.deliveries(10).await.unwrap();
+    let deliveries = d.store.deliveries(10).await.unwrap();
     assert!(deliveries.iter().all(|r| r.status == "delivered"));
     d.shutdown().await;
 }
@@ -303,7 +304,7 @@ async fn failed_deliveries_are_retried_and_recorded() {
     let seen = gh.wait(2).await;
     assert_eq!(seen[0].body, seen[1].body, "the same comment, tried again");
     d.wait_processed(1).await;
-    let rec = &d.gateway.store.deliveries(1).await.unwrap()[0];
+    let rec = &d.store.deliveries(1).await.unwrap()[0];
     assert_eq!((rec.status.as_str(), rec.attempts), ("delivered", 2));
     assert!(rec.last_error.is_none());
     d.shutdown().await;
@@ -594,8 +595,7 @@ async fn a_minute_of_github_rate_limits_delays_the_comment_without_a_tight_loop_
     assert_eq!(llm.requests().len(), 1);
     // The mark follows the send.
     common::eventually("the comment marked sent", || async {
-        d.gateway
-            .store
+        d.store
             .outbox(10)
             .await
             .unwrap()
@@ -603,7 +603,7 @@ async fn a_minute_of_github_rate_limits_delays_the_comment_without_a_tight_loop_
             .any(|o| o.status == "sent")
     })
     .await;
-    let outbox = d.gateway.store.outbox(10).await.unwrap();
+    let outbox = d.store.outbox(10).await.unwrap();
     assert_eq!(outbox.len(), 1);
     assert_eq!(outbox[0].status, "sent");
     d.shutdown().await;
@@ -638,7 +638,7 @@ async fn a_delivery_with_nul_bytes_is_answered_on_both_backends() {
         d.wait_processed(1).await;
         let again = d.github("pull_request", "nul-1", &bytes(&opened)).await;
         assert_eq!(again.status(), 200, "stored, so a retry is a duplicate");
-        let store = &d.gateway.store;
+        let store = &d.store;
         assert!(store.inbox_pending(10).await.unwrap().is_empty());
         assert_eq!(store.deliveries(10).await.unwrap()[0].status, "delivered");
         d.shutdown().await;

@@ -275,7 +275,6 @@ async fn a_pull_request_is_reviewed_on_its_lines_then_pushes_are_reviewed_increm
     assert_eq!(forge.resolved(), vec![format!("PRRT_{first_comment}")]);
     assert_eq!(forge.checks()[2]["conclusion"], "success");
     let (reviewed, _) = d
-        .gateway
         .store
         .forge_change("github", "github:octo-org/hello-world:pr:7")
         .await
@@ -439,7 +438,6 @@ async fn a_failed_job_is_triaged_from_its_log_and_comment_commands_steer_reviews
     .await;
     assert_eq!(body["reason"], "automatic reviews resumed on this change");
     let (_, paused) = d
-        .gateway
         .store
         .forge_change("github", "github:octo-org/hello-world:pr:7")
         .await
@@ -638,7 +636,6 @@ async fn a_secondary_rate_limit_is_waited_out_and_one_review_posted() {
     assert_eq!(forge.reviews().len(), 1);
     assert_eq!(forge.review_comments().len(), 1);
     let outputs = d
-        .gateway
         .store
         .forge_outputs("github", "github:octo-org/hello-world:pr:7")
         .await

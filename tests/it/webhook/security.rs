@@ -173,7 +173,7 @@ async fn standard_webhooks_reject_stale_timestamps() {
     assert_eq!(send("msg_future", now + 310).await.status(), 401);
     assert_eq!(send("msg_ok", now).await.status(), 202);
     d.wait_processed(1).await;
-    let rec = &d.gateway.store.deliveries(1).await.unwrap()[0];
+    let rec = &d.store.deliveries(1).await.unwrap()[0];
     assert_eq!(
         (rec.target.as_str(), rec.status.as_str()),
         ("log", "delivered")
@@ -369,7 +369,7 @@ async fn nothing_the_gateway_or_a_bot_writes_approves_anything() {
         assert_ne!(v["status"], "decided", "{login}: {v}");
     }
     assert_eq!(d.gateway.broker.pending_count(), 1, "still waiting");
-    assert!(d.gateway.store.allowlist().await.unwrap().is_empty());
+    assert!(d.store.allowlist().await.unwrap().is_empty());
     d.shutdown().await;
 }
 
