@@ -275,7 +275,7 @@ pub struct Served<'a> {
     pub forge: Option<&'a dyn ForgeDesk>,
 }
 
-/// Runs one agent-layer tool.
+/// Runs one agent-layer tool: one arm per tool, each short.
 pub async fn run(
     tool: &str,
     args: &Value,

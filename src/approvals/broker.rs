@@ -241,6 +241,8 @@ impl Broker {
     }
 
     /// Asks for a decision and waits for it (or the timeout, or `cancel`).
+    /// Whole on purpose: the record, the prompt and the wait are undone
+    /// together on each way out.
     pub async fn request(&self, request: Request, cancel: &CancellationToken) -> Decision {
         let id = new_id();
         let keys: Vec<String> = request.matches.iter().map(|m| m.key.to_string()).collect();

@@ -57,7 +57,8 @@ fn run_line(run: &CronRun) -> String {
     )
 }
 
-/// Runs a cron subcommand; returns the exit code.
+/// Runs a cron subcommand; returns the exit code. One arm per
+/// subcommand, each short.
 pub async fn run(config: &Config, command: CronCommand) -> anyhow::Result<u8> {
     let store = super::open_store(config).await?;
     let code = match command {

@@ -311,77 +311,117 @@ impl Forge {
         let blocking = found.iter().any(|f| f.severity == Severity::Blocking);
         let annotations: Vec<Value> = found.iter().map(annotation).collect();
         let sorted = self.sort(scope, entity, found).await?;
-
+        let at = Reviewed {
+            event_id,
+            entity,
+            scope,
+            head: &head,
+        };
         // 1. The review with its line comments, when there is anything new.
         if !sorted.inline.is_empty() {
-            let key = format!("{event_id}:review");
-            // Each comment carries its own key too (GitLab posts them one
-            // by one, and skips those already there).
-            let comments: Vec<Anchored> = sorted
-                .inline
-                .iter()
-                .enumerate()
-                .map(|(i, (f, _, text))| Anchored {
-                    path: f.path.clone(),
-                    line: f.line,
-                    side: f.side,
-                    body: format!(
-                        "**{}**: {}\n\n{}",
-                        f.severity.as_str(),
-                        f.body,
-                        marker(&format!("{key}#{i} line:{}", findings::line_hash(text)))
-                    ),
-                })
-                .collect();
-            let body = format!(
-                "Review of {} — {} comment(s) on the diff; the summary is in the bot's comment.\n\n{}",
-                short(&head),
-                comments.len(),
-                marker(&key)
-            );
-            let host = self.host.clone();
-            let (scope2, head2, key2) = (scope.clone(), head.clone(), key.clone());
-            let review_id = self
-                .output(&key, entity, "review", |existing, tried| async move {
-                    // Posted before a crash cut the record short?
-                    if tried
-                        && existing.is_none()
-                        && let Some(id) = host.find_review(&scope2, &marker(&key2)).await?
-                    {
-                        return Ok((id, "posted"));
-                    }
-                    let id = host.post_review(&scope2, &head2, &body, &comments).await?;
-                    Ok((id, "posted"))
-                })
-                .await?;
-            let posted = match self.host.review_comments(scope, &review_id).await {
-                Ok(posted) => posted,
-                Err(err) => {
-                    tracing::warn!(route = %self.route, error = %err, "the review's comments could not be read back");
-                    Vec::new()
-                }
-            };
-            for (finding, print, _) in &sorted.inline {
-                let id = posted
-                    .iter()
-                    .find(|(_, path, line)| *path == finding.path && *line == finding.line)
-                    .map(|(id, _, _)| id.as_str());
-                self.store
-                    .forge_finding(
-                        &self.route,
-                        entity,
-                        print,
-                        &finding.path,
-                        finding.line,
-                        id,
-                        &head,
-                    )
-                    .await
-                    .map_err(store_failure)?;
-            }
+            self.post_inline(&at, &sorted).await?;
         }
-
         // 2. The bot's threads a push made outdated.
+        self.resolve_outdated(scope, entity).await;
+        // 3. The summary, one comment per change, edited in place.
+        self.post_summary(&at, &summary, &sorted).await?;
+        self.store
+            .forge_reviewed(&self.route, entity, &head)
+            .await
+            .map_err(store_failure)?;
+        // 4. The gate, last: once it completes, the review is whole.
+        if self.config.check_run {
+            let verdict = Verdict {
+                blocking,
+                complete,
+                summary: &summary,
+                annotations,
+            };
+            self.gate(&at, verdict).await?;
+        }
+        tracing::info!(route = %self.route, entity, head = short(&head), inline = sorted.inline.len(), repeated = sorted.repeated, "review posted");
+        Ok(())
+    }
+
+    /// Posts the review with its line comments and remembers each
+    /// finding's fingerprint.
+    async fn post_inline(&self, at: &Reviewed<'_>, sorted: &Sorted) -> Result<(), PlatformError> {
+        let Reviewed {
+            event_id,
+            entity,
+            scope,
+            head,
+        } = *at;
+        let key = format!("{event_id}:review");
+        // Each comment carries its own key too (GitLab posts them one
+        // by one, and skips those already there).
+        let comments: Vec<Anchored> = sorted
+            .inline
+            .iter()
+            .enumerate()
+            .map(|(i, (f, _, text))| Anchored {
+                path: f.path.clone(),
+                line: f.line,
+                side: f.side,
+                body: format!(
+                    "**{}**: {}\n\n{}",
+                    f.severity.as_str(),
+                    f.body,
+                    marker(&format!("{key}#{i} line:{}", findings::line_hash(text)))
+                ),
+            })
+            .collect();
+        let body = format!(
+            "Review of {} — {} comment(s) on the diff; the summary is in the bot's comment.\n\n{}",
+            short(head),
+            comments.len(),
+            marker(&key)
+        );
+        let host = self.host.clone();
+        let (scope2, head2, key2) = (scope.clone(), head.to_string(), key.clone());
+        let review_id = self
+            .output(&key, entity, "review", |existing, tried| async move {
+                // Posted before a crash cut the record short?
+                if tried
+                    && existing.is_none()
+                    && let Some(id) = host.find_review(&scope2, &marker(&key2)).await?
+                {
+                    return Ok((id, "posted"));
+                }
+                let id = host.post_review(&scope2, &head2, &body, &comments).await?;
+                Ok((id, "posted"))
+            })
+            .await?;
+        let posted = match self.host.review_comments(scope, &review_id).await {
+            Ok(posted) => posted,
+            Err(err) => {
+                tracing::warn!(route = %self.route, error = %err, "the review's comments could not be read back");
+                Vec::new()
+            }
+        };
+        for (finding, print, _) in &sorted.inline {
+            let id = posted
+                .iter()
+                .find(|(_, path, line)| *path == finding.path && *line == finding.line)
+                .map(|(id, _, _)| id.as_str());
+            self.store
+                .forge_finding(
+                    &self.route,
+                    entity,
+                    print,
+                    &finding.path,
+                    finding.line,
+                    id,
+                    head,
+                )
+                .await
+                .map_err(store_failure)?;
+        }
+        Ok(())
+    }
+
+    /// Resolves the bot's threads a push made outdated.
+    async fn resolve_outdated(&self, scope: &Scope, entity: &str) {
         match self.store.forge_comment_ids(&self.route, entity).await {
             Ok(own) if !own.is_empty() => {
                 if let Err(err) = self.host.resolve_outdated(scope, &own).await {
@@ -391,9 +431,22 @@ impl Forge {
             Ok(_) => {}
             Err(err) => tracing::warn!(error = %err, "the bot's comments could not be read"),
         }
+    }
 
-        // 3. The summary, one comment per change, edited in place.
-        let mut text = format!("**Review of {}**\n\n{summary}", short(&head));
+    /// Posts the summary (or edits it in place).
+    async fn post_summary(
+        &self,
+        at: &Reviewed<'_>,
+        summary: &str,
+        sorted: &Sorted,
+    ) -> Result<(), PlatformError> {
+        let Reviewed {
+            event_id,
+            entity,
+            scope,
+            head,
+        } = *at;
+        let mut text = format!("**Review of {}**\n\n{summary}", short(head));
         if !sorted.listed.is_empty() {
             text.push_str("\n\n**Also noted**\n");
             for f in &sorted.listed {
@@ -442,50 +495,74 @@ impl Forge {
                 .await
                 .map_err(store_failure)?;
         }
-
-        self.store
-            .forge_reviewed(&self.route, entity, &head)
-            .await
-            .map_err(store_failure)?;
-
-        // 4. The gate, last: once it completes, the review is whole.
-        if self.config.check_run {
-            let conclusion = match (self.config.blocking_conclusion, blocking, complete) {
-                (BlockingConclusion::Failure, true, _) => "failure",
-                (BlockingConclusion::Failure, false, true) => "success",
-                _ => "neutral",
-            };
-            let key = format!("{event_id}:check");
-            let opened = self.store.forge_output(&key).await.map_err(store_failure)?;
-            let existing = opened.and_then(|o| o.remote_id).filter(|id| !id.is_empty());
-            let check = Check {
-                key: key.clone(),
-                conclusion: Some(conclusion),
-                title: if blocking {
-                    "Blocking findings".into()
-                } else if complete {
-                    "Reviewed".into()
-                } else {
-                    "Review incomplete: no findings were reported".into()
-                },
-                summary: crate::render::clip(&summary, 60_000),
-                annotations,
-            };
-            let host = self.host.clone();
-            let (scope2, head2) = (scope.clone(), head.clone());
-            // The opening record is pending; its conclusion completes it.
-            let done = format!("{key}:done");
-            self.output(&done, entity, "check", |_, _| async move {
-                let id = host
-                    .check(&scope2, &head2, existing.as_deref(), &check)
-                    .await?;
-                Ok((id, "updated"))
-            })
-            .await?;
-        }
-        tracing::info!(route = %self.route, entity, head = short(&head), inline = sorted.inline.len(), repeated = sorted.repeated, "review posted");
         Ok(())
     }
+
+    /// Completes the review's check run with its conclusion.
+    async fn gate(&self, at: &Reviewed<'_>, verdict: Verdict<'_>) -> Result<(), PlatformError> {
+        let Reviewed {
+            event_id,
+            entity,
+            scope,
+            head,
+        } = *at;
+        let Verdict {
+            blocking,
+            complete,
+            summary,
+            annotations,
+        } = verdict;
+        let conclusion = match (self.config.blocking_conclusion, blocking, complete) {
+            (BlockingConclusion::Failure, true, _) => "failure",
+            (BlockingConclusion::Failure, false, true) => "success",
+            _ => "neutral",
+        };
+        let key = format!("{event_id}:check");
+        let opened = self.store.forge_output(&key).await.map_err(store_failure)?;
+        let existing = opened.and_then(|o| o.remote_id).filter(|id| !id.is_empty());
+        let check = Check {
+            key: key.clone(),
+            conclusion: Some(conclusion),
+            title: if blocking {
+                "Blocking findings".into()
+            } else if complete {
+                "Reviewed".into()
+            } else {
+                "Review incomplete: no findings were reported".into()
+            },
+            summary: crate::render::clip(summary, 60_000),
+            annotations,
+        };
+        let host = self.host.clone();
+        let (scope2, head2) = (scope.clone(), head.to_string());
+        // The opening record is pending; its conclusion completes it.
+        let done = format!("{key}:done");
+        self.output(&done, entity, "check", |_, _| async move {
+            let id = host
+                .check(&scope2, &head2, existing.as_deref(), &check)
+                .await?;
+            Ok((id, "updated"))
+        })
+        .await?;
+        Ok(())
+    }
+}
+
+/// What a review is of.
+#[derive(Clone, Copy)]
+struct Reviewed<'a> {
+    event_id: &'a str,
+    entity: &'a str,
+    scope: &'a Scope,
+    head: &'a str,
+}
+
+/// What a review found, for its gate.
+struct Verdict<'a> {
+    blocking: bool,
+    complete: bool,
+    summary: &'a str,
+    annotations: Vec<Value>,
 }
 
 /// A finding as a check-run annotation.

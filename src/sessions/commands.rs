@@ -30,7 +30,7 @@ impl SessionManager {
                 if let Some(state) = self.running_turn(key) {
                     state.interrupt();
                 }
-                inner.workers().remove(key);
+                inner.mailboxes.forget(key);
                 inner.store.end_session_by_key(key, "reset by user").await?;
                 "Started a new conversation.".to_string()
             }

@@ -209,13 +209,12 @@ impl SessionManager {
         from_person: bool,
     ) -> Result<(Submitted, Option<oneshot::Receiver<()>>), StoreError> {
         let inner = &self.inner;
-        let (tx, state) = if self.shared() {
-            match self.live_worker(key) {
+        let (tx, state) = match &inner.ownership {
+            Some(own) => match self.live_worker(key) {
                 Some(worker) => worker,
-                None => return self.enqueue_shared(key, event, dedupe).await,
-            }
-        } else {
-            self.worker(key)
+                None => return self.enqueue_shared(own, key, event, dedupe).await,
+            },
+            None => self.worker(key),
         };
         let permit = if self.pending() >= inner.settings.max_pending {
             None
@@ -224,9 +223,10 @@ impl SessionManager {
                 Ok(permit) => Some(permit),
                 // Its lease just ended here: the session is the next
                 // owner's (or this replica's again).
-                Err(mpsc::error::TrySendError::Closed(_)) if self.shared() => {
-                    return self.enqueue_shared(key, event, dedupe).await;
-                }
+                Err(mpsc::error::TrySendError::Closed(_)) => match &inner.ownership {
+                    Some(own) => return self.enqueue_shared(own, key, event, dedupe).await,
+                    None => None,
+                },
                 Err(_) => None,
             }
         };

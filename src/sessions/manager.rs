@@ -4,8 +4,7 @@
 //! (`intake.rs`); unprocessed inbox events are replayed on start.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -13,6 +12,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::keys::KeyRules;
+use super::mailboxes::{Found, Mailbox, Mailboxes};
+use super::ownership::Ownership;
 use super::questions::Questions;
 use super::replies::Replies;
 use super::worker::{Job, Seed, WorkerState, run_worker};
@@ -22,7 +23,6 @@ use crate::cluster::{Cluster, Term};
 use crate::config::{BusyInputMode, Config};
 use crate::platform::{InboundEvent, Platforms};
 use crate::store::{Store, StoreError};
-use crate::telemetry::events;
 use crate::tools::ApprovalHook;
 
 /// Tunables of the manager.
@@ -131,11 +131,10 @@ impl Backlog {
     }
 }
 
-pub(super) struct Worker {
-    pub(super) tx: mpsc::Sender<Job>,
-    pub(super) state: Arc<WorkerState>,
-}
-
+/// The manager's parts. The handles are fixed when it is made and only
+/// read; what changes lives in parts that own it behind private fields:
+/// the mailboxes (the worker map), the ownership of sessions among
+/// replicas (absent with one), the throttle and the questions asked.
 pub(super) struct Inner {
     pub(super) store: Store,
     pub(super) deps: Arc<AgentDeps>,
@@ -145,11 +144,8 @@ pub(super) struct Inner {
     pub(super) approvals: Arc<dyn ApprovalHook>,
     /// Where `/approve`, `/deny` and approval buttons are decided.
     pub(super) broker: Arc<Broker>,
-    /// This replica among the others.
-    pub(super) cluster: Cluster,
-    /// With several replicas: where presses for questions asked on another
-    /// replica go.
-    pub(super) relay: std::sync::OnceLock<Arc<crate::cluster::relay::Relay>>,
+    /// With several replicas: this one's part in sharing the sessions.
+    pub(super) ownership: Option<Ownership>,
     /// Per-sender and per-chat rate limits.
     pub(super) throttle: super::throttle::Throttle,
     /// Where voice notes are heard (none: they are not).
@@ -160,18 +156,9 @@ pub(super) struct Inner {
     pub(super) clock: crate::clock::Clock,
     /// Wakes the scheduler when a chat makes or resumes a job.
     pub(super) cron_wake: Arc<tokio::sync::Notify>,
-    /// Sessions lately found owned by another replica, until when.
-    pub(super) elsewhere: Mutex<HashMap<String, std::time::Instant>>,
-    /// With several replicas: the sessions handed to others.
-    pub(super) balance: super::balance::Balance,
-    /// Serialises taking sessions over, so one is started once here.
-    pub(super) claiming: tokio::sync::Mutex<()>,
     pub(super) settings: ManagerSettings,
-    pub(super) workers: Mutex<HashMap<String, Worker>>,
-    pub(super) pending: AtomicUsize,
-    /// Bytes of conversation history the workers hold (see
-    /// `ManagerSettings::history_cache`).
-    pub(super) history_bytes: AtomicUsize,
+    /// The sessions' mailboxes and workers.
+    pub(super) mailboxes: Mailboxes,
     pub(super) tracker: TaskTracker,
     pub(super) stop: CancellationToken,
 }
@@ -179,29 +166,6 @@ pub(super) struct Inner {
 impl Inner {
     pub(super) fn platforms(&self) -> &Arc<Platforms> {
         self.replies.platforms()
-    }
-
-    pub(super) fn workers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Worker>> {
-        self.workers.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// One fewer event waiting.
-    /// The workers that run their session under its lease (several
-    /// replicas), by session key.
-    pub(super) fn leased_workers(&self) -> Vec<(String, Arc<WorkerState>)> {
-        self.workers()
-            .iter()
-            .filter(|(_, w)| w.state.leased() && !w.tx.is_closed())
-            .map(|(key, w)| (key.clone(), w.state.clone()))
-            .collect()
-    }
-
-    pub(super) fn processed(&self) {
-        let left = self
-            .pending
-            .fetch_sub(1, Ordering::SeqCst)
-            .saturating_sub(1);
-        events::emit(events::QueueDepth(left));
     }
 }
 
@@ -282,20 +246,14 @@ impl SessionManager {
                 config,
                 approvals,
                 broker,
-                cluster,
-                relay: std::sync::OnceLock::new(),
+                ownership: Ownership::of(cluster),
                 transcriber,
                 forges,
                 clock,
                 throttle,
                 cron_wake: Arc::new(tokio::sync::Notify::new()),
-                elsewhere: Mutex::new(HashMap::new()),
-                balance: super::balance::Balance::default(),
-                claiming: tokio::sync::Mutex::new(()),
                 settings,
-                workers: Mutex::new(HashMap::new()),
-                pending: AtomicUsize::new(0),
-                history_bytes: AtomicUsize::new(0),
+                mailboxes: Mailboxes::default(),
                 tracker: TaskTracker::new(),
                 stop,
             }),
@@ -345,28 +303,24 @@ impl SessionManager {
 
     /// Sessions with a live worker.
     pub fn active_sessions(&self) -> usize {
-        self.inner.workers().len()
+        self.inner.mailboxes.len()
     }
 
     /// Sessions whose conversation is held in memory; an idle one is
     /// dropped after `unload_after` and read again from storage.
     pub fn loaded_conversations(&self) -> usize {
-        self.inner
-            .workers()
-            .values()
-            .filter(|w| w.state.loaded())
-            .count()
+        self.inner.mailboxes.loaded()
     }
 
     /// Bytes of conversation history held in memory across sessions
     /// (bounded by `ManagerSettings::history_cache`).
     pub fn cached_history_bytes(&self) -> usize {
-        self.inner.history_bytes.load(Ordering::SeqCst)
+        self.inner.mailboxes.history_bytes()
     }
 
     /// Events accepted and not yet processed.
     pub fn pending(&self) -> usize {
-        self.inner.pending.load(Ordering::SeqCst)
+        self.inner.mailboxes.pending()
     }
 
     /// Waits until every worker has exited (after `stop`).
@@ -464,39 +418,34 @@ impl SessionManager {
     }
 
     pub(super) fn enqueued(&self, state: &WorkerState) {
-        state.queued();
-        let now = self.inner.pending.fetch_add(1, Ordering::SeqCst) + 1;
-        events::emit(events::QueueDepth(now));
+        self.inner.mailboxes.enqueued(state);
     }
 
     /// The worker of `key`, started if there is none.
-    pub(super) fn worker(&self, key: &str) -> (mpsc::Sender<Job>, Arc<WorkerState>) {
-        let mut workers = self.inner.workers();
-        if let Some(w) = workers.get(key)
-            && !w.tx.is_closed()
+    pub(super) fn worker(&self, key: &str) -> Mailbox {
+        match self
+            .inner
+            .mailboxes
+            .find_or_start(key, || self.spawn_worker(key, Seed::default(), None))
         {
-            return (w.tx.clone(), w.state.clone());
+            Found::Live(mailbox) | Found::Started(mailbox) => mailbox,
         }
-        self.start_worker(&mut workers, key, Seed::default(), None)
     }
 
     /// The worker of `key` if one runs (and takes jobs).
-    pub(super) fn live_worker(&self, key: &str) -> Option<(mpsc::Sender<Job>, Arc<WorkerState>)> {
-        let workers = self.inner.workers();
-        workers
-            .get(key)
-            .filter(|w| !w.tx.is_closed())
-            .map(|w| (w.tx.clone(), w.state.clone()))
+    pub(super) fn live_worker(&self, key: &str) -> Option<Mailbox> {
+        self.inner.mailboxes.live(key)
     }
 
     /// Starts `key`'s worker on `seed`; a worker that runs already gets the
     /// seed's events behind what it has.
     fn seeded_worker(&self, key: &str, seed: Seed) -> Arc<WorkerState> {
-        let mut workers = self.inner.workers();
-        match workers.get(key) {
-            Some(w) if !w.tx.is_closed() => {
-                let (tx, state) = (w.tx.clone(), w.state.clone());
-                drop(workers);
+        let mut seed = Some(seed);
+        let found = self.inner.mailboxes.find_or_start(key, || {
+            self.spawn_worker(key, seed.take().unwrap_or_default(), None)
+        });
+        match (found, seed) {
+            (Found::Live((tx, state)), Some(seed)) => {
                 let inner = self.inner.clone();
                 self.inner.tracker.spawn(async move {
                     for (id, out) in seed.owed {
@@ -512,17 +461,14 @@ impl SessionManager {
                 });
                 state
             }
-            _ => self.start_worker(&mut workers, key, seed, None).1,
+            (Found::Live((_, state)) | Found::Started((_, state)), _) => state,
         }
     }
 
-    pub(super) fn start_worker(
-        &self,
-        workers: &mut HashMap<String, Worker>,
-        key: &str,
-        seed: Seed,
-        term: Option<Term>,
-    ) -> (mpsc::Sender<Job>, Arc<WorkerState>) {
+    /// Spawns session `key`'s worker on `seed` (under `term`, the
+    /// session's lease, with several replicas); the caller puts its
+    /// mailbox in [`Mailboxes`].
+    pub(super) fn spawn_worker(&self, key: &str, seed: Seed, term: Option<Term>) -> Mailbox {
         let (tx, rx) = mpsc::channel(self.inner.settings.queue_cap);
         let state = Arc::new(WorkerState::new(term.is_some()));
         let span = tracing::info_span!("session", session.key = %key);
@@ -537,18 +483,10 @@ impl SessionManager {
             ),
             span,
         ));
-        workers.insert(
-            key.to_string(),
-            Worker {
-                tx: tx.clone(),
-                state: state.clone(),
-            },
-        );
-        events::emit(events::ActiveSessions(workers.len()));
         (tx, state)
     }
 
     pub(super) fn running_turn(&self, key: &str) -> Option<Arc<WorkerState>> {
-        self.inner.workers().get(key).map(|w| w.state.clone())
+        self.inner.mailboxes.state(key)
     }
 }

@@ -6,13 +6,13 @@
 //! name: each describes itself with a [`Profile`](crate::platform::Profile).
 
 pub mod access;
-mod balance;
 mod commands;
 mod completion;
 mod deliveries;
 mod intake;
 pub mod keys;
 mod live;
+mod mailboxes;
 pub mod manager;
 mod notify;
 mod opening;

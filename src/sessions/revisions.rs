@@ -159,7 +159,7 @@ pub(super) fn apply(
     id: i64,
     change: Change,
 ) -> Option<Found> {
-    let state = inner.workers().get(key).map(|w| w.state.clone())?;
+    let state = inner.mailboxes.state(key)?;
     let found = state.revisions.change(id, change.clone());
     if found == Found::Running && change == Change::Deleted {
         state.interrupt();

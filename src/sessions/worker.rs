@@ -20,7 +20,6 @@ use super::revisions::Change;
 use crate::agent::{AgentError, Conversation, Turn};
 use crate::platform::InboundEvent;
 use crate::store::{Completion, Outbound};
-use crate::telemetry::events;
 
 /// One accepted event on its way through a session. The event is boxed:
 /// a mailbox allocates room for 32 jobs at a time, and every idle session
@@ -60,7 +59,7 @@ pub(super) struct WorkerState {
     /// It runs its session under the session's lease (several replicas).
     leased: bool,
     /// The replica the session is being handed to, after the running turn.
-    taker: Mutex<Option<super::balance::Taker>>,
+    taker: Mutex<Option<super::ownership::balance::Taker>>,
 }
 
 impl WorkerState {
@@ -77,13 +76,13 @@ impl WorkerState {
 
     /// Has the worker hand its session to `taker` after the running turn
     /// (at once when idle).
-    pub(super) fn hand_to(&self, taker: super::balance::Taker) {
+    pub(super) fn hand_to(&self, taker: super::ownership::balance::Taker) {
         *self.taker.lock().unwrap_or_else(|e| e.into_inner()) = Some(taker);
         self.nudged.notify_one();
     }
 
     /// Whom the session is being handed to.
-    pub(super) fn taker(&self) -> Option<super::balance::Taker> {
+    pub(super) fn taker(&self) -> Option<super::ownership::balance::Taker> {
         self.taker.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
@@ -162,7 +161,7 @@ impl WorkerState {
 struct Held {
     /// The conversation and when it last saw a message.
     conversation: Option<(Conversation, i64)>,
-    /// What it was counted as in `Inner::history_bytes`.
+    /// What it was counted as in the mailboxes' history bytes.
     bytes: usize,
 }
 
@@ -173,18 +172,7 @@ impl Held {
             .conversation
             .as_ref()
             .map_or(0, |(c, _)| c.heap_bytes());
-        let total = if now >= self.bytes {
-            inner
-                .history_bytes
-                .fetch_add(now - self.bytes, Ordering::SeqCst)
-                + now
-                - self.bytes
-        } else {
-            inner
-                .history_bytes
-                .fetch_sub(self.bytes - now, Ordering::SeqCst)
-                - (self.bytes - now)
-        };
+        let total = inner.mailboxes.history_resized(self.bytes, now);
         self.bytes = now;
         total
     }
@@ -216,7 +204,8 @@ pub(super) struct Seed {
 /// Runs session `key`'s jobs: the seed's, then its mailbox's, until it is
 /// idle long enough, the daemon stops, or `term` (the session's lease, with
 /// several replicas) ends: then what waits in the mailbox is left to the
-/// replica that takes the session over (it is all in the inbox).
+/// replica that takes the session over (it is all in the inbox). The
+/// loop and its exit share the worker's state, so they stay one function.
 pub(super) async fn run_worker(
     inner: Arc<Inner>,
     key: String,
@@ -228,7 +217,8 @@ pub(super) async fn run_worker(
     let ended = term
         .as_ref()
         .map_or_else(CancellationToken::new, |t| t.ended.clone());
-    let fence = term.as_ref().and_then(|t| inner.cluster.fence(t));
+    let own = inner.ownership.as_ref();
+    let fence = term.as_ref().zip(own).and_then(|(t, own)| own.fence(t));
     for (id, out) in seed.owed {
         if ended.is_cancelled() || !outbox::send(&inner, id, &out).await {
             break;
@@ -267,11 +257,11 @@ pub(super) async fn run_worker(
                         held.unload(&inner, &state);
                     }
                     if held.conversation.is_none()
-                        && inner.workers().len() > inner.settings.idle_workers
+                        && inner.mailboxes.len() > inner.settings.idle_workers
                     {
                         // Many sessions, most of them quiet: an empty worker
                         // costs a few KiB and starting one costs nothing.
-                        leave(&inner, &key, &state);
+                        inner.mailboxes.leave(&key, &state);
                         rx.close();
                         closing = true;
                     }
@@ -279,7 +269,7 @@ pub(super) async fn run_worker(
                 }
                 _ = tokio::time::sleep_until(last_job + inner.settings.idle_after), if !closing => {
                     // Idle: leave the map first, then finish whatever raced in.
-                    leave(&inner, &key, &state);
+                    inner.mailboxes.leave(&key, &state);
                     rx.close();
                     closing = true;
                     continue;
@@ -293,12 +283,14 @@ pub(super) async fn run_worker(
             // An earlier event of the session, stored by another replica,
             // is still on its way here: the inbox's order comes first.
             state.waiting.fetch_sub(1, Ordering::SeqCst);
-            inner.processed();
+            inner.mailboxes.processed();
             seeded = earlier;
             continue;
         }
         state.active.store(true, Ordering::SeqCst);
-        inner.cluster.turn_started();
+        if let Some(own) = own {
+            own.turn_started();
+        }
         state.waiting.fetch_sub(1, Ordering::SeqCst);
         if state.stale.swap(false, Ordering::SeqCst) {
             held.unload(&inner, &state);
@@ -328,13 +320,15 @@ pub(super) async fn run_worker(
             held.unload(&inner, &state);
         }
         state.active.store(false, Ordering::SeqCst);
-        inner.cluster.turn_ended();
-        inner.processed();
+        if let Some(own) = own {
+            own.turn_ended();
+        }
+        inner.mailboxes.processed();
         last_job = tokio::time::Instant::now();
         settled = false;
     }
     held.unload(&inner, &state);
-    leave(&inner, &key, &state);
+    inner.mailboxes.leave(&key, &state);
     if let Some(term) = term {
         // What waits here is the next owner's: it is in the inbox. An
         // event being stored for the mailbox meanwhile (its sender holds a
@@ -343,11 +337,14 @@ pub(super) async fn run_worker(
         rx.close();
         while rx.recv().await.is_some() {
             state.waiting.fetch_sub(1, Ordering::SeqCst);
-            inner.processed();
+            inner.mailboxes.processed();
         }
         drop(seeded);
-        let lost = !inner.cluster.release(term).await;
-        if !lost && !super::balance::hand_over(&inner, &key, state.taker()).await {
+        let lost = match own {
+            Some(own) => !own.release(term).await,
+            None => false,
+        };
+        if !lost && !super::ownership::balance::hand_over(&inner, &key, state.taker()).await {
             super::ownership::adopt_left(&inner, &key).await;
         }
     }
@@ -360,17 +357,6 @@ struct JobContext<'a> {
     fence: Option<&'a crate::store::Fence>,
     /// Fires when the lease is lost: nothing more is sent from here.
     ended: &'a CancellationToken,
-}
-
-fn leave(inner: &Inner, key: &str, state: &Arc<WorkerState>) {
-    let mut workers = inner.workers();
-    if workers
-        .get(key)
-        .is_some_and(|w| Arc::ptr_eq(&w.state, state))
-    {
-        workers.remove(key);
-    }
-    events::emit(events::ActiveSessions(workers.len()));
 }
 
 async fn run_job(

@@ -148,6 +148,8 @@ impl Store {
     /// touches its session, writes the outbox rows and marks the event
     /// processed. `None` when the event was already processed (an earlier
     /// commit landed though its answer was lost): nothing is written then.
+    /// One function on purpose: the transaction's statements read in the
+    /// order they run.
     pub async fn commit_turn(
         &self,
         turn: Option<&TurnCommit<'_>>,

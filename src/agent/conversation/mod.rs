@@ -490,6 +490,9 @@ impl Conversation {
         Ok(committed)
     }
 
+    /// The turn's model–tools loop, whole on purpose: each step's budget,
+    /// retry and stop checks share the tally and read in the order they
+    /// apply.
     async fn turn_loop(&mut self, cancel: &CancellationToken) -> Result<TurnOutcome, AgentError> {
         let mut turn = Tally::new(self.deps.max_iterations, self.tool_output_budget());
         let mut json_retries = 0u32;

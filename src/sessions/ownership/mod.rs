@@ -14,14 +14,20 @@
 //! With one replica none of this runs: the session's worker is the only
 //! one there can be.
 
-use std::time::Duration;
+pub(super) mod balance;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
 use super::manager::{Inner, SessionManager, Submitted};
 use super::worker::{Job, Seed};
+use crate::cluster::relay::Relay;
+use crate::cluster::{Cluster, Term};
 use crate::platform::InboundEvent;
-use crate::store::StoreError;
+use crate::store::{Fence, StoreError};
 
 /// Where a replica tells the others of an event it stored: `<id> <key>`.
 pub const INBOX_CHANNEL: &str = "switchboard_inbox";
@@ -37,17 +43,64 @@ const OWNED_ELSEWHERE: Duration = Duration::from_secs(1);
 /// Most sessions remembered as owned elsewhere.
 const ELSEWHERE_ENTRIES: usize = 10_000;
 
-impl Inner {
+/// This replica's part in sharing sessions with the others; the manager
+/// has one only when sessions are shared.
+pub(super) struct Ownership {
+    /// This replica among the others.
+    cluster: Cluster,
+    /// Where presses for questions asked on another replica go.
+    relay: OnceLock<Arc<Relay>>,
+    /// Sessions lately found owned by another replica, until when.
+    elsewhere: Mutex<HashMap<String, Instant>>,
+    /// The sessions handed to others.
+    balance: balance::Balance,
+    /// Serialises taking sessions over, so one is started once here.
+    claiming: tokio::sync::Mutex<()>,
+}
+
+impl Ownership {
+    /// Sessions shared through `cluster`; `None` when it is this replica
+    /// alone.
+    pub(super) fn of(cluster: Cluster) -> Option<Self> {
+        cluster.is_shared().then(|| Self {
+            cluster,
+            relay: OnceLock::new(),
+            elsewhere: Mutex::new(HashMap::new()),
+            balance: balance::Balance::default(),
+            claiming: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The fence a turn under `term` commits behind.
+    pub(super) fn fence(&self, term: &Term) -> Option<Fence> {
+        self.cluster.fence(term)
+    }
+
+    /// A turn started here (reported to the others).
+    pub(super) fn turn_started(&self) {
+        self.cluster.turn_started();
+    }
+
+    /// A turn ended here.
+    pub(super) fn turn_ended(&self) {
+        self.cluster.turn_ended();
+    }
+
+    /// Gives a session's lease up; false when it was lost already.
+    pub(super) async fn release(&self, term: Term) -> bool {
+        self.cluster.release(term).await
+    }
+
     /// Whether session `key` was found owned by another replica lately.
-    pub(super) fn owned_elsewhere(&self, key: &str) -> bool {
+    fn owned_elsewhere(&self, key: &str) -> bool {
         let elsewhere = self.elsewhere.lock().unwrap_or_else(|e| e.into_inner());
         elsewhere
             .get(key)
-            .is_some_and(|until| *until > std::time::Instant::now())
+            .is_some_and(|until| *until > Instant::now())
     }
 
     fn seen_elsewhere(&self, key: &str) {
-        let now = std::time::Instant::now();
+        let now = Instant::now();
         let mut elsewhere = self.elsewhere.lock().unwrap_or_else(|e| e.into_inner());
         if elsewhere.len() >= ELSEWHERE_ENTRIES {
             elsewhere.retain(|_, until| *until > now);
@@ -86,16 +139,12 @@ fn lease(key: &str) -> String {
 }
 
 impl SessionManager {
-    /// Whether sessions are shared with other replicas.
-    pub(super) fn shared(&self) -> bool {
-        self.inner.cluster.is_shared()
-    }
-
     /// [`enqueue`](Self::enqueue) for a session this replica runs no
     /// worker for, with several replicas: stores the event, then takes the
     /// session (when nobody owns it) or tells its owner.
     pub(super) async fn enqueue_shared(
         &self,
+        own: &Ownership,
         key: &str,
         event: InboundEvent,
         dedupe: &str,
@@ -113,10 +162,10 @@ impl SessionManager {
             return Ok((Submitted::Duplicate, None));
         };
         let (done, rx) = oneshot::channel();
-        let adopted = if inner.owned_elsewhere(key) {
+        let adopted = if own.owned_elsewhere(key) {
             Ok(Adopted::Elsewhere)
         } else {
-            adopt(inner, key, Some((inbox_id, done))).await
+            adopt(inner, own, key, Some((inbox_id, done))).await
         };
         match adopted {
             Ok(Adopted::Taken | Adopted::Runs) => Ok((Submitted::Accepted, Some(rx))),
@@ -146,14 +195,16 @@ impl SessionManager {
             REVISION,
             std::sync::Arc::new(Reviser(std::sync::Arc::downgrade(&self.inner))),
         );
-        let _ = self.inner.relay.set(relay.clone());
+        if let Some(own) = &self.inner.ownership {
+            let _ = own.relay.set(relay.clone());
+        }
     }
 
     /// `press` on a question another replica asked: its answer there, or
     /// `None` when no replica holds the question (nor a relay exists). The
     /// answer is [`SessionManager::press`]'s, words for the presser.
     pub(super) async fn relay_press(&self, press: &super::Press) -> Option<Result<String, String>> {
-        let relay = self.inner.relay.get()?;
+        let relay = self.inner.ownership.as_ref()?.relay.get()?;
         let body = serde_json::json!({"data": press.data, "user": press.actor.user_id}).to_string();
         match relay.ask(QUESTION, body).await {
             Ok(Some(answer)) => serde_json::from_str(&answer).ok(),
@@ -174,7 +225,7 @@ impl SessionManager {
         id: i64,
         change: &super::revisions::Change,
     ) -> Option<super::revisions::Found> {
-        let relay = self.inner.relay.get()?;
+        let relay = self.inner.ownership.as_ref()?.relay.get()?;
         let body = serde_json::json!({"key": key, "id": id, "change": change}).to_string();
         match relay.ask(REVISION, body).await {
             Ok(Some(found)) => serde_json::from_str(&found).ok(),
@@ -191,16 +242,19 @@ impl SessionManager {
     /// this replica's sessions read the events they were not handed (their
     /// notice went astray). Returns how many it took.
     pub async fn sweep(&self) -> Result<usize, StoreError> {
+        let Some(own) = &self.inner.ownership else {
+            return Ok(0);
+        };
         let store = &self.inner.store;
         let keys = store.sessions_unowned(256).await?;
         let mut taken = 0;
         for key in keys {
-            if let Adopted::Taken = adopt(&self.inner, &key, None).await? {
+            if let Adopted::Taken = adopt(&self.inner, own, &key, None).await? {
                 taken += 1;
             }
         }
         let missed = store
-            .sessions_owned_waiting(self.inner.cluster.id(), MISSED_AFTER_MS)
+            .sessions_owned_waiting(own.cluster.id(), MISSED_AFTER_MS)
             .await?;
         for key in missed {
             match self.live_worker(&key) {
@@ -213,7 +267,7 @@ impl SessionManager {
                 // worker ended (the lease could not be renewed for a while):
                 // taken again now instead of once the lease lapses.
                 None => {
-                    if let Adopted::Taken = adopt(&self.inner, &key, None).await? {
+                    if let Adopted::Taken = adopt(&self.inner, own, &key, None).await? {
                         taken += 1;
                     }
                 }
@@ -226,21 +280,21 @@ impl SessionManager {
     /// this one's sessions to their workers, and sweeps for sessions nobody
     /// owns, until the daemon stops. Returns at once with one replica.
     pub async fn coordinate(self) {
-        if !self.shared() {
+        let Some(own) = &self.inner.ownership else {
             return;
-        }
+        };
         let stop = self.inner.stop.clone();
         let mut listener = None;
         let mut sweep = tokio::time::interval(SWEEP_EVERY);
         sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut share = tokio::time::interval(super::balance::REBALANCE_EVERY);
+        let mut share = tokio::time::interval(balance::REBALANCE_EVERY);
         share.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             if listener.is_none() {
                 match self
                     .inner
                     .store
-                    .listen(&[INBOX_CHANNEL, super::balance::HANDOFF_CHANNEL])
+                    .listen(&[INBOX_CHANNEL, balance::HANDOFF_CHANNEL])
                     .await
                 {
                     Ok(l) => listener = l,
@@ -251,7 +305,7 @@ impl SessionManager {
             }
             tokio::select! {
                 _ = stop.cancelled() => {
-                    self.inner.cluster.draining().await;
+                    own.cluster.draining().await;
                     return;
                 }
                 _ = sweep.tick() => {
@@ -265,7 +319,7 @@ impl SessionManager {
                     }
                 }
                 told = async { listener.as_mut()?.try_recv().await.transpose() }, if listener.is_some() => match told {
-                    Some(Ok(n)) if self.inner.store.is_channel(n.channel(), super::balance::HANDOFF_CHANNEL) => self.handed(n.payload()).await,
+                    Some(Ok(n)) if self.inner.store.is_channel(n.channel(), balance::HANDOFF_CHANNEL) => self.handed(n.payload()).await,
                     Some(Ok(n)) => self.told(n.payload()).await,
                     Some(Err(err)) => {
                         tracing::warn!(error = %err, "listening for other replicas' events failed; listening again");
@@ -354,7 +408,7 @@ impl SessionManager {
             match tx.try_send(job) {
                 Ok(()) => {}
                 Err(err) => {
-                    self.inner.processed();
+                    self.inner.mailboxes.processed();
                     state.unqueued();
                     if matches!(err, tokio::sync::mpsc::error::TrySendError::Full(_)) {
                         state.fell_behind();
@@ -379,14 +433,15 @@ pub(super) enum Adopted {
 /// session's unprocessed events and unsent answers; `tracked` is an event
 /// among them whose caller waits for it.
 pub(super) async fn adopt(
-    inner: &std::sync::Arc<Inner>,
+    inner: &Arc<Inner>,
+    own: &Ownership,
     key: &str,
     tracked: Option<(i64, oneshot::Sender<()>)>,
 ) -> Result<Adopted, StoreError> {
     let manager = SessionManager {
         inner: inner.clone(),
     };
-    let _claiming = inner.claiming.lock().await;
+    let _claiming = own.claiming.lock().await;
     if manager.live_worker(key).is_some() {
         if let Some((id, done)) = tracked {
             // Started meanwhile (by a notice or the sweep), perhaps on the
@@ -396,7 +451,7 @@ pub(super) async fn adopt(
         }
         return Ok(Adopted::Runs);
     }
-    if inner.balance.away(key) {
+    if own.balance.away(key) {
         // Handed to another replica, which takes it (or, should it not
         // come, the sweep once the hand-off's time is up).
         return Ok(Adopted::Elsewhere);
@@ -407,12 +462,12 @@ pub(super) async fn adopt(
     // The term ends when the lease is lost, not when the daemon stops: a
     // draining replica finishes the running turn and sends its answer
     // under the lease, then hands the session over.
-    let Some(term) = inner
+    let Some(term) = own
         .cluster
         .try_hold(&lease(key), &tokio_util::sync::CancellationToken::new())
         .await?
     else {
-        inner.seen_elsewhere(key);
+        own.seen_elsewhere(key);
         return Ok(Adopted::Elsewhere);
     };
     // A turn waiting for one died with the session's previous owner.
@@ -422,15 +477,14 @@ pub(super) async fn adopt(
     let seed = match read_seed(&manager, key, tracked).await {
         Ok(seed) => seed,
         Err(err) => {
-            inner.cluster.release(term).await;
+            own.cluster.release(term).await;
             return Err(err);
         }
     };
     let jobs = seed.jobs.len();
-    let state = {
-        let mut workers = inner.workers();
-        manager.start_worker(&mut workers, key, seed, Some(term)).1
-    };
+    let mailbox = manager.spawn_worker(key, seed, Some(term));
+    let state = mailbox.1.clone();
+    inner.mailboxes.start(key, mailbox);
     for _ in 0..jobs {
         manager.enqueued(&state);
     }
@@ -518,7 +572,10 @@ pub(super) async fn before(
 /// After session `key`'s worker gave its lease up: takes the session again
 /// if events arrived for it meanwhile (their replica found it owned and
 /// told this one, which had stopped listening for it).
-pub(super) async fn adopt_left(inner: &std::sync::Arc<Inner>, key: &str) {
+pub(super) async fn adopt_left(inner: &Arc<Inner>, key: &str) {
+    let Some(own) = &inner.ownership else {
+        return;
+    };
     if inner.stop.is_cancelled() {
         return;
     }
@@ -529,7 +586,7 @@ pub(super) async fn adopt_left(inner: &std::sync::Arc<Inner>, key: &str) {
             return;
         }
     };
-    if left && let Err(err) = adopt(inner, key, None).await {
+    if left && let Err(err) = adopt(inner, own, key, None).await {
         tracing::warn!(session.key = %key, error = %err, "session not taken again; the sweep finds it");
     }
 }

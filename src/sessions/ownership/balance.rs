@@ -22,9 +22,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::manager::{Inner, SessionManager};
-use super::worker::WorkerState;
 use crate::cluster::Share;
+use crate::sessions::manager::{Inner, SessionManager};
+use crate::sessions::worker::WorkerState;
 use crate::store::StoreError;
 
 /// Where a replica tells the others it handed a session over:
@@ -32,7 +32,7 @@ use crate::store::StoreError;
 pub const HANDOFF_CHANNEL: &str = "switchboard_handoff";
 
 /// How often a replica compares its share with the others'.
-pub(super) const REBALANCE_EVERY: Duration = Duration::from_secs(1);
+pub(in crate::sessions) const REBALANCE_EVERY: Duration = Duration::from_secs(1);
 
 /// How long a session handed to a replica is left to it by the others.
 const HANDOFF_WINDOW: Duration = Duration::from_secs(3);
@@ -45,14 +45,14 @@ const AWAY_ENTRIES: usize = 10_000;
 
 /// A replica a session is handed to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Taker {
-    pub(super) id: String,
-    pub(super) name: String,
+pub(in crate::sessions) struct Taker {
+    pub(in crate::sessions) id: String,
+    pub(in crate::sessions) name: String,
 }
 
 /// What a replica knows of the hand-offs.
 #[derive(Default)]
-pub(super) struct Balance {
+pub(in crate::sessions) struct Balance {
     /// Sessions handed (or being handed) to another replica, left to it
     /// until the instant.
     away: Mutex<HashMap<String, Instant>>,
@@ -67,7 +67,7 @@ pub(super) struct Balance {
 
 impl Balance {
     /// Whether session `key` is being left to the replica it was handed to.
-    pub(super) fn away(&self, key: &str) -> bool {
+    pub(in crate::sessions) fn away(&self, key: &str) -> bool {
         let away = self.away.lock().unwrap_or_else(|e| e.into_inner());
         away.get(key).is_some_and(|until| *until > Instant::now())
     }
@@ -186,25 +186,24 @@ impl SessionManager {
     /// One round of sharing: counts the live replicas' sessions and, when
     /// this replica owns more than its share, has some of its workers hand
     /// theirs over after their running turn. Returns how many it asked.
-    pub(super) async fn rebalance(&self) -> Result<usize, StoreError> {
+    pub(in crate::sessions) async fn rebalance(&self) -> Result<usize, StoreError> {
         let inner = &self.inner;
-        let mut shares = inner.cluster.shares().await?;
-        *inner
-            .balance
-            .shares
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = shares.clone();
+        let Some(own) = &inner.ownership else {
+            return Ok(0);
+        };
+        let mut shares = own.cluster.shares().await?;
+        *own.balance.shares.lock().unwrap_or_else(|e| e.into_inner()) = shares.clone();
         if !inner.config.cluster.rebalance || shares.len() < 2 {
             return Ok(0);
         }
-        let me = inner.cluster.id().to_string();
-        for taker in inner.balance.recent() {
+        let me = own.cluster.id().to_string();
+        for taker in own.balance.recent() {
             if let Some(s) = shares.iter_mut().find(|s| s.id == taker) {
                 s.owned += 1;
             }
         }
         let mut candidates: Vec<(String, Arc<WorkerState>)> = Vec::new();
-        for (key, state) in inner.leased_workers() {
+        for (key, state) in inner.mailboxes.leased() {
             match state.taker() {
                 // Under way: counted as moved.
                 Some(taker) => {
@@ -225,7 +224,7 @@ impl SessionManager {
         for (key, taker) in &moves {
             if let Some(state) = states.get(key) {
                 tracing::info!(session.key = %key, to = %taker.name, "handing the session over after its turn");
-                inner.balance.leave_to_taker(key);
+                own.balance.leave_to_taker(key);
                 state.hand_to(taker.clone());
             }
         }
@@ -234,20 +233,23 @@ impl SessionManager {
 
     /// Another replica handed session `key` over (`<taker>\n<giver>\n<key>`):
     /// taken when this replica is the taker, left to the taker otherwise.
-    pub(super) async fn handed(&self, payload: &str) {
+    pub(in crate::sessions) async fn handed(&self, payload: &str) {
         let mut parts = payload.splitn(3, '\n');
         let (Some(taker), Some(giver), Some(key)) = (parts.next(), parts.next(), parts.next())
         else {
             return;
         };
-        if taker != self.inner.cluster.id() {
-            self.inner.balance.leave_to_taker(key);
+        let Some(own) = &self.inner.ownership else {
+            return;
+        };
+        if taker != own.cluster.id() {
+            own.balance.leave_to_taker(key);
             return;
         }
-        self.inner.balance.forget(key);
-        match super::ownership::adopt(&self.inner, key, None).await {
-            Ok(super::ownership::Adopted::Taken) => {
-                self.inner.cluster.moved(key, giver, false);
+        own.balance.forget(key);
+        match super::adopt(&self.inner, own, key, None).await {
+            Ok(super::Adopted::Taken) => {
+                own.cluster.moved(key, giver, false);
             }
             Ok(_) => {}
             Err(err) => {
@@ -260,16 +262,19 @@ impl SessionManager {
 /// After session `key`'s worker gave its lease up between turns: tells
 /// the replica it was handed to (or, while draining, the live one owning
 /// the fewest) to take it. False when there is none to tell.
-pub(super) async fn hand_over(inner: &Inner, key: &str, taker: Option<Taker>) -> bool {
+pub(in crate::sessions) async fn hand_over(inner: &Inner, key: &str, taker: Option<Taker>) -> bool {
+    let Some(own) = &inner.ownership else {
+        return false;
+    };
     let taker = match taker {
         Some(taker) => Some(taker),
-        None if inner.stop.is_cancelled() && inner.cluster.is_shared() => {
-            let balance = &inner.balance;
+        None if inner.stop.is_cancelled() => {
+            let balance = &own.balance;
             balance
                 .drain_counted
                 .get_or_init(|| async {
                     // Replicas that joined since the last round count too.
-                    match inner.cluster.shares().await {
+                    match own.cluster.shares().await {
                         Ok(shares) => {
                             *balance.shares.lock().unwrap_or_else(|e| e.into_inner()) = shares
                         }
@@ -279,16 +284,16 @@ pub(super) async fn hand_over(inner: &Inner, key: &str, taker: Option<Taker>) ->
                     }
                 })
                 .await;
-            balance.least_owned(inner.cluster.id())
+            balance.least_owned(own.cluster.id())
         }
         None => None,
     };
     let Some(taker) = taker else {
         return false;
     };
-    inner.balance.leave_to_taker(key);
-    inner.balance.told(&taker.id);
-    let notice = format!("{}\n{}\n{key}", taker.id, inner.cluster.name());
+    own.balance.leave_to_taker(key);
+    own.balance.told(&taker.id);
+    let notice = format!("{}\n{}\n{key}", taker.id, own.cluster.name());
     if inner.stop.is_cancelled() {
         // Draining: sent before the daemon closes its connections.
         if let Err(err) = inner.store.notify(HANDOFF_CHANNEL, &notice).await {
@@ -297,7 +302,7 @@ pub(super) async fn hand_over(inner: &Inner, key: &str, taker: Option<Taker>) ->
     } else {
         inner.store.notify_soon(HANDOFF_CHANNEL, notice);
     }
-    inner.cluster.moved(key, &taker.name, true);
+    own.cluster.moved(key, &taker.name, true);
     true
 }
 
