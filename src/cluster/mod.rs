@@ -481,15 +481,20 @@ impl Cluster {
         let Some(shared) = &self.inner.shared else {
             return;
         };
-        let held = self.held();
-        let leads: Vec<&str> = held
-            .iter()
-            .filter_map(|(n, _)| n.strip_prefix("ingress:"))
-            .collect();
-        let sessions = held
-            .iter()
-            .filter(|(n, _)| n.starts_with("session:"))
-            .count();
+        // Counted in place: called on every lease taken or given up, it
+        // must not copy (or sort) thousands of session leases.
+        let (mut leads, sessions) = {
+            let held = shared.held();
+            let leads: Vec<String> = held
+                .keys()
+                .filter_map(|n| n.strip_prefix("ingress:"))
+                .map(str::to_string)
+                .collect();
+            let sessions = held.keys().filter(|n| n.starts_with("session:")).count();
+            (leads, sessions)
+        };
+        leads.sort();
+        let leads: Vec<&str> = leads.iter().map(String::as_str).collect();
         events::emit(events::ClusterHoldings {
             leads: &leads,
             sessions,

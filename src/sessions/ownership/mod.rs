@@ -54,9 +54,14 @@ pub(super) struct Ownership {
     elsewhere: Mutex<HashMap<String, Instant>>,
     /// The sessions handed to others.
     balance: balance::Balance,
-    /// Serialises taking sessions over, so one is started once here.
-    claiming: tokio::sync::Mutex<()>,
+    /// Serialises taking a session over, so it is started once here: a
+    /// lock per stripe of session keys, so taking one session never waits
+    /// for taking another (each costs a few round trips to the database).
+    claiming: [tokio::sync::Mutex<()>; CLAIM_STRIPES],
 }
+
+/// Stripes of session keys taken over one at a time.
+const CLAIM_STRIPES: usize = 64;
 
 impl Ownership {
     /// Sessions shared through `cluster`; `None` when it is this replica
@@ -67,8 +72,16 @@ impl Ownership {
             relay: OnceLock::new(),
             elsewhere: Mutex::new(HashMap::new()),
             balance: balance::Balance::default(),
-            claiming: tokio::sync::Mutex::new(()),
+            claiming: std::array::from_fn(|_| tokio::sync::Mutex::new(())),
         })
+    }
+
+    /// The lock that serialises taking session `key` over.
+    fn claiming(&self, key: &str) -> &tokio::sync::Mutex<()> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::hash::DefaultHasher::new();
+        key.hash(&mut hasher);
+        &self.claiming[(hasher.finish() % CLAIM_STRIPES as u64) as usize]
     }
 
     /// The fence a turn under `term` commits behind.
@@ -441,7 +454,7 @@ pub(super) async fn adopt(
     let manager = SessionManager {
         inner: inner.clone(),
     };
-    let _claiming = own.claiming.lock().await;
+    let _claiming = own.claiming(key).lock().await;
     if manager.live_worker(key).is_some() {
         if let Some((id, done)) = tracked {
             // Started meanwhile (by a notice or the sweep), perhaps on the
