@@ -247,8 +247,8 @@ impl Forge {
         self.store.forge_pause(&self.route, entity, paused).await
     }
 
-    /// Whether automatic reviews of change `entity` are paused (a change
-    /// seen for the first time is remembered, not paused).
+    /// Whether automatic reviews of change `entity` are paused (one never
+    /// paused is not).
     pub async fn paused(&self, entity: &str) -> Result<bool, crate::store::StoreError> {
         Ok(self.store.forge_change(&self.route, entity).await?.1)
     }

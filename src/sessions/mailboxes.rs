@@ -76,12 +76,17 @@ impl Mailboxes {
         Found::Started(started)
     }
 
-    /// Puts `mailbox` in as session `key`'s (a session taken over from
-    /// another replica: whatever was here is done with it).
-    pub(super) fn start(&self, key: &str, mailbox: Mailbox) {
+    /// Puts the mailbox `start` makes in as session `key`'s (a session
+    /// taken over from another replica: whatever was here is done with
+    /// it), under the map's lock, so a worker that ends at once still
+    /// finds itself there to leave.
+    pub(super) fn start(&self, key: &str, start: impl FnOnce() -> Mailbox) -> Arc<WorkerState> {
         let mut workers = self.map();
+        let mailbox = start();
+        let state = mailbox.1.clone();
         workers.insert(key.to_string(), mailbox);
         events::emit(events::ActiveSessions(workers.len()));
+        state
     }
 
     /// Forgets session `key`'s mailbox (a new conversation starts on the

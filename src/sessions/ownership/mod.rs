@@ -495,9 +495,9 @@ pub(super) async fn adopt(
         }
     };
     let jobs = seed.jobs.len();
-    let mailbox = manager.spawn_worker(key, seed, Some(term));
-    let state = mailbox.1.clone();
-    inner.mailboxes.start(key, mailbox);
+    let state = inner
+        .mailboxes
+        .start(key, || manager.spawn_worker(key, seed, Some(term)));
     for _ in 0..jobs {
         manager.enqueued(&state);
     }
