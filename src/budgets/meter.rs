@@ -131,10 +131,10 @@ impl Meter {
         let used = self.store.held_usage(&self.hold.session_id).await?;
         Ok(
             used.map_or_else(Default::default, |(prompt, completion, micros)| {
-                let usage = Usage {
-                    prompt_tokens: u64::try_from(prompt).unwrap_or(0),
-                    completion_tokens: u64::try_from(completion).unwrap_or(0),
-                };
+                let usage = Usage::new(
+                    u64::try_from(prompt).unwrap_or(0),
+                    u64::try_from(completion).unwrap_or(0),
+                );
                 (usage, micros.max(0))
             }),
         )

@@ -19,11 +19,19 @@ use crate::platform::InboundEvent;
 use crate::store::{CronJob, Spent, Store, StoreError};
 
 /// What a turn with `usage` on `model` cost, in millionths of the prices'
-/// currency (0 for a model without a price).
+/// currency (0 for a model without a price). Input read from or written
+/// to the provider's prompt cache is priced at the cache's prices, where
+/// the model has them, and as input where not.
 pub fn cost_micros(prices: &BTreeMap<String, Price>, model: &str, usage: Usage) -> i64 {
     prices.get(model).map_or(0, |p| {
-        (usage.prompt_tokens as f64 * p.input + usage.completion_tokens as f64 * p.output).round()
-            as i64
+        let read = usage.cache_read_tokens.min(usage.prompt_tokens);
+        let written = usage.cache_write_tokens.min(usage.prompt_tokens - read);
+        let plain = usage.prompt_tokens - read - written;
+        (plain as f64 * p.input
+            + read as f64 * p.cache_read.unwrap_or(p.input)
+            + written as f64 * p.cache_write.unwrap_or(p.input)
+            + usage.completion_tokens as f64 * p.output)
+            .round() as i64
     })
 }
 
@@ -449,14 +457,33 @@ mod tests {
             Price {
                 input: 2.5,
                 output: 10.0,
+                cache_read: Some(0.25),
+                cache_write: Some(3.0),
             },
         )]);
-        let usage = Usage {
-            prompt_tokens: 1000,
-            completion_tokens: 100,
-        };
+        let usage = Usage::new(1000, 100);
         // 1000 × 2.5 + 100 × 10 millionths.
         assert_eq!(cost_micros(&prices, "m", usage), 3500);
         assert_eq!(cost_micros(&prices, "other", usage), 0);
+        let cached = Usage {
+            cache_read_tokens: 600,
+            cache_write_tokens: 200,
+            ..usage
+        };
+        // 200 × 2.5 + 600 × 0.25 + 200 × 3 + 100 × 10.
+        assert_eq!(cost_micros(&prices, "m", cached), 2250);
+        let unpriced = BTreeMap::from([(
+            "m".to_string(),
+            Price {
+                cache_read: None,
+                cache_write: None,
+                ..prices["m"]
+            },
+        )]);
+        assert_eq!(
+            cost_micros(&unpriced, "m", cached),
+            3500,
+            "without cache prices, cached input is priced as input"
+        );
     }
 }

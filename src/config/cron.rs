@@ -148,6 +148,12 @@ pub struct Price {
     pub input: f64,
     /// Per million completion (output) tokens.
     pub output: f64,
+    /// Per million input tokens read from the provider's prompt cache
+    /// (unset: priced as input).
+    pub cache_read: Option<f64>,
+    /// Per million input tokens written to the provider's prompt cache
+    /// (unset: priced as input).
+    pub cache_write: Option<f64>,
 }
 
 /// Daily and monthly caps (UTC days and months); 0 is no cap.

@@ -353,14 +353,16 @@ impl Validator<'_> {
     fn budgets(&mut self, c: &Config) {
         let b = &c.budgets;
         for (model, price) in &b.prices {
-            if !(price.input.is_finite()
-                && price.input >= 0.0
-                && price.output.is_finite()
-                && price.output >= 0.0)
+            let fine = |p: f64| p.is_finite() && p >= 0.0;
+            if ![price.input, price.output]
+                .into_iter()
+                .chain(price.cache_read)
+                .chain(price.cache_write)
+                .all(fine)
             {
                 self.push(
                     format!("budgets.prices.{model}"),
-                    "input and output are prices per million tokens, 0 or more",
+                    "input, output, cache_read and cache_write are prices per million tokens, 0 or more",
                 );
             }
         }

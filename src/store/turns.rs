@@ -24,6 +24,10 @@ pub struct TurnRecord {
     pub prompt_tokens: i64,
     /// Output tokens over all calls.
     pub completion_tokens: i64,
+    /// Of the input tokens, those read from the provider's prompt cache.
+    pub cache_read_tokens: i64,
+    /// Of the input tokens, those written to the provider's prompt cache.
+    pub cache_write_tokens: i64,
     /// How it ended.
     pub outcome: String,
     /// The model that answered (priced by `[budgets.prices]`).
@@ -47,8 +51,8 @@ macro_rules! turn_row {
     ($qb:expr, $turn:expr) => {{
         $qb.push(
             "INSERT INTO turns (session_id, started_at, finished_at, model_calls, tool_calls, \
-             prompt_tokens, completion_tokens, outcome, model, cost_micros, platform, chat_id, \
-             user_id, job_id) ",
+             prompt_tokens, completion_tokens, cache_read_tokens, cache_write_tokens, outcome, \
+             model, cost_micros, platform, chat_id, user_id, job_id) ",
         );
         $qb.push_values(std::iter::once($turn), |mut row, turn: &TurnRecord| {
             row.push_bind(turn.session_id.as_str())
@@ -58,6 +62,8 @@ macro_rules! turn_row {
                 .push_bind(turn.tool_calls)
                 .push_bind(turn.prompt_tokens)
                 .push_bind(turn.completion_tokens)
+                .push_bind(turn.cache_read_tokens)
+                .push_bind(turn.cache_write_tokens)
                 .push_bind(crate::store::storable(&turn.outcome))
                 .push_bind(turn.model.as_deref())
                 .push_bind(turn.cost_micros)
@@ -309,7 +315,7 @@ impl Store {
     pub async fn turns(&self, session_id: &str) -> Result<Vec<TurnRecord>> {
         Ok(with_pool!(self, pool => sqlx::query_as(
             "SELECT session_id, started_at, finished_at, model_calls, tool_calls, prompt_tokens, \
-             completion_tokens, outcome, model, cost_micros, platform, chat_id, user_id, job_id \
+             completion_tokens, cache_read_tokens, cache_write_tokens, outcome, model, cost_micros, platform, chat_id, user_id, job_id \
              FROM turns WHERE session_id = $1 ORDER BY id")
             .bind(session_id).fetch_all(pool).await?))
     }

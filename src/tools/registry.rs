@@ -241,20 +241,37 @@ impl Registry {
         result
     }
 
-    /// `args` coerced to the schema of tool `name` (unchanged for a tool
-    /// it does not know).
-    pub fn coerce(&self, name: &str, args: Value) -> Value {
-        match self.get(name) {
-            Some(entry) => coerce::coerce(args, &entry.parameters()),
-            None => args,
-        }
-    }
-
     /// Runs a tool call and always returns a string for the model: the
     /// result, or `{"error": …}` for an unknown tool, an unavailable one, a
     /// failure or a panic. Arguments are coerced to the schema first;
     /// oversized results are spilled to the workspace with a preview.
     pub async fn dispatch(&self, name: &str, args: Value, ctx: &ToolContext) -> String {
+        let tool = self.get(name).map(|entry| entry.tool.clone());
+        self.guarded(name, args, ctx, |args| async move {
+            match tool {
+                Some(tool) => tool.call(args, ctx).await,
+                None => Err(ToolError::Failed(format!("unknown tool {name}"))),
+            }
+        })
+        .await
+    }
+
+    /// Runs `handler` for a call of registered tool `name` with the
+    /// registry's guarantees, whoever serves it (the agent loop serves its
+    /// own tools through this too): availability re-checked, arguments
+    /// coerced to the schema, a panic caught, errors cleaned of framing
+    /// tokens and capped, an oversized result spilled to the workspace.
+    pub async fn guarded<F, Fut>(
+        &self,
+        name: &str,
+        args: Value,
+        ctx: &ToolContext,
+        handler: F,
+    ) -> String
+    where
+        F: FnOnce(Value) -> Fut,
+        Fut: Future<Output = Result<String, ToolError>>,
+    {
         let Some(entry) = self.get(name) else {
             record(name, "unknown");
             return error_json(&format!("Unknown tool: {}", clean(name, 100)));
@@ -268,9 +285,7 @@ impl Registry {
         }
         let args = coerce::coerce(args, &entry.parameters());
         let started = std::time::Instant::now();
-        let outcome = AssertUnwindSafe(entry.tool.call(args, ctx))
-            .catch_unwind()
-            .await;
+        let outcome = AssertUnwindSafe(handler(args)).catch_unwind().await;
         let took = Some(started.elapsed());
         let record = |outcome| {
             events::emit(events::ToolCalled {

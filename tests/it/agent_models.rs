@@ -61,7 +61,10 @@ async fn a_call_the_fallback_answered_costs_the_fallbacks_price() {
     let main = FakeLlm::start(vec![unavailable(), unavailable()]).await;
     let fallback = FakeLlm::start(vec![Reply::Json(text("from the fallback"))]).await;
     let mut h = with_fallback_and(&main, &fallback, |c| {
-        let price = |output| switchboard::config::Price { input: 0.0, output };
+        let price = |output| switchboard::config::Price {
+            output,
+            ..Default::default()
+        };
         c.budgets.prices.insert(c.llm.model.clone(), price(1.0));
         c.budgets
             .prices
@@ -77,6 +80,52 @@ async fn a_call_the_fallback_answered_costs_the_fallbacks_price() {
     // Five output tokens at the fallback's 1000 per million, not the
     // main model's 1.
     assert_eq!(record.cost_micros, 5000);
+}
+
+/// Input the provider read from its prompt cache is counted apart and
+/// priced at the cache's price: OpenAI's `prompt_tokens_details`, over two
+/// calls of one turn.
+#[tokio::test]
+async fn cached_prompt_tokens_are_counted_and_priced_apart() {
+    let cached = |read: u64| {
+        let mut answer = text("done");
+        answer["usage"] = serde_json::json!({
+            "prompt_tokens": 1000, "completion_tokens": 10, "total_tokens": 1010,
+            "prompt_tokens_details": {"cached_tokens": read}
+        });
+        answer
+    };
+    let mut first = calls(&[("c1", "todo", r#"{"todos": []}"#)]);
+    first["usage"] = cached(0)["usage"].clone();
+    let llm = FakeLlm::start(vec![Reply::Json(first), Reply::Json(cached(800))]).await;
+    let mut h = harness_with(
+        &llm,
+        |c| {
+            c.budgets.prices.insert(
+                c.llm.model.clone(),
+                switchboard::config::Price {
+                    input: 10.0,
+                    output: 0.0,
+                    cache_read: Some(1.0),
+                    cache_write: None,
+                },
+            );
+        },
+        &[],
+    )
+    .await;
+    h.conversation
+        .run_turn("hello", &CancellationToken::new())
+        .await
+        .unwrap();
+    let session = h.conversation.session().id.clone();
+    let record = h.store.turns(&session).await.unwrap().pop().unwrap();
+    assert_eq!(
+        (record.prompt_tokens, record.cache_read_tokens),
+        (2000, 800)
+    );
+    // 1200 uncached at 10 per million, 800 cached at 1.
+    assert_eq!(record.cost_micros, 12_800);
 }
 
 #[tokio::test]

@@ -39,8 +39,8 @@ fn priced(config: &mut Config) {
     config.budgets.prices.insert(
         config.llm.model.clone(),
         Price {
-            input: 0.0,
             output: 2000.0,
+            ..Price::default()
         },
     );
     config.llm.max_tokens = 5;

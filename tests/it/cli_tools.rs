@@ -317,6 +317,8 @@ fn cron_and_usage_cli_show_runs_apart_from_their_delivery_and_spend_against_caps
                 tool_calls: 0,
                 prompt_tokens: 40,
                 completion_tokens: 10,
+                cache_read_tokens: 60,
+                cache_write_tokens: 0,
                 outcome: "final".into(),
                 model: Some("m".into()),
                 cost_micros: 50_000,

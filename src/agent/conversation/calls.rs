@@ -70,8 +70,8 @@ impl Conversation {
     }
 
     async fn run_handler(&self, call: &ToolCall, args: &Value, ctx: &ToolContext) -> String {
+        let registry = &self.deps.tools.registry;
         if AGENT_TOOLS.contains(&call.name.as_str()) {
-            let args = self.deps.tools.registry.coerce(&call.name, args.clone());
             let served = layer::Served {
                 todos: &self.todos,
                 store: &self.deps.store,
@@ -80,11 +80,11 @@ impl Conversation {
                 jobs: self.jobs.as_deref(),
                 forge: self.forge.as_deref(),
             };
-            let outcome = layer::run(&call.name, &args, &served, &ctx.cancel).await;
-            match outcome {
-                Ok(text) => text,
-                Err(err) => error_json(&format!("Tool execution failed: {err}")),
-            }
+            registry
+                .guarded(&call.name, args.clone(), ctx, |args| async move {
+                    layer::run(&call.name, &args, &served, &ctx.cancel).await
+                })
+                .await
         } else {
             self.deps
                 .tools

@@ -442,6 +442,8 @@ impl Conversation {
                 tool_calls: tool_calls.into(),
                 prompt_tokens: i64::try_from(usage.prompt_tokens).unwrap_or(i64::MAX),
                 completion_tokens: i64::try_from(usage.completion_tokens).unwrap_or(i64::MAX),
+                cache_read_tokens: i64::try_from(usage.cache_read_tokens).unwrap_or(i64::MAX),
+                cache_write_tokens: i64::try_from(usage.cache_write_tokens).unwrap_or(i64::MAX),
                 outcome: outcome_label,
                 model: Some(model),
                 cost_micros,

@@ -95,10 +95,7 @@ impl Conversation {
         // that counts more tokens than four characters each is believed.
         let prompt = (counted as f64 * self.calibration).ceil() as u64;
         self.asked = prompt;
-        let estimate = Usage {
-            prompt_tokens: prompt,
-            completion_tokens: max_tokens.into(),
-        };
+        let estimate = Usage::new(prompt, max_tokens.into());
         match meter
             .before_call(
                 (self.used, self.used_micros),
@@ -124,11 +121,7 @@ impl Conversation {
             return Ok(());
         }
         let prompt = std::mem::take(&mut self.asked);
-        self.spent(Usage {
-            prompt_tokens: prompt,
-            completion_tokens: 0,
-        })
-        .await
+        self.spent(Usage::new(prompt, 0)).await
     }
 
     /// The conversation went on in session `to` (a split): its hold goes

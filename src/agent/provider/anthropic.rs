@@ -243,6 +243,12 @@ fn parse(body: &Value) -> Result<ChatResponse, ProviderError> {
                 .pointer("/usage/output_tokens")
                 .and_then(Value::as_u64)
                 .unwrap_or(0),
+            cache_read_tokens: body["usage"]["cache_read_input_tokens"]
+                .as_u64()
+                .unwrap_or(0),
+            cache_write_tokens: body["usage"]["cache_creation_input_tokens"]
+                .as_u64()
+                .unwrap_or(0),
         },
     })
 }
@@ -454,5 +460,9 @@ mod tests {
         });
         let usage = parse(&body).unwrap().usage;
         assert_eq!((usage.prompt_tokens, usage.completion_tokens), (3005, 7));
+        assert_eq!(
+            (usage.cache_read_tokens, usage.cache_write_tokens),
+            (2000, 1000)
+        );
     }
 }

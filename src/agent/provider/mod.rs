@@ -69,10 +69,27 @@ pub enum FinishReason {
 /// Tokens used by one call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
-    /// Input tokens.
+    /// Input tokens, all of them: cached ones included.
     pub prompt_tokens: u64,
     /// Output tokens.
     pub completion_tokens: u64,
+    /// Of the input tokens, those read from the provider's prompt cache
+    /// (priced apart, usually far below input).
+    pub cache_read_tokens: u64,
+    /// Of the input tokens, those written to the provider's prompt cache
+    /// (priced apart, usually above input).
+    pub cache_write_tokens: u64,
+}
+
+impl Usage {
+    /// `prompt` tokens in, `completion` out, none of them cached.
+    pub fn new(prompt: u64, completion: u64) -> Self {
+        Self {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            ..Self::default()
+        }
+    }
 }
 
 impl std::ops::AddAssign for Usage {
@@ -81,6 +98,12 @@ impl std::ops::AddAssign for Usage {
         self.completion_tokens = self
             .completion_tokens
             .saturating_add(other.completion_tokens);
+        self.cache_read_tokens = self
+            .cache_read_tokens
+            .saturating_add(other.cache_read_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(other.cache_write_tokens);
     }
 }
 

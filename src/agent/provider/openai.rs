@@ -193,10 +193,27 @@ fn finish(reason: Option<&str>) -> FinishReason {
     }
 }
 
+/// A usage object: OpenAI's `prompt_tokens_details.cached_tokens` (or
+/// DeepSeek's `prompt_cache_hit_tokens`) are read from the cache, and
+/// `prompt_tokens_details.cache_write_tokens` (OpenRouter's) written to
+/// it; all are part of `prompt_tokens`.
 fn usage(v: &Value) -> Usage {
+    let first = |paths: &[&str]| {
+        paths
+            .iter()
+            .find_map(|p| v.pointer(p).and_then(Value::as_u64))
+            .unwrap_or(0)
+    };
+    let prompt = first(&["/prompt_tokens"]);
     Usage {
-        prompt_tokens: v["prompt_tokens"].as_u64().unwrap_or(0),
-        completion_tokens: v["completion_tokens"].as_u64().unwrap_or(0),
+        prompt_tokens: prompt,
+        completion_tokens: first(&["/completion_tokens"]),
+        cache_read_tokens: first(&[
+            "/prompt_tokens_details/cached_tokens",
+            "/prompt_cache_hit_tokens",
+        ])
+        .min(prompt),
+        cache_write_tokens: first(&["/prompt_tokens_details/cache_write_tokens"]).min(prompt),
     }
 }
 

@@ -43,6 +43,8 @@ fn record(session_id: &str) -> TurnRecord {
         tool_calls: 1,
         prompt_tokens: 100,
         completion_tokens: 10,
+        cache_read_tokens: 60,
+        cache_write_tokens: 0,
         outcome: "final".into(),
         model: Some("m".into()),
         cost_micros: 0,
