@@ -44,10 +44,7 @@ impl ChatModel for InstantModel {
                     extra: None,
                 }],
                 finish: FinishReason::ToolCalls,
-                usage: Usage {
-                    prompt_tokens: 100,
-                    completion_tokens: 10,
-                },
+                usage: Usage::new(100, 10),
             }
         } else {
             ChatResponse {

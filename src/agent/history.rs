@@ -18,8 +18,8 @@ pub const TRIMMED_KEEP: usize = 1000;
 /// Tool outputs and argument strings longer than this are shrunk when the
 /// history is too big.
 const TRIM_ABOVE: usize = 2000;
-/// Messages at the end never summarised (and shrunk only as a last resort).
-pub const TAIL_MESSAGES: usize = 8;
+/// Most output tokens a summary is given, however much it replaces.
+pub const SUMMARY_MAX_TOKENS: usize = 12_000;
 /// Characters of one message the summariser sees at most.
 const TRANSCRIPT_PER_MESSAGE: usize = 4000;
 
@@ -148,25 +148,45 @@ pub fn shrink_tool_io(messages: &mut [ChatMessage], above: usize, keep: usize) -
     cut
 }
 
-/// Shrinks tool outputs and call arguments older than the tail; returns how
-/// many it cut.
-pub fn trim_old_tool_outputs(messages: &mut [ChatMessage]) -> usize {
-    let end = messages.len().saturating_sub(TAIL_MESSAGES);
+/// Shrinks tool outputs and call arguments older than the tail of
+/// `tail_tokens` (see [`tail_start`]); returns how many it cut.
+pub fn trim_old_tool_outputs(messages: &mut [ChatMessage], tail_tokens: usize) -> usize {
+    let end = tail_start(messages, tail_tokens);
     shrink_tool_io(&mut messages[..end], TRIM_ABOVE, TRIMMED_KEEP)
 }
 
-/// Where the first exchange ends and the kept tail begins, both on user
-/// message boundaries so no call is separated from its result.
-fn middle_range(messages: &[ChatMessage]) -> Option<(usize, usize)> {
-    let users: Vec<usize> = messages
+/// Where the recent tail begins, on a user message so no call is separated
+/// from its result: the earliest user message from which the rest holds at
+/// most `tail_tokens`, and never after the last user message (the turn
+/// that runs stays whole). A long message is thus outside the tail, where
+/// it is summarised, unless it is the running turn's own.
+pub fn tail_start(messages: &[ChatMessage], tail_tokens: usize) -> usize {
+    let mut tokens = 0;
+    let mut start = None;
+    for (i, message) in messages.iter().enumerate().rev() {
+        tokens += message.estimated_tokens();
+        if message.role != Role::User {
+            continue;
+        }
+        if start.is_some() && tokens > tail_tokens {
+            break;
+        }
+        start = Some(i);
+    }
+    start.unwrap_or(0)
+}
+
+/// Where the first exchange ends and the tail of `tail_tokens` begins,
+/// both on user message boundaries so no call is separated from its
+/// result.
+fn middle_range(messages: &[ChatMessage], tail_tokens: usize) -> Option<(usize, usize)> {
+    let head_end = messages
         .iter()
         .enumerate()
         .filter(|(_, m)| m.role == Role::User)
         .map(|(i, _)| i)
-        .collect();
-    let head_end = *users.get(1)?;
-    let wanted_tail = messages.len().saturating_sub(TAIL_MESSAGES);
-    let tail_start = users.iter().copied().filter(|&i| i <= wanted_tail).max()?;
+        .nth(1)?;
+    let tail_start = tail_start(messages, tail_tokens);
     (tail_start > head_end).then_some((head_end, tail_start))
 }
 
@@ -225,25 +245,36 @@ fn transcript(messages: &[ChatMessage], max_chars: usize) -> String {
     }
 }
 
-/// Output tokens for a summary of `replaced` tokens: a fifth of them,
-/// within 256..=2048.
-pub fn summary_tokens(replaced: usize) -> u32 {
-    (replaced / 5).clamp(256, 2048) as u32
+/// Output tokens for a summary of `replaced` tokens: a fifth of them, at
+/// least 256 and at most [`SUMMARY_MAX_TOKENS`], and never more than a
+/// quarter of a `window` of tokens.
+pub fn summary_tokens(replaced: usize, window: usize) -> u32 {
+    let most = SUMMARY_MAX_TOKENS.min(window / 4).max(256);
+    u32::try_from((replaced / 5).clamp(256, most)).unwrap_or(u32::MAX)
 }
 
-/// Asks `model` for a hand-off note of `messages`, reading at most
-/// `max_chars` of transcript.
+/// Characters of transcript a summariser of a `window` of tokens reads
+/// when its note may take `note` tokens: the rest of the window, less its
+/// instructions, at a cautious three characters a token.
+pub fn transcript_chars(window: usize, note: u32) -> usize {
+    window.saturating_sub(note as usize + 512) * 3
+}
+
+/// Asks `model`, of a `window` of tokens, for a hand-off note of
+/// `messages`.
 pub async fn summarize(
     messages: &[ChatMessage],
     model: &dyn ChatModel,
-    max_chars: usize,
+    window: usize,
 ) -> Result<ChatMessage, ProviderError> {
     let replaced: usize = messages.iter().map(ChatMessage::estimated_tokens).sum();
+    let max_tokens = summary_tokens(replaced, window);
+    let max_chars = transcript_chars(window, max_tokens);
     let request = ChatRequest {
         system: SUMMARY_SYSTEM.into(),
         messages: vec![ChatMessage::user(transcript(messages, max_chars))],
         tools: Default::default(),
-        max_tokens: summary_tokens(replaced),
+        max_tokens,
         model: None,
         live: None,
     };
@@ -269,17 +300,18 @@ pub fn is_summary(message: &ChatMessage) -> bool {
 }
 
 /// Replaces the middle of the conversation (after the first exchange,
-/// before the recent tail) by a summary from `model`, reading at most
-/// `max_chars` of it. Returns false when there was nothing to summarise.
+/// before the recent tail of `tail_tokens`) by a summary from `model`, of
+/// a `window` of tokens. Returns false when there was nothing to
+/// summarise.
 pub async fn summarize_middle(
     messages: &mut Vec<ChatMessage>,
     model: &dyn ChatModel,
-    max_chars: usize,
+    (window, tail_tokens): (usize, usize),
 ) -> Result<bool, ProviderError> {
-    let Some((start, end)) = middle_range(messages) else {
+    let Some((start, end)) = middle_range(messages, tail_tokens) else {
         return Ok(false);
     };
-    let replacement = summarize(&messages[start..end], model, max_chars).await?;
+    let replacement = summarize(&messages[start..end], model, window).await?;
     messages.splice(start..end, [replacement]);
     Ok(true)
 }
@@ -384,21 +416,45 @@ mod tests {
         assert!(text.contains("39 "), "the newest messages stay");
         let small = transcript(&history[..4], 1_000_000);
         assert!(small.contains("0 q") && small.contains("assistant: ok"));
-        assert!(summary_tokens(100) == 256 && summary_tokens(1_000_000) == 2048);
-        assert_eq!(summary_tokens(5000), 1000, "a fifth of what it replaces");
+        assert_eq!(summary_tokens(100, 200_000), 256);
+        assert_eq!(
+            summary_tokens(5000, 200_000),
+            1000,
+            "a fifth of what it replaces"
+        );
+        assert_eq!(summary_tokens(50_000, 200_000), 10_000);
+        assert_eq!(summary_tokens(1_000_000, 200_000), 12_000, "capped at 12K");
+        assert_eq!(
+            summary_tokens(1_000_000, 16_000),
+            4_000,
+            "a quarter of a small window"
+        );
     }
 
     #[test]
-    fn middle_is_between_first_exchange_and_tail() {
+    fn middle_is_between_first_exchange_and_a_tail_sized_in_tokens() {
         let mut history = Vec::new();
         for i in 0..10 {
-            history.push(ChatMessage::user(format!("q{i}")));
-            history.push(ChatMessage::assistant(format!("a{i}")));
+            history.push(ChatMessage::user(format!(
+                "question {i} {}",
+                "w".repeat(400)
+            )));
+            history.push(ChatMessage::assistant(format!(
+                "answer {i} {}",
+                "w".repeat(400)
+            )));
         }
-        let (start, end) = middle_range(&history).unwrap();
+        let per_pair: usize = history[..2].iter().map(ChatMessage::estimated_tokens).sum();
+        let (start, end) = middle_range(&history, per_pair * 3).unwrap();
         assert_eq!(start, 2);
         assert_eq!(history[end].role, Role::User);
-        assert!(history.len() - end <= TAIL_MESSAGES);
-        assert!(middle_range(&history[..4]).is_none());
+        assert_eq!(history.len() - end, 6, "three exchanges fit the tail");
+        assert!(middle_range(&history[..4], per_pair * 3).is_none());
+        // A large message before the running turn leaves the tail, so it is
+        // summarised; the running turn's own stays, whatever its size.
+        history[16].content = "h".repeat(40_000);
+        history[18].content = "n".repeat(40_000);
+        let (_, end) = middle_range(&history, per_pair * 3).unwrap();
+        assert_eq!(end, 18, "only the running turn is kept");
     }
 }

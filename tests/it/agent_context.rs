@@ -155,6 +155,41 @@ async fn long_histories_are_compressed_with_the_auxiliary_model() {
     );
 }
 
+/// The recent tail is sized in tokens: one huge message just before the
+/// running turn is summarised (the summariser reads it), not only cut, and
+/// the summary's output budget is a fifth of what it replaces.
+#[tokio::test]
+async fn a_huge_recent_message_is_summarised_and_the_note_scales() {
+    let llm = FakeLlm::start(vec![Reply::Json(text("fresh answer"))]).await;
+    let aux = FakeLlm::start(vec![summary_model()]).await;
+    let mut owned = long_history(3);
+    owned.push((
+        "user".into(),
+        format!("PASTED LOG {}", "line ".repeat(12_000)),
+    ));
+    owned.push(("assistant".into(), "that log shows a timeout".into()));
+    let mut h = seeded(&llm, Some(&aux), &owned, |_| {}).await;
+    let out = h
+        .conversation
+        .run_turn("LATEST QUESTION", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.reply, "fresh answer");
+    let asked = &aux.requests()[0];
+    assert!(
+        asked.to_string().contains("PASTED LOG"),
+        "the long message went to the summariser"
+    );
+    // About 18 000 tokens replaced: a note of a fifth of them, past the
+    // old cap of 2 048, within a quarter of the 16 000-token window.
+    let note = asked["max_tokens"].as_u64().unwrap();
+    assert!((2_049..=4_000).contains(&note), "{note}");
+    let sent = llm.requests()[0].to_string();
+    assert!(has_summary(&llm.requests()[0]));
+    assert!(!sent.contains("PASTED LOG"), "the log was summarised away");
+    assert!(sent.contains("LATEST QUESTION"));
+}
+
 #[tokio::test]
 async fn old_large_tool_outputs_are_trimmed_first() {
     let llm = FakeLlm::start(vec![Reply::Json(text("ok"))]).await;

@@ -9,8 +9,8 @@
 use super::Conversation;
 use crate::agent::AgentError;
 use crate::agent::history::{
-    TAIL_MESSAGES, TRIMMED_KEEP, estimate_tokens, is_summary, shrink_tool_io, summarize,
-    summarize_middle, summary_message, trim_old_tool_outputs,
+    TRIMMED_KEEP, estimate_tokens, is_summary, shrink_tool_io, summarize, summarize_middle,
+    summary_message, tail_start, trim_old_tool_outputs,
 };
 use crate::agent::message::{ChatMessage, Role};
 use crate::store::{Store, StoreError};
@@ -22,6 +22,11 @@ pub const SPLIT_NOTICE: &str = "This conversation grew too long for the model's 
 /// said a request was too long although the estimate said it fit: the
 /// estimate was off by at least that much.
 const AFTER_OVERFLOW_PERCENT: usize = 60;
+
+/// Share of the request budget (in percent) the recent tail keeps whole
+/// when the middle is summarised: it is sized in tokens, so one long
+/// message before the running turn is summarised, not only shortened.
+const TAIL_PERCENT: usize = 25;
 
 /// Tool outputs and arguments of the recent tail longer than this are
 /// shrunk when summarising the middle was not enough.
@@ -92,11 +97,14 @@ impl Conversation {
         }
     }
 
-    /// Characters of transcript the summariser reads: the auxiliary model
-    /// is taken to have the main model's window, less its note and prompt,
-    /// at a cautious three characters a token.
-    fn transcript_budget(&self) -> usize {
-        (self.deps.context_window as usize).saturating_sub(2048 + 512) * 3
+    /// The auxiliary model's window, taken to be the main model's.
+    fn summariser_window(&self) -> usize {
+        self.deps.context_window as usize
+    }
+
+    /// Tokens the recent tail keeps whole when the middle is summarised.
+    fn tail_tokens(&self) -> usize {
+        self.request_budget(false) * TAIL_PERCENT / 100
     }
 
     /// Makes the next request fit: false when even a fresh session cannot
@@ -149,11 +157,12 @@ impl Conversation {
         // Stored whole before anything is shortened, and before the
         // checkpoint that stands for everything stored so far.
         self.flush().await?;
-        let mut cut = trim_old_tool_outputs(&mut self.history);
+        let tail_tokens = self.tail_tokens();
+        let mut cut = trim_old_tool_outputs(&mut self.history, tail_tokens);
         if after_overflow || !fits(self) {
             let aux = self.deps.auxiliary.clone();
-            let budget = self.transcript_budget();
-            match summarize_middle(&mut self.history, aux.as_ref(), budget).await {
+            let sizes = (self.summariser_window(), tail_tokens);
+            match summarize_middle(&mut self.history, aux.as_ref(), sizes).await {
                 Ok(true) => {
                     cut += 1;
                     let written = self.history.iter_mut().rev().find(|m| is_summary(m));
@@ -172,7 +181,7 @@ impl Conversation {
             if fits(self) {
                 break;
             }
-            let tail = self.history.len().saturating_sub(TAIL_MESSAGES);
+            let tail = tail_start(&self.history, tail_tokens);
             cut += shrink_tool_io(&mut self.history[tail..], above, keep);
         }
         if cut > 0 {
@@ -217,7 +226,7 @@ impl Conversation {
             let aux = self.deps.auxiliary.clone();
             let earlier = &self.history[..start];
             Some(
-                match summarize(earlier, aux.as_ref(), self.transcript_budget()).await {
+                match summarize(earlier, aux.as_ref(), self.summariser_window()).await {
                     Ok(note) => note,
                     Err(err) => {
                         tracing::warn!(error = %err, "summarising before the split failed");
