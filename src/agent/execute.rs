@@ -221,6 +221,71 @@ mod tests {
         );
     }
 
+    /// A tool of any name that says it only reads.
+    #[derive(Debug)]
+    struct Reader(&'static str);
+
+    #[async_trait::async_trait]
+    impl crate::tools::Tool for Reader {
+        fn spec(&self) -> crate::tools::ToolSpec {
+            crate::tools::ToolSpec::new(self.0, "t", "reads", json!({"type": "object"}))
+                .concurrency(Concurrency::ReadOnly)
+        }
+
+        async fn call(
+            &self,
+            _args: Value,
+            _ctx: &crate::tools::ToolContext,
+        ) -> Result<String, crate::tools::ToolError> {
+            Ok(String::new())
+        }
+    }
+
+    #[test]
+    fn clarify_never_runs_in_parallel_whatever_its_spec_says() {
+        let registry = Registry::new();
+        for name in ["look", "clarify"] {
+            registry
+                .register(
+                    std::sync::Arc::new(Reader(name)),
+                    crate::tools::registry::RegisterMode::Normal,
+                )
+                .unwrap();
+        }
+        let batch = |names: &[&str]| -> Vec<(ToolCall, Value)> {
+            names.iter().map(|n| (call(n, "{}"), json!({}))).collect()
+        };
+        assert!(parallel_safe(&batch(&["look", "look"]), &registry));
+        assert!(!parallel_safe(&batch(&["look", "clarify"]), &registry));
+        assert!(!parallel_safe(&batch(&["clarify", "clarify"]), &registry));
+    }
+
+    #[tokio::test]
+    async fn at_most_eight_calls_run_at_once_and_results_keep_order() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let running = AtomicUsize::new(0);
+        let most = AtomicUsize::new(0);
+        let batch: Vec<std::pin::Pin<Box<dyn Future<Output = String> + Send + '_>>> = (0..20)
+            .map(|i| {
+                let (running, most) = (&running, &most);
+                Box::pin(async move {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    for _ in 0..3 {
+                        tokio::task::yield_now().await;
+                    }
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    i.to_string()
+                }) as _
+            })
+            .collect();
+        let out = run_parallel(batch).await;
+        assert_eq!(most.load(Ordering::SeqCst), MAX_PARALLEL);
+        assert_eq!(MAX_PARALLEL, 8);
+        let expected: Vec<String> = (0..20).map(|i: i32| i.to_string()).collect();
+        assert_eq!(out, expected);
+    }
+
     #[test]
     fn paths_fold_lexically() {
         assert_eq!(normalized("./a/../b/c"), PathBuf::from("b/c"));

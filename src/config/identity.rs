@@ -1,10 +1,11 @@
 //! A person named in the configuration is `platform:id` — `telegram:123`,
-//! `discord:…`, `slack:U…`, `github:login`, `gitlab:user` — and matches
+//! `discord:…`, `slack:U…`, `github:login`, `gitlab:user`, `cli:user` (the
+//! person at the terminal of `switchboard chat --user user`) — and matches
 //! only that platform's user: a Slack user id and a GitHub login that
 //! happen to be spelled alike are different people.
 
 /// The platforms a person can be named on.
-pub const PLATFORMS: &[&str] = &["telegram", "discord", "slack", "github", "gitlab"];
+pub const PLATFORMS: &[&str] = &["telegram", "discord", "slack", "github", "gitlab", "cli"];
 
 /// Why `value` is not a qualified identity, with the form to write; `hint`
 /// is the platform the key is usually about (a route's forge). The error

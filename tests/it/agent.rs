@@ -423,6 +423,39 @@ async fn agent_layer_tools_keep_their_state() {
     );
 }
 
+/// A session opened again from storage (a restart, an idle session woken)
+/// has its task list back.
+#[tokio::test]
+async fn the_todo_list_is_back_when_the_session_is_reopened() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[(
+            "t1",
+            "todo",
+            r#"{"todos": [{"id": "1", "content": "rotate the keys", "status": "in_progress"}]}"#,
+        )])),
+        Reply::Json(text("started")),
+        Reply::Json(calls(&[("t2", "todo", "{}")])),
+        Reply::Json(text("still rotating")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    h.conversation
+        .run_turn("rotate the keys", &CancellationToken::new())
+        .await
+        .unwrap();
+    let mut reopened = h.reopen().await;
+    reopened
+        .run_turn("where are we?", &CancellationToken::new())
+        .await
+        .unwrap();
+    let results = tool_messages(&llm.requests()[3]);
+    let (_, listed) = results.last().unwrap();
+    assert!(
+        listed.contains("rotate the keys") && listed.contains("\"in_progress\":1"),
+        "{listed}"
+    );
+}
+
 /// The agent loop serves its own tools through the registry's guarantees:
 /// an error is cleaned of framing tokens, an oversized result is spilled
 /// to the workspace with a preview.

@@ -163,6 +163,90 @@ async fn interactive_chat_asks_before_running_commands() {
     assert!(denied["content"].as_str().unwrap().contains("denied by ci"));
 }
 
+/// At the terminal, "s" grants the kind of command for the session (asked
+/// again after /new) and "a", from a configured approver, for good (not
+/// asked again after /new).
+#[tokio::test]
+async fn session_and_always_answers_at_the_terminal_grant_what_they_say() {
+    let step = |id: &str, n: &str| {
+        let command = format!("rm -rf old{n} && echo {n} > {n}.txt");
+        vec![
+            Reply::Json(calls(&[(
+                id,
+                "terminal",
+                &serde_json::json!({ "command": command }).to_string(),
+            )])),
+            Reply::Json(text(&format!("ran {n}"))),
+        ]
+    };
+    let script = [
+        step("c1", "one"),
+        step("c2", "two"),
+        step("c3", "three"),
+        step("c4", "four"),
+    ]
+    .concat();
+    let llm = FakeLlm::start(script).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = chat_command(dir.path(), &llm);
+    let config = dir.path().join("gateway.toml");
+    let mut toml = std::fs::read_to_string(&config).unwrap();
+    toml.push_str("[approvals]\napprovers = [\"cli:ci\"]\n");
+    std::fs::write(&config, toml).unwrap();
+    let mut child = spawn_chat(&mut cmd, true);
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    // Lines up to `want`; a prompt nobody answers makes this time out.
+    let until = |rx: &mpsc::Receiver<String>, want: &str| loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("no {want:?}: an unanswered prompt?"));
+        if line == want {
+            break;
+        }
+    };
+    let err = tokio::task::spawn_blocking(move || {
+        writeln!(stdin, "first").unwrap();
+        writeln!(stdin, "s").unwrap();
+        until(&rx, "ran one");
+        writeln!(stdin, "second, same kind").unwrap();
+        until(&rx, "ran two");
+        writeln!(stdin, "/new").unwrap();
+        writeln!(stdin, "third, in a new session").unwrap();
+        writeln!(stdin, "a").unwrap();
+        until(&rx, "ran three");
+        writeln!(stdin, "/new").unwrap();
+        writeln!(stdin, "fourth").unwrap();
+        until(&rx, "ran four");
+        drop(stdin);
+        assert!(child.wait().unwrap().success());
+        let mut err = String::new();
+        stderr.read_to_string(&mut err).unwrap();
+        err
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        err.matches("Approval needed").count(),
+        2,
+        "asked for one and three only: {err}"
+    );
+    let ws = common::session_workspace(&dir.path().join("ws"));
+    for n in ["one", "two", "three", "four"] {
+        assert_eq!(
+            std::fs::read_to_string(ws.join(format!("{n}.txt"))).unwrap(),
+            format!("{n}\n")
+        );
+    }
+}
+
 #[tokio::test]
 async fn chat_goes_through_the_session_manager() {
     let llm = FakeLlm::start(vec![
