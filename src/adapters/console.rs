@@ -232,9 +232,11 @@ impl Platform for Console {
 
     fn activity(&self, _at: &ChatRef, activity: &Activity) {
         match activity {
-            Activity::ToolStarted { name, arguments } => {
-                tell(format_args!("  ⚙ {name} {arguments}"))
-            }
+            Activity::ToolStarted {
+                name,
+                emoji,
+                arguments,
+            } => tell(format_args!("  {emoji} {name} {arguments}")),
             Activity::ToolFinished { name, ok, chars } => {
                 let mark = if *ok { "✓" } else { "✗" };
                 tell(format_args!("  {mark} {name} ({chars} chars)"));

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::config::{Config, Env};
 use crate::tools::{ToolRuntime, mcp};
@@ -57,9 +57,23 @@ pub async fn tools(
                     crate::tools::Availability::Available => None,
                     crate::tools::Availability::Unavailable(r) => Some(r.clone()),
                 };
-                json!({"name": name, "toolset": entry.spec.toolset, "available": reason.is_none(), "reason": reason})
+                json!({
+                    "name": name,
+                    "emoji": entry.spec.emoji,
+                    "toolset": entry.spec.toolset,
+                    "requires_env": entry.spec.requires_env,
+                    "available": reason.is_none(),
+                    "reason": reason,
+                })
             }
-            None => json!({"name": name, "toolset": null, "available": false, "reason": "not registered"}),
+            None => json!({
+                "name": name,
+                "emoji": null,
+                "toolset": null,
+                "requires_env": [],
+                "available": false,
+                "reason": "not registered",
+            }),
         })
         .collect();
     for client in clients {
@@ -78,9 +92,21 @@ pub async fn tools(
             format!("unavailable: {}", row["reason"].as_str().unwrap_or(""))
         };
         let toolset = row["toolset"].as_str().unwrap_or("-");
+        let needs: Vec<&str> = row["requires_env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let needs = if needs.is_empty() {
+            String::new()
+        } else {
+            format!("  (needs {})", needs.join(", "))
+        };
         let _ = writeln!(
             out,
-            "{:<16} {:<16} {state}",
+            "{} {:<16} {:<16} {state}{needs}",
+            row["emoji"].as_str().unwrap_or(crate::tools::DEFAULT_EMOJI),
             row["name"].as_str().unwrap_or(""),
             toolset
         );

@@ -178,6 +178,8 @@ pub enum Activity {
     ToolStarted {
         /// Tool name.
         name: String,
+        /// The emoji the tool declares.
+        emoji: &'static str,
         /// Its arguments, shortened.
         arguments: String,
     },

@@ -48,14 +48,19 @@ struct View {
     text: String,
     /// The previous call's whole text, when it wrote any.
     before: Option<(u64, String)>,
-    /// Running tools, latest last.
-    running: Vec<ToolCall>,
+    /// Running tools with their emoji, latest last.
+    running: Vec<(ToolCall, &'static str)>,
     /// One of them waits for a person to approve a command.
     waiting: bool,
 }
 
-/// The status line of a tool at work (`waiting`: for an approval).
-fn status(progress: Progress, call: &ToolCall, waiting: bool) -> Option<String> {
+/// The status line of a tool at work, behind its emoji (`waiting`: for an
+/// approval).
+fn status(
+    progress: Progress,
+    (call, emoji): &(ToolCall, &'static str),
+    waiting: bool,
+) -> Option<String> {
     let doing = match call.name.as_str() {
         "terminal" | "process" => "running a command",
         "read_file" => "reading a file",
@@ -79,7 +84,7 @@ fn status(progress: Progress, call: &ToolCall, waiting: bool) -> Option<String> 
     };
     match progress {
         Progress::Off => None,
-        Progress::Compact => Some(format!("_{doing}…_")),
+        Progress::Compact => Some(format!("{emoji} _{doing}…_")),
         Progress::Verbose => {
             let what = serde_json::from_str::<serde_json::Value>(&call.arguments)
                 .ok()
@@ -92,9 +97,9 @@ fn status(progress: Progress, call: &ToolCall, waiting: bool) -> Option<String> 
                 .unwrap_or_default();
             let name = call.name.replace('`', "'");
             Some(if what.is_empty() {
-                format!("_{doing}…_ `{name}`")
+                format!("{emoji} _{doing}…_ `{name}`")
             } else {
-                format!("_{doing}…_ `{name}` `{what}`")
+                format!("{emoji} _{doing}…_ `{name}` `{what}`")
             })
         }
     }
@@ -204,14 +209,16 @@ impl Watcher {
 }
 
 impl AgentEvents for Watcher {
-    fn tool_started(&self, call: &ToolCall) {
+    fn tool_started(&self, call: &ToolCall, emoji: &'static str) {
         if let Some(feed) = self.feed()
             && feed.progress != Progress::Off
         {
-            feed.view.send_modify(|v| v.running.push(call.clone()));
+            feed.view
+                .send_modify(|v| v.running.push((call.clone(), emoji)));
         }
         self.show(Activity::ToolStarted {
             name: call.name.clone(),
+            emoji,
             arguments: clip(&call.arguments, 120),
         });
     }
@@ -220,7 +227,7 @@ impl AgentEvents for Watcher {
         if let Some(feed) = self.feed() {
             feed.view.send_if_modified(|v| {
                 let before = v.running.len();
-                v.running.retain(|c| c.id != call.id);
+                v.running.retain(|(c, _)| c.id != call.id);
                 v.running.len() != before
             });
         }
@@ -505,8 +512,8 @@ impl Stream {
     /// Shows the tool at work in the status message, once it has run for
     /// a pace (quick tools show nothing).
     async fn status(&mut self, view: &View, stop: &CancellationToken) -> Result<bool, Halt> {
-        let Some((id, line)) = view.running.last().and_then(|call| {
-            status(self.progress, call, view.waiting).map(|line| (&call.id, line))
+        let Some((id, line)) = view.running.last().and_then(|running| {
+            status(self.progress, running, view.waiting).map(|line| (&running.0.id, line))
         }) else {
             return Ok(false);
         };
@@ -602,24 +609,27 @@ mod tests {
 
     #[test]
     fn progress_lines_by_mode() {
-        let call = ToolCall {
-            id: "c1".into(),
-            name: "terminal".into(),
-            arguments: r#"{"command":"cargo test"}"#.into(),
-            extra: None,
-        };
+        let call = (
+            ToolCall {
+                id: "c1".into(),
+                name: "terminal".into(),
+                arguments: r#"{"command":"cargo test"}"#.into(),
+                extra: None,
+            },
+            "💻",
+        );
         assert_eq!(status(Progress::Off, &call, true), None);
         assert_eq!(
             status(Progress::Compact, &call, false).unwrap(),
-            "_running a command…_"
+            "💻 _running a command…_"
         );
         assert_eq!(
             status(Progress::Verbose, &call, false).unwrap(),
-            "_running a command…_ `terminal` `cargo test`"
+            "💻 _running a command…_ `terminal` `cargo test`"
         );
         assert_eq!(
             status(Progress::Compact, &call, true).unwrap(),
-            "_running a command — waiting for approval…_"
+            "💻 _running a command — waiting for approval…_"
         );
     }
 }

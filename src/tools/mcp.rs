@@ -70,6 +70,10 @@ impl Tool for McpTool {
         self.spec.clone()
     }
 
+    fn shared_check(&self) -> Option<String> {
+        Some(toolset_name(&self.server))
+    }
+
     fn check(&self) -> Result<(), Unavailable> {
         if self.alive.load(Ordering::SeqCst) {
             Ok(())

@@ -46,6 +46,9 @@ pub enum Concurrency {
     Exclusive,
 }
 
+/// The emoji of a tool that declares none.
+pub const DEFAULT_EMOJI: &str = "🔧";
+
 /// What a tool declares about itself.
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
@@ -75,7 +78,7 @@ impl ToolSpec {
             toolset: toolset.into(),
             description: description.into(),
             parameters,
-            emoji: "🔧",
+            emoji: DEFAULT_EMOJI,
             requires_env: Vec::new(),
             max_result_chars: DEFAULT_MAX_RESULT_CHARS,
             concurrency: Concurrency::Exclusive,
@@ -101,8 +104,8 @@ impl ToolSpec {
     }
 
     /// Declares the environment variables the tool needs.
-    pub fn requires_env(mut self, vars: &[&str]) -> Self {
-        self.requires_env = vars.iter().map(|v| v.to_string()).collect();
+    pub fn requires_env<S: Into<String>>(mut self, vars: impl IntoIterator<Item = S>) -> Self {
+        self.requires_env = vars.into_iter().map(Into::into).collect();
         self
     }
 
@@ -242,6 +245,13 @@ pub trait Tool: Send + Sync {
     /// the registry for 30 s. The default is always available.
     fn check(&self) -> Result<(), Unavailable> {
         Ok(())
+    }
+
+    /// The name of a check several tools share (one MCP server's tools,
+    /// the tools of one command backend): the registry runs it once for
+    /// all of them per probe. `None`: the check is the tool's own.
+    fn shared_check(&self) -> Option<String> {
+        None
     }
 
     /// A schema that depends on the current state (e.g. the configured

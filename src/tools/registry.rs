@@ -129,9 +129,10 @@ impl Registry {
             }
         }
         let name = spec.name.clone();
+        let shared = tool.shared_check();
         tools.insert(name.clone(), Arc::new(ToolEntry { spec, tool }));
         drop(tools);
-        self.forget_check(&name);
+        self.forget_check(&check_key(&name, shared));
         self.generation.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
@@ -215,15 +216,18 @@ impl Registry {
     }
 
     /// Whether a tool is usable now. The probe's answer is cached for
-    /// [`CHECK_TTL`]; a probe that errors or panics means unavailable.
+    /// [`CHECK_TTL`], under the shared check's name for tools that share
+    /// one (so it runs once for all of them); a probe that errors or
+    /// panics means unavailable.
     pub fn availability(&self, name: &str) -> Availability {
         let Some(entry) = self.get(name) else {
             return Availability::Unavailable(format!("unknown tool {name}"));
         };
+        let key = check_key(name, entry.tool.shared_check());
         let now = Instant::now();
         {
             let checks = self.checks.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((at, cached)) = checks.get(name)
+            if let Some((at, cached)) = checks.get(&key)
                 && now.duration_since(*at) < CHECK_TTL
             {
                 return cached.clone();
@@ -237,7 +241,7 @@ impl Registry {
         self.checks
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(name.to_string(), (now, result.clone()));
+            .insert(key, (now, result.clone()));
         result
     }
 
@@ -316,6 +320,15 @@ impl Registry {
                 error_json("Tool execution failed: the tool crashed")
             }
         }
+    }
+}
+
+/// Where the availability of tool `name` is cached: under its shared
+/// check's name (which no tool name has: it holds a space) or its own.
+fn check_key(name: &str, shared: Option<String>) -> String {
+    match shared {
+        Some(check) => format!("shared {check}"),
+        None => name.to_string(),
     }
 }
 

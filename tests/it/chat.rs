@@ -92,7 +92,7 @@ async fn once_prints_the_answer_and_denies_commands() {
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("⚙ terminal"),
+        stderr.contains("💻 terminal"),
         "tool activity shown: {stderr}"
     );
 }

@@ -70,6 +70,7 @@ fn tools_lists_availability_with_reasons_and_mcp_tools() {
             .unwrap_or_else(|| panic!("{name} missing"))
     };
     assert_eq!(find("read_file")["available"], true);
+    assert_eq!(find("terminal")["emoji"], "💻");
     assert_eq!(find("echo")["toolset"], "mcp-fixture");
     let search = find("web_search");
     assert_eq!(search["available"], false);
@@ -83,11 +84,36 @@ fn tools_lists_availability_with_reasons_and_mcp_tools() {
     let (_, text, _) = run(dir.path(), &["tools", "--platform", "webhook"]);
     let names: Vec<&str> = text
         .lines()
-        .map(|l| l.split_whitespace().next().unwrap())
+        .map(|l| l.split_whitespace().nth(1).unwrap())
         .collect();
     assert_eq!(
         names,
         ["clarify", "vision_analyze", "web_extract", "web_search"]
+    );
+}
+
+/// Each tool shows its emoji, and what it needs from the environment.
+#[test]
+fn tools_show_their_emoji_and_the_variables_they_need() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gateway.toml"),
+        "[tools.web_search]\nprovider = \"brave\"\napi_key_env = \"SB_TEST_BRAVE_KEY\"\n",
+    )
+    .unwrap();
+    let (code, text, err) = run(dir.path(), &["tools"]);
+    assert_eq!(code, 0, "{err}");
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(name))
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+            .to_string()
+    };
+    assert!(line("terminal").starts_with("💻 "), "{text}");
+    let search = line("web_search");
+    assert!(
+        search.starts_with("🔍 ") && search.ends_with("(needs SB_TEST_BRAVE_KEY)"),
+        "{search}"
     );
 }
 

@@ -212,7 +212,7 @@ async fn a_call_after_tools_answers_below_and_progress_is_shown_then_deleted() {
         .map(|c| c.body["text"].as_str().unwrap_or_default().to_string())
         .collect();
     assert!(
-        sent.iter().any(|t| t == "running a command…"),
+        sent.iter().any(|t| t == "💻 running a command…"),
         "a status while the command ran: {sent:?}"
     );
     let shown: Vec<String> = tg.shown(ANN).into_iter().map(|(_, t)| t).collect();
@@ -321,7 +321,7 @@ async fn the_status_says_when_a_command_waits_for_approval() {
     common::eventually("the status names the wait", || async {
         tg.shown(ANN)
             .iter()
-            .any(|(_, t)| t == "running a command — waiting for approval…")
+            .any(|(_, t)| t == "💻 running a command — waiting for approval…")
     })
     .await;
     let prompt = tg

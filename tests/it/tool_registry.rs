@@ -171,6 +171,49 @@ async fn availability_is_cached_for_thirty_seconds() {
     assert_eq!(checks.load(Ordering::SeqCst), 2, "re-probed after the TTL");
 }
 
+/// Two tools that share a check (one MCP server's, one command
+/// backend's) have it run once per probe.
+#[tokio::test]
+async fn a_shared_check_runs_once_for_all_its_tools() {
+    struct Shared(&'static str, Arc<AtomicUsize>);
+    #[async_trait::async_trait]
+    impl Tool for Shared {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec::new(self.0, "x", "shares a check", json!({"type": "object"}))
+        }
+        fn check(&self) -> Result<(), switchboard::tools::Unavailable> {
+            self.1.fetch_add(1, Ordering::SeqCst);
+            Err("server down".into())
+        }
+        fn shared_check(&self) -> Option<String> {
+            Some("server".into())
+        }
+        async fn call(&self, _args: Value, _ctx: &ToolContext) -> Result<String, ToolError> {
+            Ok(String::new())
+        }
+    }
+    let checks = Arc::new(AtomicUsize::new(0));
+    let registry = Registry::new();
+    for name in ["one", "two", "three"] {
+        registry
+            .register(Arc::new(Shared(name, checks.clone())), RegisterMode::Normal)
+            .unwrap();
+    }
+    for name in ["one", "two", "three"] {
+        assert_eq!(
+            registry.availability(name),
+            Availability::Unavailable("server down".into())
+        );
+    }
+    assert_eq!(checks.load(Ordering::SeqCst), 1);
+    // The real ones: terminal and process share their backend's check.
+    let tools = runtime();
+    let terminal = tools.registry.get("terminal").unwrap();
+    let process = tools.registry.get("process").unwrap();
+    assert!(terminal.tool.shared_check().is_some());
+    assert_eq!(terminal.tool.shared_check(), process.tool.shared_check());
+}
+
 #[tokio::test]
 async fn failing_or_panicking_checks_mean_unavailable() {
     let dir = tempfile::tempdir().unwrap();

@@ -62,7 +62,13 @@ impl Conversation {
         if ctx.cancel.is_cancelled() {
             return error_json("Tool execution failed: cancelled before it started");
         }
-        self.events.tool_started(call);
+        let emoji = self
+            .deps
+            .tools
+            .registry
+            .get(&call.name)
+            .map_or(crate::tools::DEFAULT_EMOJI, |entry| entry.spec.emoji);
+        self.events.tool_started(call, emoji);
         let span = tracing::info_span!("tool", tool.name = %call.name, tool.call_id = %call.id);
         let result = tracing::Instrument::instrument(self.run_handler(call, args, ctx), span).await;
         self.events.tool_finished(call, &result);

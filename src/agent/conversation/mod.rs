@@ -42,8 +42,8 @@ const MAX_INVALID_TURNS: u32 = 3;
 /// Callbacks on tool activity (the terminal shows them; chats may show a
 /// typing indicator).
 pub trait AgentEvents: Send + Sync {
-    /// A tool is about to run.
-    fn tool_started(&self, _call: &ToolCall) {}
+    /// A tool is about to run; `emoji` is the one it declares.
+    fn tool_started(&self, _call: &ToolCall, _emoji: &'static str) {}
     /// A tool finished with `result`.
     fn tool_finished(&self, _call: &ToolCall, _result: &str) {}
     /// A model call starts: where its text streams to, for a watcher

@@ -540,6 +540,10 @@ impl Tool for Process {
         self.manager.launcher.check()
     }
 
+    fn shared_check(&self) -> Option<String> {
+        Some(super::terminal::LAUNCHER_CHECK.into())
+    }
+
     async fn call(&self, args: Value, ctx: &ToolContext) -> Result<String, ToolError> {
         let action = arg_str(&args, "action")?;
         let result = match action {

@@ -37,6 +37,9 @@ pub struct Launcher {
 /// `[tools.terminal] env_passthrough`.
 const ENV_KEPT: &[&str] = &["LANG", "LC_ALL", "TERM", "TZ"];
 
+/// The check `terminal` and `process` share: whether the backend runs.
+pub const LAUNCHER_CHECK: &str = "command backend";
+
 /// `'…'`-quotes a string for a POSIX shell.
 pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -287,6 +290,10 @@ impl Tool for Terminal {
 
     fn check(&self) -> Result<(), Unavailable> {
         self.launcher.check()
+    }
+
+    fn shared_check(&self) -> Option<String> {
+        Some(LAUNCHER_CHECK.into())
     }
 
     async fn call(&self, args: Value, ctx: &ToolContext) -> Result<String, ToolError> {

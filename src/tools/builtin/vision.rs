@@ -79,6 +79,7 @@ impl Tool for VisionAnalyze {
         )
         .emoji("👁️")
         .concurrency(Concurrency::ReadOnly)
+        .requires_env((!self.key_var.is_empty()).then(|| self.key_var.clone()))
     }
 
     fn check(&self) -> Result<(), Unavailable> {

@@ -305,6 +305,13 @@ impl Tool for WebSearch {
         )
         .emoji("🔍")
         .concurrency(Concurrency::ReadOnly)
+        .requires_env(
+            matches!(
+                self.config.provider,
+                SearchProvider::Brave | SearchProvider::Tavily
+            )
+            .then(|| self.config.api_key_env.clone()),
+        )
     }
 
     fn check(&self) -> Result<(), Unavailable> {
