@@ -11,6 +11,7 @@
 mod budget;
 mod conversation;
 mod execute;
+mod hints;
 pub mod history;
 pub mod layer;
 pub mod message;

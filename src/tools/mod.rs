@@ -14,7 +14,7 @@ pub mod mcp;
 pub mod registry;
 pub mod runtime;
 pub mod sandbox;
-mod sanitize;
+pub mod sanitize;
 pub mod toolsets;
 pub mod workspace;
 

@@ -133,6 +133,22 @@ fn dir_beneath(root: &Path, rel: &Path) -> std::io::Result<OwnedFd> {
 /// agent swaps for a symlink after [`resolve`] checked the path cannot lead
 /// the daemon out.
 pub fn open_beneath(root: &Path, path: &Path) -> std::io::Result<std::fs::File> {
+    open_beneath_with(root, path, OFlag::empty())
+}
+
+/// Like [`open_beneath`], for a regular file only, never waiting: a FIFO
+/// or device the agent put in the path's place is refused, not read (the
+/// daemon reads it of its own accord, so nothing may make it block).
+pub fn open_file_beneath(root: &Path, path: &Path) -> std::io::Result<std::fs::File> {
+    let file = open_beneath_with(root, path, OFlag::O_NONBLOCK)?;
+    if file.metadata()?.is_file() {
+        Ok(file)
+    } else {
+        Err(std::io::Error::other("not a regular file"))
+    }
+}
+
+fn open_beneath_with(root: &Path, path: &Path, extra: OFlag) -> std::io::Result<std::fs::File> {
     let dir = open_dir(root)?;
     let rel = beneath(root, path)?;
     let rel = if rel.as_os_str().is_empty() {
@@ -143,7 +159,7 @@ pub fn open_beneath(root: &Path, path: &Path) -> std::io::Result<std::fs::File> 
     let fd = openat2(
         &dir,
         rel,
-        inside().flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC),
+        inside().flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | extra),
     )?;
     Ok(std::fs::File::from(fd))
 }

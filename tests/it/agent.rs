@@ -423,6 +423,40 @@ async fn agent_layer_tools_keep_their_state() {
     );
 }
 
+/// Reading a file in a nested directory brings that directory's
+/// `AGENTS.md` with the result, once.
+#[tokio::test]
+async fn a_nested_directorys_hints_follow_the_first_read_there() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("r1", "read_file", r#"{"path": "api/main.rs"}"#)])),
+        Reply::Json(calls(&[("r2", "read_file", r#"{"path": "api/lib.rs"}"#)])),
+        Reply::Json(text("read")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    std::fs::create_dir_all(h.workspace.join("api")).unwrap();
+    std::fs::write(
+        h.workspace.join("api/AGENTS.md"),
+        "Run make api-test after edits.",
+    )
+    .unwrap();
+    std::fs::write(h.workspace.join("api/main.rs"), "fn main() {}").unwrap();
+    std::fs::write(h.workspace.join("api/lib.rs"), "pub fn lib() {}").unwrap();
+    h.conversation
+        .run_turn("look at the api", &CancellationToken::new())
+        .await
+        .unwrap();
+    let results = tool_messages(&llm.requests()[2]);
+    assert!(
+        results[0].1.contains("fn main")
+            && results[0].1.contains("Hints from api/AGENTS.md")
+            && results[0].1.contains("make api-test"),
+        "{}",
+        results[0].1
+    );
+    assert!(!results[1].1.contains("Hints from"), "once per directory");
+}
+
 /// A session opened again from storage (a restart, an idle session woken)
 /// has its task list back.
 #[tokio::test]

@@ -70,8 +70,15 @@ impl Conversation {
             .map_or(crate::tools::DEFAULT_EMOJI, |entry| entry.spec.emoji);
         self.events.tool_started(call, emoji);
         let span = tracing::info_span!("tool", tool.name = %call.name, tool.call_id = %call.id);
-        let result = tracing::Instrument::instrument(self.run_handler(call, args, ctx), span).await;
+        let mut result =
+            tracing::Instrument::instrument(self.run_handler(call, args, ctx), span).await;
         self.events.tool_finished(call, &result);
+        if !result.starts_with("{\"error\"")
+            && let Some(hints) = self.hints.after(&call.name, args, &ctx.workspace).await
+        {
+            result.push_str("\n\n");
+            result.push_str(&hints);
+        }
         result
     }
 

@@ -121,6 +121,8 @@ pub struct Conversation {
     /// checkpoint failed, so reading it again would not give it back.
     unsaved: bool,
     todos: Todos,
+    /// The nested directories whose hints the conversation has had.
+    hints: super::hints::Hints,
     /// The running turn's final answer, stored by [`Conversation::commit`].
     staged: Option<ChatMessage>,
     /// The endpoint the running turn's calls go to (a fallback, once the
@@ -207,6 +209,7 @@ impl Conversation {
             history,
             last_id,
             notes: None,
+            hints: Default::default(),
             unstored: 0,
             unsaved: false,
             staged: None,
