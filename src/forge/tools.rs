@@ -4,6 +4,7 @@
 //! repository, a ref or a job. Output is capped, paged, and fenced as
 //! untrusted data like the event's payload.
 
+use crate::render::terminal::strip_ansi;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -52,42 +53,6 @@ fn failed(err: Failure) -> ToolError {
 
 fn short(sha: &str) -> &str {
     &sha[..sha.len().min(12)]
-}
-
-/// Removes ANSI escape sequences (colours, cursor moves).
-pub fn strip_ansi(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '\u{1b}' {
-            out.push(c);
-            continue;
-        }
-        match chars.peek() {
-            Some('[') => {
-                chars.next();
-                // Parameters, then one final byte in @..~.
-                for c in chars.by_ref() {
-                    if ('@'..='~').contains(&c) {
-                        break;
-                    }
-                }
-            }
-            Some(']') => {
-                // An OSC string, ended by BEL or ESC \.
-                chars.next();
-                while let Some(c) = chars.next() {
-                    if c == '\u{7}' || (c == '\u{1b}' && chars.next_if_eq(&'\\').is_some()) {
-                        break;
-                    }
-                }
-            }
-            _ => {
-                chars.next();
-            }
-        }
-    }
-    out
 }
 
 /// A log's lines as the tools show them: no colours, no timestamps.

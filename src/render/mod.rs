@@ -7,6 +7,7 @@ pub mod chunk;
 pub mod markdown;
 pub mod segments;
 pub mod template;
+pub mod terminal;
 
 /// The first `max` characters of `text`, with a marker when cut.
 pub fn clip(text: &str, max: usize) -> String {

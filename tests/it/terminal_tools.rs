@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::call;
 use serde_json::{Value, json};
-use switchboard::config::{Config, Env, TerminalBackend};
+use switchboard::config::{Config, Env, SandboxMode, TerminalBackend};
 use switchboard::tools::ToolRuntime;
 
 fn runtime_with(edit: impl FnOnce(&mut Config)) -> ToolRuntime {
@@ -69,6 +69,36 @@ async fn runs_in_the_workspace_and_reports_exit_codes() {
     )
     .await;
     assert!(escape["error"].as_str().unwrap().contains("outside"));
+}
+
+/// With `pty: true` a command runs in a pseudo-terminal under either
+/// sandbox: Python sees a TTY, and the colours and progress-bar rewrites
+/// it prints are cleaned before the model reads them.
+#[tokio::test]
+async fn a_command_in_a_pty_sees_a_terminal_and_its_output_is_cleaned() {
+    let script = "import sys; print(sys.stdout.isatty(), sys.stdin.isatty()); print('\\x1b[32mgreen\\x1b[0m'); print('10%\\r100%')";
+    let command = format!("python3 -c \"{script}\"");
+    for mode in [SandboxMode::Landlock, SandboxMode::Bwrap] {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = common::tools::ctx(dir.path());
+        let rt = runtime_with(|c| c.tools.sandbox.mode = mode);
+        let tty = call(
+            &rt,
+            "terminal",
+            json!({"command": command, "pty": true}),
+            &ctx,
+        )
+        .await;
+        assert_eq!(tty["exit_code"], 0, "{mode:?}: {tty}");
+        assert_eq!(tty["output"], "True True\ngreen\n100%\n", "{mode:?}: {tty}");
+        let piped = call(&rt, "terminal", json!({"command": command}), &ctx).await;
+        let piped = piped["output"].as_str().unwrap();
+        assert!(piped.starts_with("False False\n"), "{mode:?}: {piped}");
+        assert!(
+            piped.contains("\u{1b}[32m"),
+            "without a pty, output is as written"
+        );
+    }
 }
 
 #[tokio::test]
@@ -382,6 +412,26 @@ async fn wait_exit(rt: &ToolRuntime, id: &str, ctx: &switchboard::tools::ToolCon
         ctx,
     )
     .await
+}
+
+/// A background process can run in a pseudo-terminal too: it sees a TTY,
+/// and what it printed is read cleaned.
+#[tokio::test]
+async fn a_background_process_in_a_pty_sees_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = common::tools::ctx(dir.path());
+    let rt = runtime();
+    let started = call(
+        &rt,
+        "process",
+        json!({"action": "start", "pty": true, "command": "python3 -c \"import sys; print('tty', sys.stdout.isatty()); print('\\x1b[1mbold\\x1b[0m')\""}),
+        &ctx,
+    )
+    .await;
+    let id = started["process_id"].as_str().unwrap().to_string();
+    let done = wait_exit(&rt, &id, &ctx).await;
+    assert_eq!(done["exit_code"], 0, "{done}");
+    assert_eq!(done["log"], "tty True\nbold", "{done}");
 }
 
 #[tokio::test]

@@ -8,6 +8,7 @@ mod files;
 mod messaging;
 mod output;
 mod process;
+mod pty;
 mod terminal;
 mod vision;
 mod web;

@@ -67,9 +67,20 @@ struct Managed {
     read_offset: Mutex<u64>,
     exit: watch::Receiver<Option<Option<i32>>>,
     reporting: Option<Reporting>,
+    /// It runs in a pseudo-terminal: its output is read as a screen's.
+    pty: bool,
 }
 
 impl Managed {
+    /// Output of the process as the model reads it.
+    fn shown(&self, raw: String) -> String {
+        if self.pty {
+            crate::render::terminal::screen_text(&raw)
+        } else {
+            raw
+        }
+    }
+
     fn state(&self) -> Value {
         match *self.exit.borrow() {
             None => json!({"running": true}),
@@ -191,7 +202,7 @@ impl ProcessManager {
     async fn start(
         &self,
         command: &str,
-        workdir: Option<&str>,
+        (workdir, pty): (Option<&str>, bool),
         (on_exit, patterns): (bool, Vec<String>),
         ctx: &ToolContext,
     ) -> Result<Value, ToolError> {
@@ -216,11 +227,7 @@ impl ProcessManager {
         }
         let dir = resolve(&ctx.workspace, workdir.unwrap_or("."))?;
         approve(command, ctx).await?;
-        let mut child = self
-            .launcher
-            .command(command, &ctx.workspace, &dir)?
-            .spawn()
-            .map_err(|e| ToolError::Failed(format!("cannot start: {e}")))?;
+        let (mut child, outputs) = self.launcher.spawn(command, (&ctx.workspace, &dir), pty)?;
         let (exit_tx, exit_rx) = watch::channel(None);
         let id = format!("proc_{}", &crate::store::new_id()[..12]);
         let pid = child.id();
@@ -255,21 +262,12 @@ impl ProcessManager {
             read_offset: Mutex::new(0),
             exit: exit_rx,
             reporting,
+            pty,
         });
-        let readers: Vec<_> = [
-            child
-                .stdout
-                .take()
-                .map(|s| Box::new(s) as Box<dyn AsyncRead + Send + Unpin>),
-            child
-                .stderr
-                .take()
-                .map(|s| Box::new(s) as Box<dyn AsyncRead + Send + Unpin>),
-        ]
-        .into_iter()
-        .flatten()
-        .map(|stream| tokio::spawn(pump(stream, managed.clone(), reports.clone())))
-        .collect();
+        let readers: Vec<_> = outputs
+            .into_iter()
+            .map(|stream| tokio::spawn(pump(stream, managed.clone(), reports.clone())))
+            .collect();
         let ending = managed.clone();
         let stopping = self.stopping.clone();
         tokio::spawn(async move {
@@ -394,7 +392,7 @@ fn matched(managed: &Managed, reports: &Arc<dyn ProcessReports>, line: &[u8]) {
     if line.is_empty() {
         return;
     }
-    let text = String::from_utf8_lossy(line);
+    let text = managed.shown(String::from_utf8_lossy(line).into_owned());
     let lower = text.to_lowercase();
     for (n, (pattern, told)) in reporting.patterns.iter().enumerate() {
         if lower.contains(pattern.as_str()) && !told.swap(true, Ordering::Relaxed) {
@@ -423,11 +421,13 @@ fn exit_report(managed: &Managed, how: &str) -> String {
         s if s < 3600 => format!("{}m{:02}s", s / 60, s % 60),
         s => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
     };
-    let tail = managed
-        .log
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .tail_lines(REPORT_LINES);
+    let tail = managed.shown(
+        managed
+            .log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .tail_lines(REPORT_LINES),
+    );
     let start = tail
         .char_indices()
         .rev()
@@ -524,6 +524,7 @@ impl Tool for Process {
                     "action": {"type": "string", "enum": ["start", "list", "poll", "log", "kill", "wait"]},
                     "command": {"type": "string", "description": "Command to start (start)."},
                     "workdir": {"type": "string", "description": "Directory to start in, relative to the workspace (start)."},
+                    "pty": {"type": "boolean", "description": "Run it in a pseudo-terminal, for programs that only print or behave when attached to a TTY; its output is cleaned of terminal control sequences (start). Default false."},
                     "notify_on_exit": {"type": "boolean", "description": "Be told when it ends, even after a restart of the gateway (start)."},
                     "watch": {"type": "array", "items": {"type": "string"}, "maxItems": 8, "description": "Also be told the first time a line of output contains one of these (case-insensitive; start)."},
                     "process_id": {"type": "string", "description": "Which process (poll, log, kill, wait)."},
@@ -551,7 +552,10 @@ impl Tool for Process {
                 self.manager
                     .start(
                         arg_str(&args, "command")?,
-                        arg_opt_str(&args, "workdir"),
+                        (
+                            arg_opt_str(&args, "workdir"),
+                            args.get("pty").and_then(Value::as_bool).unwrap_or(false),
+                        ),
                         reporting_args(&args)?,
                         ctx,
                     )
@@ -572,7 +576,7 @@ impl Tool for Process {
                     .since(*offset);
                 *offset = next;
                 let mut v = p.summary();
-                v["output"] = json!(output);
+                v["output"] = json!(p.shown(output));
                 v["output_dropped"] = json!(lost);
                 v
             }
@@ -583,10 +587,12 @@ impl Tool for Process {
                 let lines = arg_opt_u64(&args, "lines")?.unwrap_or(100).clamp(1, 10_000) as usize;
                 let mut v = p.summary();
                 v["log"] = json!(
-                    p.log
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .tail_lines(lines)
+                    p.shown(
+                        p.log
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .tail_lines(lines)
+                    )
                 );
                 v
             }
@@ -610,10 +616,12 @@ impl Tool for Process {
                 }
                 let mut v = p.summary();
                 v["log"] = json!(
-                    p.log
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .tail_lines(50)
+                    p.shown(
+                        p.log
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .tail_lines(50)
+                    )
                 );
                 v
             }

@@ -37,6 +37,9 @@ pub struct Launcher {
 /// `[tools.terminal] env_passthrough`.
 const ENV_KEPT: &[&str] = &["LANG", "LC_ALL", "TERM", "TZ"];
 
+/// A stream of a child's output: a pipe, or its pseudo-terminal.
+pub type Output = Box<dyn AsyncRead + Send + Unpin>;
+
 /// The check `terminal` and `process` share: whether the backend runs.
 pub const LAUNCHER_CHECK: &str = "command backend";
 
@@ -88,7 +91,7 @@ impl Launcher {
     /// The environment a child gets, built from an allowlist: `PATH`, the
     /// locale, `TERM`, `TZ` and what the operator passes through — never a
     /// copy of the daemon's, which holds the gateway's secrets.
-    fn child_env(&self) -> Vec<(String, String)> {
+    fn child_env(&self, pty: bool) -> Vec<(String, String)> {
         let path = match self.config.backend {
             TerminalBackend::Local => self.sandbox.visible_path(&default_path()),
             TerminalBackend::Docker | TerminalBackend::Ssh => default_path(),
@@ -105,22 +108,62 @@ impl Launcher {
                 env.push((name.to_string(), value));
             }
         }
+        // In a terminal, programs that draw need to know what it can do.
+        env.retain(|(n, _)| !(pty && n == "TERM"));
         if !env.iter().any(|(n, _)| n == "TERM") {
-            env.push(("TERM".into(), "dumb".into()));
+            let term = if pty { "xterm-256color" } else { "dumb" };
+            env.push(("TERM".into(), term.into()));
         }
         env
     }
 
+    /// Starts `script` with the backend in `workdir` (a path inside
+    /// `workspace`), its whole process group killed when the child is
+    /// dropped. With `pty` it runs in a pseudo-terminal (its stdin, stdout
+    /// and stderr are the terminal, so it sees a TTY; docker and ssh are
+    /// asked for one too): its output is then the terminal's, to be read
+    /// as [`screen_text`](crate::render::terminal::screen_text).
+    pub fn spawn(
+        &self,
+        script: &str,
+        (workspace, workdir): (&Path, &Path),
+        pty: bool,
+    ) -> Result<(Child, Vec<Output>), ToolError> {
+        let mut cmd = self.command(script, workspace, workdir, pty)?;
+        let failed = |e: std::io::Error| ToolError::Failed(format!("cannot start the shell: {e}"));
+        if !pty {
+            let mut child = cmd.spawn().map_err(failed)?;
+            let outputs = [
+                child.stdout.take().map(|s| Box::new(s) as Output),
+                child.stderr.take().map(|s| Box::new(s) as Output),
+            ];
+            return Ok((child, outputs.into_iter().flatten().collect()));
+        }
+        let (master, slave) = super::pty::open().map_err(failed)?;
+        let end = || slave.try_clone().map(Stdio::from);
+        cmd.stdin(end().map_err(failed)?)
+            .stdout(end().map_err(failed)?)
+            .stderr(end().map_err(failed)?);
+        let child = cmd.spawn().map_err(failed)?;
+        // The output ends once the child and its children have let go of
+        // the terminal: the daemon keeps no copy of their side.
+        drop(cmd);
+        drop(slave);
+        Ok((child, vec![Box::new(master)]))
+    }
+
     /// A command that runs `script` with the backend, starting in `workdir`
-    /// (a path inside `workspace`).
-    pub fn command(
+    /// (a path inside `workspace`); `pty`: docker and ssh are asked for a
+    /// terminal.
+    fn command(
         &self,
         script: &str,
         workspace: &Path,
         workdir: &Path,
+        pty: bool,
     ) -> Result<Command, ToolError> {
         let rel = workdir.strip_prefix(workspace).unwrap_or(Path::new(""));
-        let env = self.child_env();
+        let env = self.child_env(pty);
         let mut cmd = match self.config.backend {
             TerminalBackend::Local => {
                 let tmp = private_tmp(workspace).map_err(|e| {
@@ -140,8 +183,9 @@ impl Launcher {
             TerminalBackend::Docker => {
                 let inner = under(Path::new("/workspace"), rel);
                 let mut c = Command::new(&self.config.docker_bin);
+                let interactive = if pty { "-it" } else { "-i" };
                 if self.config.docker_container.is_empty() {
-                    c.args(["run", "--rm", "-i"])
+                    c.args(["run", "--rm", interactive])
                         .args(&self.config.docker_args)
                         .arg("-v")
                         .arg(format!("{}:/workspace", workspace.display()))
@@ -149,7 +193,7 @@ impl Launcher {
                         .arg(&inner)
                         .arg(&self.config.docker_image);
                 } else {
-                    c.args(["exec", "-i", "-w"])
+                    c.args(["exec", interactive, "-w"])
                         .arg(&inner)
                         .arg(&self.config.docker_container);
                 }
@@ -160,6 +204,9 @@ impl Launcher {
                 let mut c = Command::new(&self.config.ssh_bin);
                 c.args(["-o", "BatchMode=yes", "-p"])
                     .arg(self.config.ssh_port.to_string());
+                if pty {
+                    c.arg("-tt");
+                }
                 if !self.config.ssh_identity_file.is_empty() {
                     c.arg("-i").arg(&self.config.ssh_identity_file);
                 }
@@ -280,7 +327,8 @@ impl Tool for Terminal {
                 "properties": {
                     "command": {"type": "string", "description": "The command line to run."},
                     "timeout": {"type": "integer", "minimum": 1, "description": "Time limit in seconds (default 120)."},
-                    "workdir": {"type": "string", "description": "Directory to run in, relative to the workspace."}
+                    "workdir": {"type": "string", "description": "Directory to run in, relative to the workspace."},
+                    "pty": {"type": "boolean", "description": "Run in a pseudo-terminal, for programs that behave differently or only print when attached to a TTY (progress bars, colour, interactive tools); its output is cleaned of terminal control sequences. Default false."}
                 },
                 "required": ["command"]
             }),
@@ -311,25 +359,20 @@ impl Tool for Terminal {
                 "workdir is not a directory in the workspace".into(),
             ));
         }
+        let pty = args.get("pty").and_then(Value::as_bool).unwrap_or(false);
         approve(command, ctx).await?;
 
         let started = Instant::now();
-        let mut child = self
+        let (mut child, outputs) = self
             .launcher
-            .command(command, &ctx.workspace, &workdir)?
-            .spawn()
-            .map_err(|e| ToolError::Failed(format!("cannot start the shell: {e}")))?;
+            .spawn(command, (&ctx.workspace, &workdir), pty)?;
         let capture = Arc::new(std::sync::Mutex::new(HeadTail::new(
             config.output_limit_bytes,
         )));
-        let stdout = child
-            .stdout
-            .take()
-            .map(|s| tokio::spawn(drain(s, capture.clone())));
-        let stderr = child
-            .stderr
-            .take()
-            .map(|s| tokio::spawn(drain(s, capture.clone())));
+        let readers: Vec<_> = outputs
+            .into_iter()
+            .map(|s| tokio::spawn(drain(s, capture.clone())))
+            .collect();
 
         let status = tokio::select! {
             status = child.wait() => Some(status.map_err(|e| ToolError::Failed(e.to_string()))?),
@@ -349,10 +392,13 @@ impl Tool for Terminal {
             // wait for them beyond the command itself.
             kill_group(&child);
         }
-        for reader in [stdout, stderr].into_iter().flatten() {
+        for reader in readers {
             let _ = tokio::time::timeout(Duration::from_secs(2), reader).await;
         }
-        let output = capture.lock().unwrap_or_else(|e| e.into_inner()).render();
+        let mut output = capture.lock().unwrap_or_else(|e| e.into_inner()).render();
+        if pty {
+            output = crate::render::terminal::screen_text(&output);
+        }
         let code = status.and_then(|s| s.code());
         let mut result = json!({
             "exit_code": code,
