@@ -53,7 +53,7 @@ impl AsyncRead for Master {
         loop {
             let mut guard = ready!(self.0.poll_read_ready(cx))?;
             let unfilled = buf.initialize_unfilled();
-            match guard.try_io(|file| (&mut &*file.get_ref()).read(unfilled)) {
+            match guard.try_io(|file| (&mut file.get_ref()).read(unfilled)) {
                 Ok(Ok(n)) => {
                     buf.advance(n);
                     return Poll::Ready(Ok(()));
