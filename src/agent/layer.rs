@@ -97,6 +97,22 @@ pub trait ForgeDesks: Send + Sync {
     ) -> Option<std::sync::Arc<dyn ForgeDesk>>;
 }
 
+/// A message sent while a turn runs, to be taken into it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Steer {
+    /// What identifies it to whoever handed it over (its inbox event).
+    pub id: i64,
+    /// Its words.
+    pub text: String,
+}
+
+/// Where a running turn finds the messages steered into it (the session
+/// wires its worker's): they are taken after each batch of tool calls.
+pub trait Steering: Send + Sync {
+    /// The messages waiting, oldest first; each is given out once.
+    fn take(&self) -> Vec<Steer>;
+}
+
 /// One todo item.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TodoItem {

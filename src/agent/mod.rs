@@ -22,8 +22,8 @@ pub mod repair;
 
 pub use budget::{IterationBudget, MAIN_AGENT_BUDGET, SUB_AGENT_BUDGET};
 pub use conversation::{
-    AgentDeps, AgentEvents, Conversation, EMPTY_ANSWER, NoEvents, SPLIT_NOTICE, SessionContext,
-    StopReason, TOO_LONG, TOOL_USE_GUIDANCE, Turn, TurnOutcome,
+    AgentDeps, AgentEvents, Conversation, EMPTY_ANSWER, NoEvents, SPLIT_NOTICE, STEER_PREFIX,
+    SessionContext, StopReason, TOO_LONG, TOOL_USE_GUIDANCE, Turn, TurnOutcome,
 };
 pub use layer::ClarifyBroker;
 pub use models::Models;

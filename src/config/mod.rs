@@ -420,8 +420,8 @@ pub enum LlmProvider {
 pub struct AgentConfig {
     /// Directory under which each session gets its own workspace.
     pub workspace: PathBuf,
-    /// What a message arriving during a running turn does: `queue` or
-    /// `interrupt`.
+    /// What a message arriving during a running turn does: `queue`,
+    /// `interrupt` or `steer`.
     pub busy_input_mode: BusyInputMode,
     /// Largest number of model calls in one turn.
     pub max_iterations: u32,
@@ -454,6 +454,9 @@ pub enum BusyInputMode {
     Queue,
     /// Cancel the current turn at the next boundary and run it.
     Interrupt,
+    /// Add it to the current turn after its running batch of tool calls
+    /// (a turn that makes no more calls leaves it to run after, queued).
+    Steer,
 }
 
 /// `[approvals]`: dangerous-command approvals.

@@ -39,6 +39,8 @@ pub enum ChatCommand {
     /// Show the session's model and the choices, or switch to one
     /// (`default` goes back to the configured model).
     Model(Option<String>),
+    /// Add words to the running request (empty: say how).
+    Steer(String),
     /// Deny a waiting command.
     Deny {
         /// The approval named, or the oldest waiting in the chat.
@@ -73,6 +75,11 @@ impl ChatCommand {
             "status" => Self::Status,
             "usage" => Self::Usage,
             "model" => Self::Model(args.first().map(|m| m.to_string())),
+            "steer" => Self::Steer(
+                rest.split_once(char::is_whitespace)
+                    .map_or("", |(_, words)| words.trim())
+                    .to_string(),
+            ),
             "approve" => {
                 let id = id();
                 let scope = match args.first().map(|w| w.to_ascii_lowercase()).as_deref() {
@@ -107,6 +114,8 @@ impl std::fmt::Display for ChatCommand {
             Self::Usage => f.write_str("/usage"),
             Self::Model(None) => f.write_str("/model"),
             Self::Model(Some(name)) => write!(f, "/model {name}"),
+            Self::Steer(words) if words.is_empty() => f.write_str("/steer"),
+            Self::Steer(words) => write!(f, "/steer {words}"),
             Self::Approve { id, scope } => {
                 f.write_str("/approve")?;
                 if let Some(id) = id {

@@ -8,7 +8,7 @@ use crate::approvals::{Decision, Refusal};
 use crate::platform::{Actor, ChatCommand, ChatRef, InboundEvent};
 use crate::store::StoreError;
 
-const HELP: &str = "Commands: /new (or /reset) starts a fresh conversation, /stop cancels the running request, /status shows this session, /model shows or switches its model, /usage shows what you and this chat spent against the budgets, /approve and /deny answer a pending approval, /help shows this.";
+const HELP: &str = "Commands: /new (or /reset) starts a fresh conversation, /stop cancels the running request, /status shows this session, /model shows or switches its model, /usage shows what you and this chat spent against the budgets, /approve and /deny answer a pending approval, /steer <words> adds words to the running request, /help shows this.";
 
 impl SessionManager {
     /// Carries out `command`, written in `event`'s chat, for session
@@ -53,6 +53,10 @@ impl SessionManager {
                 crate::budgets::usage_report(&inner.store, &inner.config, event, now).await?
             }
             ChatCommand::Model(choice) => self.model(key, event, choice.as_deref()).await?,
+            // With words, intake sends it on as a message.
+            ChatCommand::Steer(_) => {
+                "Write /steer and what to add to the request I am working on.".to_string()
+            }
             ChatCommand::Approve { .. } | ChatCommand::Deny { .. } => {
                 match self.decide(&event.chat(), &event.actor(), command).await {
                     Ok(decision) => format!("Done: {}.", decision.describe()),

@@ -4,7 +4,7 @@
 //! long storage is away.
 
 use super::manager::Inner;
-use crate::agent::{AgentError, Conversation, Turn, TurnOutcome};
+use crate::agent::{AgentError, Conversation, StopReason, Turn, TurnOutcome};
 use crate::platform::InboundEvent;
 use crate::store::{Completion, Outbound};
 
@@ -19,6 +19,11 @@ pub(super) fn completion(
     match result {
         Ok(out) => {
             let mut completion = done_with(inner, key, inbox_id, event, out.stop.as_str(), []);
+            if out.stop != StopReason::Cancelled {
+                // The messages it took in are answered with it; a stopped
+                // turn leaves them to be answered on their own.
+                completion.steered = out.steered.clone();
+            }
             if let Some(notice) = &out.notice {
                 completion.outbox = notices(inner, event, [notice.as_str()]);
             }
@@ -51,6 +56,7 @@ pub(super) fn done_with<'a>(
         outcome: outcome.to_string(),
         outbox: notices(inner, event, texts),
         fence: None,
+        steered: Vec::new(),
     }
 }
 

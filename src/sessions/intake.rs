@@ -40,6 +40,17 @@ const BUSY: &str = "I'm still working on earlier messages; please send this agai
 const QUEUED: &str = "Got it — I'll get to this as soon as I finish the current request.";
 const SLOW_DOWN: &str = "You're sending messages faster than I can take them. Please slow down: messages sent in the next moments are not read.";
 
+/// Who an event handed to a session comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Origin {
+    /// A person's message.
+    Person,
+    /// A person's `/steer <words>`.
+    PersonSteering,
+    /// The gateway itself (a report, a scheduled job, a webhook).
+    Gateway,
+}
+
 /// A button pressed on a prompt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Press {
@@ -137,6 +148,14 @@ impl SessionManager {
             return Ok((Submitted::Command, None));
         }
         let key = session_key(&event, inner.settings.rules, profile.keys);
+        // `/steer <words>`: the words are a message, for the running turn.
+        let (command, steer) = match command {
+            Some(ChatCommand::Steer(words)) if !words.is_empty() => {
+                event.text = words;
+                (None, true)
+            }
+            other => (other, false),
+        };
         if let Some(command) = command {
             let reply = self.command(&key, &event, &command).await?;
             inner.replies.reply(&event, &reply).await;
@@ -194,20 +213,27 @@ impl SessionManager {
         });
         self.attachments(&mut event, &key).await;
         let dedupe = format!("{}:{}", event.platform, event.event_id);
-        self.enqueue(&key, event, &dedupe, true).await
+        let from = if steer {
+            Origin::PersonSteering
+        } else {
+            Origin::Person
+        };
+        self.enqueue(&key, event, &dedupe, from).await
     }
 
     /// Stores `event` in the inbox under `dedupe` and hands it to session
-    /// `key`'s worker (refused when the gateway is full). `from_person`: it
-    /// was written by someone, who is told it waits (or whose turn it
-    /// interrupts, per `busy_input_mode`) when the session is busy.
+    /// `key`'s worker (refused when the gateway is full). Written by a
+    /// person (`from`), it waits, interrupts or is steered into the running
+    /// turn, per `busy_input_mode` (or `/steer`), when the session is busy,
+    /// and they are told.
     pub(super) async fn enqueue(
         &self,
         key: &str,
         event: InboundEvent,
         dedupe: &str,
-        from_person: bool,
+        from: Origin,
     ) -> Result<(Submitted, Option<oneshot::Receiver<()>>), StoreError> {
+        let from_person = from != Origin::Gateway;
         let inner = &self.inner;
         let (tx, state) = match &inner.ownership {
             Some(own) => match self.live_worker(key) {
@@ -245,12 +271,16 @@ impl SessionManager {
             return Ok((Submitted::Duplicate, None));
         };
         let was_busy = state.busy() || state.waiting() > 0;
-        if was_busy && from_person {
+        let steer = from == Origin::PersonSteering || inner.settings.busy == BusyInputMode::Steer;
+        if was_busy && steer && state.turn_running() && !event.text.trim().is_empty() {
+            state.steers.push(inbox_id, &event.text);
+            inner.replies.notice(&event, super::steer::STEERED).await;
+        } else if was_busy && from_person {
             match inner.settings.busy {
                 BusyInputMode::Interrupt => {
                     state.interrupt();
                 }
-                BusyInputMode::Queue => {
+                BusyInputMode::Queue | BusyInputMode::Steer => {
                     if state.should_ack(inner.settings.ack_every) {
                         inner.replies.notice(&event, QUEUED).await;
                     }

@@ -22,6 +22,7 @@ pub mod questions;
 pub mod replies;
 pub mod reset;
 mod revisions;
+mod steer;
 mod throttle;
 mod voice;
 mod worker;

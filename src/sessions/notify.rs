@@ -29,7 +29,10 @@ impl SessionManager {
         event.attachments.clear();
         event.mentioned = true;
         let dedupe = format!("{}:{id}", event.platform);
-        Ok(self.enqueue(key, event, &dedupe, false).await?.0)
+        Ok(self
+            .enqueue(key, event, &dedupe, super::intake::Origin::Gateway)
+            .await?
+            .0)
     }
 
     /// Hands `job`'s run at `slot` to a session of its own, stored in the
@@ -73,7 +76,10 @@ impl SessionManager {
             attachments: Vec::new(),
             revision: Default::default(),
         };
-        Ok(self.enqueue(dedupe, event, dedupe, false).await?.0)
+        Ok(self
+            .enqueue(dedupe, event, dedupe, super::intake::Origin::Gateway)
+            .await?
+            .0)
     }
 
     /// The platforms answers go through.

@@ -47,7 +47,7 @@ pub(super) async fn open_conversation(
     key: &str,
     event: &InboundEvent,
     known: Known,
-    draft: &super::live::Slot,
+    (draft, steers): (&super::live::Slot, &Arc<super::steer::Steers>),
 ) -> Result<Conversation, OpenError> {
     let profile = inner
         .platforms()
@@ -109,6 +109,9 @@ pub(super) async fn open_conversation(
         event.chat(),
         draft.clone(),
     )));
+    if human {
+        conversation = conversation.with_steering(steers.clone());
+    }
     if human {
         let questions = Arc::new(PortQuestions {
             platforms: inner.platforms().clone(),

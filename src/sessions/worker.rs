@@ -54,6 +54,8 @@ pub(super) struct WorkerState {
     nudged: tokio::sync::Notify,
     /// The running turn's streamed draft.
     draft: super::live::Slot,
+    /// Messages to be steered into the running turn.
+    pub(super) steers: Arc<super::steer::Steers>,
     /// Edits and deletions of the events handed over.
     pub(super) revisions: super::revisions::Revisions,
     /// It runs its session under the session's lease (several replicas).
@@ -129,6 +131,14 @@ impl WorkerState {
     }
 
     /// Cancels the running turn, if any; true when there was one.
+    /// Whether a turn is running (it may take steered messages).
+    pub(super) fn turn_running(&self) -> bool {
+        self.running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
     pub(super) fn interrupt(&self) -> bool {
         let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
         running.as_ref().map(|t| t.cancel()).is_some()
@@ -374,6 +384,8 @@ async fn run_job(
         done,
     } = job;
     let mut event = *event;
+    // Its own turn starts: no other turn takes it in.
+    state.steers.forget(inbox_id);
     match state.revisions.start(inbox_id) {
         Some(Change::Edited(text)) => event.text = text,
         Some(Change::Deleted) => {
@@ -528,7 +540,7 @@ async fn answer(
             };
         }
         if conversation.is_none() {
-            match open_conversation(inner, key, event, known, &state.draft).await {
+            match open_conversation(inner, key, event, known, (&state.draft, &state.steers)).await {
                 Ok(c) => {
                     let last = c.session().last_active_at;
                     *conversation = Some((c, last));

@@ -90,6 +90,22 @@ macro_rules! complete_event {
     }};
 }
 
+/// Pushes onto `$qb` the completion, as steered into another's turn, of
+/// the events `$done` took in (its `steered`, not empty).
+macro_rules! complete_steered {
+    ($qb:expr, $done:expr, $now:expr) => {{
+        let done: &Completion = $done;
+        $qb.push("UPDATE inbox SET processed_at = ")
+            .push_bind($now)
+            .push(", outcome = 'steered' WHERE processed_at IS NULL AND id IN (");
+        let mut ids = $qb.separated(", ");
+        for id in &done.steered {
+            ids.push_bind(*id);
+        }
+        $qb.push(")");
+    }};
+}
+
 /// Pushes onto `$qb` the activity of session `$id` at `$now`.
 macro_rules! touch_session {
     ($qb:expr, $id:expr, $now:expr) => {{
@@ -138,6 +154,9 @@ pub struct Completion {
     /// The session's lease it is written under, with several replicas:
     /// nothing is written unless it is still held.
     pub fence: Option<super::Fence>,
+    /// Later events of the session the turn took in (steered): completed
+    /// with it, as `steered`, unless completed already.
+    pub steered: Vec<i64>,
 }
 
 /// What [`Store::commit_turn`] wrote.
@@ -192,6 +211,10 @@ impl Store {
                     });
                     at
                 });
+                if let Some(done) = done.filter(|d| !d.steered.is_empty()) {
+                    next(&mut qb);
+                    complete_steered!(qb, done, now);
+                }
                 let appended = turn.filter(|t| !t.messages.is_empty()).map(|turn| {
                     let at = next(&mut qb);
                     message_rows!(qb, turn.session_id, &turn.messages);
@@ -257,6 +280,11 @@ impl Store {
                     if qb.build().execute(&mut *tx).await?.rows_affected() == 0 {
                         tx.rollback().await?;
                         return Ok(None);
+                    }
+                    if !done.steered.is_empty() {
+                        let mut qb = sqlx::QueryBuilder::new("");
+                        complete_steered!(qb, done, now);
+                        qb.build().execute(&mut *tx).await?;
                     }
                 }
                 let mut last_id = None;

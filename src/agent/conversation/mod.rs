@@ -90,6 +90,12 @@ const GRACE_NUDGE: &str = "You have used all the steps for this request and cann
 /// stopped the turn.
 const BUDGET_NUDGE: &str = "This request has reached its spending budget and you cannot call tools any more. In a few sentences, tell me what you did, what you found, and what is left to do.";
 
+/// Heads the messages steered into a turn, added to the last result of a
+/// batch of tool calls (a message of its own there would break the
+/// pairing of calls and results some providers require).
+pub const STEER_PREFIX: &str =
+    "[The user sent this while you were working; take it into account from here on:]";
+
 /// Output cap of the wrap-up call that ends a stopped turn.
 const WRAP_UP_TOKENS: u32 = 1024;
 
@@ -106,6 +112,8 @@ pub struct Conversation {
     jobs: Option<Arc<dyn super::layer::JobDesk>>,
     /// The running turn's forge (a webhook run's event scopes it).
     forge: Option<Arc<dyn super::layer::ForgeDesk>>,
+    /// Where messages steered into a running turn come from.
+    steering: Option<Arc<dyn super::layer::Steering>>,
     events: Arc<dyn AgentEvents>,
     workspace: PathBuf,
     history: Vec<ChatMessage>,
@@ -204,6 +212,7 @@ impl Conversation {
             clarify: None,
             jobs: None,
             forge: None,
+            steering: None,
             events: Arc::new(NoEvents),
             workspace,
             history,
@@ -232,6 +241,12 @@ impl Conversation {
     /// Sets the forge the next turns read (`None`: no forge tools work).
     pub fn set_forge(&mut self, desk: Option<Arc<dyn super::layer::ForgeDesk>>) {
         self.forge = desk;
+    }
+
+    /// Wires where messages steered into a running turn come from.
+    pub fn with_steering(mut self, steering: Arc<dyn super::layer::Steering>) -> Self {
+        self.steering = Some(steering);
+        self
     }
 
     /// Wires the broker that asks the human `clarify` questions.
@@ -628,6 +643,7 @@ impl Conversation {
                 };
                 self.push(ChatMessage::tool_result(call.call(), result));
             }
+            self.take_steers(&mut turn);
             // The calls and their results are stored before the model is
             // asked again: a turn picked up after a crash goes on from
             // them instead of running the tools again.
@@ -635,6 +651,20 @@ impl Conversation {
             if invalid_turns >= MAX_INVALID_TURNS {
                 return Ok(turn.stop(StopReason::InvalidToolCalls, self.used));
             }
+        }
+    }
+
+    /// Adds the messages steered in since the last batch to its last
+    /// result, so the next model call reads them.
+    fn take_steers(&mut self, turn: &mut Tally) {
+        let steers = self.steering.as_ref().map(|s| s.take()).unwrap_or_default();
+        let Some(last) = self.history.last_mut().filter(|m| m.role == Role::Tool) else {
+            return;
+        };
+        for steer in steers {
+            last.content
+                .push_str(&format!("\n\n{STEER_PREFIX}\n{}", steer.text));
+            turn.steered.push(steer.id);
         }
     }
 

@@ -54,6 +54,9 @@ pub struct TurnOutcome {
     /// Something the chat should be told besides the answer (the
     /// conversation continues in a new session, say).
     pub notice: Option<String>,
+    /// The messages steered into this turn (their ids, see
+    /// [`Steering`](crate::agent::layer::Steering)): its answer is theirs.
+    pub steered: Vec<i64>,
 }
 
 /// Output of one call this turn could no longer afford keeps this much.
@@ -69,6 +72,8 @@ pub(super) struct Tally {
     pub(super) notice: Option<String>,
     /// The spend cap that stopped the turn, said after its last text.
     pub(super) over_budget: Option<String>,
+    /// The messages steered into the turn.
+    pub(super) steered: Vec<i64>,
 }
 
 impl Tally {
@@ -80,6 +85,7 @@ impl Tally {
             tool_output_left: tool_output,
             notice: None,
             over_budget: None,
+            steered: Vec::new(),
         }
     }
 
@@ -130,6 +136,7 @@ impl Tally {
             tool_calls: self.tool_calls,
             usage,
             notice: self.notice.clone(),
+            steered: self.steered.clone(),
         }
     }
 }

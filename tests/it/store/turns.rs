@@ -73,12 +73,15 @@ async fn a_turn_commits_whole_once_and_a_second_commit_writes_nothing(store: Sto
         body: body.into(),
         draft_of: None,
     };
+    // A later message of the session, steered into this turn.
+    let steered = event(&store, key, "telegram:u-9").await;
     let done = Completion {
         inbox_id,
         session_key: key.into(),
         outcome: "final".into(),
         outbox: vec![reply("first part"), reply("second part")],
         fence: None,
+        steered: vec![steered],
     };
     let turn = TurnCommit {
         session_id: &session.id,
@@ -150,6 +153,7 @@ async fn a_commit_that_fails_midway_writes_nothing_and_holds_no_lock(store: Stor
         outcome: "final".into(),
         outbox: Vec::new(),
         fence: None,
+        steered: Vec::new(),
     };
     // Its messages name a session that does not exist: the statement
     // after the event's completion fails.
@@ -323,6 +327,7 @@ async fn a_commit_under_a_lost_lease_writes_nothing(store: Store) {
             draft_of: None,
         }],
         fence: Some(fence),
+        steered: Vec::new(),
     };
     for stale in [fence("a", 1), fence("b", 1), fence("a", 2)] {
         match store
