@@ -83,6 +83,13 @@ pub trait JobDesk: Send + Sync {
 pub trait ForgeDesk: Send + Sync {
     /// Carries out one `forge_*` call.
     async fn call(&self, tool: &str, args: &Value) -> Result<String, ToolError>;
+
+    /// Why the run's final `answer` cannot be read as its task asks (a
+    /// review whose findings block is missing or malformed), to ask the
+    /// model once more; `Ok` when it can.
+    fn check_answer(&self, _answer: &str) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Where a run's forge comes from: the desk of what the run answering an

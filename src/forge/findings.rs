@@ -17,7 +17,10 @@ block tagged `findings` holding a JSON array, for example:\n\
 [{\"path\": \"src/lib.rs\", \"line\": 42, \"side\": \"RIGHT\", \"severity\": \"blocking\", \"body\": \"What is wrong and how to fix it.\"}]\n\
 ```\n\
 `line` is the number forge_diff shows (an `L` number is a removed line: give it without the L and side LEFT). \
-`severity` is `blocking` (must be fixed before merging), `warning` or `note`. Write `[]` when there is nothing to anchor.";
+`severity` is `blocking` (must be fixed before merging), `warning` or `note`. \
+When the fix is small and certain, add `suggestion`: the exact new text of the lines the finding is on \
+(`start_line` to `line`, both `+` or context lines of the diff; without `start_line`, `line` alone), \
+which the author can apply with one click. Write `[]` when there is nothing to anchor.";
 
 /// How much a finding matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -62,7 +65,22 @@ pub struct Finding {
     pub severity: Severity,
     /// What to say.
     pub body: String,
+    /// The first line of a finding on several lines (before `line`).
+    pub start_line: Option<u64>,
+    /// The replacement of the lines it is on (`start_line` to `line`),
+    /// for the author to apply.
+    pub suggestion: Option<String>,
 }
+
+impl Finding {
+    /// The first line it is on.
+    pub fn first_line(&self) -> u64 {
+        self.start_line.unwrap_or(self.line)
+    }
+}
+
+/// The longest replacement a suggestion may carry.
+const SUGGESTION_CHARS: usize = 8000;
 
 #[derive(Deserialize)]
 struct Raw {
@@ -74,6 +92,18 @@ struct Raw {
     severity: Option<String>,
     #[serde(alias = "comment", alias = "message")]
     body: Option<String>,
+    start_line: Option<Value>,
+    #[serde(alias = "replacement", alias = "fix")]
+    suggestion: Option<String>,
+}
+
+/// A line number as the model writes it (`12`, `"12"`, `"L12"`).
+fn line_number(value: Value) -> Option<u64> {
+    match value {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.trim().trim_start_matches(['L', 'R']).parse().ok(),
+        _ => None,
+    }
 }
 
 fn finding(raw: Raw) -> Option<Finding> {
@@ -83,11 +113,11 @@ fn finding(raw: Raw) -> Option<Finding> {
         .trim()
         .trim_start_matches("./")
         .to_string();
-    let line = match raw.line? {
-        Value::Number(n) => n.as_u64()?,
-        Value::String(s) => s.trim().trim_start_matches(['L', 'R']).parse().ok()?,
-        _ => return None,
-    };
+    let line = line_number(raw.line?)?;
+    let start_line = raw
+        .start_line
+        .and_then(line_number)
+        .filter(|&start| start > 0 && start < line);
     let body = raw.body?.trim().to_string();
     if path.is_empty() || line == 0 || body.is_empty() {
         return None;
@@ -96,19 +126,109 @@ fn finding(raw: Raw) -> Option<Finding> {
         Some("LEFT" | "OLD" | "BASE") => Side::Left,
         _ => Side::Right,
     };
+    // A replacement is the lines' new text: one trailing newline is the
+    // last line's end, not an empty line to add.
+    let suggestion = raw
+        .suggestion
+        .map(|s| s.strip_suffix('\n').map(str::to_string).unwrap_or(s))
+        .filter(|s| s.chars().count() <= SUGGESTION_CHARS);
     Some(Finding {
         path,
         line,
         side,
         severity: Severity::parse(raw.severity.as_deref().unwrap_or("")),
         body: crate::render::clip(&body, 4000),
+        start_line,
+        suggestion,
+    })
+}
+
+/// `block` as JSON, forgiving what weak models get wrong most: a comma
+/// before a closing bracket.
+fn lenient_json(block: &str) -> Result<Value, serde_json::Error> {
+    serde_json::from_str(block.trim()).or_else(|err| {
+        let mut fixed = String::with_capacity(block.len());
+        let (mut in_string, mut escaped) = (false, false);
+        let chars: Vec<char> = block.trim().chars().collect();
+        for (i, &c) in chars.iter().enumerate() {
+            if in_string {
+                in_string = escaped || c != '"';
+                escaped = !escaped && c == '\\';
+            } else if c == '"' {
+                in_string = true;
+            } else if c == ','
+                && chars[i + 1..]
+                    .iter()
+                    .find(|c| !c.is_whitespace())
+                    .is_some_and(|c| matches!(c, ']' | '}'))
+            {
+                continue;
+            }
+            fixed.push(c);
+        }
+        serde_json::from_str(&fixed).map_err(|_| err)
+    })
+}
+
+/// Why `answer` holds no readable findings block (see [`split`]): the
+/// words the model is asked again with.
+pub fn check(answer: &str) -> Result<(), String> {
+    if split(answer).1.is_some() {
+        return Ok(());
+    }
+    let tagged = answer.match_indices("```").any(|(at, _)| {
+        answer[at + 3..]
+            .trim_start_matches('`')
+            .to_ascii_lowercase()
+            .starts_with("findings")
+    });
+    Err(if !tagged {
+        "the review does not end with a ```findings block".to_string()
+    } else {
+        let why = blocks(answer)
+            .find(|b| b.tag == "findings")
+            .map(|b| match lenient_json(b.body) {
+                Err(err) => format!("it is not valid JSON ({err})"),
+                Ok(_) => "it holds neither a JSON array of findings nor an object with a `findings` array".to_string(),
+            })
+            .unwrap_or_else(|| "it is not closed with ```".to_string());
+        format!("the ```findings block could not be read: {why}")
+    })
+}
+
+/// A fenced block of a text.
+struct Block<'a> {
+    /// Where its opening fence starts and its closing one ends.
+    open: usize,
+    end: usize,
+    /// Its tag, lowercase.
+    tag: String,
+    body: &'a str,
+}
+
+/// The fenced blocks of `text`, in order.
+fn blocks(text: &str) -> impl Iterator<Item = Block<'_>> {
+    let mut search = 0;
+    std::iter::from_fn(move || {
+        let open = text[search..].find("```").map(|i| i + search)?;
+        let tag_end = text[open..].find('\n').map_or(text.len(), |i| i + open);
+        let tag = text[open + 3..tag_end].trim().to_ascii_lowercase();
+        let body_start = (tag_end + 1).min(text.len());
+        let close = text[body_start..].find("```").map(|i| i + body_start)?;
+        search = close + 3;
+        Some(Block {
+            open,
+            end: close + 3,
+            tag,
+            body: &text[body_start..close],
+        })
     })
 }
 
 /// The findings in `block`'s JSON (an array, or an object with a
 /// `findings` array); `None` when it is not such JSON.
 fn parse_block(block: &str) -> Option<Vec<Finding>> {
-    let value: Value = serde_json::from_str(block.trim()).ok()?;
+    let value: Value = lenient_json(block).ok()?;
     let items = match value {
         Value::Array(items) => items,
         Value::Object(mut map) => match map.remove("findings")? {
@@ -131,23 +251,10 @@ fn parse_block(block: &str) -> Option<Vec<Finding>> {
 /// out of the text and read; `None` when there is no such block (the
 /// review did not say what it found: it failed, or ignored the format).
 pub fn split(answer: &str) -> (String, Option<Vec<Finding>>) {
-    let mut taken: Option<(usize, usize, Vec<Finding>)> = None;
-    let mut search = 0;
-    while let Some(open) = answer[search..].find("```").map(|i| i + search) {
-        let tag_end = answer[open..].find('\n').map_or(answer.len(), |i| i + open);
-        let tag = answer[open + 3..tag_end].trim().to_ascii_lowercase();
-        let body_start = (tag_end + 1).min(answer.len());
-        let Some(close) = answer[body_start..].find("```").map(|i| i + body_start) else {
-            break;
-        };
-        let end = close + 3;
-        if (tag == "findings" || tag == "json")
-            && let Some(found) = parse_block(&answer[body_start..close])
-        {
-            taken = Some((open, end, found));
-        }
-        search = end;
-    }
+    let taken = blocks(answer)
+        .filter(|b| b.tag == "findings" || b.tag == "json")
+        .filter_map(|b| parse_block(b.body).map(|found| (b.open, b.end, found)))
+        .last();
     match taken {
         Some((start, end, found)) => {
             let summary = format!("{}{}", &answer[..start], &answer[end..]);
@@ -207,6 +314,60 @@ mod tests {
         assert!(!summary.contains("findings"));
     }
 
+    /// What weak models write instead of a findings block: never a
+    /// panic, never findings made up; the few that are only sloppy are
+    /// read, the rest say why not.
+    #[test]
+    fn malformed_findings_blocks_are_read_or_refused_with_a_reason() {
+        let item = r#"{"path": "a.rs", "line": 3, "body": "x"}"#;
+        let sloppy = [
+            format!("ok\n```findings\n[{item},]\n```"),
+            format!("ok\n```findings\n{{\"findings\": [{item}, ],}}\n```"),
+            format!("ok\n```FINDINGS\n[{item}]\n```"),
+        ];
+        for answer in &sloppy {
+            assert_eq!(check(answer), Ok(()), "{answer}");
+            assert_eq!(split(answer).1.map(|f| f.len()), Some(1), "{answer}");
+        }
+        let broken = [
+            ("", "does not end with"),
+            ("Looks good to me.", "does not end with"),
+            (
+                "```findings\n[{'path': 'a.rs', 'line': 3}]\n```",
+                "not valid JSON",
+            ),
+            (
+                "```findings\n[{\"path\": \"a.rs\", \"line\": 3\n```",
+                "not valid JSON",
+            ),
+            (
+                "```findings\n{\"path\": \"a.rs\"}\n```",
+                "neither a JSON array",
+            ),
+            ("```findings\n\"none\"\n```", "neither a JSON array"),
+            ("```findings\n[{\"path\": \"a.rs\"", "not closed"),
+            ("``````findings\n```", "could not be read"),
+            ("```findings\n[1e999999, {\"line\": -1}, null]\n```", ""),
+            (
+                "```findings\n[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]\n```",
+                "",
+            ),
+        ];
+        for (answer, why) in broken {
+            match check(answer) {
+                Err(said) => assert!(said.contains(why), "{answer:?}: {said}"),
+                // Valid JSON with nothing usable in it is an empty review.
+                Ok(()) => assert_eq!(split(answer).1, Some(Vec::new()), "{answer:?}"),
+            }
+        }
+        let deep = format!(
+            "```findings\n{}{}\n```",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        assert!(check(&deep).is_err());
+    }
+
     #[test]
     fn an_answer_without_findings_is_all_summary() {
         let (summary, found) = split("Nothing to add.\n```json\n{\"a\": 1}\n```");
@@ -224,6 +385,8 @@ mod tests {
             side: Side::Right,
             severity: Severity::Note,
             body: "Use  checked_add here.".into(),
+            start_line: None,
+            suggestion: None,
         };
         let b = Finding {
             line: 14,

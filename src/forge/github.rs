@@ -107,6 +107,13 @@ impl Host for Github {
         "GitHub"
     }
 
+    /// GitHub's block replaces the lines the comment spans (its
+    /// `start_line` to `line`), so `above` is in the comment, not here.
+    fn suggestion(&self, replacement: &str, _above: u64) -> String {
+        let fence = super::host::fence_for(replacement);
+        format!("{fence}suggestion\n{replacement}\n{fence}")
+    }
+
     async fn shas(&self, scope: &Scope) -> Result<(String, String), Failure> {
         let n = change(scope)?;
         let pr = self
@@ -297,12 +304,17 @@ impl Host for Github {
         let inline: Vec<Value> = comments
             .iter()
             .map(|c| {
-                json!({
+                let mut comment = json!({
                     "path": c.path,
                     "line": c.line,
                     "side": c.side.as_str(),
                     "body": c.body,
-                })
+                });
+                if let Some(start) = c.start_line {
+                    comment["start_line"] = json!(start);
+                    comment["start_side"] = json!(c.side.as_str());
+                }
+                comment
             })
             .collect();
         let review = self

@@ -107,6 +107,12 @@ impl Host for Gitlab {
         "GitLab"
     }
 
+    /// GitLab's block sits on the last line and reaches `above` lines up.
+    fn suggestion(&self, replacement: &str, above: u64) -> String {
+        let fence = super::host::fence_for(replacement);
+        format!("{fence}suggestion:-{above}+0\n{replacement}\n{fence}")
+    }
+
     async fn shas(&self, scope: &Scope) -> Result<(String, String), Failure> {
         let refs = self.diff_refs(scope).await?;
         let get = |k: &str| {

@@ -47,6 +47,14 @@ pub struct Anchored {
     pub side: Side,
     /// The comment, Markdown.
     pub body: String,
+    /// The first line of a comment on several lines (same side).
+    pub start_line: Option<u64>,
+}
+
+/// A fence longer than any run of backticks in `text`.
+pub fn fence_for(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    "`".repeat(longest.max(2) + 1)
 }
 
 /// The state of the review's gate.
@@ -71,6 +79,11 @@ pub struct Check {
 pub trait Host: Send + Sync + std::fmt::Debug {
     /// Its name, for messages.
     fn name(&self) -> &'static str;
+
+    /// A suggested change in a line comment, in the forge's own syntax:
+    /// `replacement` stands for the commented line and the `above` lines
+    /// before it.
+    fn suggestion(&self, replacement: &str, above: u64) -> String;
 
     /// The change's current base and head SHAs.
     async fn shas(&self, scope: &Scope) -> Result<(String, String), Failure>;

@@ -20,6 +20,9 @@ use crate::config::BlockingConclusion;
 use crate::platform::PlatformError;
 use crate::store::OutputAttempt;
 
+/// What a summary says when the model's findings could not be read.
+const UNREAD: &str = "\n\n_The findings of this review could not be read (the model's findings block was missing or malformed, also when asked again), so none are on the diff and the check does not fail on them. The text above is what it wrote._";
+
 /// Lines and characters of the log excerpt a triage carries.
 const EXCERPT_LINES: usize = 15;
 const EXCERPT_CHARS: usize = 3000;
@@ -36,6 +39,33 @@ fn short(sha: &str) -> &str {
 /// What a store error means for sending.
 fn store_failure(err: crate::store::StoreError) -> PlatformError {
     PlatformError::Unavailable(format!("storage: {err}"))
+}
+
+/// `finding` as it can be posted on the diff in `files`: a span
+/// (`start_line` to `line`) and a suggested replacement of it are kept
+/// only when every line of the span is a line of the diff on the head's
+/// side, so the suggestion replaces exactly the lines commented on;
+/// otherwise the comment stays on its line, without the suggestion,
+/// saying so.
+fn spanned(mut finding: Finding, files: &[super::diff::FileDiff]) -> Finding {
+    let lines = files
+        .iter()
+        .find(|f| f.path == finding.path)
+        .and_then(|f| f.patch.as_deref())
+        .map(commentable)
+        .unwrap_or_default();
+    let whole = (finding.first_line()..=finding.line)
+        .all(|l| lines.contains_key(&(super::diff::Side::Right, l)));
+    if finding.side == super::diff::Side::Right && whole {
+        return finding;
+    }
+    finding.start_line = None;
+    if finding.suggestion.take().is_some() {
+        finding.body.push_str(
+            "\n\n_A suggested change was left out: it would replace lines outside this change, or removed ones._",
+        );
+    }
+    finding
 }
 
 /// The findings of a review, sorted by where they can go.
@@ -240,9 +270,7 @@ impl Forge {
         };
         let excerpt = picked[picked.len().saturating_sub(EXCERPT_LINES)..].join("\n");
         let excerpt = crate::render::clip(&excerpt, EXCERPT_CHARS);
-        // A fence longer than any run of backticks in the log.
-        let longest = excerpt.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-        let fence = "`".repeat(longest.max(2) + 1);
+        let fence = super::host::fence_for(&excerpt);
         note.push_str(&format!(
             "\n\n<details><summary>Log excerpt</summary>\n\n{fence}text\n{excerpt}\n{fence}\n</details>"
         ));
@@ -281,6 +309,7 @@ impl Forge {
                 sorted.listed.push(finding);
                 continue;
             };
+            let finding = spanned(finding, &files);
             let print = findings::fingerprint(&finding, &line_text);
             if known.contains(&print) || sorted.inline.iter().any(|(_, p, _)| *p == print) {
                 sorted.repeated += 1;
@@ -324,7 +353,8 @@ impl Forge {
         // 2. The bot's threads a push made outdated.
         self.resolve_outdated(scope, entity).await;
         // 3. The summary, one comment per change, edited in place.
-        self.post_summary(&at, &summary, &sorted).await?;
+        self.post_summary(&at, (&summary, complete), &sorted)
+            .await?;
         self.store
             .forge_reviewed(&self.route, entity, &head)
             .await
@@ -364,11 +394,16 @@ impl Forge {
                 line: f.line,
                 side: f.side,
                 body: format!(
-                    "**{}**: {}\n\n{}",
+                    "**{}**: {}{}\n\n{}",
                     f.severity.as_str(),
                     f.body,
+                    f.suggestion.as_deref().map_or(String::new(), |s| format!(
+                        "\n\n{}",
+                        self.host.suggestion(s, f.line - f.first_line())
+                    )),
                     marker(&format!("{key}#{i} line:{}", findings::line_hash(text)))
                 ),
+                start_line: f.start_line,
             })
             .collect();
         let body = format!(
@@ -433,11 +468,12 @@ impl Forge {
         }
     }
 
-    /// Posts the summary (or edits it in place).
+    /// Posts the summary (or edits it in place); `complete`: the review's
+    /// findings were read (when not, it says so).
     async fn post_summary(
         &self,
         at: &Reviewed<'_>,
-        summary: &str,
+        (summary, complete): (&str, bool),
         sorted: &Sorted,
     ) -> Result<(), PlatformError> {
         let Reviewed {
@@ -458,6 +494,9 @@ impl Forge {
                     f.body
                 ));
             }
+        }
+        if !complete {
+            text.push_str(UNREAD);
         }
         if sorted.repeated > 0 {
             text.push_str(&format!(

@@ -387,6 +387,14 @@ impl ForgeDesk for Desk {
             other => Err(ToolError::Failed(format!("{other} is not a forge tool"))),
         }
     }
+
+    fn check_answer(&self, answer: &str) -> Result<(), String> {
+        if self.scope.task.reviews() {
+            super::findings::check(answer)
+        } else {
+            Ok(())
+        }
+    }
 }
 
 #[cfg(test)]

@@ -96,6 +96,12 @@ const BUDGET_NUDGE: &str = "This request has reached its spending budget and you
 pub const STEER_PREFIX: &str =
     "[The user sent this while you were working; take it into account from here on:]";
 
+/// Said to the model, unstored, when its final answer cannot be read as
+/// its task asks (`why`): it is asked once more.
+fn unreadable_nudge(why: &str) -> String {
+    format!("Your answer could not be read: {why}. Write it again, whole, in the format asked for.")
+}
+
 /// Output cap of the wrap-up call that ends a stopped turn.
 const WRAP_UP_TOKENS: u32 = 1024;
 
@@ -520,6 +526,9 @@ impl Conversation {
         let mut room = context::Room::default();
         let mut nudged = false;
         let mut nudge = None;
+        // The answer was unreadable once: the words it is asked again with.
+        let mut reread: Option<String> = None;
+        let mut reasked = false;
         let system = self.system_prompt();
         let recalled = self.recall().await;
         if let Some(asked) = self.history.iter_mut().rev().find(|m| m.role == Role::User) {
@@ -561,10 +570,9 @@ impl Conversation {
                     .wrap_up(&system, &mut turn, StopReason::OverBudget, cancel)
                     .await;
             }
-            let response = match self
-                .ask(&system, &view, nudge.take(), max_tokens, cancel)
-                .await
-            {
+            let again = reread.take();
+            let said = nudge.take().or(again.as_deref());
+            let response = match self.ask(&system, &view, said, max_tokens, cancel).await {
                 Ok(r) => r,
                 Err(ProviderError::Cancelled) => {
                     turn.budget.refund();
@@ -596,6 +604,15 @@ impl Conversation {
                     continue;
                 }
                 if !response.content.trim().is_empty() {
+                    if let Some(why) = self.unreadable(&response.content)
+                        && !reasked
+                    {
+                        // Kept in the history, and asked for once more.
+                        reasked = true;
+                        self.push(ChatMessage::assistant(response.content));
+                        reread = Some(unreadable_nudge(&why));
+                        continue;
+                    }
                     turn.last_text = response.content;
                 } else if turn.last_text.trim().is_empty() {
                     turn.last_text = EMPTY_ANSWER.to_string();
@@ -652,6 +669,12 @@ impl Conversation {
                 return Ok(turn.stop(StopReason::InvalidToolCalls, self.used));
             }
         }
+    }
+
+    /// Why a final answer cannot be read as the run's task asks (a
+    /// review's findings block), when it cannot.
+    fn unreadable(&self, answer: &str) -> Option<String> {
+        self.forge.as_ref()?.check_answer(answer).err()
     }
 
     /// Adds the messages steered in since the last batch to its last

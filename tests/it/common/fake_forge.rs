@@ -407,14 +407,18 @@ fn answer(shared: &Shared, method: Method, uri: Uri, headers: HeaderMap, body: B
             let comments = body["comments"].as_array().cloned().unwrap_or_default();
             for c in &comments {
                 let file = pull.files.iter().find(|f| f["filename"] == c["path"]);
+                // A comment on several lines names its first one too, in
+                // the same hunk, before the last.
+                let line = c["line"].as_u64().unwrap_or(0);
+                let start = c["start_line"].as_u64();
                 let ok = file
                     .and_then(|f| f["patch"].as_str())
                     .map(commentable)
                     .is_some_and(|lines| {
-                        lines.contains(&(
-                            c["side"].as_str().unwrap_or("RIGHT").to_string(),
-                            c["line"].as_u64().unwrap_or(0),
-                        ))
+                        let side = c["side"].as_str().unwrap_or("RIGHT");
+                        (start.unwrap_or(line)..=line)
+                            .all(|l| lines.contains(&(side.to_string(), l)))
+                            && start.is_none_or(|s| s < line && c["start_side"] == c["side"])
                     });
                 if !ok {
                     return json_answer(
@@ -438,6 +442,7 @@ fn answer(shared: &Shared, method: Method, uri: Uri, headers: HeaderMap, body: B
                     "line_text": text,
                     "id": cid, "pull_request_review_id": id, "path": c["path"], "line": c["line"],
                     "side": c["side"], "body": c["body"], "commit_id": body["commit_id"],
+                    "start_line": c["start_line"], "start_side": c["start_side"],
                     "user": {"login": "switchboard[bot]"},
                 }));
             }

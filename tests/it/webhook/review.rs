@@ -686,6 +686,8 @@ async fn a_review_without_findings_leaves_the_gate_neutral_even_when_it_could_fa
             ),
         ])),
         Reply::Json(text("I could not read the whole diff.")),
+        // Asked again for the findings block it left out.
+        Reply::Json(text("I could not read the whole diff.")),
     ])
     .await;
     let key = std::path::Path::new("tests/data/github/app-test-key.pem")
@@ -747,4 +749,130 @@ async fn a_review_without_findings_leaves_the_gate_neutral_even_when_it_could_fa
             .contains("could not read")
     );
     d.shutdown().await;
+}
+
+/// A finding with a fix is a committable suggestion on exactly the lines
+/// it comments on (GitHub's `suggestion` block over `start_line`..`line`);
+/// one whose replacement would reach lines outside the change is posted
+/// without it.
+#[tokio::test]
+async fn a_fix_is_a_suggestion_on_exactly_the_commented_lines() {
+    let forge = FakeForge::start().await;
+    forge.set_pull(
+        7,
+        Pull {
+            base: BASE.into(),
+            head: HEAD1.into(),
+            files: vec![
+                file("src/lib.rs", "modified", LIB_PATCH),
+                file(
+                    "src/far.rs",
+                    "modified",
+                    "@@ -10,2 +10,2 @@\n let a = 1;\n-let b = 2;\n+let b = 3;",
+                ),
+            ],
+        },
+    );
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
+        review_answer(
+            "Adds a temporary.",
+            json!([
+                {"path": "src/lib.rs", "start_line": 2, "line": 3, "severity": "warning",
+                 "body": "The temporary is not needed.", "suggestion": "    a.checked_add(b).unwrap()\n"},
+                {"path": "src/far.rs", "start_line": 8, "line": 11, "severity": "note",
+                 "body": "Reaches past the change.", "suggestion": "let b = 4;"}
+            ]),
+        ),
+    ])
+    .await;
+    let key = std::path::Path::new("tests/data/github/app-test-key.pem")
+        .canonicalize()
+        .unwrap();
+    let d = start_at(&llm, &forge.url, forge_route(&forge, &key)).await;
+    let opened = bytes(&fixture("pull_request.opened"));
+    assert_eq!(d.github("pull_request", "s-1", &opened).await.status(), 202);
+    wait_for("the check to complete", || {
+        forge
+            .checks()
+            .first()
+            .is_some_and(|c| c["status"] == "completed")
+    })
+    .await;
+    let comments = forge.review_comments();
+    assert_eq!(comments.len(), 2, "{comments:?}");
+    let fix = comments
+        .iter()
+        .find(|c| c["line"] == 3 && c["start_line"] == 2)
+        .unwrap();
+    assert_eq!(fix["start_side"], "RIGHT");
+    assert!(
+        fix["body"]
+            .as_str()
+            .unwrap()
+            .contains("```suggestion\n    a.checked_add(b).unwrap()\n```"),
+        "{fix}"
+    );
+    let refused = comments.iter().find(|c| c["path"] == "src/far.rs").unwrap();
+    assert_eq!(refused["line"], 11);
+    let body = refused["body"].as_str().unwrap();
+    assert!(!body.contains("```suggestion"), "{body}");
+    assert!(body.contains("suggested change was left out"), "{body}");
+    assert!(
+        refused.get("start_line").is_none_or(Value::is_null),
+        "{refused}"
+    );
+}
+
+/// A findings block the model botched is asked for once more, with what
+/// was wrong; the second answer's findings are posted.
+#[tokio::test]
+async fn a_malformed_findings_block_is_asked_for_again() {
+    let forge = FakeForge::start().await;
+    forge.set_pull(
+        7,
+        Pull {
+            base: BASE.into(),
+            head: HEAD1.into(),
+            files: vec![file("src/lib.rs", "modified", LIB_PATCH)],
+        },
+    );
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
+        Reply::Json(text(
+            "Adds a temporary.\n\n```findings\n[{'path': 'src/lib.rs', 'line': 2, 'body': 'overflow'}]\n```",
+        )),
+        review_answer(
+            "Adds a temporary.",
+            json!([{"path": "src/lib.rs", "line": 2, "severity": "blocking", "body": "`a + b` overflows."}]),
+        ),
+    ])
+    .await;
+    let key = std::path::Path::new("tests/data/github/app-test-key.pem")
+        .canonicalize()
+        .unwrap();
+    let d = start_at(&llm, &forge.url, forge_route(&forge, &key)).await;
+    let opened = bytes(&fixture("pull_request.opened"));
+    assert_eq!(d.github("pull_request", "m-1", &opened).await.status(), 202);
+    wait_for("the check to complete", || {
+        forge.checks().iter().any(|c| c["status"] == "completed")
+    })
+    .await;
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 3);
+    let asked = requests[2]["messages"].to_string();
+    assert!(
+        asked.contains("could not be read") && asked.contains("not valid JSON"),
+        "{asked}"
+    );
+    let comments = forge.review_comments();
+    assert_eq!(comments.len(), 1);
+    assert!(comments[0]["body"].as_str().unwrap().contains("overflows"));
+    let summary = forge.issue_comments();
+    assert!(
+        !summary[0]["body"]
+            .as_str()
+            .unwrap()
+            .contains("could not be read")
+    );
 }

@@ -482,3 +482,116 @@ async fn a_merge_request_whose_diff_gives_orders_gets_a_review_and_nothing_else(
     );
     d.shutdown().await;
 }
+
+/// On GitLab a fix is a `suggestion:-N+0` block on the last line it
+/// replaces, reaching up to its first.
+#[tokio::test]
+async fn a_fix_is_a_gitlab_suggestion_reaching_up_to_its_first_line() {
+    let gitlab = FakeGitlab::start().await;
+    gitlab.set_mr(
+        4,
+        MergeRequest {
+            base: BASE.into(),
+            start: START.into(),
+            head: HEAD1.into(),
+            diffs: vec![diff("src/lib.rs", LIB, false)],
+        },
+    );
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
+        review_answer(
+            "Adds a temporary.",
+            json!([{"path": "src/lib.rs", "start_line": 2, "line": 3, "severity": "warning",
+                    "body": "The temporary is not needed.", "suggestion": "    a.checked_add(b).unwrap()"},
+                   {"path": "src/lib.rs", "line": 2, "side": "LEFT", "severity": "note",
+                    "body": "The old sum.", "suggestion": "    a + b"}]),
+        ),
+    ])
+    .await;
+    let d = start_at(&llm, &gitlab.url, route(&gitlab)).await;
+    assert_eq!(
+        send(
+            &d,
+            "Merge Request Hook",
+            "s-1",
+            &mr_event("open", HEAD1, None)
+        )
+        .await
+        .0,
+        202
+    );
+    wait_for("the status", || final_states(&gitlab).len() == 1).await;
+    let discussions = gitlab.discussions();
+    assert_eq!(discussions.len(), 2, "{discussions:?}");
+    let on = |side: &str| {
+        discussions
+            .iter()
+            .find(|d| d["notes"][0]["position"][side].is_u64())
+            .unwrap()["notes"][0]
+            .clone()
+    };
+    let fix = on("new_line");
+    assert_eq!(fix["position"]["new_line"], 3);
+    assert!(
+        fix["body"]
+            .as_str()
+            .unwrap()
+            .contains("```suggestion:-1+0\n    a.checked_add(b).unwrap()\n```"),
+        "{fix}"
+    );
+    let removed = on("old_line");
+    let body = removed["body"].as_str().unwrap();
+    assert!(
+        !body.contains("```suggestion") && body.contains("left out"),
+        "{body}"
+    );
+}
+
+/// Findings the model cannot write even when asked again: the summary is
+/// posted saying so, nothing lands on the diff, and the gate does not
+/// fail on them.
+#[tokio::test]
+async fn findings_that_never_parse_leave_a_summary_that_says_so() {
+    let gitlab = FakeGitlab::start().await;
+    gitlab.set_mr(
+        4,
+        MergeRequest {
+            base: BASE.into(),
+            start: START.into(),
+            head: HEAD1.into(),
+            diffs: vec![diff("src/lib.rs", LIB, false)],
+        },
+    );
+    let botched = "Risky sum.\n\n```findings\n[{\"path\": \"src/lib.rs\", \"line\": 2,\n```";
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
+        Reply::Json(text(botched)),
+        Reply::Json(text("Risky sum, no block this time.")),
+    ])
+    .await;
+    let d = start_at(&llm, &gitlab.url, route(&gitlab)).await;
+    assert_eq!(
+        send(
+            &d,
+            "Merge Request Hook",
+            "p-1",
+            &mr_event("open", HEAD1, None)
+        )
+        .await
+        .0,
+        202
+    );
+    wait_for("the status", || final_states(&gitlab).len() == 1).await;
+    assert_eq!(llm.requests().len(), 3, "asked once more, not twice");
+    assert!(gitlab.discussions().is_empty());
+    let notes = gitlab.notes();
+    let summary = notes
+        .iter()
+        .find_map(|n| n["body"].as_str().filter(|b| b.contains("Review of")))
+        .unwrap();
+    assert!(
+        summary.contains("no block this time") && summary.contains("could not be read"),
+        "{summary}"
+    );
+    assert_ne!(final_states(&gitlab), ["failed"]);
+}
