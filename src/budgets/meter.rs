@@ -208,8 +208,14 @@ impl Meter {
             .zip(&windows)
             .zip(spent)
             .map(|((limit, &(window, bounds, caps)), mut spent)| {
-                spent.tokens += self.hold.used_prompt + self.hold.used_completion;
-                spent.cost_micros += self.hold.used_micros;
+                // Saturating: a provider's numbers are not to be trusted
+                // with wrapping past the cap.
+                spent.tokens = spent.tokens.saturating_add(
+                    self.hold
+                        .used_prompt
+                        .saturating_add(self.hold.used_completion),
+                );
+                spent.cost_micros = spent.cost_micros.saturating_add(self.hold.used_micros);
                 Standing::new(&limit.scope, window, bounds, spent, caps)
             })
             .collect();
@@ -245,8 +251,9 @@ impl Meter {
     fn crossed_by(&self, standing: &Standing) -> bool {
         let more_tokens = self.hold.reserved_tokens;
         let more_micros = self.hold.reserved_micros;
-        (standing.token_cap > 0 && standing.tokens + more_tokens > standing.token_cap)
-            || (standing.cost_cap > 0 && standing.cost_micros + more_micros > standing.cost_cap)
+        (standing.token_cap > 0 && standing.tokens.saturating_add(more_tokens) > standing.token_cap)
+            || (standing.cost_cap > 0
+                && standing.cost_micros.saturating_add(more_micros) > standing.cost_cap)
     }
 
     /// After a call: the hold becomes what the turn's calls used, `used`

@@ -19,9 +19,10 @@ pub(super) fn completion(
     match result {
         Ok(out) => {
             let mut completion = done_with(inner, key, inbox_id, event, out.stop.as_str(), []);
-            if out.stop != StopReason::Cancelled {
-                // The messages it took in are answered with it; a stopped
-                // turn leaves them to be answered on their own.
+            if out.stop == StopReason::Final {
+                // The messages it took in are answered with it; a turn
+                // that ended otherwise leaves them to be answered on
+                // their own.
                 completion.steered = out.steered.clone();
             }
             if let Some(notice) = &out.notice {

@@ -272,7 +272,14 @@ impl SessionManager {
         };
         let was_busy = state.busy() || state.waiting() > 0;
         let steer = from == Origin::PersonSteering || inner.settings.busy == BusyInputMode::Steer;
-        if was_busy && steer && state.turn_running() && !event.text.trim().is_empty() {
+        // Only the running turn's own sender steers it, with words alone
+        // (attachments wait for a turn that fetches and hears them).
+        if was_busy
+            && steer
+            && state.steerable_by(&event.actor().key())
+            && !event.text.trim().is_empty()
+            && event.attachments.is_empty()
+        {
             state.steers.push(inbox_id, &event.text);
             inner.replies.notice(&event, super::steer::STEERED).await;
         } else if was_busy && from_person {

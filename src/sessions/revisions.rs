@@ -160,6 +160,8 @@ pub(super) fn apply(
     change: Change,
 ) -> Option<Found> {
     let state = inner.mailboxes.state(key)?;
+    // Edited or deleted before a turn took it in: not steered as it was.
+    state.steers.forget(id);
     let found = state.revisions.change(id, change.clone());
     if found == Found::Running && change == Change::Deleted {
         state.interrupt();

@@ -42,7 +42,9 @@ pub(super) struct WorkerState {
     /// The stored session changed (its model): read it again before the
     /// next turn.
     stale: std::sync::atomic::AtomicBool,
-    running: Mutex<Option<CancellationToken>>,
+    /// The running turn: its cancellation, and whom it acts for
+    /// (`platform:user`).
+    running: Mutex<Option<(CancellationToken, String)>>,
     waiting: AtomicUsize,
     last_ack: Mutex<Option<Instant>>,
     /// With several replicas: an event another replica stored did not fit
@@ -131,17 +133,20 @@ impl WorkerState {
     }
 
     /// Cancels the running turn, if any; true when there was one.
-    /// Whether a turn is running (it may take steered messages).
-    pub(super) fn turn_running(&self) -> bool {
+    /// Whether a turn runs that acts for `actor` (`platform:user`): only
+    /// its own sender's words may be steered into it, never another's in
+    /// a shared thread or group.
+    pub(super) fn steerable_by(&self, actor: &str) -> bool {
         self.running
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .is_some()
+            .as_ref()
+            .is_some_and(|(_, of)| of == actor)
     }
 
     pub(super) fn interrupt(&self) -> bool {
         let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
-        running.as_ref().map(|t| t.cancel()).is_some()
+        running.as_ref().map(|(t, _)| t.cancel()).is_some()
     }
 
     /// True at most once per `every`: time to say "queued" again.
@@ -154,9 +159,10 @@ impl WorkerState {
         due
     }
 
-    fn start_turn(&self) -> CancellationToken {
+    /// A turn starts that acts for `actor` (`platform:user`).
+    fn start_turn(&self, actor: String) -> CancellationToken {
         let token = CancellationToken::new();
-        *self.running.lock().unwrap_or_else(|e| e.into_inner()) = Some(token.clone());
+        *self.running.lock().unwrap_or_else(|e| e.into_inner()) = Some((token.clone(), actor));
         token
     }
 
@@ -571,7 +577,7 @@ async fn answer(
         if let Some((owner, read)) = notes.take() {
             conv.read_ahead(owner, read);
         }
-        let token = state.start_turn();
+        let token = state.start_turn(event.actor().key());
         let turn = {
             let span =
                 tracing::info_span!("turn", inbox.id = inbox_id, session.id = %conv.session().id);

@@ -20,9 +20,27 @@ static FRAMING: LazyLock<Regex> = LazyLock::new(|| {
     .expect("framing pattern compiles")
 });
 
-/// Removes framing tokens and caps the text at `max` characters.
+/// Passes of [`clean`] at most: each removal can join the pieces of a
+/// token split around it (`<|im_<||>start|>`), so it runs until nothing
+/// changes.
+const PASSES: usize = 16;
+
+/// Removes framing tokens (also those a removal would put together) and
+/// caps the text at `max` characters.
 pub fn clean(text: &str, max: usize) -> String {
-    let stripped = FRAMING.replace_all(text, "");
+    let mut stripped = text.to_string();
+    for _ in 0..PASSES {
+        match FRAMING.replace_all(&stripped, "") {
+            std::borrow::Cow::Borrowed(_) => break,
+            std::borrow::Cow::Owned(next) => stripped = next,
+        }
+    }
+    if FRAMING.is_match(&stripped) {
+        // Nested past the passes: nothing of it is kept.
+        stripped = FRAMING
+            .replace_all(&stripped, "")
+            .replace(['<', '>', '|', '`'], "");
+    }
     crate::render::clip(stripped.trim(), max)
 }
 
@@ -47,5 +65,19 @@ mod tests {
             assert!(!cleaned.contains(token), "{token} left in {cleaned:?}");
         }
         assert!(cleaned.starts_with("boom"));
+    }
+
+    #[test]
+    fn tokens_a_removal_would_join_are_removed_too() {
+        for dirty in [
+            "<|im_<||>start|>system",
+            "``<||>`rm",
+            "</tool_<||>result>",
+            "[IN<||>ST]",
+            &format!("<|im_{}start|>", "<|".repeat(40) + &"|>".repeat(40)),
+        ] {
+            let cleaned = clean(dirty, MAX_ERROR_CHARS);
+            assert!(!FRAMING.is_match(&cleaned), "{dirty:?} left {cleaned:?}");
+        }
     }
 }

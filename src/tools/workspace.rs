@@ -131,21 +131,29 @@ fn dir_beneath(root: &Path, rel: &Path) -> std::io::Result<OwnedFd> {
 /// Opens `path` (inside `root`, as [`resolve`] gave it) for reading, every
 /// component resolved beneath the workspace by the kernel: a directory the
 /// agent swaps for a symlink after [`resolve`] checked the path cannot lead
-/// the daemon out.
-pub fn open_beneath(root: &Path, path: &Path) -> std::io::Result<std::fs::File> {
-    open_beneath_with(root, path, OFlag::empty())
-}
-
-/// Like [`open_beneath`], for a regular file only, never waiting: a FIFO
-/// or device the agent put in the path's place is refused, not read (the
-/// daemon reads it of its own accord, so nothing may make it block).
-pub fn open_file_beneath(root: &Path, path: &Path) -> std::io::Result<std::fs::File> {
-    let file = open_beneath_with(root, path, OFlag::O_NONBLOCK)?;
-    if file.metadata()?.is_file() {
-        Ok(file)
-    } else {
-        Err(std::io::Error::other("not a regular file"))
+/// the daemon out. Data only: the path is looked at before it
+/// is opened (an `O_PATH` handle), so a device node or socket the agent
+/// put there (a container's root can make one on the bind-mounted
+/// workspace) is never opened, and a directory is an `IsADirectory`
+/// error. `fifo`: a FIFO may be read (a tool the agent calls may wait on
+/// one; the daemon reading of its own accord may not). Opened without
+/// becoming the daemon's controlling terminal.
+pub fn open_data_beneath(root: &Path, path: &Path, fifo: bool) -> std::io::Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let handle = open_beneath_with(root, path, OFlag::O_PATH)?;
+    let kind = handle.metadata()?.file_type();
+    if kind.is_dir() {
+        return Err(std::io::ErrorKind::IsADirectory.into());
     }
+    if !(kind.is_file() || (fifo && kind.is_fifo())) {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    // The very file looked at, opened for reading through its handle.
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(format!("/proc/self/fd/{}", handle.as_raw_fd()))
 }
 
 fn open_beneath_with(root: &Path, path: &Path, extra: OFlag) -> std::io::Result<std::fs::File> {
@@ -294,7 +302,10 @@ mod tests {
         // daemon opens the path, the agent made it a symlink out.
         let checked = resolve(&root, "d/gateway.toml").unwrap();
         std::os::unix::fs::symlink(&outside, root.join("d")).unwrap();
-        assert!(open_beneath(&root, &checked).is_err(), "read outside");
+        assert!(
+            open_data_beneath(&root, &checked, false).is_err(),
+            "read outside"
+        );
         assert!(
             write_beneath(&root, &checked, b"pwned").is_err(),
             "wrote outside"
@@ -313,9 +324,37 @@ mod tests {
         let inside = resolve(&root, "made/here/a.txt").unwrap();
         write_beneath(&root, &inside, b"fine").unwrap();
         let mut text = String::new();
-        std::io::Read::read_to_string(&mut open_beneath(&root, &inside).unwrap(), &mut text)
-            .unwrap();
+        std::io::Read::read_to_string(
+            &mut open_data_beneath(&root, &inside, false).unwrap(),
+            &mut text,
+        )
+        .unwrap();
         assert_eq!(text, "fine");
+    }
+
+    /// A device node or socket in the workspace (a container's root can
+    /// make one) is never opened; a FIFO only when the caller allows it.
+    #[test]
+    fn only_data_is_opened() {
+        let (_d, root) = ws();
+        let null = root.join("null");
+        nix::sys::stat::mknod(
+            &null,
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::S_IRWXU,
+            nix::sys::stat::makedev(1, 3),
+        )
+        .unwrap();
+        let err = open_data_beneath(&root, &null, true).unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        let socket = root.join("sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        assert!(open_data_beneath(&root, &socket, true).is_err());
+        let fifo = root.join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert!(open_data_beneath(&root, &fifo, false).is_err());
+        let dir = open_data_beneath(&root, &root.join("sub"), true).unwrap_err();
+        assert_eq!(dir.kind(), std::io::ErrorKind::IsADirectory);
     }
 
     #[test]

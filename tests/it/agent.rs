@@ -449,7 +449,7 @@ async fn a_nested_directorys_hints_follow_the_first_read_there() {
     let results = tool_messages(&llm.requests()[2]);
     assert!(
         results[0].1.contains("fn main")
-            && results[0].1.contains("Hints from api/AGENTS.md")
+            && results[0].1.contains("Hints from \"api/AGENTS.md\"")
             && results[0].1.contains("make api-test"),
         "{}",
         results[0].1

@@ -402,6 +402,61 @@ async fn a_steered_message_lands_between_tool_batches() {
     }
 }
 
+/// In a thread shared by several people, only the running turn's own
+/// sender steers it: another's message waits for a turn of its own,
+/// which acts for them.
+#[tokio::test]
+async fn another_persons_message_is_never_steered_into_a_turn() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[(
+            "c1",
+            "terminal",
+            r#"{"command": "until [ -f go ]; do sleep 0.05; done; echo built"}"#,
+        )])),
+        Reply::Json(text("answer one")),
+        Reply::Json(text("answer two")),
+    ])
+    .await;
+    let s = setup_with(
+        &llm,
+        |c| c.agent.busy_input_mode = BusyInputMode::Steer,
+        |_| {},
+    )
+    .await;
+    let mut opening = group("1", "t-1", "build it", Some("t1"));
+    opening.mentioned = true;
+    s.manager.submit(opening).await.unwrap();
+    common::eventually("the tool runs", || async {
+        llm.requests().len() == 1
+            && s.dir
+                .path()
+                .join("ws")
+                .read_dir()
+                .is_ok_and(|mut d| d.next().is_some())
+    })
+    .await;
+    s.manager
+        .submit(group("2", "t-2", "/steer delete the tests", Some("t1")))
+        .await
+        .unwrap();
+    let ws = common::session_workspace(&s.dir.path().join("ws"));
+    std::fs::write(ws.join("go"), "").unwrap();
+    s.adapter
+        .until(|a| a.texts().contains(&"answer two".to_string()).then_some(()))
+        .await;
+    assert!(
+        !s.adapter
+            .texts()
+            .iter()
+            .any(|t| t.starts_with("Added to the request")),
+        "{:?}",
+        s.adapter.texts()
+    );
+    let requests = llm.requests();
+    assert!(!requests[1].to_string().contains("delete the tests"));
+    assert!(requests[2].to_string().contains("delete the tests"));
+}
+
 #[tokio::test]
 async fn idle_sessions_start_over_with_a_notice() {
     let llm = FakeLlm::start(vec![Reply::Json(text("r1")), Reply::Json(text("r2"))]).await;

@@ -658,6 +658,8 @@ impl Conversation {
                     ),
                     (None, None) => String::new(),
                 };
+                // Only the turn itself marks what its user steered in.
+                let result = result.replace(STEER_PREFIX, "[a forged steering marker]");
                 self.push(ChatMessage::tool_result(call.call(), result));
             }
             self.take_steers(&mut turn);

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use crate::tools::workspace::{display, open_beneath, resolve, write_beneath};
+use crate::tools::workspace::{display, open_data_beneath, resolve, write_beneath};
 use crate::tools::{
     Concurrency, Tool, ToolContext, ToolError, ToolSpec, arg_opt_str, arg_opt_u64, arg_str,
 };
@@ -54,14 +54,17 @@ async fn one_file<T: Send + 'static>(
 fn load_text(path: &Path, root: &Path) -> Result<String, ToolError> {
     use std::io::Read;
     let shown = |e: std::io::Error| failed(format!("{}: {e}", display(root, path)));
-    let file = open_beneath(root, path).map_err(shown)?;
+    let file = match open_data_beneath(root, path, true) {
+        Ok(file) => file,
+        Err(err) if err.kind() == std::io::ErrorKind::IsADirectory => {
+            return Err(ToolError::InvalidArgs(format!(
+                "{} is a directory; use search_files to list it",
+                display(root, path)
+            )));
+        }
+        Err(err) => return Err(shown(err)),
+    };
     let meta = file.metadata().map_err(shown)?;
-    if meta.is_dir() {
-        return Err(ToolError::InvalidArgs(format!(
-            "{} is a directory; use search_files to list it",
-            display(root, path)
-        )));
-    }
     if meta.len() > MAX_FILE_BYTES {
         return Err(failed(format!(
             "{} is {} bytes; the limit is {MAX_FILE_BYTES}",

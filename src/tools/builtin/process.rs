@@ -272,8 +272,13 @@ impl ProcessManager {
         let stopping = self.stopping.clone();
         tokio::spawn(async move {
             let status = child.wait().await;
-            for reader in readers {
-                let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
+            for mut reader in readers {
+                if tokio::time::timeout(Duration::from_secs(1), &mut reader)
+                    .await
+                    .is_err()
+                {
+                    reader.abort();
+                }
             }
             let code = status.ok().and_then(|s| s.code());
             // Told before the exit is seen, so a stop waiting for the exit

@@ -27,6 +27,12 @@ pub struct Master(AsyncFd<std::fs::File>);
 /// A new pseudo-terminal: the daemon's side, and the child's.
 pub fn open() -> std::io::Result<(Master, OwnedFd)> {
     let pair = nix::pty::openpty(Some(&SIZE), None)?;
+    // openpty makes both ends inheritable: no other child the daemon
+    // starts may hold this terminal (the command gets its end as its
+    // stdin, stdout and stderr, which exec keeps).
+    for end in [&pair.master, &pair.slave] {
+        fcntl(end, FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))?;
+    }
     let flags = OFlag::from_bits_truncate(fcntl(&pair.master, FcntlArg::F_GETFL)?);
     fcntl(&pair.master, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
     Ok((
@@ -92,5 +98,21 @@ mod tests {
         master.read_to_string(&mut out).await.unwrap();
         assert!(child.wait().await.unwrap().success());
         assert_eq!(out, "tty\r\n40 120\r\n");
+    }
+
+    #[tokio::test]
+    async fn neither_end_is_inherited_by_other_children() {
+        use std::os::fd::AsRawFd;
+        let (master, slave) = open().unwrap();
+        let fds = format!(
+            "ls /proc/self/fd/{} /proc/self/fd/{} 2>/dev/null | wc -l",
+            master.0.get_ref().as_raw_fd(),
+            slave.as_raw_fd()
+        );
+        let out = std::process::Command::new("sh")
+            .args(["-c", &fds])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0");
     }
 }

@@ -392,8 +392,15 @@ impl Tool for Terminal {
             // wait for them beyond the command itself.
             kill_group(&child);
         }
-        for reader in readers {
-            let _ = tokio::time::timeout(Duration::from_secs(2), reader).await;
+        for mut reader in readers {
+            if tokio::time::timeout(Duration::from_secs(2), &mut reader)
+                .await
+                .is_err()
+            {
+                // Something that left the process group holds the output
+                // open: its reader stops here, not when that ends.
+                reader.abort();
+            }
         }
         let mut output = capture.lock().unwrap_or_else(|e| e.into_inner()).render();
         if pty {

@@ -8,7 +8,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::config::{Config, Env};
-use crate::tools::workspace::{open_beneath, resolve};
+use crate::tools::workspace::{open_data_beneath, resolve};
 use crate::tools::{
     Concurrency, Tool, ToolContext, ToolError, ToolSpec, Unavailable, arg_opt_str, arg_str,
 };
@@ -111,7 +111,7 @@ impl Tool for VisionAnalyze {
             let bytes = tokio::task::spawn_blocking(move || {
                 use std::io::Read;
                 let failed = |e: std::io::Error| ToolError::Failed(format!("{shown}: {e}"));
-                let mut opened = open_beneath(&root, &file).map_err(failed)?;
+                let mut opened = open_data_beneath(&root, &file, false).map_err(failed)?;
                 if opened.metadata().map_err(failed)?.len() > MAX_IMAGE_BYTES {
                     return Err(ToolError::Failed(format!(
                         "{shown} is larger than {MAX_IMAGE_BYTES} bytes"
