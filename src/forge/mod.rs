@@ -21,6 +21,7 @@ pub mod gitlab;
 pub mod host;
 pub mod publish;
 pub mod scope;
+pub mod settings;
 pub mod tools;
 
 use std::collections::HashMap;
@@ -284,6 +285,19 @@ impl Forge {
                 }
                 Err(err) => {
                     tracing::warn!(route = %self.route, error = %err, "could not read the change's SHAs")
+                }
+            }
+        }
+        if let (Some(_), Some(base)) = (scope.change, scope.base.clone()) {
+            // From the base: the change itself has no say in its review.
+            match self.host.file(&scope, settings::FILE, &base).await {
+                Ok(text) => match settings::Settings::parse(&text) {
+                    Ok(read) => scope.settings = read,
+                    Err(why) => scope.settings_error = Some(why),
+                },
+                Err(err) if err.status == 404 => {}
+                Err(err) => {
+                    tracing::warn!(route = %self.route, error = %err, "could not read the repository's review settings; the route's apply")
                 }
             }
         }

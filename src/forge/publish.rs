@@ -78,6 +78,9 @@ struct Sorted {
     /// Not on a line of the diff, or past the comment limit: listed in
     /// the summary.
     listed: Vec<Finding>,
+    /// Left out by the repository's settings (its quiet profile, its
+    /// ignored paths).
+    quieted: usize,
 }
 
 impl Forge {
@@ -297,8 +300,15 @@ impl Forge {
             inline: Vec::new(),
             repeated: 0,
             listed: Vec::new(),
+            quieted: 0,
         };
+        let settings = &scope.settings;
+        let limit = settings.max_comments(self.config.max_inline_comments);
         for finding in found {
+            if !settings.posts(&finding) {
+                sorted.quieted += 1;
+                continue;
+            }
             let anchor = files
                 .iter()
                 .find(|f| f.path == finding.path)
@@ -313,7 +323,7 @@ impl Forge {
             let print = findings::fingerprint(&finding, &line_text);
             if known.contains(&print) || sorted.inline.iter().any(|(_, p, _)| *p == print) {
                 sorted.repeated += 1;
-            } else if sorted.inline.len() >= self.config.max_inline_comments {
+            } else if sorted.inline.len() >= limit {
                 sorted.listed.push(finding);
             } else {
                 sorted.inline.push((finding, print, line_text));
@@ -352,6 +362,10 @@ impl Forge {
         }
         // 2. The bot's threads a push made outdated.
         self.resolve_outdated(scope, entity).await;
+        // Settings that could not be read are said once per change.
+        if let Some(why) = &scope.settings_error {
+            self.settings_problem(scope, entity, why).await;
+        }
         // 3. The summary, one comment per change, edited in place.
         self.post_summary(&at, (&summary, complete), &sorted)
             .await?;
@@ -371,6 +385,30 @@ impl Forge {
         }
         tracing::info!(route = %self.route, entity, head = short(&head), inline = sorted.inline.len(), repeated = sorted.repeated, "review posted");
         Ok(())
+    }
+
+    /// Says on the change, once for each distinct problem, that the
+    /// repository's settings file could not be read (`why`) and the
+    /// route's defaults applied.
+    async fn settings_problem(&self, scope: &Scope, entity: &str, why: &str) {
+        let said = findings::line_hash(why);
+        let key = format!("settings:{}:{entity}:{said}", self.route);
+        let why = crate::render::clip(&why.replace('`', "'"), 1000);
+        let body = format!(
+            "**The review settings in `{}` (base branch) could not be read:** {why}\n\nThis review used the route's defaults.\n\n{}",
+            super::settings::FILE,
+            marker(&key)
+        );
+        let host = self.host.clone();
+        let scope = scope.clone();
+        let posted = self
+            .output(&key, entity, "comment", |_, _| async move {
+                Ok((host.comment(&scope, None, &body).await?, "posted"))
+            })
+            .await;
+        if let Err(err) = posted {
+            tracing::warn!(route = %self.route, error = %err, "the settings problem could not be said");
+        }
     }
 
     /// Posts the review with its line comments and remembers each
@@ -497,6 +535,12 @@ impl Forge {
         }
         if !complete {
             text.push_str(UNREAD);
+        }
+        if sorted.quieted > 0 {
+            text.push_str(&format!(
+                "\n\n_{} finding(s) below the repository's review profile or on paths it ignores are not shown._",
+                sorted.quieted
+            ));
         }
         if sorted.repeated > 0 {
             text.push_str(&format!(

@@ -67,6 +67,18 @@ pub struct Scope {
     /// The failed job's name and its failed step, as the event names them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed: Option<(String, Option<String>)>,
+    /// The repository's review settings, read from the base commit when
+    /// the run starts.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub settings: super::settings::Settings,
+    /// What is wrong with the repository's settings file (the route's
+    /// defaults apply instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings_error: Option<String>,
+}
+
+fn is_default(settings: &super::settings::Settings) -> bool {
+    *settings == super::settings::Settings::default()
 }
 
 impl Scope {
@@ -85,6 +97,8 @@ impl Scope {
             task,
             question: None,
             failed: None,
+            settings: Default::default(),
+            settings_error: None,
         }
     }
 }

@@ -97,9 +97,24 @@ impl Desk {
             .ok_or_else(|| ToolError::Failed("this run names no head commit".into()))
     }
 
-    /// The files to show and what they are: the whole change, or what
-    /// changed since the last review when the branch only moved forward.
+    /// The files to show and what they are, without those the
+    /// repository's settings ignore (never shown, by any tool).
     async fn files(&self) -> Result<(Vec<FileDiff>, String), ToolError> {
+        let (mut files, mut what) = self.changed().await?;
+        let before = files.len();
+        files.retain(|f| !self.scope.settings.ignores(&f.path));
+        if files.len() < before {
+            what.push_str(&format!(
+                " {} file(s) the repository's settings ignore are left out.",
+                before - files.len()
+            ));
+        }
+        Ok((files, what))
+    }
+
+    /// The files changed and what they are: the whole change, or what
+    /// changed since the last review when the branch only moved forward.
+    async fn changed(&self) -> Result<(Vec<FileDiff>, String), ToolError> {
         let n = self.need_change()?;
         let host = &self.forge.host;
         let whole = format!(
@@ -172,6 +187,16 @@ impl Desk {
             }
             return Ok(out);
         }
+        let instructions = self
+            .scope
+            .settings
+            .instructions_for(files.iter().map(|f| f.path.as_str()));
+        if page == 1 && !instructions.is_empty() {
+            out.push_str(&format!(
+                "The repository's review instructions (from its base branch) for these files:\n{}\n",
+                fence.fence_all("instructions", &instructions)
+            ));
+        }
         out.push_str(&format!("Files ({}):\n", files.len()));
         for f in &files {
             let renamed = f
@@ -225,6 +250,11 @@ impl Desk {
         if path.is_empty() || path.split('/').any(|p| p == ".." || p.is_empty()) {
             return Err(ToolError::InvalidArgs(format!(
                 "{path:?} is not a file path"
+            )));
+        }
+        if self.scope.settings.ignores(path) {
+            return Err(ToolError::Refused(format!(
+                "{path} is ignored by the repository's review settings"
             )));
         }
         let (which, sha) = match arg_opt_str(args, "version").unwrap_or("head") {

@@ -88,6 +88,13 @@ impl FakeGitlab {
         self.project().mrs.insert(iid, mr);
     }
 
+    /// A file's text at a commit, for the raw file endpoint.
+    pub fn set_file(&self, sha: &str, path: &str, text: &str) {
+        self.project()
+            .files
+            .insert((sha.into(), path.into()), text.into());
+    }
+
     pub fn set_merge_base(&self, a: &str, b: &str, base: &str) {
         self.project()
             .bases

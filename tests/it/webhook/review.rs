@@ -724,7 +724,7 @@ async fn a_review_without_findings_leaves_the_gate_neutral_even_when_it_could_fa
     let contents: Vec<String> = forge
         .seen()
         .iter()
-        .filter(|s| s.path.contains("/contents/"))
+        .filter(|s| s.path.contains("/contents/") && !s.path.contains(".switchboard.toml"))
         .map(|s| s.path.clone())
         .collect();
     assert_eq!(
@@ -875,4 +875,107 @@ async fn a_malformed_findings_block_is_asked_for_again() {
             .unwrap()
             .contains("could not be read")
     );
+}
+
+/// The repository's `.switchboard.toml` is read from the base branch and
+/// obeyed: ignored paths are shown to no tool and get no comment, the
+/// instructions come with the diff, the quiet profile posts only blocking
+/// findings. The head's copy, which the change itself wrote, counts for
+/// nothing.
+#[tokio::test]
+async fn settings_from_the_base_branch_are_obeyed_and_the_heads_ignored() {
+    let forge = FakeForge::start().await;
+    forge.set_pull(
+        7,
+        Pull {
+            base: BASE.into(),
+            head: HEAD1.into(),
+            files: vec![
+                file("src/lib.rs", "modified", LIB_PATCH),
+                file(
+                    "vendor/dep.rs",
+                    "added",
+                    "@@ -0,0 +1,1 @@\n+SECRET_VENDORED_CODE",
+                ),
+            ],
+        },
+    );
+    forge.set_content(
+        BASE,
+        ".switchboard.toml",
+        "[review]\nignore = [\"vendor/**\"]\nprofile = \"quiet\"\n\n[[review.instructions]]\npath = \"src/**\"\ntext = \"Prefer checked arithmetic.\"\n",
+    );
+    forge.set_content(
+        HEAD1,
+        ".switchboard.toml",
+        "[review]\nprofile = \"thorough\"\n",
+    );
+    forge.set_content(HEAD1, "vendor/dep.rs", "SECRET_VENDORED_CODE\n");
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[
+            ("c1", "forge_diff", "{}"),
+            ("c2", "forge_file", r#"{"path": "vendor/dep.rs"}"#),
+        ])),
+        review_answer(
+            "Adds a temporary.",
+            json!([
+                {"path": "src/lib.rs", "line": 2, "severity": "blocking", "body": "`a + b` overflows."},
+                {"path": "src/lib.rs", "line": 3, "severity": "note", "body": "Name it total."},
+                {"path": "vendor/dep.rs", "line": 1, "severity": "blocking", "body": "Vendored."}
+            ]),
+        ),
+    ])
+    .await;
+    let key = std::path::Path::new("tests/data/github/app-test-key.pem")
+        .canonicalize()
+        .unwrap();
+    let d = start_at(&llm, &forge.url, forge_route(&forge, &key)).await;
+    let opened = bytes(&fixture("pull_request.opened"));
+    assert_eq!(
+        d.github("pull_request", "cfg-1", &opened).await.status(),
+        202
+    );
+    wait_for("the check to complete", || {
+        forge
+            .checks()
+            .first()
+            .is_some_and(|c| c["status"] == "completed")
+    })
+    .await;
+    let results = tool_results(&llm.requests()[1]);
+    assert!(
+        !results[0].contains("SECRET_VENDORED_CODE") && !results[0].contains("vendor/dep.rs"),
+        "{}",
+        results[0]
+    );
+    assert!(results[0].contains("1 file(s) the repository's settings ignore"));
+    assert!(
+        results[0].contains("Prefer checked arithmetic."),
+        "{}",
+        results[0]
+    );
+    assert!(
+        results[1].contains("ignored by the repository's review settings")
+            && !results[1].contains("SECRET_VENDORED_CODE"),
+        "{}",
+        results[1]
+    );
+    let comments = forge.review_comments();
+    assert_eq!(comments.len(), 1, "only the blocking finding: {comments:?}");
+    assert!(comments[0]["body"].as_str().unwrap().contains("overflows"));
+    let summary = forge.issue_comments()[0]["body"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        summary.contains("2 finding(s) below the repository's review profile"),
+        "{summary}"
+    );
+    let read: Vec<String> = forge
+        .seen()
+        .iter()
+        .filter(|s| s.path.contains(".switchboard.toml"))
+        .map(|s| s.path.clone())
+        .collect();
+    assert_eq!(read.len(), 1, "read once, at the base: {read:?}");
 }

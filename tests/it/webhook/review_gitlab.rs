@@ -595,3 +595,59 @@ async fn findings_that_never_parse_leave_a_summary_that_says_so() {
     );
     assert_ne!(final_states(&gitlab), ["failed"]);
 }
+
+/// Settings the base branch's `.switchboard.toml` gets wrong are said
+/// once on the merge request; the review goes on with the route's
+/// defaults.
+#[tokio::test]
+async fn invalid_settings_are_said_once_and_the_defaults_apply() {
+    let gitlab = FakeGitlab::start().await;
+    gitlab.set_mr(
+        4,
+        MergeRequest {
+            base: BASE.into(),
+            start: START.into(),
+            head: HEAD1.into(),
+            diffs: vec![diff("src/lib.rs", LIB, false)],
+        },
+    );
+    gitlab.set_file(BASE, ".switchboard.toml", "[review]\nprofile = \"loud\"\n");
+    let note =
+        json!({"path": "src/lib.rs", "line": 3, "severity": "note", "body": "Name it total."});
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
+        review_answer("Adds a temporary.", json!([note])),
+        Reply::Json(calls(&[("c2", "forge_diff", "{}")])),
+        review_answer("Again.", json!([])),
+    ])
+    .await;
+    let d = start_at(&llm, &gitlab.url, route(&gitlab)).await;
+    for (uuid, action) in [("v-1", "open"), ("v-2", "reopen")] {
+        assert_eq!(
+            send(
+                &d,
+                "Merge Request Hook",
+                uuid,
+                &mr_event(action, HEAD1, None)
+            )
+            .await
+            .0,
+            202
+        );
+    }
+    wait_for("two reviews", || final_states(&gitlab).len() == 2).await;
+    let said: Vec<String> = gitlab
+        .notes()
+        .iter()
+        .filter_map(|n| n["body"].as_str())
+        .filter(|b| b.contains("could not be read"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(said.len(), 1, "once: {said:?}");
+    assert!(said[0].contains("loud"), "{}", said[0]);
+    assert_eq!(
+        gitlab.discussions().len(),
+        1,
+        "the default profile posts the note"
+    );
+}

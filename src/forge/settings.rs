@@ -1,0 +1,181 @@
+//! Per-repository review settings: the `[review]` table of
+//! `.switchboard.toml` at the repository's root, read from the change's
+//! **base** commit, never its head, so a change cannot set how it is
+//! reviewed. The route's configuration stays the operator's ceiling: a
+//! repository can narrow a review (ignore paths, fewer comments, a quieter
+//! profile) and guide it (instructions per path), never widen what the
+//! route allows.
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use serde::{Deserialize, Serialize};
+
+use super::findings::{Finding, Severity};
+
+/// The file, at the repository's root.
+pub const FILE: &str = ".switchboard.toml";
+
+/// Characters of one path's instructions kept, and of them all.
+const INSTRUCTION_CHARS: usize = 2000;
+const INSTRUCTIONS_CHARS: usize = 8000;
+
+/// Which findings a review posts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    /// Only blocking findings.
+    Quiet,
+    /// Every finding (the default).
+    #[default]
+    Thorough,
+}
+
+/// Instructions for the files under one glob.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathInstructions {
+    /// Glob of the paths they apply to (`src/db/**`).
+    pub path: String,
+    /// What to look for there.
+    pub text: String,
+}
+
+/// The `[review]` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    /// Globs of paths never shown to the model, by any tool, nor commented
+    /// on (`vendor/**`, `*.lock`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ignore: Vec<String>,
+    /// Instructions per path glob, given with the diff.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub instructions: Vec<PathInstructions>,
+    /// `quiet` posts only blocking findings; `thorough` all of them.
+    pub profile: Profile,
+    /// Line comments per review at most (the route's limit stays the
+    /// ceiling).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_comments: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    review: Settings,
+}
+
+impl Settings {
+    /// The settings `text` (the file's contents) holds, or what is wrong
+    /// with it, in words for the change's authors.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let file: File = toml::from_str(text).map_err(|e| e.message().to_string())?;
+        let settings = file.review;
+        for glob in settings
+            .ignore
+            .iter()
+            .chain(settings.instructions.iter().map(|i| &i.path))
+        {
+            Glob::new(glob).map_err(|e| format!("{glob:?} is not a glob: {e}"))?;
+        }
+        if settings.max_comments == Some(0) {
+            return Err("max_comments must be 1 or more".into());
+        }
+        Ok(settings)
+    }
+
+    fn set(globs: impl IntoIterator<Item = impl AsRef<str>>) -> GlobSet {
+        let mut set = GlobSetBuilder::new();
+        for glob in globs {
+            if let Ok(glob) = Glob::new(glob.as_ref()) {
+                set.add(glob);
+            }
+        }
+        set.build().unwrap_or_else(|_| GlobSet::empty())
+    }
+
+    /// Whether `path` is ignored.
+    pub fn ignores(&self, path: &str) -> bool {
+        !self.ignore.is_empty() && Self::set(&self.ignore).is_match(path)
+    }
+
+    /// The instructions for the paths in `paths`, as one text (empty:
+    /// none apply).
+    pub fn instructions_for<'a>(&self, paths: impl IntoIterator<Item = &'a str>) -> String {
+        let paths: Vec<&str> = paths.into_iter().collect();
+        let applying: Vec<String> = self
+            .instructions
+            .iter()
+            .filter(|i| {
+                let set = Self::set([&i.path]);
+                paths.iter().any(|p| set.is_match(p))
+            })
+            .map(|i| {
+                format!(
+                    "- For `{}`: {}",
+                    i.path.replace('`', "'"),
+                    crate::render::clip(i.text.trim(), INSTRUCTION_CHARS)
+                )
+            })
+            .collect();
+        crate::render::clip(&applying.join("\n"), INSTRUCTIONS_CHARS)
+    }
+
+    /// Line comments a review may post: the repository's limit within
+    /// the route's.
+    pub fn max_comments(&self, route: usize) -> usize {
+        self.max_comments.map_or(route, |n| n.min(route))
+    }
+
+    /// Whether the profile posts `finding`.
+    pub fn posts(&self, finding: &Finding) -> bool {
+        !self.ignores(&finding.path)
+            && (self.profile == Profile::Thorough || finding.severity == Severity::Blocking)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FULL: &str = r#"
+[review]
+ignore = ["vendor/**", "*.lock"]
+profile = "quiet"
+max_comments = 5
+
+[[review.instructions]]
+path = "src/db/**"
+text = "Check every query for injection."
+"#;
+
+    #[test]
+    fn a_whole_file_reads_and_applies() {
+        let s = Settings::parse(FULL).unwrap();
+        assert!(s.ignores("vendor/x/y.rs") && s.ignores("Cargo.lock"));
+        assert!(!s.ignores("src/lib.rs"));
+        assert_eq!(s.max_comments(20), 5);
+        assert_eq!(s.max_comments(3), 3, "the route's limit is the ceiling");
+        assert!(
+            s.instructions_for(["src/db/query.rs"])
+                .contains("Check every query")
+        );
+        assert_eq!(s.instructions_for(["src/lib.rs"]), "");
+        assert_eq!(Settings::parse("").unwrap(), Settings::default());
+    }
+
+    #[test]
+    fn mistakes_say_what_is_wrong() {
+        for (text, said) in [
+            ("[review]\nprofile = \"loud\"", "loud"),
+            ("[review]\nignor = []", "ignor"),
+            ("[review]\nignore = [\"a[\"]", "not a glob"),
+            ("[review]\nmax_comments = 0", "1 or more"),
+            ("[review", "table"),
+            ("[deploy]\nx = 1", "deploy"),
+        ] {
+            let err = Settings::parse(text).unwrap_err();
+            assert!(err.contains(said), "{text:?}: {err}");
+        }
+    }
+}
