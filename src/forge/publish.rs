@@ -208,6 +208,9 @@ impl Forge {
         if scope.task.reviews() {
             return self.review(event_id, entity, &scope, text).await;
         }
+        if scope.task == Task::Describe {
+            return self.describe(entity, &scope, text).await;
+        }
         let key = format!("{event_id}:comment");
         let mut text = crate::render::clip(text, 60_000);
         if scope.task == Task::Triage {
@@ -229,6 +232,47 @@ impl Forge {
         })
         .await
         .map(|_| ())
+    }
+
+    /// Writes the description of change `entity`: one comment, edited in
+    /// place by every later description.
+    async fn describe(&self, entity: &str, scope: &Scope, text: &str) -> Result<(), PlatformError> {
+        let key = format!("describe:{}:{entity}", self.route);
+        let known = self.store.forge_output(&key).await.map_err(store_failure)?;
+        let existing = known.as_ref().and_then(|o| o.remote_id.clone());
+        if known.is_none() {
+            self.store
+                .forge_output_intent(&key, (&self.route, entity, "describe"))
+                .await
+                .map_err(store_failure)?;
+        }
+        let body = format!(
+            "**Description of this change** (written by the bot from the diff; `@bot describe` writes it again)\n\n{}\n\n{}",
+            crate::render::clip(text, 60_000),
+            marker(&key)
+        );
+        let status = if existing.is_some() {
+            "updated"
+        } else {
+            "posted"
+        };
+        let written = self.host.comment(scope, existing.as_deref(), &body).await;
+        let (id, error) = match &written {
+            Ok(id) => (Some(id.as_str()), None),
+            Err(failure) => (existing.as_deref(), Some(failure.message.as_str())),
+        };
+        let status = match &written {
+            Ok(_) => status,
+            Err(failure) if failure.retry => "pending",
+            Err(_) => "failed",
+        };
+        let attempt = OutputAttempt {
+            status,
+            remote_id: id,
+            error,
+        };
+        self.record(&key, entity, "describe", attempt).await;
+        written.map(|_| ()).map_err(|failure| failure.platform())
     }
 
     /// What a triage says whatever the model wrote: the failing job and
@@ -679,6 +723,13 @@ pub fn instructions(task: Task) -> String {
             .into(),
         Task::Ask => "Answer the question about this change; forge_diff, forge_file and \
              forge_thread read it."
+            .into(),
+        Task::Describe => "Read the change with forge_diff and, where you need context, files \
+             with forge_file. Write a description of it for its reviewers, in Markdown, with \
+             exactly these sections: `## Summary` (what the change does and why, in two or three \
+             sentences), `## Walkthrough` (one bullet per group of related files: what changed \
+             in them), `## Risks` (what could break, what to test). Describe only what the diff \
+             shows; do not review it."
             .into(),
     }
 }

@@ -20,6 +20,9 @@ pub enum Task {
     Triage,
     /// Answer a question about the change.
     Ask,
+    /// Describe the change (summary, walkthrough, risks), in one comment
+    /// edited in place.
+    Describe,
 }
 
 impl Task {

@@ -1,5 +1,6 @@
 //! Events on a route with a forge, before they run: comment commands
-//! (`@<bot> review`, `full review`, `pause`, `resume`, `ask …`) from the
+//! (`@<bot> review`, `full review`, `describe`, `pause`, `resume`,
+//! `ask …`) from the
 //! logins allowed to give them, paused pull requests left alone, and the
 //! event's scope stored for its run's forge tools and its answer.
 
@@ -21,6 +22,8 @@ pub enum Command {
     Pause,
     /// `resume`.
     Resume,
+    /// `describe`: a description of the change.
+    Describe,
     /// `ask <question>` (or anything else said to the bot).
     Ask(String),
 }
@@ -53,6 +56,7 @@ pub fn command(body: &str, bot: &str) -> Option<Command> {
             ["review", ..] => Command::Review,
             ["pause", ..] => Command::Pause,
             ["resume", ..] => Command::Resume,
+            ["describe", ..] => Command::Describe,
             ["ask", ..] => Command::Ask(rest[3..].trim().to_string()),
             _ => Command::Ask(rest.to_string()),
         },
@@ -140,6 +144,7 @@ pub async fn intake(
             }
             Command::Review => task = Some(Task::Review),
             Command::FullReview => task = Some(Task::FullReview),
+            Command::Describe => task = Some(Task::Describe),
             Command::Ask(question) => {
                 task = Some(Task::Ask);
                 asked = Some((login.to_string(), question));
@@ -170,11 +175,11 @@ pub async fn intake(
             )
         }
         (None, task) if comment_event => format!(
-            "{} review of change #{} in {} was asked for in a comment.",
-            if task == Task::FullReview {
-                "A full"
-            } else {
-                "A"
+            "{} of change #{} in {} was asked for in a comment.",
+            match task {
+                Task::FullReview => "A full review",
+                Task::Describe => "A description",
+                _ => "A review",
             },
             scope.change.unwrap_or_default(),
             scope.repo

@@ -979,3 +979,73 @@ async fn settings_from_the_base_branch_are_obeyed_and_the_heads_ignored() {
         .collect();
     assert_eq!(read.len(), 1, "read once, at the base: {read:?}");
 }
+
+/// `@bot describe` writes a description of the change (summary,
+/// walkthrough, risks) in one comment; asked again, it edits that comment.
+#[tokio::test]
+async fn describe_writes_one_description_edited_in_place() {
+    let forge = FakeForge::start().await;
+    forge.set_pull(
+        7,
+        Pull {
+            base: BASE.into(),
+            head: HEAD1.into(),
+            files: vec![file("src/lib.rs", "modified", LIB_PATCH)],
+        },
+    );
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
+        Reply::Json(text("## Summary\nAdds a temporary.\n## Walkthrough\n- src/lib.rs\n## Risks\nNone.")),
+        Reply::Json(text("## Summary\nAdds a temporary, second take.\n## Walkthrough\n- src/lib.rs\n## Risks\nOverflow.")),
+    ])
+    .await;
+    let d = start_at(&llm, &forge.url, token_route(&forge)).await;
+    assert_eq!(
+        d.github(
+            "issue_comment",
+            "d-1",
+            &comment_by("alice", "@switchboard-bot describe")
+        )
+        .await
+        .status(),
+        202
+    );
+    wait_for("the description", || !forge.issue_comments().is_empty()).await;
+    let asked = llm.requests()[0]["messages"].to_string();
+    assert!(asked.contains("A description of change #7"), "{asked}");
+    assert!(asked.contains("## Walkthrough"), "{asked}");
+    assert_eq!(
+        d.github(
+            "issue_comment",
+            "d-2",
+            &comment_by("alice", "@switchboard-bot describe it again")
+        )
+        .await
+        .status(),
+        202
+    );
+    wait_for("the description edited", || {
+        forge
+            .issue_comments()
+            .first()
+            .and_then(|c| c["body"].as_str().map(|b| b.contains("second take")))
+            .unwrap_or(false)
+    })
+    .await;
+    let comments = forge.issue_comments();
+    assert_eq!(comments.len(), 1, "edited in place: {comments:?}");
+    assert!(forge.reviews().is_empty(), "a description is not a review");
+    let (code, body) = status_of(
+        d.github(
+            "issue_comment",
+            "d-3",
+            &comment_by("mallory", "@switchboard-bot describe"),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        (code, body["reason"].as_str()),
+        (200, Some("commands from this login are not taken"))
+    );
+}

@@ -651,3 +651,64 @@ async fn invalid_settings_are_said_once_and_the_defaults_apply() {
         "the default profile posts the note"
     );
 }
+
+/// `@bot describe` in a note: one description note, edited in place.
+#[tokio::test]
+async fn describe_in_a_note_writes_one_description_edited_in_place() {
+    let gitlab = FakeGitlab::start().await;
+    gitlab.set_mr(
+        4,
+        MergeRequest {
+            base: BASE.into(),
+            start: START.into(),
+            head: HEAD1.into(),
+            diffs: vec![diff("src/lib.rs", LIB, false)],
+        },
+    );
+    let llm = FakeLlm::start(vec![
+        Reply::Json(text(
+            "## Summary\nFirst take.\n## Walkthrough\n- lib\n## Risks\nNone.",
+        )),
+        Reply::Json(text(
+            "## Summary\nSecond take.\n## Walkthrough\n- lib\n## Risks\nNone.",
+        )),
+    ])
+    .await;
+    let d = start_at(&llm, &gitlab.url, route(&gitlab)).await;
+    for uuid in ["n-1", "n-2"] {
+        assert_eq!(
+            send(
+                &d,
+                "Note Hook",
+                uuid,
+                &note_event("ann", &format!("@review-bot describe ({uuid})"))
+            )
+            .await
+            .0,
+            202
+        );
+        let take = if uuid == "n-1" {
+            "First take"
+        } else {
+            "Second take"
+        };
+        wait_for("the description", || {
+            gitlab
+                .notes()
+                .iter()
+                .any(|n| n["body"].as_str().is_some_and(|b| b.contains(take)))
+        })
+        .await;
+    }
+    let described: Vec<Value> = gitlab
+        .notes()
+        .into_iter()
+        .filter(|n| {
+            n["body"]
+                .as_str()
+                .is_some_and(|b| b.contains("Description of this change"))
+        })
+        .collect();
+    assert_eq!(described.len(), 1, "{described:?}");
+    assert!(gitlab.discussions().is_empty());
+}
