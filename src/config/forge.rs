@@ -35,7 +35,7 @@ pub struct ForgeConfig {
     /// The check's conclusion when the review marks a blocking finding:
     /// `neutral` (default, never blocks) or `failure`.
     pub blocking_conclusion: BlockingConclusion,
-    /// Logins whose `@<bot> review`, `full review`, `pause`, `resume` and
+    /// Logins whose `@<bot> review`, `full review`, `describe`, `pause`, `resume` and
     /// `ask` comments count (the route's `approvers` count as well).
     pub commands_from: Vec<String>,
 }

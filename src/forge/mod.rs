@@ -170,7 +170,11 @@ impl crate::agent::layer::ForgeDesks for Forges {
         if scope.task.reviews() {
             forge.begin(&event.event_id, &entity, &scope).await;
         }
-        Some(Arc::new(tools::Desk::new(forge, scope)))
+        Some(Arc::new(tools::Desk::new(
+            forge,
+            scope,
+            (event.event_id.clone(), entity),
+        )))
     }
 }
 

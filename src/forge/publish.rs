@@ -565,6 +565,9 @@ impl Forge {
             head,
         } = *at;
         let mut text = format!("**Review of {}**\n\n{summary}", short(head));
+        if let Some(coverage) = &scope.coverage {
+            text.push_str(&format!("\n\n_{}_", coverage.said()));
+        }
         if !sorted.listed.is_empty() {
             text.push_str("\n\n**Also noted**\n");
             for f in &sorted.listed {

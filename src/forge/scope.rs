@@ -78,6 +78,60 @@ pub struct Scope {
     /// defaults apply instead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings_error: Option<String>,
+    /// What of the change the run read, for the summary to say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<Coverage>,
+}
+
+/// What of a change a review run read with `forge_diff`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Coverage {
+    /// The changed files to review (those the settings ignore left out).
+    pub files: std::collections::BTreeSet<String>,
+    /// Of them, those whose diff the run was shown.
+    pub read: std::collections::BTreeSet<String>,
+    /// Changed files the repository's settings ignore.
+    pub ignored: usize,
+}
+
+impl Coverage {
+    /// The files to review whose diff was not shown, in order.
+    pub fn unread(&self) -> Vec<&str> {
+        self.files
+            .difference(&self.read)
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// One line saying what was reviewed.
+    pub fn said(&self) -> String {
+        let unread = self.unread();
+        let mut line = format!(
+            "Reviewed {} of {} changed file(s)",
+            self.read.len().min(self.files.len()),
+            self.files.len()
+        );
+        if self.ignored > 0 {
+            line.push_str(&format!(
+                "; {} more ignored by the repository's settings",
+                self.ignored
+            ));
+        }
+        if !unread.is_empty() {
+            let shown: Vec<String> = unread
+                .iter()
+                .take(20)
+                .map(|p| format!("`{}`", p.replace('`', "'")))
+                .collect();
+            line.push_str(&format!(
+                "; not read: {}{}",
+                shown.join(", "),
+                if unread.len() > 20 { ", …" } else { "" }
+            ));
+        }
+        line.push('.');
+        line
+    }
 }
 
 fn is_default(settings: &super::settings::Settings) -> bool {
@@ -102,6 +156,7 @@ impl Scope {
             failed: None,
             settings: Default::default(),
             settings_error: None,
+            coverage: None,
         }
     }
 }

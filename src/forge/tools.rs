@@ -33,12 +33,45 @@ const LOG_ERRORS: usize = 20;
 pub struct Desk {
     forge: Arc<Forge>,
     scope: Scope,
+    /// The run's event and the change it is about, to keep what it read.
+    event: (String, String),
+    /// What of the change the run read (a review's).
+    coverage: std::sync::Mutex<super::scope::Coverage>,
 }
 
 impl Desk {
-    /// The tools of a run with `scope` on `forge`.
-    pub fn new(forge: Arc<Forge>, scope: Scope) -> Self {
-        Self { forge, scope }
+    /// The tools of the run of event `event` (about entity `.1`) with
+    /// `scope` on `forge`.
+    pub fn new(forge: Arc<Forge>, scope: Scope, event: (String, String)) -> Self {
+        Self {
+            forge,
+            scope,
+            event,
+            coverage: Default::default(),
+        }
+    }
+
+    /// Notes that the run was shown the diff of `read` among the change's
+    /// `files` (`ignored` left out), and keeps it with the run's scope.
+    async fn covered(&self, files: &[FileDiff], ignored: usize, read: &[&str]) {
+        if !self.scope.task.reviews() {
+            return;
+        }
+        let coverage = {
+            let mut coverage = self.coverage.lock().unwrap_or_else(|e| e.into_inner());
+            coverage.files = files.iter().map(|f| f.path.clone()).collect();
+            coverage.ignored = ignored;
+            coverage.read.extend(read.iter().map(|p| p.to_string()));
+            coverage.clone()
+        };
+        let scope = Scope {
+            coverage: Some(coverage),
+            ..self.scope.clone()
+        };
+        let (event, entity) = &self.event;
+        if let Err(err) = self.forge.keep_scope(event, entity, &scope).await {
+            tracing::warn!(route = %self.forge.route, error = %err, "what the review read was not kept");
+        }
     }
 
     /// The run's scope.
@@ -99,17 +132,17 @@ impl Desk {
 
     /// The files to show and what they are, without those the
     /// repository's settings ignore (never shown, by any tool).
-    async fn files(&self) -> Result<(Vec<FileDiff>, String), ToolError> {
+    async fn files(&self) -> Result<(Vec<FileDiff>, String, usize), ToolError> {
         let (mut files, mut what) = self.changed().await?;
         let before = files.len();
         files.retain(|f| !self.scope.settings.ignores(&f.path));
-        if files.len() < before {
+        let ignored = before - files.len();
+        if ignored > 0 {
             what.push_str(&format!(
-                " {} file(s) the repository's settings ignore are left out.",
-                before - files.len()
+                " {ignored} file(s) the repository's settings ignore are left out."
             ));
         }
-        Ok((files, what))
+        Ok((files, what, ignored))
     }
 
     /// The files changed and what they are: the whole change, or what
@@ -156,7 +189,7 @@ impl Desk {
     }
 
     async fn diff(&self, args: &Value) -> Result<String, ToolError> {
-        let (files, what) = self.files().await?;
+        let (files, what, ignored) = self.files().await?;
         let page = arg_opt_u64(args, "page")?.unwrap_or(1).max(1) as usize;
         let mut fence = Renderer::new();
         let mut out = format!("{what}\n{}\n", fence.tool_note());
@@ -178,6 +211,9 @@ impl Desk {
                 ToolError::InvalidArgs(format!("{path} has {} page(s)", pages.len()))
             })?;
             out.push_str(&format!("{numbers}\n{}", fence.fence_all(path, body)));
+            if page == pages.len() {
+                self.covered(&files, ignored, &[path]).await;
+            }
             if page < pages.len() {
                 out.push_str(&format!(
                     "\nPage {page} of {}: call forge_diff with path and page={} for more.",
@@ -209,10 +245,15 @@ impl Desk {
                 f.path, f.status, f.additions, f.deletions
             ));
         }
-        // Whole files per page, each clipped to its share.
+        // Whole files per page, each clipped to its share; with the
+        // files each page shows (those without a patch go with the list).
         let mut pages: Vec<String> = vec![String::new()];
+        let mut on_page: Vec<Vec<&str>> = vec![Vec::new()];
         for f in &files {
-            let Some(patch) = &f.patch else { continue };
+            let Some(patch) = &f.patch else {
+                on_page[0].push(&f.path);
+                continue;
+            };
             let mut text = numbered(patch);
             if text.chars().count() > FILE_CHARS {
                 text = format!(
@@ -225,13 +266,16 @@ impl Desk {
             let last = pages.last_mut().expect("one page at least");
             if !last.is_empty() && last.len() + piece.len() > PAGE_CHARS {
                 pages.push(piece);
+                on_page.push(vec![&f.path]);
             } else {
                 last.push_str(&piece);
+                on_page.last_mut().expect("as many as pages").push(&f.path);
             }
         }
         let body = pages.get(page - 1).ok_or_else(|| {
             ToolError::InvalidArgs(format!("the diff has {} page(s)", pages.len()))
         })?;
+        self.covered(&files, ignored, &on_page[page - 1]).await;
         if !body.is_empty() {
             out.push_str(&format!("{numbers}\n{}", fence.fence_all("diff", body)));
         }
@@ -418,12 +462,32 @@ impl ForgeDesk for Desk {
         }
     }
 
+    /// A review's answer must hold its findings and come after every
+    /// file to review was read: what is left is named, to be read now.
     fn check_answer(&self, answer: &str) -> Result<(), String> {
-        if self.scope.task.reviews() {
-            super::findings::check(answer)
-        } else {
-            Ok(())
+        if !self.scope.task.reviews() {
+            return Ok(());
         }
+        super::findings::check(answer)?;
+        let coverage = self.coverage.lock().unwrap_or_else(|e| e.into_inner());
+        let unread = coverage.unread();
+        if unread.is_empty() {
+            return Ok(());
+        }
+        let named: Vec<&str> = unread.iter().take(30).copied().collect();
+        Err(format!(
+            "the review covers {} of the {} changed files; the diff of these was never read: {}{}. \
+             Read them with forge_diff (the next pages, or path=…), then write the whole review \
+             again with the findings of every file",
+            coverage.read.len().min(coverage.files.len()),
+            coverage.files.len(),
+            named.join(", "),
+            if unread.len() > named.len() {
+                ", …"
+            } else {
+                ""
+            }
+        ))
     }
 }
 

@@ -1049,3 +1049,98 @@ async fn describe_writes_one_description_edited_in_place() {
         (200, Some("commands from this login are not taken"))
     );
 }
+
+/// A change of 240 files is read across several calls: a review answered
+/// before every file's diff was read is asked for again, naming what was
+/// left, and the summary says what was reviewed and what was skipped.
+#[tokio::test]
+async fn a_large_change_is_reviewed_whole_and_the_summary_states_its_coverage() {
+    let forge = FakeForge::start().await;
+    let mut files: Vec<Value> = (0..240)
+        .map(|i| {
+            let patch = format!("@@ -0,0 +1,3 @@\n+pub fn f{i}() -> u32 {{\n+    {i} * 2 + 1\n+}}");
+            file(&format!("src/m{i:03}.rs"), "added", &patch)
+        })
+        .collect();
+    for i in 0..5 {
+        files.push(file(
+            &format!("deps{i}.lock"),
+            "modified",
+            "@@ -1 +1 @@\n-a\n+b",
+        ));
+    }
+    forge.set_pull(
+        7,
+        Pull {
+            base: BASE.into(),
+            head: HEAD1.into(),
+            files,
+        },
+    );
+    forge.set_content(
+        BASE,
+        ".switchboard.toml",
+        "[review]\nignore = [\"*.lock\"]\n",
+    );
+    let rest: Vec<(String, String)> = (2..=6)
+        .map(|p| (format!("p{p}"), format!("{{\"page\": {p}}}")))
+        .collect();
+    let rest: Vec<(&str, &str, &str)> = rest
+        .iter()
+        .map(|(id, args)| (id.as_str(), "forge_diff", args.as_str()))
+        .collect();
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("p1", "forge_diff", "{}")])),
+        review_answer("Adds 240 functions.", json!([])),
+        Reply::Json(calls(&rest)),
+        review_answer("Adds 240 functions, all read.", json!([])),
+    ])
+    .await;
+    let key = std::path::Path::new("tests/data/github/app-test-key.pem")
+        .canonicalize()
+        .unwrap();
+    let d = start_at(&llm, &forge.url, forge_route(&forge, &key)).await;
+    let opened = bytes(&fixture("pull_request.opened"));
+    assert_eq!(
+        d.github("pull_request", "big-1", &opened).await.status(),
+        202
+    );
+    wait_for("the check to complete", || {
+        forge
+            .checks()
+            .first()
+            .is_some_and(|c| c["status"] == "completed")
+    })
+    .await;
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 4);
+    let first = tool_results(&requests[1])[0].clone();
+    assert!(first.contains("Page 1 of"), "more than a page: {first}");
+    let asked = requests[2]["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        asked.contains("the review covers 226 of the 240 changed files")
+            && asked.contains("src/m239.rs"),
+        "the unread files are named: {asked}"
+    );
+    let seen: String = tool_results(&requests[3]).join("\n");
+    for i in [0, 120, 239] {
+        let name = format!("src/m{i:03}.rs");
+        assert!(
+            first.contains(&format!("### {name}")) || seen.contains(&format!("### {name}")),
+            "{name} was shown"
+        );
+    }
+    let summary = forge.issue_comments()[0]["body"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        summary.contains(
+            "Reviewed 240 of 240 changed file(s); 5 more ignored by the repository's settings."
+        ),
+        "{summary}"
+    );
+}
