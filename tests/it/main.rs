@@ -41,6 +41,7 @@ mod runtime;
 mod secrets;
 mod sessions_manager;
 mod sessions_memory;
+mod sessions_steer;
 mod sessions_storable;
 mod slack;
 mod storage_outage;

@@ -8,6 +8,7 @@ use crate::common;
 
 mod review;
 mod review_gitlab;
+mod review_output;
 mod security;
 
 use std::time::Duration;

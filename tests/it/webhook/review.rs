@@ -16,20 +16,20 @@ use crate::common::fake_forge::{FakeForge, Pull};
 use crate::common::fake_llm::{FakeLlm, Reply, calls, text};
 use crate::common::tool_names;
 
-const BASE: &str = "9049f1265b7d61be4a8904a9a27120d2064dab3b";
-const HEAD1: &str = "6dcb09b5b57875f334f61aebed695e2e4193db5e";
+pub(super) const BASE: &str = "9049f1265b7d61be4a8904a9a27120d2064dab3b";
+pub(super) const HEAD1: &str = "6dcb09b5b57875f334f61aebed695e2e4193db5e";
 const HEAD2: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2";
 const HEAD3: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb3";
 
-const LIB_PATCH: &str = "@@ -1,3 +1,4 @@\n pub fn add(a: u32, b: u32) -> u32 {\n-    a + b\n+    let sum = a + b;\n+    sum\n }";
+pub(super) const LIB_PATCH: &str = "@@ -1,3 +1,4 @@\n pub fn add(a: u32, b: u32) -> u32 {\n-    a + b\n+    let sum = a + b;\n+    sum\n }";
 const NEW_PATCH: &str = "@@ -0,0 +1,2 @@\n+pub fn zero() -> u32 {\n+    0 }";
 const FIXED_PATCH: &str = "@@ -1,3 +1,3 @@\n pub fn add(a: u32, b: u32) -> u32 {\n-    a + b\n+    a.checked_add(b).unwrap()\n }";
 
-fn file(name: &str, status: &str, patch: &str) -> Value {
+pub(super) fn file(name: &str, status: &str, patch: &str) -> Value {
     json!({"filename": name, "status": status, "additions": 2, "deletions": 1, "changes": 3, "patch": patch})
 }
 
-fn forge_route(
+pub(super) fn forge_route(
     forge: &FakeForge,
     key: &std::path::Path,
 ) -> impl FnOnce(&mut switchboard::config::Config) {
@@ -284,7 +284,7 @@ async fn a_pull_request_is_reviewed_on_its_lines_then_pushes_are_reviewed_increm
 }
 
 /// A route on `forge` with a token (so its gate is a commit status).
-fn token_route(forge: &FakeForge) -> impl FnOnce(&mut switchboard::config::Config) {
+pub(super) fn token_route(forge: &FakeForge) -> impl FnOnce(&mut switchboard::config::Config) {
     let url = forge.url.clone();
     move |config| {
         let route = &mut config.webhook.routes[0];
@@ -301,14 +301,14 @@ fn token_route(forge: &FakeForge) -> impl FnOnce(&mut switchboard::config::Confi
     }
 }
 
-fn comment_by(login: &str, body: &str) -> Vec<u8> {
+pub(super) fn comment_by(login: &str, body: &str) -> Vec<u8> {
     let mut c = fixture("issue_comment.created");
     c["comment"]["user"] = json!({"login": login, "type": "User"});
     c["comment"]["body"] = json!(body);
     bytes(&c)
 }
 
-async fn status_of(resp: reqwest::Response) -> (u16, Value) {
+pub(super) async fn status_of(resp: reqwest::Response) -> (u16, Value) {
     let code = resp.status().as_u16();
     (code, resp.json().await.unwrap_or(Value::Null))
 }
@@ -749,398 +749,4 @@ async fn a_review_without_findings_leaves_the_gate_neutral_even_when_it_could_fa
             .contains("could not read")
     );
     d.shutdown().await;
-}
-
-/// A finding with a fix is a committable suggestion on exactly the lines
-/// it comments on (GitHub's `suggestion` block over `start_line`..`line`);
-/// one whose replacement would reach lines outside the change is posted
-/// without it.
-#[tokio::test]
-async fn a_fix_is_a_suggestion_on_exactly_the_commented_lines() {
-    let forge = FakeForge::start().await;
-    forge.set_pull(
-        7,
-        Pull {
-            base: BASE.into(),
-            head: HEAD1.into(),
-            files: vec![
-                file("src/lib.rs", "modified", LIB_PATCH),
-                file(
-                    "src/far.rs",
-                    "modified",
-                    "@@ -10,2 +10,2 @@\n let a = 1;\n-let b = 2;\n+let b = 3;",
-                ),
-            ],
-        },
-    );
-    let llm = FakeLlm::start(vec![
-        Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
-        review_answer(
-            "Adds a temporary.",
-            json!([
-                {"path": "src/lib.rs", "start_line": 2, "line": 3, "severity": "warning",
-                 "body": "The temporary is not needed.", "suggestion": "    a.checked_add(b).unwrap()\n"},
-                {"path": "src/far.rs", "start_line": 8, "line": 11, "severity": "note",
-                 "body": "Reaches past the change.", "suggestion": "let b = 4;"}
-            ]),
-        ),
-    ])
-    .await;
-    let key = std::path::Path::new("tests/data/github/app-test-key.pem")
-        .canonicalize()
-        .unwrap();
-    let d = start_at(&llm, &forge.url, forge_route(&forge, &key)).await;
-    let opened = bytes(&fixture("pull_request.opened"));
-    assert_eq!(d.github("pull_request", "s-1", &opened).await.status(), 202);
-    wait_for("the check to complete", || {
-        forge
-            .checks()
-            .first()
-            .is_some_and(|c| c["status"] == "completed")
-    })
-    .await;
-    let comments = forge.review_comments();
-    assert_eq!(comments.len(), 2, "{comments:?}");
-    let fix = comments
-        .iter()
-        .find(|c| c["line"] == 3 && c["start_line"] == 2)
-        .unwrap();
-    assert_eq!(fix["start_side"], "RIGHT");
-    assert!(
-        fix["body"]
-            .as_str()
-            .unwrap()
-            .contains("```suggestion\n    a.checked_add(b).unwrap()\n```"),
-        "{fix}"
-    );
-    let refused = comments.iter().find(|c| c["path"] == "src/far.rs").unwrap();
-    assert_eq!(refused["line"], 11);
-    let body = refused["body"].as_str().unwrap();
-    assert!(!body.contains("```suggestion"), "{body}");
-    assert!(body.contains("suggested change was left out"), "{body}");
-    assert!(
-        refused.get("start_line").is_none_or(Value::is_null),
-        "{refused}"
-    );
-}
-
-/// A findings block the model botched is asked for once more, with what
-/// was wrong; the second answer's findings are posted.
-#[tokio::test]
-async fn a_malformed_findings_block_is_asked_for_again() {
-    let forge = FakeForge::start().await;
-    forge.set_pull(
-        7,
-        Pull {
-            base: BASE.into(),
-            head: HEAD1.into(),
-            files: vec![file("src/lib.rs", "modified", LIB_PATCH)],
-        },
-    );
-    let llm = FakeLlm::start(vec![
-        Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
-        Reply::Json(text(
-            "Adds a temporary.\n\n```findings\n[{'path': 'src/lib.rs', 'line': 2, 'body': 'overflow'}]\n```",
-        )),
-        review_answer(
-            "Adds a temporary.",
-            json!([{"path": "src/lib.rs", "line": 2, "severity": "blocking", "body": "`a + b` overflows."}]),
-        ),
-    ])
-    .await;
-    let key = std::path::Path::new("tests/data/github/app-test-key.pem")
-        .canonicalize()
-        .unwrap();
-    let d = start_at(&llm, &forge.url, forge_route(&forge, &key)).await;
-    let opened = bytes(&fixture("pull_request.opened"));
-    assert_eq!(d.github("pull_request", "m-1", &opened).await.status(), 202);
-    wait_for("the check to complete", || {
-        forge.checks().iter().any(|c| c["status"] == "completed")
-    })
-    .await;
-    let requests = llm.requests();
-    assert_eq!(requests.len(), 3);
-    let asked = requests[2]["messages"].to_string();
-    assert!(
-        asked.contains("could not be read") && asked.contains("not valid JSON"),
-        "{asked}"
-    );
-    let comments = forge.review_comments();
-    assert_eq!(comments.len(), 1);
-    assert!(comments[0]["body"].as_str().unwrap().contains("overflows"));
-    let summary = forge.issue_comments();
-    assert!(
-        !summary[0]["body"]
-            .as_str()
-            .unwrap()
-            .contains("could not be read")
-    );
-}
-
-/// The repository's `.switchboard.toml` is read from the base branch and
-/// obeyed: ignored paths are shown to no tool and get no comment, the
-/// instructions come with the diff, the quiet profile posts only blocking
-/// findings. The head's copy, which the change itself wrote, counts for
-/// nothing.
-#[tokio::test]
-async fn settings_from_the_base_branch_are_obeyed_and_the_heads_ignored() {
-    let forge = FakeForge::start().await;
-    forge.set_pull(
-        7,
-        Pull {
-            base: BASE.into(),
-            head: HEAD1.into(),
-            files: vec![
-                file("src/lib.rs", "modified", LIB_PATCH),
-                file(
-                    "vendor/dep.rs",
-                    "added",
-                    "@@ -0,0 +1,1 @@\n+SECRET_VENDORED_CODE",
-                ),
-            ],
-        },
-    );
-    forge.set_content(
-        BASE,
-        ".switchboard.toml",
-        "[review]\nignore = [\"vendor/**\"]\nprofile = \"quiet\"\n\n[[review.instructions]]\npath = \"src/**\"\ntext = \"Prefer checked arithmetic.\"\n",
-    );
-    forge.set_content(
-        HEAD1,
-        ".switchboard.toml",
-        "[review]\nprofile = \"thorough\"\n",
-    );
-    forge.set_content(HEAD1, "vendor/dep.rs", "SECRET_VENDORED_CODE\n");
-    let llm = FakeLlm::start(vec![
-        Reply::Json(calls(&[
-            ("c1", "forge_diff", "{}"),
-            ("c2", "forge_file", r#"{"path": "vendor/dep.rs"}"#),
-        ])),
-        review_answer(
-            "Adds a temporary.",
-            json!([
-                {"path": "src/lib.rs", "line": 2, "severity": "blocking", "body": "`a + b` overflows."},
-                {"path": "src/lib.rs", "line": 3, "severity": "note", "body": "Name it total."},
-                {"path": "vendor/dep.rs", "line": 1, "severity": "blocking", "body": "Vendored."}
-            ]),
-        ),
-    ])
-    .await;
-    let key = std::path::Path::new("tests/data/github/app-test-key.pem")
-        .canonicalize()
-        .unwrap();
-    let d = start_at(&llm, &forge.url, forge_route(&forge, &key)).await;
-    let opened = bytes(&fixture("pull_request.opened"));
-    assert_eq!(
-        d.github("pull_request", "cfg-1", &opened).await.status(),
-        202
-    );
-    wait_for("the check to complete", || {
-        forge
-            .checks()
-            .first()
-            .is_some_and(|c| c["status"] == "completed")
-    })
-    .await;
-    let results = tool_results(&llm.requests()[1]);
-    assert!(
-        !results[0].contains("SECRET_VENDORED_CODE") && !results[0].contains("vendor/dep.rs"),
-        "{}",
-        results[0]
-    );
-    assert!(results[0].contains("1 file(s) the repository's settings ignore"));
-    assert!(
-        results[0].contains("Prefer checked arithmetic."),
-        "{}",
-        results[0]
-    );
-    assert!(
-        results[1].contains("ignored by the repository's review settings")
-            && !results[1].contains("SECRET_VENDORED_CODE"),
-        "{}",
-        results[1]
-    );
-    let comments = forge.review_comments();
-    assert_eq!(comments.len(), 1, "only the blocking finding: {comments:?}");
-    assert!(comments[0]["body"].as_str().unwrap().contains("overflows"));
-    let summary = forge.issue_comments()[0]["body"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(
-        summary.contains("2 finding(s) below the repository's review profile"),
-        "{summary}"
-    );
-    let read: Vec<String> = forge
-        .seen()
-        .iter()
-        .filter(|s| s.path.contains(".switchboard.toml"))
-        .map(|s| s.path.clone())
-        .collect();
-    assert_eq!(read.len(), 1, "read once, at the base: {read:?}");
-}
-
-/// `@bot describe` writes a description of the change (summary,
-/// walkthrough, risks) in one comment; asked again, it edits that comment.
-#[tokio::test]
-async fn describe_writes_one_description_edited_in_place() {
-    let forge = FakeForge::start().await;
-    forge.set_pull(
-        7,
-        Pull {
-            base: BASE.into(),
-            head: HEAD1.into(),
-            files: vec![file("src/lib.rs", "modified", LIB_PATCH)],
-        },
-    );
-    let llm = FakeLlm::start(vec![
-        Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
-        Reply::Json(text("## Summary\nAdds a temporary.\n## Walkthrough\n- src/lib.rs\n## Risks\nNone.")),
-        Reply::Json(text("## Summary\nAdds a temporary, second take.\n## Walkthrough\n- src/lib.rs\n## Risks\nOverflow.")),
-    ])
-    .await;
-    let d = start_at(&llm, &forge.url, token_route(&forge)).await;
-    assert_eq!(
-        d.github(
-            "issue_comment",
-            "d-1",
-            &comment_by("alice", "@switchboard-bot describe")
-        )
-        .await
-        .status(),
-        202
-    );
-    wait_for("the description", || !forge.issue_comments().is_empty()).await;
-    let asked = llm.requests()[0]["messages"].to_string();
-    assert!(asked.contains("A description of change #7"), "{asked}");
-    assert!(asked.contains("## Walkthrough"), "{asked}");
-    assert_eq!(
-        d.github(
-            "issue_comment",
-            "d-2",
-            &comment_by("alice", "@switchboard-bot describe it again")
-        )
-        .await
-        .status(),
-        202
-    );
-    wait_for("the description edited", || {
-        forge
-            .issue_comments()
-            .first()
-            .and_then(|c| c["body"].as_str().map(|b| b.contains("second take")))
-            .unwrap_or(false)
-    })
-    .await;
-    let comments = forge.issue_comments();
-    assert_eq!(comments.len(), 1, "edited in place: {comments:?}");
-    assert!(forge.reviews().is_empty(), "a description is not a review");
-    let (code, body) = status_of(
-        d.github(
-            "issue_comment",
-            "d-3",
-            &comment_by("mallory", "@switchboard-bot describe"),
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(
-        (code, body["reason"].as_str()),
-        (200, Some("commands from this login are not taken"))
-    );
-}
-
-/// A change of 240 files is read across several calls: a review answered
-/// before every file's diff was read is asked for again, naming what was
-/// left, and the summary says what was reviewed and what was skipped.
-#[tokio::test]
-async fn a_large_change_is_reviewed_whole_and_the_summary_states_its_coverage() {
-    let forge = FakeForge::start().await;
-    let mut files: Vec<Value> = (0..240)
-        .map(|i| {
-            let patch = format!("@@ -0,0 +1,3 @@\n+pub fn f{i}() -> u32 {{\n+    {i} * 2 + 1\n+}}");
-            file(&format!("src/m{i:03}.rs"), "added", &patch)
-        })
-        .collect();
-    for i in 0..5 {
-        files.push(file(
-            &format!("deps{i}.lock"),
-            "modified",
-            "@@ -1 +1 @@\n-a\n+b",
-        ));
-    }
-    forge.set_pull(
-        7,
-        Pull {
-            base: BASE.into(),
-            head: HEAD1.into(),
-            files,
-        },
-    );
-    forge.set_content(
-        BASE,
-        ".switchboard.toml",
-        "[review]\nignore = [\"*.lock\"]\n",
-    );
-    let rest: Vec<(String, String)> = (2..=6)
-        .map(|p| (format!("p{p}"), format!("{{\"page\": {p}}}")))
-        .collect();
-    let rest: Vec<(&str, &str, &str)> = rest
-        .iter()
-        .map(|(id, args)| (id.as_str(), "forge_diff", args.as_str()))
-        .collect();
-    let llm = FakeLlm::start(vec![
-        Reply::Json(calls(&[("p1", "forge_diff", "{}")])),
-        review_answer("Adds 240 functions.", json!([])),
-        Reply::Json(calls(&rest)),
-        review_answer("Adds 240 functions, all read.", json!([])),
-    ])
-    .await;
-    let key = std::path::Path::new("tests/data/github/app-test-key.pem")
-        .canonicalize()
-        .unwrap();
-    let d = start_at(&llm, &forge.url, forge_route(&forge, &key)).await;
-    let opened = bytes(&fixture("pull_request.opened"));
-    assert_eq!(
-        d.github("pull_request", "big-1", &opened).await.status(),
-        202
-    );
-    wait_for("the check to complete", || {
-        forge
-            .checks()
-            .first()
-            .is_some_and(|c| c["status"] == "completed")
-    })
-    .await;
-    let requests = llm.requests();
-    assert_eq!(requests.len(), 4);
-    let first = tool_results(&requests[1])[0].clone();
-    assert!(first.contains("Page 1 of"), "more than a page: {first}");
-    let asked = requests[2]["messages"].as_array().unwrap().last().unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(
-        asked.contains("the review covers 226 of the 240 changed files")
-            && asked.contains("src/m239.rs"),
-        "the unread files are named: {asked}"
-    );
-    let seen: String = tool_results(&requests[3]).join("\n");
-    for i in [0, 120, 239] {
-        let name = format!("src/m{i:03}.rs");
-        assert!(
-            first.contains(&format!("### {name}")) || seen.contains(&format!("### {name}")),
-            "{name} was shown"
-        );
-    }
-    let summary = forge.issue_comments()[0]["body"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(
-        summary.contains(
-            "Reviewed 240 of 240 changed file(s); 5 more ignored by the repository's settings."
-        ),
-        "{summary}"
-    );
 }

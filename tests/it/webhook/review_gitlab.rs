@@ -103,6 +103,39 @@ fn final_states(gitlab: &FakeGitlab) -> Vec<String> {
         .collect()
 }
 
+/// Merge request 4 of `diffs` on the fake GitLab (`prepare`d further),
+/// opened and reviewed by a model following `script`: the forge, the
+/// model and the daemon, once the review's status is final.
+async fn reviewed(
+    diffs: Vec<Value>,
+    prepare: impl FnOnce(&FakeGitlab),
+    script: Vec<Reply>,
+) -> (FakeGitlab, FakeLlm, Running) {
+    let gitlab = FakeGitlab::start().await;
+    gitlab.set_mr(
+        4,
+        MergeRequest {
+            base: BASE.into(),
+            start: START.into(),
+            head: HEAD1.into(),
+            diffs,
+        },
+    );
+    prepare(&gitlab);
+    let llm = FakeLlm::start(script).await;
+    let d = start_at(&llm, &gitlab.url, route(&gitlab)).await;
+    let opened = send(
+        &d,
+        "Merge Request Hook",
+        "o-1",
+        &mr_event("open", HEAD1, None),
+    )
+    .await;
+    assert_eq!(opened.0, 202);
+    wait_for("the status", || final_states(&gitlab).len() == 1).await;
+    (gitlab, llm, d)
+}
+
 #[tokio::test]
 async fn a_merge_request_is_reviewed_in_discussions_then_pushes_incrementally() {
     let gitlab = FakeGitlab::start().await;
@@ -487,17 +520,10 @@ async fn a_merge_request_whose_diff_gives_orders_gets_a_review_and_nothing_else(
 /// replaces, reaching up to its first.
 #[tokio::test]
 async fn a_fix_is_a_gitlab_suggestion_reaching_up_to_its_first_line() {
-    let gitlab = FakeGitlab::start().await;
-    gitlab.set_mr(
-        4,
-        MergeRequest {
-            base: BASE.into(),
-            start: START.into(),
-            head: HEAD1.into(),
-            diffs: vec![diff("src/lib.rs", LIB, false)],
-        },
-    );
-    let llm = FakeLlm::start(vec![
+    let (gitlab, _llm, _d) = reviewed(
+vec![diff("src/lib.rs", LIB, false)],
+|_| {},
+vec![
         Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
         review_answer(
             "Adds a temporary.",
@@ -506,21 +532,9 @@ async fn a_fix_is_a_gitlab_suggestion_reaching_up_to_its_first_line() {
                    {"path": "src/lib.rs", "line": 2, "side": "LEFT", "severity": "note",
                     "body": "The old sum.", "suggestion": "    a + b"}]),
         ),
-    ])
-    .await;
-    let d = start_at(&llm, &gitlab.url, route(&gitlab)).await;
-    assert_eq!(
-        send(
-            &d,
-            "Merge Request Hook",
-            "s-1",
-            &mr_event("open", HEAD1, None)
-        )
-        .await
-        .0,
-        202
-    );
-    wait_for("the status", || final_states(&gitlab).len() == 1).await;
+    ],
+)
+.await;
     let discussions = gitlab.discussions();
     assert_eq!(discussions.len(), 2, "{discussions:?}");
     let on = |side: &str| {
@@ -552,36 +566,17 @@ async fn a_fix_is_a_gitlab_suggestion_reaching_up_to_its_first_line() {
 /// fail on them.
 #[tokio::test]
 async fn findings_that_never_parse_leave_a_summary_that_says_so() {
-    let gitlab = FakeGitlab::start().await;
-    gitlab.set_mr(
-        4,
-        MergeRequest {
-            base: BASE.into(),
-            start: START.into(),
-            head: HEAD1.into(),
-            diffs: vec![diff("src/lib.rs", LIB, false)],
-        },
-    );
     let botched = "Risky sum.\n\n```findings\n[{\"path\": \"src/lib.rs\", \"line\": 2,\n```";
-    let llm = FakeLlm::start(vec![
-        Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
-        Reply::Json(text(botched)),
-        Reply::Json(text("Risky sum, no block this time.")),
-    ])
+    let (gitlab, llm, _d) = reviewed(
+        vec![diff("src/lib.rs", LIB, false)],
+        |_| {},
+        vec![
+            Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
+            Reply::Json(text(botched)),
+            Reply::Json(text("Risky sum, no block this time.")),
+        ],
+    )
     .await;
-    let d = start_at(&llm, &gitlab.url, route(&gitlab)).await;
-    assert_eq!(
-        send(
-            &d,
-            "Merge Request Hook",
-            "p-1",
-            &mr_event("open", HEAD1, None)
-        )
-        .await
-        .0,
-        202
-    );
-    wait_for("the status", || final_states(&gitlab).len() == 1).await;
     assert_eq!(llm.requests().len(), 3, "asked once more, not twice");
     assert!(gitlab.discussions().is_empty());
     let notes = gitlab.notes();
