@@ -79,6 +79,11 @@ impl Finding {
     }
 }
 
+/// A fence opening a forge's suggestion block (GitHub's, GitLab's).
+static SUGGESTION_FENCE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r"(?i)([`~]{3,}[ \t]*)suggestion").expect("suggestion fence pattern compiles")
+});
+
 /// The longest replacement a suggestion may carry.
 const SUGGESTION_CHARS: usize = 8000;
 
@@ -107,18 +112,17 @@ fn line_number(value: Value) -> Option<u64> {
 }
 
 fn finding(raw: Raw) -> Option<Finding> {
-    let path = raw
-        .path
-        .or(raw.file)?
-        .trim()
-        .trim_start_matches("./")
-        .to_string();
+    let path = super::settings::normal(raw.path.or(raw.file)?.trim());
     let line = line_number(raw.line?)?;
     let start_line = raw
         .start_line
         .and_then(line_number)
         .filter(|&start| start > 0 && start < line);
-    let body = raw.body?.trim().to_string();
+    // A suggestion is the `suggestion` field's alone, checked against the
+    // lines it replaces: one written into the text is shown as code.
+    let body = SUGGESTION_FENCE
+        .replace_all(raw.body?.trim(), "${1}text")
+        .into_owned();
     if path.is_empty() || line == 0 || body.is_empty() {
         return None;
     }
@@ -176,12 +180,7 @@ pub fn check(answer: &str) -> Result<(), String> {
     if split(answer).1.is_some() {
         return Ok(());
     }
-    let tagged = answer.match_indices("```").any(|(at, _)| {
-        answer[at + 3..]
-            .trim_start_matches('`')
-            .to_ascii_lowercase()
-            .starts_with("findings")
-    });
+    let tagged = fences_tagged(answer, "findings");
     Err(if !tagged {
         "the review does not end with a ```findings block".to_string()
     } else {
@@ -204,6 +203,31 @@ struct Block<'a> {
     /// Its tag, lowercase.
     tag: String,
     body: &'a str,
+}
+
+/// Whether a fence of three backticks or more in `text` opens with
+/// `tag` (one pass: a long run of backticks is walked once).
+fn fences_tagged(text: &str, tag: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'`' {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while bytes.get(i) == Some(&b'`') {
+            i += 1;
+        }
+        if i - start >= 3
+            && text
+                .get(i..i + tag.len())
+                .is_some_and(|t| t.eq_ignore_ascii_case(tag))
+        {
+            return true;
+        }
+    }
+    false
 }
 
 /// The fenced blocks of `text`, in order.
@@ -366,6 +390,13 @@ mod tests {
             "]".repeat(100_000)
         );
         assert!(check(&deep).is_err());
+        let fences = "`".repeat(300_000);
+        let started = std::time::Instant::now();
+        assert!(check(&fences).is_err());
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "linear"
+        );
     }
 
     #[test]

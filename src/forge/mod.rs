@@ -279,11 +279,17 @@ impl Forge {
                 }
             }
         }
-        if scope.change.is_some() && (scope.head.is_none() || scope.base.is_none()) {
+        let reading = scope.task != Task::Triage;
+        let mut live_base = None;
+        if scope.change.is_some() && (reading || scope.head.is_none() || scope.base.is_none()) {
             match self.host.shas(&scope).await {
                 Ok((base, head)) => {
-                    scope.base.get_or_insert(base);
-                    if scope.task != Task::Triage {
+                    // The base as it is now: the event's may be stale (the
+                    // change retargeted since), and the settings are the
+                    // base's.
+                    scope.base = Some(base.clone());
+                    live_base = Some(base);
+                    if reading {
                         scope.head.get_or_insert(head);
                     }
                 }
@@ -292,8 +298,9 @@ impl Forge {
                 }
             }
         }
-        if let (Some(_), Some(base)) = (scope.change, scope.base.clone()) {
-            // From the base: the change itself has no say in its review.
+        if let (Some(_), Some(base)) = (scope.change, live_base.filter(|_| reading)) {
+            // From the base as the forge has it now: the change itself has
+            // no say in its review.
             match self.host.file(&scope, settings::FILE, &base).await {
                 Ok(text) => match settings::Settings::parse(&text) {
                     Ok(read) => scope.settings = read,

@@ -346,13 +346,8 @@ impl Forge {
             listed: Vec::new(),
             quieted: 0,
         };
-        let settings = &scope.settings;
-        let limit = settings.max_comments(self.config.max_inline_comments);
+        let limit = scope.settings.max_comments(self.config.max_inline_comments);
         for finding in found {
-            if !settings.posts(&finding) {
-                sorted.quieted += 1;
-                continue;
-            }
             let anchor = files
                 .iter()
                 .find(|f| f.path == finding.path)
@@ -390,10 +385,17 @@ impl Forge {
         let (summary, found) = findings::split(text);
         // Without a findings block the review is not known to be whole.
         let complete = found.is_some();
-        let found = found.unwrap_or_default();
+        // What the repository's settings leave out counts nowhere: not in
+        // the comments, the annotations or the gate.
+        let ignored = scope.settings.ignored();
+        let (found, quieted): (Vec<Finding>, Vec<Finding>) = found
+            .unwrap_or_default()
+            .into_iter()
+            .partition(|f| scope.settings.posts(&ignored, f));
         let blocking = found.iter().any(|f| f.severity == Severity::Blocking);
         let annotations: Vec<Value> = found.iter().map(annotation).collect();
-        let sorted = self.sort(scope, entity, found).await?;
+        let mut sorted = self.sort(scope, entity, found).await?;
+        sorted.quieted = quieted.len();
         let at = Reviewed {
             event_id,
             entity,
@@ -437,7 +439,15 @@ impl Forge {
     async fn settings_problem(&self, scope: &Scope, entity: &str, why: &str) {
         let said = findings::line_hash(why);
         let key = format!("settings:{}:{entity}:{said}", self.route);
-        let why = crate::render::clip(&why.replace('`', "'"), 1000);
+        let why: String = why
+            .chars()
+            .map(|c| match c {
+                '`' => '\'',
+                c if c.is_control() => ' ',
+                c => c,
+            })
+            .collect();
+        let why = crate::render::clip(&why, 1000);
         let body = format!(
             "**The review settings in `{}` (base branch) could not be read:** {why}\n\nThis review used the route's defaults.\n\n{}",
             super::settings::FILE,
@@ -565,8 +575,9 @@ impl Forge {
             head,
         } = *at;
         let mut text = format!("**Review of {}**\n\n{summary}", short(head));
-        if let Some(coverage) = &scope.coverage {
-            text.push_str(&format!("\n\n_{}_", coverage.said()));
+        match &scope.coverage {
+            Some(coverage) => text.push_str(&format!("\n\n_{}_", coverage.said())),
+            None => text.push_str("\n\n_This review did not read the change's diff._"),
         }
         if !sorted.listed.is_empty() {
             text.push_str("\n\n**Also noted**\n");

@@ -83,6 +83,25 @@ pub struct Scope {
     pub coverage: Option<Coverage>,
 }
 
+/// `path` (a change's, so its author's) as one line of plain text for a
+/// prompt or a comment: control characters escaped, backticks made
+/// quotes, at most 300 characters.
+pub fn plain_path(path: &str) -> String {
+    let escaped: String = path
+        .chars()
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else if c == '`' {
+                vec!['\'']
+            } else {
+                vec![c]
+            }
+        })
+        .collect();
+    crate::render::clip(&escaped, 300)
+}
+
 /// What of a change a review run read with `forge_diff`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Coverage {
@@ -121,7 +140,7 @@ impl Coverage {
             let shown: Vec<String> = unread
                 .iter()
                 .take(20)
-                .map(|p| format!("`{}`", p.replace('`', "'")))
+                .map(|p| format!("`{}`", plain_path(p)))
                 .collect();
             line.push_str(&format!(
                 "; not read: {}{}",

@@ -14,6 +14,10 @@ use super::findings::{Finding, Severity};
 /// The file, at the repository's root.
 pub const FILE: &str = ".switchboard.toml";
 
+/// The largest settings file read, and the most globs it may name.
+const MAX_FILE_BYTES: usize = 64 * 1024;
+const MAX_GLOBS: usize = 200;
+
 /// Characters of one path's instructions kept, and of them all.
 const INSTRUCTION_CHARS: usize = 2000;
 const INSTRUCTIONS_CHARS: usize = 8000;
@@ -69,8 +73,16 @@ impl Settings {
     /// The settings `text` (the file's contents) holds, or what is wrong
     /// with it, in words for the change's authors.
     pub fn parse(text: &str) -> Result<Self, String> {
+        if text.len() > MAX_FILE_BYTES {
+            return Err(format!("the file is larger than {MAX_FILE_BYTES} bytes"));
+        }
         let file: File = toml::from_str(text).map_err(|e| e.message().to_string())?;
         let settings = file.review;
+        if settings.ignore.len() + settings.instructions.len() > MAX_GLOBS {
+            return Err(format!(
+                "ignore and instructions name more than {MAX_GLOBS} globs"
+            ));
+        }
         for glob in settings
             .ignore
             .iter()
@@ -94,9 +106,9 @@ impl Settings {
         set.build().unwrap_or_else(|_| GlobSet::empty())
     }
 
-    /// Whether `path` is ignored.
-    pub fn ignores(&self, path: &str) -> bool {
-        !self.ignore.is_empty() && Self::set(&self.ignore).is_match(path)
+    /// What decides which paths are ignored, compiled once for many.
+    pub fn ignored(&self) -> Ignored {
+        Ignored((!self.ignore.is_empty()).then(|| Self::set(&self.ignore)))
     }
 
     /// The instructions for the paths in `paths`, as one text (empty:
@@ -127,11 +139,33 @@ impl Settings {
         self.max_comments.map_or(route, |n| n.min(route))
     }
 
-    /// Whether the profile posts `finding`.
-    pub fn posts(&self, finding: &Finding) -> bool {
-        !self.ignores(&finding.path)
+    /// Whether the profile posts `finding` (`ignored`: this settings'
+    /// [`ignored`](Self::ignored)).
+    pub fn posts(&self, ignored: &Ignored, finding: &Finding) -> bool {
+        !ignored.ignores(&finding.path)
             && (self.profile == Profile::Thorough || finding.severity == Severity::Blocking)
     }
+}
+
+/// The ignored paths' globs, compiled.
+#[derive(Debug, Clone)]
+pub struct Ignored(Option<GlobSet>);
+
+impl Ignored {
+    /// Whether `path` is ignored, however it is spelled (`./a`, `a//b`).
+    pub fn ignores(&self, path: &str) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|set| set.is_match(normal(path)))
+    }
+}
+
+/// `path` without empty and `.` segments.
+pub fn normal(path: &str) -> String {
+    path.split('/')
+        .filter(|s| !s.is_empty() && *s != ".")
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 #[cfg(test)]
@@ -152,8 +186,10 @@ text = "Check every query for injection."
     #[test]
     fn a_whole_file_reads_and_applies() {
         let s = Settings::parse(FULL).unwrap();
-        assert!(s.ignores("vendor/x/y.rs") && s.ignores("Cargo.lock"));
-        assert!(!s.ignores("src/lib.rs"));
+        let ignored = s.ignored();
+        assert!(ignored.ignores("vendor/x/y.rs") && ignored.ignores("Cargo.lock"));
+        assert!(ignored.ignores("./vendor/x.rs") && ignored.ignores("vendor//x.rs"));
+        assert!(!ignored.ignores("src/lib.rs"));
         assert_eq!(s.max_comments(20), 5);
         assert_eq!(s.max_comments(3), 3, "the route's limit is the ceiling");
         assert!(
@@ -173,6 +209,11 @@ text = "Check every query for injection."
             ("[review]\nmax_comments = 0", "1 or more"),
             ("[review", "table"),
             ("[deploy]\nx = 1", "deploy"),
+            ("#".repeat(70_000).as_str(), "larger than"),
+            (
+                format!("[review]\nignore = [{}]", vec!["\"a\""; 201].join(",")).as_str(),
+                "more than 200",
+            ),
         ] {
             let err = Settings::parse(text).unwrap_err();
             assert!(err.contains(said), "{text:?}: {err}");

@@ -35,8 +35,11 @@ pub struct Desk {
     scope: Scope,
     /// The run's event and the change it is about, to keep what it read.
     event: (String, String),
-    /// What of the change the run read (a review's).
-    coverage: std::sync::Mutex<super::scope::Coverage>,
+    /// What of the change the run read (a review's), once it read any.
+    coverage: std::sync::Mutex<Option<super::scope::Coverage>>,
+    /// The pages of each file shown alone (`path=`): a file counts as
+    /// read once all of them were.
+    pages: std::sync::Mutex<std::collections::HashMap<String, std::collections::BTreeSet<usize>>>,
 }
 
 impl Desk {
@@ -48,6 +51,7 @@ impl Desk {
             scope,
             event,
             coverage: Default::default(),
+            pages: Default::default(),
         }
     }
 
@@ -59,6 +63,7 @@ impl Desk {
         }
         let coverage = {
             let mut coverage = self.coverage.lock().unwrap_or_else(|e| e.into_inner());
+            let coverage = coverage.get_or_insert_with(Default::default);
             coverage.files = files.iter().map(|f| f.path.clone()).collect();
             coverage.ignored = ignored;
             coverage.read.extend(read.iter().map(|p| p.to_string()));
@@ -135,7 +140,8 @@ impl Desk {
     async fn files(&self) -> Result<(Vec<FileDiff>, String, usize), ToolError> {
         let (mut files, mut what) = self.changed().await?;
         let before = files.len();
-        files.retain(|f| !self.scope.settings.ignores(&f.path));
+        let ignored = self.scope.settings.ignored();
+        files.retain(|f| !ignored.ignores(&f.path));
         let ignored = before - files.len();
         if ignored > 0 {
             what.push_str(&format!(
@@ -211,9 +217,14 @@ impl Desk {
                 ToolError::InvalidArgs(format!("{path} has {} page(s)", pages.len()))
             })?;
             out.push_str(&format!("{numbers}\n{}", fence.fence_all(path, body)));
-            if page == pages.len() {
-                self.covered(&files, ignored, &[path]).await;
-            }
+            let whole = {
+                let mut seen = self.pages.lock().unwrap_or_else(|e| e.into_inner());
+                let seen = seen.entry(path.to_string()).or_default();
+                seen.insert(page);
+                seen.len() == pages.len()
+            };
+            let read: &[&str] = if whole { &[path] } else { &[] };
+            self.covered(&files, ignored, read).await;
             if page < pages.len() {
                 out.push_str(&format!(
                     "\nPage {page} of {}: call forge_diff with path and page={} for more.",
@@ -238,11 +249,14 @@ impl Desk {
             let renamed = f
                 .old_path
                 .as_deref()
-                .map(|o| format!(" from {o}"))
+                .map(|o| format!(" from {}", super::scope::plain_path(o)))
                 .unwrap_or_default();
             out.push_str(&format!(
                 "- {} ({}{renamed}, +{} −{})\n",
-                f.path, f.status, f.additions, f.deletions
+                super::scope::plain_path(&f.path),
+                f.status,
+                f.additions,
+                f.deletions
             ));
         }
         // Whole files per page, each clipped to its share; with the
@@ -255,7 +269,9 @@ impl Desk {
                 continue;
             };
             let mut text = numbered(patch);
-            if text.chars().count() > FILE_CHARS {
+            // A file cut here is read only when shown alone, whole.
+            let cut = text.chars().count() > FILE_CHARS;
+            if cut {
                 text = format!(
                     "{}\n(cut: forge_diff with path={:?} shows it whole)",
                     crate::render::clip(&text, FILE_CHARS),
@@ -266,9 +282,11 @@ impl Desk {
             let last = pages.last_mut().expect("one page at least");
             if !last.is_empty() && last.len() + piece.len() > PAGE_CHARS {
                 pages.push(piece);
-                on_page.push(vec![&f.path]);
+                on_page.push(Vec::new());
             } else {
                 last.push_str(&piece);
+            }
+            if !cut {
                 on_page.last_mut().expect("as many as pages").push(&f.path);
             }
         }
@@ -291,12 +309,16 @@ impl Desk {
 
     async fn file(&self, args: &Value) -> Result<String, ToolError> {
         let path = arg_str(args, "path")?.trim_start_matches('/');
-        if path.is_empty() || path.split('/').any(|p| p == ".." || p.is_empty()) {
+        if path.is_empty()
+            || path
+                .split('/')
+                .any(|p| p == ".." || p == "." || p.is_empty())
+        {
             return Err(ToolError::InvalidArgs(format!(
                 "{path:?} is not a file path"
             )));
         }
-        if self.scope.settings.ignores(path) {
+        if self.scope.settings.ignored().ignores(path) {
             return Err(ToolError::Refused(format!(
                 "{path} is ignored by the repository's review settings"
             )));
@@ -470,11 +492,22 @@ impl ForgeDesk for Desk {
         }
         super::findings::check(answer)?;
         let coverage = self.coverage.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(coverage) = coverage.as_ref() else {
+            return Err(
+                "the change's diff was never read: read it with forge_diff, then write \
+                        the whole review again"
+                    .into(),
+            );
+        };
         let unread = coverage.unread();
         if unread.is_empty() {
             return Ok(());
         }
-        let named: Vec<&str> = unread.iter().take(30).copied().collect();
+        let named: Vec<String> = unread
+            .iter()
+            .take(30)
+            .map(|p| format!("{:?}", super::scope::plain_path(p)))
+            .collect();
         Err(format!(
             "the review covers {} of the {} changed files; the diff of these was never read: {}{}. \
              Read them with forge_diff (the next pages, or path=…), then write the whole review \

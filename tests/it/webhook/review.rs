@@ -614,10 +614,13 @@ async fn a_secondary_rate_limit_is_waited_out_and_one_review_posted() {
         json!({"message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
                "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"}),
     );
-    let llm = FakeLlm::start(vec![review_answer(
-        "One issue.",
-        json!([{"path": "src/lib.rs", "line": 3, "severity": "warning", "body": "Return the expression directly."}]),
-    )])
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
+        review_answer(
+            "One issue.",
+            json!([{"path": "src/lib.rs", "line": 3, "severity": "warning", "body": "Return the expression directly."}]),
+        ),
+    ])
     .await;
     let d = start_at(&llm, &forge.url, token_route(&forge)).await;
     let opened = bytes(&fixture("pull_request.opened"));

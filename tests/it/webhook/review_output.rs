@@ -387,3 +387,63 @@ async fn a_large_change_is_reviewed_whole_and_the_summary_states_its_coverage() 
         "{summary}"
     );
 }
+
+/// The settings are the base's as the forge has it when the run starts,
+/// not the event's: a change retargeted since it was opened (from a
+/// branch whose settings ignore everything) is reviewed under its new
+/// base's.
+#[tokio::test]
+async fn settings_come_from_the_base_the_change_has_now() {
+    const RETARGETED: &str = "cccccccccccccccccccccccccccccccccccccccc";
+    let forge = FakeForge::start().await;
+    forge.set_pull(
+        7,
+        Pull {
+            base: RETARGETED.into(),
+            head: HEAD1.into(),
+            files: vec![file("src/lib.rs", "modified", LIB_PATCH)],
+        },
+    );
+    // The event still names BASE, whose settings would hide everything.
+    forge.set_content(BASE, ".switchboard.toml", "[review]\nignore = [\"**\"]\n");
+    forge.set_content(
+        RETARGETED,
+        ".switchboard.toml",
+        "[review]\nprofile = \"quiet\"\n",
+    );
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
+        review_answer(
+            "Adds a temporary.",
+            json!([
+                {"path": "src/lib.rs", "line": 2, "severity": "blocking", "body": "`a + b` overflows."},
+                {"path": "src/lib.rs", "line": 3, "severity": "note", "body": "Name it total."}
+            ]),
+        ),
+    ])
+    .await;
+    let key = std::path::Path::new("tests/data/github/app-test-key.pem")
+        .canonicalize()
+        .unwrap();
+    let d = start_at(&llm, &forge.url, forge_route(&forge, &key)).await;
+    let opened = bytes(&fixture("pull_request.opened"));
+    assert_eq!(
+        d.github("pull_request", "rt-1", &opened).await.status(),
+        202
+    );
+    wait_for("the check to complete", || {
+        forge
+            .checks()
+            .first()
+            .is_some_and(|c| c["status"] == "completed")
+    })
+    .await;
+    let diff = tool_results(&llm.requests()[1])[0].clone();
+    assert!(diff.contains("let sum = a + b;"), "nothing hidden: {diff}");
+    let comments = forge.review_comments();
+    assert_eq!(
+        comments.len(),
+        1,
+        "the new base's quiet profile: {comments:?}"
+    );
+}
