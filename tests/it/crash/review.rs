@@ -11,7 +11,7 @@ use serde_json::json;
 use super::{Daemon, send, write_config_with};
 use crate::common::fake_forge::{FakeForge, Pull};
 use crate::common::fake_gitlab::{FakeGitlab, MergeRequest};
-use crate::common::fake_llm::{FakeLlm, Reply, text};
+use crate::common::fake_llm::{FakeLlm, Reply, calls, text};
 
 const PATCH: &str = "@@ -1,3 +1,4 @@\n pub fn add(a: u32, b: u32) -> u32 {\n-    a + b\n+    let sum = a + b;\n+    sum\n }";
 
@@ -50,9 +50,12 @@ async fn a_review_whose_answer_a_kill_lost_is_posted_once_after_the_restart() {
             ],
         },
     );
-    let llm = FakeLlm::start(vec![Reply::Json(text(
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
+        Reply::Json(text(
         "One point.\n\n```findings\n[{\"path\": \"src/lib.rs\", \"line\": 3, \"body\": \"Return the sum directly.\"}]\n```",
-    ))])
+    )),
+    ])
     .await;
     let storage = format!("sqlite://{}/crash.db", dir.path().display());
     let more = format!("[webhook.routes.forge]\napi_url = \"{}\"\n", forge.url);
@@ -86,7 +89,11 @@ async fn a_review_whose_answer_a_kill_lost_is_posted_once_after_the_restart() {
     assert_eq!(forge.reviews().len(), 1);
     assert_eq!(forge.review_comments().len(), 1);
     assert_eq!(forge.issue_comments().len(), 1, "one summary");
-    assert_eq!(llm.requests().len(), 1, "the turn was not run again");
+    assert_eq!(
+        llm.requests().len(),
+        2,
+        "the turn (the diff read, the answer) was not run again"
+    );
     // A redelivery of the same event changes nothing.
     assert_eq!(send(&client, &second.addr, "kill-1", pr).await, Some(200));
     // A quiet period: no second review comes.
@@ -112,9 +119,12 @@ async fn gitlab_discussions_cut_by_a_kill_are_each_posted_once_after_the_restart
             ],
         },
     );
-    let llm = FakeLlm::start(vec![Reply::Json(text(
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
+        Reply::Json(text(
         "Two points.\n\n```findings\n[{\"path\": \"src/lib.rs\", \"line\": 2, \"body\": \"Name it total.\"}, {\"path\": \"src/lib.rs\", \"line\": 3, \"body\": \"Return the sum directly.\"}]\n```",
-    ))])
+    )),
+    ])
     .await;
     let storage = format!("sqlite://{}/crash.db", dir.path().display());
     // A second route, GitLab's (the variables' names are only names).
@@ -175,6 +185,10 @@ async fn gitlab_discussions_cut_by_a_kill_are_each_posted_once_after_the_restart
     assert_eq!(posts, 2, "each discussion posted once");
     assert_eq!(gitlab.discussions().len(), 2);
     assert_eq!(gitlab.notes().len(), 1, "one summary note");
-    assert_eq!(llm.requests().len(), 1, "the turn was not run again");
+    assert_eq!(
+        llm.requests().len(),
+        2,
+        "the turn (the diff read, the answer) was not run again"
+    );
     second.stop();
 }
