@@ -298,7 +298,6 @@ async fn describe_writes_one_description_edited_in_place() {
 /// left, and the summary says what was reviewed and what was skipped.
 #[tokio::test]
 async fn a_large_change_is_reviewed_whole_and_the_summary_states_its_coverage() {
-    let forge = FakeForge::start().await;
     let mut files: Vec<Value> = (0..240)
         .map(|i| {
             let patch = format!("@@ -0,0 +1,3 @@\n+pub fn f{i}() -> u32 {{\n+    {i} * 2 + 1\n+}}");
@@ -312,19 +311,6 @@ async fn a_large_change_is_reviewed_whole_and_the_summary_states_its_coverage() 
             "@@ -1 +1 @@\n-a\n+b",
         ));
     }
-    forge.set_pull(
-        7,
-        Pull {
-            base: BASE.into(),
-            head: HEAD1.into(),
-            files,
-        },
-    );
-    forge.set_content(
-        BASE,
-        ".switchboard.toml",
-        "[review]\nignore = [\"*.lock\"]\n",
-    );
     let rest: Vec<(String, String)> = (2..=6)
         .map(|p| (format!("p{p}"), format!("{{\"page\": {p}}}")))
         .collect();
@@ -332,28 +318,22 @@ async fn a_large_change_is_reviewed_whole_and_the_summary_states_its_coverage() 
         .iter()
         .map(|(id, args)| (id.as_str(), "forge_diff", args.as_str()))
         .collect();
-    let llm = FakeLlm::start(vec![
-        Reply::Json(calls(&[("p1", "forge_diff", "{}")])),
-        review_answer("Adds 240 functions.", json!([])),
-        Reply::Json(calls(&rest)),
-        review_answer("Adds 240 functions, all read.", json!([])),
-    ])
-    .await;
-    let key = std::path::Path::new("tests/data/github/app-test-key.pem")
-        .canonicalize()
-        .unwrap();
-    let d = start_at(&llm, &forge.url, forge_route(&forge, &key)).await;
-    let opened = bytes(&fixture("pull_request.opened"));
-    assert_eq!(
-        d.github("pull_request", "big-1", &opened).await.status(),
-        202
-    );
-    wait_for("the check to complete", || {
-        forge
-            .checks()
-            .first()
-            .is_some_and(|c| c["status"] == "completed")
-    })
+    let (forge, llm, _d) = reviewed(
+        files,
+        |forge| {
+            forge.set_content(
+                BASE,
+                ".switchboard.toml",
+                "[review]\nignore = [\"*.lock\"]\n",
+            )
+        },
+        vec![
+            Reply::Json(calls(&[("p1", "forge_diff", "{}")])),
+            review_answer("Adds 240 functions.", json!([])),
+            Reply::Json(calls(&rest)),
+            review_answer("Adds 240 functions, all read.", json!([])),
+        ],
+    )
     .await;
     let requests = llm.requests();
     assert_eq!(requests.len(), 4);
