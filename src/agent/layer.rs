@@ -87,9 +87,17 @@ pub trait ForgeDesk: Send + Sync {
     /// Why the run's final `answer` cannot be read as its task asks (a
     /// review whose findings block is missing or malformed), to ask the
     /// model once more; `Ok` when it can.
-    fn check_answer(&self, _answer: &str) -> Result<(), String> {
+    async fn check_answer(&self, _answer: &str) -> Result<(), String> {
         Ok(())
     }
+}
+
+/// What a run answering a forge event starts with.
+pub enum Opened {
+    /// Its forge tools.
+    Desk(std::sync::Arc<dyn ForgeDesk>),
+    /// No run: the repository's settings do not want it, for this reason.
+    Skipped(String),
 }
 
 /// Where a run's forge comes from: the desk of what the run answering an
@@ -98,10 +106,7 @@ pub trait ForgeDesk: Send + Sync {
 #[async_trait::async_trait]
 pub trait ForgeDesks: Send + Sync {
     /// The desk of the run answering `event`, opened as the run starts.
-    async fn desk(
-        &self,
-        event: &crate::platform::InboundEvent,
-    ) -> Option<std::sync::Arc<dyn ForgeDesk>>;
+    async fn desk(&self, event: &crate::platform::InboundEvent) -> Option<Opened>;
 }
 
 /// A message sent while a turn runs, to be taken into it.

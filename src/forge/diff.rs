@@ -26,6 +26,90 @@ pub struct FileDiff {
     pub patch: Option<String>,
 }
 
+/// What kind of file a changed path is, for the order a review reads
+/// them in: source first, removals after, and last the files a reviewer
+/// skims (lock files, vendored and generated code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Weight {
+    /// Written by hand, added or changed.
+    Source,
+    /// Removed.
+    Removed,
+    /// A lock file.
+    Lock,
+    /// Vendored code.
+    Vendored,
+    /// Generated code.
+    Generated,
+}
+
+impl Weight {
+    /// What `file` is.
+    pub fn of(file: &FileDiff) -> Self {
+        let path = file.path.to_ascii_lowercase();
+        let name = path.rsplit('/').next().unwrap_or(&path);
+        const LOCKS: [&str; 11] = [
+            "cargo.lock",
+            "package-lock.json",
+            "npm-shrinkwrap.json",
+            "yarn.lock",
+            "pnpm-lock.yaml",
+            "poetry.lock",
+            "pipfile.lock",
+            "gemfile.lock",
+            "composer.lock",
+            "go.sum",
+            "flake.lock",
+        ];
+        let under = |dirs: &[&str]| {
+            path.split('/')
+                .rev()
+                .skip(1)
+                .any(|segment| dirs.contains(&segment))
+        };
+        if LOCKS.contains(&name) || name.ends_with(".lock") {
+            Self::Lock
+        } else if under(&["vendor", "third_party", "third-party", "node_modules"]) {
+            Self::Vendored
+        } else if [
+            ".min.js",
+            ".min.css",
+            ".pb.go",
+            "_pb2.py",
+            ".g.dart",
+            ".designer.cs",
+        ]
+        .iter()
+        .any(|s| name.ends_with(s))
+            || name.contains(".generated.")
+            || name.contains("_generated.")
+            || under(&["generated", "__generated__"])
+        {
+            Self::Generated
+        } else if file.status == "removed" || file.status == "deleted" {
+            Self::Removed
+        } else {
+            Self::Source
+        }
+    }
+
+    /// Whether a review may skip it by default.
+    pub fn skimmed(self) -> bool {
+        self >= Self::Lock
+    }
+
+    /// What it is, in a few words.
+    pub fn said(self) -> &'static str {
+        match self {
+            Self::Source => "source",
+            Self::Removed => "removed",
+            Self::Lock => "lock file",
+            Self::Vendored => "vendored",
+            Self::Generated => "generated",
+        }
+    }
+}
+
 /// Which version of the file a line is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]

@@ -311,6 +311,60 @@ pub fn fingerprint(finding: &Finding, line_text: &str) -> String {
     hex::encode(&hash.finalize()[..16])
 }
 
+/// The words of `text` that carry its meaning: lower-case, three letters
+/// or more.
+fn words(text: &str) -> std::collections::BTreeSet<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() >= 3)
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// Whether two findings' texts make the same point (however reworded):
+/// most of their words are shared.
+pub fn same_point(a: &str, b: &str) -> bool {
+    let (a, b) = (words(a), words(b));
+    let shared = a.intersection(&b).count();
+    let (smaller, all) = (a.len().min(b.len()), a.union(&b).count());
+    smaller > 0 && (shared * 2 >= all || (smaller >= 4 && shared * 5 >= smaller * 4))
+}
+
+/// What a line comment of the bot's says about the code: its text
+/// without the severity, the suggested change and the marker.
+pub fn said_in(comment: &str) -> &str {
+    let text = comment
+        .trim_start()
+        .strip_prefix("**")
+        .and_then(|rest| rest.split_once("**: "))
+        .map_or(comment, |(_, said)| said);
+    [
+        "\n\n```",
+        "\n\n~~~",
+        "\n\n<!-- switchboard:",
+        "\n\n_A suggested change",
+    ]
+    .iter()
+    .filter_map(|cut| text.find(cut))
+    .min()
+    .map_or(text, |end| &text[..end])
+}
+
+/// Adds to `found` the findings of `more` (an earlier answer's) that do
+/// not make a point already made near the same line.
+pub fn merge(found: &mut Vec<Finding>, more: Vec<Finding>) {
+    for f in more {
+        let made = found.iter().any(|g| {
+            g.path == f.path
+                && g.side == f.side
+                && g.line.abs_diff(f.line) <= 3
+                && same_point(&g.body, &f.body)
+        });
+        if !made {
+            found.push(f);
+        }
+    }
+}
+
 /// A short hash of a line's text (trimmed), carried in a line comment's
 /// key: a forge that does not say when a comment went outdated (GitLab)
 /// is asked whether its line still reads the same.
@@ -321,6 +375,40 @@ pub fn line_hash(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_point_reworded_is_the_same_point() {
+        assert!(same_point(
+            "Unchecked index into `items` can panic on an empty list.",
+            "The unchecked index into items may panic when the list is empty."
+        ));
+        assert!(!same_point(
+            "Unchecked index into `items` can panic on an empty list.",
+            "This query interpolates user input: SQL injection."
+        ));
+        assert!(!same_point("", "anything"));
+        let comment = "**blocking**: Unchecked index.\n\n```suggestion\nx.get(0)\n```\n\n<!-- switchboard:k -->";
+        assert_eq!(said_in(comment), "Unchecked index.");
+        assert_eq!(said_in("plain words"), "plain words");
+        let at = |line, body: &str| Finding {
+            path: "a.rs".into(),
+            line,
+            side: Side::Right,
+            severity: Severity::Warning,
+            body: body.into(),
+            start_line: None,
+            suggestion: None,
+        };
+        let mut found = vec![at(10, "Unchecked index into items can panic.")];
+        merge(
+            &mut found,
+            vec![
+                at(11, "unchecked index into ITEMS can panic"),
+                at(40, "Leaks a file handle."),
+            ],
+        );
+        assert_eq!(found.len(), 2, "{found:?}");
+    }
 
     #[test]
     fn the_findings_block_is_taken_out_of_the_summary() {

@@ -7,8 +7,11 @@ use serde_json::{Value, json};
 
 use super::api::{Api, Failure};
 use super::diff::FileDiff;
-use super::host::{Anchored, Check, Compared, Host, change, id_of};
-use super::scope::Scope;
+use super::host::{
+    Anchored, ChangeState, Check, Compared, Dismissed, Host, change, dismissal, id_of, is_bot_login,
+};
+use super::scope::{ChangeInfo, Scope};
+use crate::render::template::lookup_str;
 
 /// The check's name, as branch protection requires it.
 pub const CHECK_NAME: &str = "switchboard/review";
@@ -114,7 +117,7 @@ impl Host for Github {
         format!("{fence}suggestion\n{replacement}\n{fence}")
     }
 
-    async fn shas(&self, scope: &Scope) -> Result<(String, String), Failure> {
+    async fn state(&self, scope: &Scope) -> Result<ChangeState, Failure> {
         let n = change(scope)?;
         let pr = self
             .api
@@ -129,7 +132,17 @@ impl Host for Github {
                 .map(str::to_string)
                 .ok_or_else(|| Failure::fatal(format!("GitHub's pull request has no {p}")))
         };
-        Ok((get("base.sha")?, get("head.sha")?))
+        let author = lookup_str(&pr, "user.login").unwrap_or_default();
+        Ok(ChangeState {
+            base: get("base.sha")?,
+            head: get("head.sha")?,
+            info: ChangeInfo {
+                draft: pr.get("draft").and_then(Value::as_bool) == Some(true),
+                bot: lookup_str(&pr, "user.type") == Some("Bot") || is_bot_login(author),
+                author: author.to_string(),
+                target: lookup_str(&pr, "base.ref").unwrap_or_default().to_string(),
+            },
+        })
     }
 
     async fn change_files(&self, scope: &Scope) -> Result<Vec<FileDiff>, Failure> {
@@ -170,9 +183,10 @@ impl Host for Github {
             .call(
                 Method::GET,
                 &format!(
-                    "/repos/{}/contents/{}?ref={sha}",
+                    "/repos/{}/contents/{}?ref={}",
                     scope.repo,
-                    encode_path(path)
+                    encode_path(path),
+                    url::form_urlencoded::byte_serialize(sha.as_bytes()).collect::<String>()
                 ),
                 None,
                 "application/vnd.github.raw+json",
@@ -357,6 +371,59 @@ impl Host for Github {
                 Some((id_of(c)?, c.get("path")?.as_str()?.to_string(), line))
             })
             .collect())
+    }
+
+    async fn dismissed(&self, scope: &Scope, own: &[String]) -> Result<Vec<Dismissed>, Failure> {
+        let n = change(scope)?;
+        let Some((owner, name)) = scope.repo.split_once('/') else {
+            return Ok(Vec::new());
+        };
+        let threads = self
+            .graphql(
+                scope,
+                "query($owner:String!,$name:String!,$number:Int!){repository(owner:$owner,name:$name){pullRequest(number:$number){reviewThreads(first:100){nodes{isResolved resolvedBy{login} path comments(first:50){nodes{databaseId body author{login}}}}}}}}",
+                json!({"owner": owner, "name": name, "number": n}),
+            )
+            .await?;
+        let nodes = crate::render::template::lookup(
+            &threads,
+            "data.repository.pullRequest.reviewThreads.nodes",
+        )
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+        let mut dismissed = Vec::new();
+        for thread in &nodes {
+            let comments = crate::render::template::lookup(thread, "comments.nodes")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let Some(first) = comments.first() else {
+                continue;
+            };
+            let id = first.get("databaseId").map(|v| v.to_string());
+            if !id.is_some_and(|id| own.contains(&id)) {
+                continue;
+            }
+            fn login(c: &Value) -> &str {
+                lookup_str(c, "author.login").unwrap_or("")
+            }
+            let bot = login(first);
+            let resolver = (thread.get("isResolved") == Some(&Value::Bool(true)))
+                .then(|| lookup_str(thread, "resolvedBy.login"))
+                .flatten();
+            let replies = comments[1..]
+                .iter()
+                .map(|c| (login(c), lookup_str(c, "body").unwrap_or("")));
+            if let Some(by) = dismissal(bot, resolver, replies) {
+                dismissed.push(Dismissed {
+                    path: lookup_str(thread, "path").unwrap_or("").to_string(),
+                    said: lookup_str(first, "body").unwrap_or("").to_string(),
+                    by: by.to_string(),
+                });
+            }
+        }
+        Ok(dismissed)
     }
 
     async fn resolve_outdated(&self, scope: &Scope, own: &[String]) -> Result<usize, Failure> {

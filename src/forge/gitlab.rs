@@ -9,8 +9,10 @@ use serde_json::{Value, json};
 use super::api::{Api, Failure};
 use super::diff::{FileDiff, Side};
 use super::github::CHECK_NAME;
-use super::host::{Anchored, Check, Compared, Host, change, id_of};
-use super::scope::Scope;
+use super::host::{
+    Anchored, ChangeState, Check, Compared, Dismissed, Host, change, dismissal, id_of, is_bot_login,
+};
+use super::scope::{ChangeInfo, Scope};
 use crate::render::template::lookup_str;
 
 /// GitLab for one route.
@@ -113,14 +115,27 @@ impl Host for Gitlab {
         format!("{fence}suggestion:-{above}+0\n{replacement}\n{fence}")
     }
 
-    async fn shas(&self, scope: &Scope) -> Result<(String, String), Failure> {
-        let refs = self.diff_refs(scope).await?;
+    async fn state(&self, scope: &Scope) -> Result<ChangeState, Failure> {
+        let mr = self.api.get(&self.mr_path(scope)?, None).await?.json();
         let get = |k: &str| {
-            lookup_str(&refs, k)
+            lookup_str(&mr, k)
                 .map(str::to_string)
-                .ok_or_else(|| Failure::fatal(format!("GitLab's diff_refs has no {k}")))
+                .ok_or_else(|| Failure::fatal(format!("GitLab's merge request has no {k} yet")))
         };
-        Ok((get("base_sha")?, get("head_sha")?))
+        let flag = |k: &str| mr.get(k).and_then(Value::as_bool) == Some(true);
+        let author = lookup_str(&mr, "author.username").unwrap_or_default();
+        Ok(ChangeState {
+            base: get("diff_refs.base_sha")?,
+            head: get("diff_refs.head_sha")?,
+            info: ChangeInfo {
+                draft: flag("draft") || flag("work_in_progress"),
+                author: author.to_string(),
+                bot: is_bot_login(author),
+                target: lookup_str(&mr, "target_branch")
+                    .unwrap_or_default()
+                    .to_string(),
+            },
+        })
     }
 
     async fn change_files(&self, scope: &Scope) -> Result<Vec<FileDiff>, Failure> {
@@ -353,6 +368,41 @@ impl Host for Gitlab {
                 ))
             })
             .collect())
+    }
+
+    async fn dismissed(&self, scope: &Scope, own: &[String]) -> Result<Vec<Dismissed>, Failure> {
+        let mut dismissed = Vec::new();
+        for d in self.discussions(scope).await? {
+            if !id_of(&d).is_some_and(|id| own.contains(&id)) {
+                continue;
+            }
+            let notes = d
+                .get("notes")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let Some(first) = notes.first() else { continue };
+            fn login(n: &Value) -> &str {
+                lookup_str(n, "author.username").unwrap_or("")
+            }
+            let bot = login(first);
+            let resolver = (first.get("resolved").and_then(Value::as_bool) == Some(true))
+                .then(|| lookup_str(first, "resolved_by.username"))
+                .flatten();
+            let replies = notes[1..]
+                .iter()
+                .map(|n| (login(n), lookup_str(n, "body").unwrap_or("")));
+            if let Some(by) = dismissal(bot, resolver, replies) {
+                dismissed.push(Dismissed {
+                    path: lookup_str(first, "position.new_path")
+                        .unwrap_or("")
+                        .to_string(),
+                    said: lookup_str(first, "body").unwrap_or("").to_string(),
+                    by: by.to_string(),
+                });
+            }
+        }
+        Ok(dismissed)
     }
 
     /// A discussion of the gateway's is outdated when its line no longer

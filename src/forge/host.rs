@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::api::Failure;
 use super::diff::{FileDiff, Side};
-use super::scope::Scope;
+use super::scope::{ChangeInfo, Scope};
 
 /// The `id` of a forge object, a number or a string.
 pub fn id_of(v: &Value) -> Option<String> {
@@ -34,6 +34,79 @@ pub struct Compared {
     pub commits: u64,
     /// The files changed between them.
     pub files: Vec<FileDiff>,
+}
+
+/// A change as the forge has it now.
+#[derive(Debug, Clone)]
+pub struct ChangeState {
+    /// Its base SHA.
+    pub base: String,
+    /// Its head SHA.
+    pub head: String,
+    /// Draft, author, target.
+    pub info: ChangeInfo,
+}
+
+/// A finding of the bot's that someone set aside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dismissed {
+    /// The file it is on.
+    pub path: String,
+    /// The bot's comment.
+    pub said: String,
+    /// Who resolved it or answered "won't fix".
+    pub by: String,
+}
+
+/// Whether a reply to a finding declines it.
+pub fn declines(reply: &str) -> bool {
+    let reply = reply.to_lowercase().replace(['\u{2019}', '`'], "'");
+    [
+        "won't fix",
+        "wont fix",
+        "wontfix",
+        "will not fix",
+        "not going to fix",
+        "false positive",
+        "not a bug",
+        "by design",
+        "working as intended",
+    ]
+    .iter()
+    .any(|said| reply.contains(said))
+}
+
+/// The dismissal of a thread: it was resolved by `resolver`, or a reply
+/// (author, text) declines it, anyone's but the bot's (`bot`, the
+/// thread's first author).
+pub fn dismissal<'a>(
+    bot: &str,
+    resolver: Option<&'a str>,
+    mut replies: impl Iterator<Item = (&'a str, &'a str)>,
+) -> Option<&'a str> {
+    resolver
+        .filter(|by| !by.is_empty() && *by != bot)
+        .or_else(|| {
+            replies
+                .find(|(who, text)| *who != bot && declines(text))
+                .map(|(who, _)| who)
+        })
+}
+
+/// Whether `login` names a bot account: GitHub's Apps (`name[bot]`),
+/// GitLab's project, group and service-account bots.
+pub fn is_bot_login(login: &str) -> bool {
+    let lower = login.to_ascii_lowercase();
+    let gitlab_bot = |prefix: &str| {
+        lower
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.split_once("_bot"))
+            .is_some_and(|(id, _)| !id.is_empty() && id.chars().all(|c| c.is_ascii_digit()))
+    };
+    lower.ends_with("[bot]")
+        || gitlab_bot("project_")
+        || gitlab_bot("group_")
+        || lower.starts_with("service_account_")
 }
 
 /// A comment anchored on a diff line.
@@ -85,8 +158,9 @@ pub trait Host: Send + Sync + std::fmt::Debug {
     /// before it.
     fn suggestion(&self, replacement: &str, above: u64) -> String;
 
-    /// The change's current base and head SHAs.
-    async fn shas(&self, scope: &Scope) -> Result<(String, String), Failure>;
+    /// The change as it is now: its base and head SHAs, draft state,
+    /// author and target branch.
+    async fn state(&self, scope: &Scope) -> Result<ChangeState, Failure>;
 
     /// The files the change touches, with their patches.
     async fn change_files(&self, scope: &Scope) -> Result<Vec<FileDiff>, Failure>;
@@ -127,6 +201,10 @@ pub trait Host: Send + Sync + std::fmt::Debug {
         scope: &Scope,
         review: &str,
     ) -> Result<Vec<(String, String, u64)>, Failure>;
+
+    /// The bot's threads (each starting with one of the comments `own`)
+    /// that someone else resolved or answered "won't fix".
+    async fn dismissed(&self, scope: &Scope, own: &[String]) -> Result<Vec<Dismissed>, Failure>;
 
     /// Resolves the threads a push made outdated that start with one of
     /// the comments `own`; how many.

@@ -27,6 +27,7 @@ pub mod tools;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::agent::layer::Opened;
 use crate::config::{Config, Env, ForgeConfig, SignatureScheme, WebhookRoute};
 use crate::platform::InboundEvent;
 use crate::store::Store;
@@ -51,6 +52,9 @@ pub struct Forge {
     pub host: Arc<dyn Host>,
     /// Where reviews are remembered.
     store: Store,
+    /// Who may give the bot commands (the route's approvers and
+    /// `commands_from`), as identities of the forge's platform.
+    trusted: (Vec<String>, &'static str),
 }
 
 /// The forges of every route that has one.
@@ -148,7 +152,7 @@ fn credentials(
 impl crate::agent::layer::ForgeDesks for Forges {
     /// The forge tools of `event`'s run, when its route has a forge and
     /// the event a scope; the review's check is opened as the run starts.
-    async fn desk(&self, event: &InboundEvent) -> Option<Arc<dyn crate::agent::layer::ForgeDesk>> {
+    async fn desk(&self, event: &InboundEvent) -> Option<Opened> {
         if event.platform != crate::platform::WEBHOOK {
             return None;
         }
@@ -167,14 +171,18 @@ impl crate::agent::layer::ForgeDesks for Forges {
         if let Err(err) = forge.keep_scope(&event.event_id, &entity, &scope).await {
             tracing::warn!(route = %forge.route, error = %err, "settled forge scope not stored");
         }
+        if let Some(why) = scope.skipped() {
+            tracing::info!(route = %forge.route, entity, reason = %why, "forge run skipped under the repository's settings");
+            return Some(Opened::Skipped(why));
+        }
         if scope.task.reviews() {
             forge.begin(&event.event_id, &entity, &scope).await;
         }
-        Some(Arc::new(tools::Desk::new(
+        Some(Opened::Desk(Arc::new(tools::Desk::new(
             forge,
             scope,
             (event.event_id.clone(), entity),
-        )))
+        ))))
     }
 }
 
@@ -216,6 +224,15 @@ impl Forges {
                     config: forge.clone(),
                     host,
                     store: store.clone(),
+                    trusted: (
+                        route
+                            .approvers
+                            .iter()
+                            .chain(&forge.commands_from)
+                            .cloned()
+                            .collect(),
+                        route.scheme.login_platform(),
+                    ),
                 }),
             );
         }
@@ -234,6 +251,15 @@ impl Forges {
 }
 
 impl Forge {
+    /// Whether `login` (of this forge) may give the bot commands, and set
+    /// its findings aside.
+    pub fn trusts(&self, login: &str) -> bool {
+        let (names, platform) = &self.trusted;
+        names
+            .iter()
+            .any(|a| crate::config::identity::names(a, platform, login))
+    }
+
     /// Stores `scope` as what event `event_id` (about `entity`) runs on.
     pub async fn keep_scope(
         &self,
@@ -280,28 +306,30 @@ impl Forge {
             }
         }
         let reading = scope.task != Task::Triage;
-        let mut live_base = None;
-        if scope.change.is_some() && (reading || scope.head.is_none() || scope.base.is_none()) {
-            match self.host.shas(&scope).await {
-                Ok((base, head)) => {
-                    // The base as it is now: the event's may be stale (the
-                    // change retargeted since), and the settings are the
-                    // base's.
-                    scope.base = Some(base.clone());
-                    live_base = Some(base);
+        // The settings come from the base as the forge has it now (the
+        // event's may be stale: the change retargeted since), or, for a
+        // CI run of no change, from the default branch: the change itself
+        // has no say in how it is handled.
+        let mut settings_at = None;
+        if scope.change.is_some() {
+            match self.host.state(&scope).await {
+                Ok(state) => {
+                    scope.base = Some(state.base.clone());
+                    settings_at = Some(state.base);
                     if reading {
-                        scope.head.get_or_insert(head);
+                        scope.head.get_or_insert(state.head);
                     }
+                    scope.info = Some(state.info);
                 }
                 Err(err) => {
-                    tracing::warn!(route = %self.route, error = %err, "could not read the change's SHAs")
+                    tracing::warn!(route = %self.route, error = %err, "could not read the change's state")
                 }
             }
+        } else if !reading {
+            settings_at = scope.default_branch.clone();
         }
-        if let (Some(_), Some(base)) = (scope.change, live_base.filter(|_| reading)) {
-            // From the base as the forge has it now: the change itself has
-            // no say in its review.
-            match self.host.file(&scope, settings::FILE, &base).await {
+        if let Some(at) = settings_at {
+            match self.host.file(&scope, settings::FILE, &at).await {
                 Ok(text) => match settings::Settings::parse(&text) {
                     Ok(read) => scope.settings = read,
                     Err(why) => scope.settings_error = Some(why),

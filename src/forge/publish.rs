@@ -81,6 +81,8 @@ struct Sorted {
     /// Left out by the repository's settings (its quiet profile, its
     /// ignored paths).
     quieted: usize,
+    /// Set aside on the change before (resolved, answered "won't fix").
+    dismissed: usize,
 }
 
 impl Forge {
@@ -345,6 +347,7 @@ impl Forge {
             repeated: 0,
             listed: Vec::new(),
             quieted: 0,
+            dismissed: 0,
         };
         let limit = scope.settings.max_comments(self.config.max_inline_comments);
         for finding in found {
@@ -380,11 +383,21 @@ impl Forge {
     ) -> Result<(), PlatformError> {
         let head = match &scope.head {
             Some(head) => head.clone(),
-            None => self.host.shas(scope).await.map_err(|f| f.platform())?.1,
+            None => self.host.state(scope).await.map_err(|f| f.platform())?.head,
         };
         let (summary, found) = findings::split(text);
         // Without a findings block the review is not known to be whole.
         let complete = found.is_some();
+        // The answers asked again (to read more of the change) found
+        // things too.
+        let found = found.map(|mut found| {
+            for earlier in &scope.earlier {
+                if let (_, Some(more)) = findings::split(earlier) {
+                    findings::merge(&mut found, more);
+                }
+            }
+            found
+        });
         // What the repository's settings leave out counts nowhere: not in
         // the comments, the annotations or the gate.
         let ignored = scope.settings.ignored();
@@ -392,10 +405,36 @@ impl Forge {
             .unwrap_or_default()
             .into_iter()
             .partition(|f| scope.settings.posts(&ignored, f));
-        let blocking = found.iter().any(|f| f.severity == Severity::Blocking);
-        let annotations: Vec<Value> = found.iter().map(annotation).collect();
+        // A point set aside on the change is not raised again; it still
+        // gates unless someone trusted set it aside.
+        let dismissed = self.dismissed(scope, entity).await;
+        let mut kept = Vec::new();
+        let mut set_aside = 0;
+        let mut gating = Vec::new();
+        for f in found {
+            let by = dismissed.iter().find(|d| {
+                super::settings::normal(&d.path) == super::settings::normal(&f.path)
+                    && findings::same_point(findings::said_in(&d.said), &f.body)
+            });
+            match by {
+                Some(d) => {
+                    set_aside += 1;
+                    if !self.trusts(&d.by) {
+                        gating.push(f);
+                    }
+                }
+                None => kept.push(f),
+            }
+        }
+        let found = kept;
+        let blocking = found
+            .iter()
+            .chain(&gating)
+            .any(|f| f.severity == Severity::Blocking);
+        let annotations: Vec<Value> = found.iter().chain(&gating).map(annotation).collect();
         let mut sorted = self.sort(scope, entity, found).await?;
         sorted.quieted = quieted.len();
+        sorted.dismissed = set_aside;
         let at = Reviewed {
             event_id,
             entity,
@@ -547,6 +586,34 @@ impl Forge {
         Ok(())
     }
 
+    /// The bot's findings on `entity` that its author or someone trusted
+    /// resolved or answered "won't fix" (none when that cannot be read).
+    async fn dismissed(&self, scope: &Scope, entity: &str) -> Vec<super::host::Dismissed> {
+        let own = match self.store.forge_comment_ids(&self.route, entity).await {
+            Ok(own) if own.is_empty() => return Vec::new(),
+            Ok(own) => own,
+            Err(err) => {
+                tracing::warn!(error = %err, "the bot's comments could not be read");
+                return Vec::new();
+            }
+        };
+        let author = scope
+            .info
+            .as_ref()
+            .map(|i| i.author.as_str())
+            .filter(|a| !a.is_empty());
+        match self.host.dismissed(scope, &own).await {
+            Ok(all) => all
+                .into_iter()
+                .filter(|d| Some(d.by.as_str()) == author || self.trusts(&d.by))
+                .collect(),
+            Err(err) => {
+                tracing::warn!(route = %self.route, entity, error = %err, "the threads set aside could not be read");
+                Vec::new()
+            }
+        }
+    }
+
     /// Resolves the bot's threads a push made outdated.
     async fn resolve_outdated(&self, scope: &Scope, entity: &str) {
         match self.store.forge_comment_ids(&self.route, entity).await {
@@ -598,6 +665,12 @@ impl Forge {
             text.push_str(&format!(
                 "\n\n_{} finding(s) below the repository's review profile or on paths it ignores are not shown._",
                 sorted.quieted
+            ));
+        }
+        if sorted.dismissed > 0 {
+            text.push_str(&format!(
+                "\n\n_{} finding(s) resolved or answered \"won't fix\" on this change before are not raised again._",
+                sorted.dismissed
             ));
         }
         if sorted.repeated > 0 {

@@ -81,6 +81,35 @@ pub struct Scope {
     /// What of the change the run read, for the summary to say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<Coverage>,
+    /// Made because an event happened, not asked for in a comment: the
+    /// repository's settings decide whether it is made.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub automatic: bool,
+    /// The change as the forge has it when the run starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub info: Option<ChangeInfo>,
+    /// The repository's default branch, as the event names it: where the
+    /// settings of a CI run that belongs to no change are read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_branch: Option<String>,
+    /// Earlier answers of the run that were asked again (to read more of
+    /// the change): their findings are merged with the last answer's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<String>,
+}
+
+/// What a run knows of its change when it starts, for the settings to
+/// decide whether it is reviewed automatically.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeInfo {
+    /// Still a draft.
+    pub draft: bool,
+    /// Who opened it.
+    pub author: String,
+    /// Whether that is a bot.
+    pub bot: bool,
+    /// The branch it targets.
+    pub target: String,
 }
 
 /// `path` (a change's, so its author's) as one line of plain text for a
@@ -111,6 +140,10 @@ pub struct Coverage {
     pub read: std::collections::BTreeSet<String>,
     /// Changed files the repository's settings ignore.
     pub ignored: usize,
+    /// Changed files skipped by default, by kind (lock file, vendored,
+    /// generated).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub skipped: std::collections::BTreeMap<String, usize>,
 }
 
 impl Coverage {
@@ -125,11 +158,23 @@ impl Coverage {
     /// One line saying what was reviewed.
     pub fn said(&self) -> String {
         let unread = self.unread();
+        let skipped: usize = self.skipped.values().sum();
         let mut line = format!(
             "Reviewed {} of {} changed file(s)",
-            self.read.len().min(self.files.len()),
-            self.files.len()
+            self.files.intersection(&self.read).count(),
+            self.files.len() + skipped
         );
+        if skipped > 0 {
+            let kinds: Vec<String> = self
+                .skipped
+                .iter()
+                .map(|(kind, n)| format!("{n} {kind}"))
+                .collect();
+            line.push_str(&format!(
+                "; skipped {skipped} by default ({})",
+                kinds.join(", ")
+            ));
+        }
         if self.ignored > 0 {
             line.push_str(&format!(
                 "; {} more ignored by the repository's settings",
@@ -176,6 +221,10 @@ impl Scope {
             settings: Default::default(),
             settings_error: None,
             coverage: None,
+            automatic: false,
+            info: None,
+            default_branch: None,
+            earlier: Vec::new(),
         }
     }
 }
@@ -188,6 +237,49 @@ fn sha(payload: &Value, path: &str) -> Option<String> {
     lookup_str(payload, path)
         .filter(|s| s.len() >= 7 && s.len() <= 64 && s.chars().all(|c| c.is_ascii_hexdigit()))
         .map(str::to_string)
+}
+
+/// A branch name as an event gives it, when it is one git allows and
+/// plain enough to pass as a ref in a URL's query.
+pub fn branch_name(name: &str) -> Option<String> {
+    let ok = !name.is_empty()
+        && name.len() <= 200
+        && !name.starts_with(['-', '/'])
+        && !name.ends_with(['/', '.'])
+        && !name.contains("..")
+        && !name.contains("//")
+        && !name.contains("@{")
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-/+".contains(c));
+    ok.then(|| name.to_string())
+}
+
+impl Scope {
+    /// Why a run no one asked for is not made under the repository's
+    /// settings (`None`: it is made).
+    pub fn skipped(&self) -> Option<String> {
+        if !self.automatic {
+            return None;
+        }
+        let settings = &self.settings;
+        match self.task {
+            Task::Describe if !settings.describe => {
+                return Some("the settings do not describe changes when they are opened".into());
+            }
+            Task::Triage => {
+                return self
+                    .failed
+                    .as_ref()
+                    .filter(|(job, _)| !settings.triages(job))
+                    .map(|(job, _)| {
+                        format!("the settings do not triage the job {}", plain_path(job))
+                    });
+            }
+            _ => {}
+        }
+        self.info.as_ref().and_then(|info| settings.passes(info))
+    }
 }
 
 /// A repository name as the forge paths take it (`owner/repo`,
@@ -210,6 +302,7 @@ pub fn github(event: &str, payload: &Value, task: Option<Task>) -> Option<Scope>
     let repo = repo_name(lookup_str(payload, "repository.full_name")?)?;
     let mut scope = Scope::new(repo, Task::Triage);
     scope.installation = num(payload, "installation.id");
+    scope.default_branch = lookup_str(payload, "repository.default_branch").and_then(branch_name);
     match event {
         "pull_request" => {
             scope.change = num(payload, "pull_request.number").or_else(|| num(payload, "number"));
@@ -258,8 +351,9 @@ pub fn github(event: &str, payload: &Value, task: Option<Task>) -> Option<Scope>
         }
         _ => return None,
     }
-    if let Some(task) = task {
-        scope.task = task;
+    match task {
+        Some(task) => scope.task = task,
+        None => scope.automatic = true,
     }
     Some(scope)
 }
@@ -269,6 +363,7 @@ pub fn gitlab(event: &str, payload: &Value, task: Option<Task>) -> Option<Scope>
     let repo = repo_name(lookup_str(payload, "project.path_with_namespace")?)?;
     let mut scope = Scope::new(repo, Task::Triage);
     scope.project = num(payload, "project.id");
+    scope.default_branch = lookup_str(payload, "project.default_branch").and_then(branch_name);
     match event {
         "merge_request" => {
             scope.change = num(payload, "object_attributes.iid");
@@ -312,8 +407,9 @@ pub fn gitlab(event: &str, payload: &Value, task: Option<Task>) -> Option<Scope>
         }
         _ => return None,
     }
-    if let Some(task) = task {
-        scope.task = task;
+    match task {
+        Some(task) => scope.task = task,
+        None => scope.automatic = true,
     }
     Some(scope)
 }

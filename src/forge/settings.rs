@@ -10,6 +10,7 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 
 use super::findings::{Finding, Severity};
+use super::scope::ChangeInfo;
 
 /// The file, at the repository's root.
 pub const FILE: &str = ".switchboard.toml";
@@ -44,7 +45,7 @@ pub struct PathInstructions {
 }
 
 /// The `[review]` table.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     /// Globs of paths never shown to the model, by any tool, nor commented
@@ -60,6 +61,40 @@ pub struct Settings {
     /// ceiling).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_comments: Option<usize>,
+    /// Whether draft changes are reviewed automatically.
+    pub drafts: bool,
+    /// Whether changes opened by bots are reviewed automatically.
+    pub bots: bool,
+    /// Globs of the target branches whose changes are reviewed
+    /// automatically (none: every branch).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub branches: Vec<String>,
+    /// Whether a change gets a description when it is opened.
+    pub describe: bool,
+    /// Globs of the CI job names whose failures are triaged (none: every
+    /// job).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub triage_jobs: Vec<String>,
+    /// Whether lock files, vendored and generated code are left out of
+    /// the combined diff (listed, readable by path, not required).
+    pub skip_generated: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            ignore: Vec::new(),
+            instructions: Vec::new(),
+            profile: Profile::default(),
+            max_comments: None,
+            drafts: true,
+            bots: true,
+            branches: Vec::new(),
+            describe: false,
+            triage_jobs: Vec::new(),
+            skip_generated: true,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -78,16 +113,19 @@ impl Settings {
         }
         let file: File = toml::from_str(text).map_err(|e| e.message().to_string())?;
         let settings = file.review;
-        if settings.ignore.len() + settings.instructions.len() > MAX_GLOBS {
-            return Err(format!(
-                "ignore and instructions name more than {MAX_GLOBS} globs"
-            ));
-        }
-        for glob in settings
+        let globs: Vec<&String> = settings
             .ignore
             .iter()
             .chain(settings.instructions.iter().map(|i| &i.path))
-        {
+            .chain(&settings.branches)
+            .chain(&settings.triage_jobs)
+            .collect();
+        if globs.len() > MAX_GLOBS {
+            return Err(format!(
+                "ignore, instructions, branches and triage_jobs name more than {MAX_GLOBS} globs"
+            ));
+        }
+        for glob in globs {
             Glob::new(glob).map_err(|e| format!("{glob:?} is not a glob: {e}"))?;
         }
         if settings.max_comments == Some(0) {
@@ -131,6 +169,32 @@ impl Settings {
             })
             .collect();
         crate::render::clip(&applying.join("\n"), INSTRUCTIONS_CHARS)
+    }
+
+    /// Why a run that no one asked for is not made on a change described
+    /// by `info` (`None`: it is made).
+    pub fn passes(&self, info: &ChangeInfo) -> Option<String> {
+        if info.draft && !self.drafts {
+            return Some("the change is a draft and the settings do not review drafts".into());
+        }
+        if info.bot && !self.bots {
+            return Some(format!(
+                "the change was opened by a bot ({}) and the settings do not review bots' changes",
+                super::scope::plain_path(&info.author)
+            ));
+        }
+        if !self.branches.is_empty() && !Self::set(&self.branches).is_match(&info.target) {
+            return Some(format!(
+                "the change targets {}, not a branch the settings review",
+                super::scope::plain_path(&info.target)
+            ));
+        }
+        None
+    }
+
+    /// Whether a failure of the CI job `job` is triaged.
+    pub fn triages(&self, job: &str) -> bool {
+        self.triage_jobs.is_empty() || Self::set(&self.triage_jobs).is_match(job)
     }
 
     /// Line comments a review may post: the repository's limit within
@@ -198,6 +262,41 @@ text = "Check every query for injection."
         );
         assert_eq!(s.instructions_for(["src/lib.rs"]), "");
         assert_eq!(Settings::parse("").unwrap(), Settings::default());
+    }
+
+    #[test]
+    fn automatic_runs_follow_drafts_bots_branches_and_jobs() {
+        let s = Settings::parse(
+            "[review]\ndrafts = false\nbots = false\nbranches = [\"main\", \"release/*\"]\ntriage_jobs = [\"test*\"]",
+        )
+        .unwrap();
+        let info = |draft, bot, target: &str| ChangeInfo {
+            draft,
+            author: "someone".into(),
+            bot,
+            target: target.into(),
+        };
+        assert_eq!(s.passes(&info(false, false, "main")), None);
+        assert_eq!(s.passes(&info(false, false, "release/2.0")), None);
+        assert!(
+            s.passes(&info(true, false, "main"))
+                .unwrap()
+                .contains("draft")
+        );
+        assert!(
+            s.passes(&info(false, true, "main"))
+                .unwrap()
+                .contains("bot")
+        );
+        assert!(
+            s.passes(&info(false, false, "dev"))
+                .unwrap()
+                .contains("dev")
+        );
+        assert!(s.triages("test (ubuntu)") && !s.triages("lint"));
+        let all = Settings::default();
+        assert_eq!(all.passes(&info(true, true, "anything")), None);
+        assert!(all.triages("lint") && all.skip_generated && !all.describe);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::api::Failure;
-use super::diff::{FileDiff, numbered};
+use super::diff::{FileDiff, Weight, numbered};
 use super::{Forge, Scope, Task};
 use crate::agent::layer::ForgeDesk;
 use crate::render::template::Renderer;
@@ -26,6 +26,8 @@ const FILE_LINES: u64 = 400;
 /// Log lines one call returns by default, and at most.
 const LOG_LINES: u64 = 200;
 const LOG_LINES_MAX: u64 = 2000;
+/// Characters of an earlier answer kept for its findings.
+const EARLIER_CHARS: usize = 100_000;
 /// Error lines of a log listed before its tail.
 const LOG_ERRORS: usize = 20;
 
@@ -40,6 +42,9 @@ pub struct Desk {
     /// The pages of each file shown alone (`path=`): a file counts as
     /// read once all of them were.
     pages: std::sync::Mutex<std::collections::HashMap<String, std::collections::BTreeSet<usize>>>,
+    /// Answers asked again because files were left unread: their
+    /// findings count with the last answer's.
+    earlier: std::sync::Mutex<Vec<String>>,
 }
 
 impl Desk {
@@ -52,25 +57,52 @@ impl Desk {
             event,
             coverage: Default::default(),
             pages: Default::default(),
+            earlier: Default::default(),
         }
     }
 
     /// Notes that the run was shown the diff of `read` among the change's
-    /// `files` (`ignored` left out), and keeps it with the run's scope.
-    async fn covered(&self, files: &[FileDiff], ignored: usize, read: &[&str]) {
+    /// `files` to review (`skipped` by default and `ignored` left out),
+    /// and keeps it with the run's scope.
+    async fn covered(
+        &self,
+        (files, skipped): (&[&FileDiff], &[&FileDiff]),
+        ignored: usize,
+        read: &[&str],
+    ) {
         if !self.scope.task.reviews() {
             return;
         }
-        let coverage = {
+        {
             let mut coverage = self.coverage.lock().unwrap_or_else(|e| e.into_inner());
             let coverage = coverage.get_or_insert_with(Default::default);
             coverage.files = files.iter().map(|f| f.path.clone()).collect();
             coverage.ignored = ignored;
+            coverage.skipped.clear();
+            for f in skipped {
+                *coverage
+                    .skipped
+                    .entry(Weight::of(f).said().to_string())
+                    .or_default() += 1;
+            }
             coverage.read.extend(read.iter().map(|p| p.to_string()));
-            coverage.clone()
-        };
+        }
+        self.keep().await;
+    }
+
+    /// Keeps what the run read, and its earlier answers, with its scope.
+    async fn keep(&self) {
         let scope = Scope {
-            coverage: Some(coverage),
+            coverage: self
+                .coverage
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            earlier: self
+                .earlier
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
             ..self.scope.clone()
         };
         let (event, entity) = &self.event;
@@ -195,7 +227,15 @@ impl Desk {
     }
 
     async fn diff(&self, args: &Value) -> Result<String, ToolError> {
-        let (files, what, ignored) = self.files().await?;
+        let (mut files, what, ignored) = self.files().await?;
+        // Most important first; what a reviewer skims last, or (by
+        // default) only listed.
+        files.sort_by_key(Weight::of);
+        let skim = self.scope.settings.skip_generated;
+        let (review, skipped): (Vec<&FileDiff>, Vec<&FileDiff>) = files
+            .iter()
+            .partition(|f| !(skim && Weight::of(f).skimmed()));
+        let sets = (review.as_slice(), skipped.as_slice());
         let page = arg_opt_u64(args, "page")?.unwrap_or(1).max(1) as usize;
         let mut fence = Renderer::new();
         let mut out = format!("{what}\n{}\n", fence.tool_note());
@@ -224,7 +264,7 @@ impl Desk {
                 seen.len() == pages.len()
             };
             let read: &[&str] = if whole { &[path] } else { &[] };
-            self.covered(&files, ignored, read).await;
+            self.covered(sets, ignored, read).await;
             if page < pages.len() {
                 out.push_str(&format!(
                     "\nPage {page} of {}: call forge_diff with path and page={} for more.",
@@ -244,15 +284,21 @@ impl Desk {
                 fence.fence_all("instructions", &instructions)
             ));
         }
-        out.push_str(&format!("Files ({}):\n", files.len()));
+        out.push_str(&format!("Files ({}), most important first:\n", files.len()));
         for f in &files {
             let renamed = f
                 .old_path
                 .as_deref()
                 .map(|o| format!(" from {}", super::scope::plain_path(o)))
                 .unwrap_or_default();
+            let weight = Weight::of(f);
+            let skimmed = if skim && weight.skimmed() {
+                format!(" — {}, not shown below (path= shows it)", weight.said())
+            } else {
+                String::new()
+            };
             out.push_str(&format!(
-                "- {} ({}{renamed}, +{} −{})\n",
+                "- {} ({}{renamed}, +{} −{}){skimmed}\n",
                 super::scope::plain_path(&f.path),
                 f.status,
                 f.additions,
@@ -263,7 +309,7 @@ impl Desk {
         // files each page shows (those without a patch go with the list).
         let mut pages: Vec<String> = vec![String::new()];
         let mut on_page: Vec<Vec<&str>> = vec![Vec::new()];
-        for f in &files {
+        for f in &review {
             let Some(patch) = &f.patch else {
                 on_page[0].push(&f.path);
                 continue;
@@ -293,7 +339,7 @@ impl Desk {
         let body = pages.get(page - 1).ok_or_else(|| {
             ToolError::InvalidArgs(format!("the diff has {} page(s)", pages.len()))
         })?;
-        self.covered(&files, ignored, &on_page[page - 1]).await;
+        self.covered(sets, ignored, &on_page[page - 1]).await;
         if !body.is_empty() {
             out.push_str(&format!("{numbers}\n{}", fence.fence_all("diff", body)));
         }
@@ -486,11 +532,27 @@ impl ForgeDesk for Desk {
 
     /// A review's answer must hold its findings and come after every
     /// file to review was read: what is left is named, to be read now.
-    fn check_answer(&self, answer: &str) -> Result<(), String> {
+    async fn check_answer(&self, answer: &str) -> Result<(), String> {
         if !self.scope.task.reviews() {
             return Ok(());
         }
         super::findings::check(answer)?;
+        let unread = self.unread();
+        if unread.is_err() {
+            // Its findings are kept: the answer to come is merged with it.
+            self.earlier
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(crate::render::clip(answer, EARLIER_CHARS));
+            self.keep().await;
+        }
+        unread
+    }
+}
+
+impl Desk {
+    /// Why the review cannot be written yet: files it did not read.
+    fn unread(&self) -> Result<(), String> {
         let coverage = self.coverage.lock().unwrap_or_else(|e| e.into_inner());
         let Some(coverage) = coverage.as_ref() else {
             return Err(
@@ -512,7 +574,7 @@ impl ForgeDesk for Desk {
             "the review covers {} of the {} changed files; the diff of these was never read: {}{}. \
              Read them with forge_diff (the next pages, or path=…), then write the whole review \
              again with the findings of every file",
-            coverage.read.len().min(coverage.files.len()),
+            coverage.files.intersection(&coverage.read).count(),
             coverage.files.len(),
             named.join(", "),
             if unread.len() > named.len() {

@@ -17,6 +17,7 @@ use super::manager::Inner;
 use super::opening::{Ahead, Known, Reset, apply_reset, open_conversation, start};
 use super::outbox;
 use super::revisions::Change;
+use crate::agent::layer::Opened;
 use crate::agent::{AgentError, Conversation, Turn};
 use crate::platform::InboundEvent;
 use crate::store::{Completion, Outbound};
@@ -452,6 +453,10 @@ async fn run_job(
                 done_with(inner, key, inbox_id, &event, "failed", [text]),
             )
         }
+        Answered::Skipped(why) => {
+            tracing::info!(session.key = %key, inbox.id = inbox_id, reason = %why, "run skipped");
+            (None, done_with(inner, key, inbox_id, &event, "skipped", []))
+        }
         Answered::Stopped => return,
     };
     let mut completion = Completion {
@@ -512,6 +517,8 @@ enum Answered {
     Unopened,
     /// The daemon stopped while storage was away: the event stays pending.
     Stopped,
+    /// Not made (its forge's settings do not want it): why.
+    Skipped(String),
 }
 
 /// Runs the turn for `event` (`resumed`: begun before a restart), waiting
@@ -570,6 +577,11 @@ async fn answer(
         };
         let forge = match &inner.forges {
             Some(forges) => forges.desk(event).await,
+            None => None,
+        };
+        let forge = match forge {
+            Some(Opened::Skipped(why)) => return Answered::Skipped(why),
+            Some(Opened::Desk(desk)) => Some(desk),
             None => None,
         };
         conv.set_forge(forge);

@@ -255,9 +255,9 @@ async fn receive(
             sender,
         } => {
             let event_id = format!("{}:{delivery}", route.name);
-            let prompt =
+            let (prompt, describe) =
                 match forge_intake(&state, (&event, &event_id, &entity), prompt, &payload).await {
-                    Ok(prompt) => prompt,
+                    Ok(prompts) => prompts,
                     Err(answered) => return answered,
                 };
             let inbound = InboundEvent {
@@ -278,7 +278,30 @@ async fn receive(
                 attachments: Vec::new(),
                 revision: crate::platform::Revision::New,
             };
-            submit(&state, inbound).await
+            let second = describe.map(|text| {
+                let id = review::describe_id(&inbound.event_id);
+                InboundEvent {
+                    text,
+                    message_id: Some(id.clone()),
+                    event_id: id,
+                    ..inbound.clone()
+                }
+            });
+            let first = submit(&state, inbound).await;
+            match second {
+                // Both are stored before the delivery is answered: when the
+                // second is not, the sender's retry brings it (the first is
+                // then a duplicate).
+                Some(second) if first.status().is_success() => {
+                    let answered = submit(&state, second).await;
+                    if answered.status().is_success() {
+                        first
+                    } else {
+                        answered
+                    }
+                }
+                _ => first,
+            }
         }
     };
     let label = match outcome.status().as_u16() {
@@ -301,10 +324,10 @@ async fn forge_intake(
     ids: (&str, &str, &str),
     prompt: String,
     payload: &Value,
-) -> Result<String, Response> {
+) -> Result<(String, Option<String>), Response> {
     let route = &state.route;
     let Some(forge) = state.gateway.forges.get(&route.name) else {
-        return Ok(prompt);
+        return Ok((prompt, None));
     };
     let done = |status: &str, reason: &str| {
         internal::emit(internal::WebhookAnswered {
@@ -317,7 +340,7 @@ async fn forge_intake(
         )
     };
     match review::intake(forge, route, ids, prompt, payload).await {
-        Ok(review::Intake::Run(prompt)) => Ok(prompt),
+        Ok(review::Intake::Run(prompt, describe)) => Ok((prompt, describe)),
         Ok(review::Intake::Done(reason)) => Err(done("done", reason)),
         Ok(review::Intake::Skip(reason)) => Err(done("ignored", reason)),
         Err(err) => {

@@ -6,9 +6,8 @@
 
 use serde_json::Value;
 
-use crate::config::identity;
 use crate::config::{SignatureScheme, WebhookRoute};
-use crate::forge::{Forge, Task};
+use crate::forge::{Forge, Scope, Task};
 use crate::render::template::{Renderer, lookup_str};
 
 /// A comment command.
@@ -63,26 +62,14 @@ pub fn command(body: &str, bot: &str) -> Option<Command> {
     )
 }
 
-/// Whether `login` (of the route's forge) may give commands on `route`.
-pub fn allowed(route: &WebhookRoute, login: &str) -> bool {
-    let from = route
-        .forge
-        .as_ref()
-        .map(|f| f.commands_from.as_slice())
-        .unwrap_or(&[]);
-    let platform = route.scheme.login_platform();
-    route
-        .approvers
-        .iter()
-        .chain(from)
-        .any(|a| identity::names(a, platform, login))
-}
-
 /// What intake makes of an event on a forge route.
 #[derive(Debug)]
 pub enum Intake {
-    /// Run it with this prompt; its scope was stored.
-    Run(String),
+    /// Run it with this prompt; its scope was stored. A change just
+    /// opened comes with the prompt of a second run, its description
+    /// (event `<event>:describe`, made when the repository's settings
+    /// ask for it).
+    Run(String, Option<String>),
     /// Done without a run (a pause, a resume): why.
     Done(&'static str),
     /// Not run: why.
@@ -124,7 +111,7 @@ pub async fn intake(
         let Some(command) = command(body, bot) else {
             return Ok(Intake::Skip("comment does not address the bot"));
         };
-        if !allowed(route, login) {
+        if !forge.trusts(login) {
             crate::telemetry::events::emit(crate::telemetry::events::ForgeCommandIgnored {
                 route: &route.name,
                 login,
@@ -190,8 +177,43 @@ pub async fn intake(
         "{prompt}\n\n{}",
         crate::forge::publish::instructions(scope.task)
     );
+    let describe = if opened(route.scheme, event, payload) {
+        let described = Scope {
+            task: Task::Describe,
+            ..scope.clone()
+        };
+        forge
+            .keep_scope(&describe_id(event_id), entity, &described)
+            .await?;
+        Some(format!(
+            "Change #{} in {} was just opened; describe it.\n\n{}",
+            scope.change.unwrap_or_default(),
+            scope.repo,
+            crate::forge::publish::instructions(Task::Describe)
+        ))
+    } else {
+        None
+    };
     forge.keep_scope(event_id, entity, &scope).await?;
-    Ok(Intake::Run(prompt))
+    Ok(Intake::Run(prompt, describe))
+}
+
+/// The event of the description of a change opened by event `event_id`.
+pub fn describe_id(event_id: &str) -> String {
+    format!("{event_id}:describe")
+}
+
+/// Whether `event` opened a change.
+fn opened(scheme: SignatureScheme, event: &str, payload: &Value) -> bool {
+    match (scheme, event) {
+        (SignatureScheme::Github, "pull_request") => {
+            lookup_str(payload, "action") == Some("opened")
+        }
+        (SignatureScheme::Gitlab, "merge_request") => {
+            lookup_str(payload, "object_attributes.action") == Some("open")
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]

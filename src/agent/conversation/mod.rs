@@ -604,7 +604,7 @@ impl Conversation {
                     continue;
                 }
                 if !response.content.trim().is_empty() {
-                    if let Some(why) = self.unreadable(&response.content)
+                    if let Some(why) = self.unreadable(&response.content).await
                         && !reasked
                     {
                         // Kept in the history, and asked for once more.
@@ -675,8 +675,8 @@ impl Conversation {
 
     /// Why a final answer cannot be read as the run's task asks (a
     /// review's findings block), when it cannot.
-    fn unreadable(&self, answer: &str) -> Option<String> {
-        self.forge.as_ref()?.check_answer(answer).err()
+    async fn unreadable(&self, answer: &str) -> Option<String> {
+        self.forge.as_ref()?.check_answer(answer).await.err()
     }
 
     /// Adds the messages steered in since the last batch to its last
