@@ -49,6 +49,13 @@ struct Repo {
     checks: Vec<Value>,
     statuses: Vec<Value>,
     resolved: Vec<String>,
+    /// Thread → who resolved it (the bot, when it resolved it itself).
+    resolved_by: HashMap<String, String>,
+    /// Replies in review threads: (first comment's id, login, body).
+    replies: Vec<(u64, String, String)>,
+    /// Fields of a pull request's JSON beyond its SHAs (`draft`, `user`,
+    /// `base.ref`), laid over the defaults.
+    pull_meta: HashMap<u64, Value>,
     next_id: u64,
 }
 
@@ -154,6 +161,39 @@ impl FakeForge {
 
     pub fn resolved(&self) -> Vec<String> {
         self.repo().resolved.clone()
+    }
+
+    /// Lays `meta` (`draft`, `user`, `base: {ref}`) over pull request
+    /// `number`'s JSON.
+    pub fn set_pull_meta(&self, number: u64, meta: Value) {
+        self.repo().pull_meta.insert(number, meta);
+    }
+
+    /// `login` resolves the thread of review comment `comment`.
+    pub fn resolve_as(&self, comment: u64, login: &str) {
+        let mut repo = self.repo();
+        let thread = format!("PRRT_{comment}");
+        repo.resolved.push(thread.clone());
+        repo.resolved_by.insert(thread, login.into());
+    }
+
+    /// `login` replies `body` in the thread of review comment `comment`.
+    pub fn reply(&self, comment: u64, login: &str, body: &str) {
+        self.repo()
+            .replies
+            .push((comment, login.into(), body.into()));
+    }
+}
+
+/// `over`'s fields laid on `base`, objects merged key by key.
+fn laid_over(base: &mut Value, over: &Value) {
+    match (base, over) {
+        (Value::Object(base), Value::Object(over)) => {
+            for (k, v) in over {
+                laid_over(base.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (base, over) => *base = over.clone(),
     }
 }
 
@@ -277,6 +317,7 @@ fn answer(shared: &Shared, method: Method, uri: Uri, headers: HeaderMap, body: B
             if query.contains("resolveReviewThread") {
                 let thread = body["variables"]["id"].as_str().unwrap_or("").to_string();
                 repo.resolved.push(thread.clone());
+                repo.resolved_by.insert(thread.clone(), "review-bot".into());
                 return json_answer(
                     StatusCode::OK,
                     json!({"data": {"resolveReviewThread": {"thread": {"id": thread, "isResolved": true}}}}),
@@ -300,11 +341,19 @@ fn answer(shared: &Shared, method: Method, uri: Uri, headers: HeaderMap, body: B
                         c["side"].as_str().unwrap_or("RIGHT"),
                         c["line"].as_u64().unwrap_or(0),
                     );
+                    let thread = format!("PRRT_{id}");
+                    let mut comments = vec![json!({"databaseId": id, "body": c["body"],
+                                                   "author": {"login": "review-bot"}})];
+                    comments.extend(repo.replies.iter().filter(|r| r.0 == id).map(|(_, login, body)| {
+                        json!({"databaseId": 0, "body": body, "author": {"login": login}})
+                    }));
                     json!({
-                        "id": format!("PRRT_{id}"),
-                        "isResolved": repo.resolved.contains(&format!("PRRT_{id}")),
+                        "id": thread,
+                        "path": c["path"],
+                        "isResolved": repo.resolved.contains(&thread),
+                        "resolvedBy": repo.resolved_by.get(&thread).map(|l| json!({"login": l})),
                         "isOutdated": now.as_deref() != c["line_text"].as_str(),
-                        "comments": {"nodes": [{"databaseId": id}]},
+                        "comments": {"nodes": comments},
                     })
                 })
                 .collect();
@@ -313,14 +362,21 @@ fn answer(shared: &Shared, method: Method, uri: Uri, headers: HeaderMap, body: B
                 json!({"data": {"repository": {"pullRequest": {"reviewThreads": {"nodes": nodes}}}}}),
             )
         }
-        ("GET", ["repos", _, _, "pulls", n]) => match repo.pulls.get(&n.parse().unwrap_or(0)) {
-            Some(p) => json_answer(
-                StatusCode::OK,
-                json!({"number": n.parse::<u64>().unwrap(), "state": "open",
-                       "base": {"sha": p.base}, "head": {"sha": p.head}}),
-            ),
-            None => not_found(),
-        },
+        ("GET", ["repos", _, _, "pulls", n]) => {
+            let n: u64 = n.parse().unwrap_or(0);
+            match repo.pulls.get(&n) {
+                Some(p) => {
+                    let mut pull = json!({"number": n, "state": "open", "draft": false,
+                           "user": {"login": "octocat", "type": "User"},
+                           "base": {"sha": p.base, "ref": "main"}, "head": {"sha": p.head}});
+                    if let Some(meta) = repo.pull_meta.get(&n) {
+                        laid_over(&mut pull, meta);
+                    }
+                    json_answer(StatusCode::OK, pull)
+                }
+                None => not_found(),
+            }
+        }
         ("GET", ["repos", _, _, "pulls", n, "files"]) => {
             match repo.pulls.get(&n.parse().unwrap_or(0)) {
                 Some(p) => json_answer(StatusCode::OK, Value::Array(p.files.clone())),

@@ -51,6 +51,9 @@ struct Project {
     notes: Vec<Value>,
     discussions: Vec<Value>,
     statuses: Vec<Value>,
+    /// Fields of a merge request's JSON beyond its SHAs (`draft`,
+    /// `author`, `target_branch`), laid over the defaults.
+    mr_meta: HashMap<u64, Value>,
     next_id: u64,
 }
 
@@ -144,6 +147,34 @@ impl FakeGitlab {
     pub fn statuses(&self) -> Vec<Value> {
         self.project().statuses.clone()
     }
+
+    /// Sets `meta`'s fields (`draft`, `author`, `target_branch`) in
+    /// merge request `iid`'s JSON.
+    pub fn set_mr_meta(&self, iid: u64, meta: Value) {
+        self.project().mr_meta.insert(iid, meta);
+    }
+
+    /// `username` resolves discussion `discussion`.
+    pub fn resolve_as(&self, discussion: &str, username: &str) {
+        let mut p = self.project();
+        if let Some(d) = p.discussions.iter_mut().find(|d| d["id"] == discussion) {
+            d["notes"][0]["resolved"] = json!(true);
+            d["notes"][0]["resolved_by"] = json!({"username": username});
+        }
+    }
+
+    /// `username` replies `body` in discussion `discussion`.
+    pub fn reply(&self, discussion: &str, username: &str, body: &str) {
+        let mut p = self.project();
+        p.next_id += 1;
+        let id = p.next_id;
+        if let Some(d) = p.discussions.iter_mut().find(|d| d["id"] == discussion)
+            && let Some(notes) = d["notes"].as_array_mut()
+        {
+            notes.push(json!({"id": id, "type": "DiffNote", "body": body,
+                              "author": {"username": username}, "resolvable": true, "resolved": false}));
+        }
+    }
 }
 
 fn not_found() -> Response {
@@ -200,14 +231,28 @@ fn answer(shared: &Shared, method: Method, uri: Uri, headers: HeaderMap, body: B
     p.next_id += 1;
     let id = p.next_id;
     match (method.as_str(), &parts[1..]) {
-        ("GET", ["merge_requests", iid]) => match p.mrs.get(&iid.parse().unwrap_or(0)) {
-            Some(mr) => json_answer(
-                StatusCode::OK,
-                json!({"iid": iid.parse::<u64>().unwrap(), "state": "opened", "sha": mr.head,
-                       "diff_refs": {"base_sha": mr.base, "start_sha": mr.start, "head_sha": mr.head}}),
-            ),
-            None => not_found(),
-        },
+        ("GET", ["merge_requests", iid]) => {
+            let iid: u64 = iid.parse().unwrap_or(0);
+            match p.mrs.get(&iid) {
+                Some(mr) => {
+                    let mut json = json!({"iid": iid, "state": "opened", "sha": mr.head,
+                           "draft": false, "work_in_progress": false,
+                           "author": {"username": "alice"}, "target_branch": "main",
+                           "diff_refs": {"base_sha": mr.base, "start_sha": mr.start, "head_sha": mr.head}});
+                    for (k, v) in p
+                        .mr_meta
+                        .get(&iid)
+                        .and_then(Value::as_object)
+                        .into_iter()
+                        .flatten()
+                    {
+                        json[k] = v.clone();
+                    }
+                    json_answer(StatusCode::OK, json)
+                }
+                None => not_found(),
+            }
+        }
         ("GET", ["merge_requests", iid, "diffs"]) => match p.mrs.get(&iid.parse().unwrap_or(0)) {
             Some(mr) => json_answer(StatusCode::OK, Value::Array(mr.diffs.clone())),
             None => not_found(),
@@ -335,6 +380,7 @@ fn answer(shared: &Shared, method: Method, uri: Uri, headers: HeaderMap, body: B
             match p.discussions.iter_mut().find(|d| d["id"] == *did) {
                 Some(d) => {
                     d["notes"][0]["resolved"] = json!(resolved);
+                    d["notes"][0]["resolved_by"] = json!({"username": "review-bot"});
                     json_answer(StatusCode::OK, d.clone())
                 }
                 None => not_found(),

@@ -9,6 +9,7 @@ use crate::common;
 mod review;
 mod review_gitlab;
 mod review_output;
+mod review_policy;
 mod security;
 
 use std::time::Duration;

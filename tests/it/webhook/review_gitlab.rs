@@ -13,17 +13,17 @@ use super::{Running, STANDARD_SECRET, bytes, review_answer, start_at, tool_resul
 use crate::common::fake_gitlab::{FakeGitlab, MergeRequest};
 use crate::common::fake_llm::{FakeLlm, Reply, calls, text};
 
-const BASE: &str = "ae73cb07c9eeaf35924a10f713b364d32b2dd34f";
-const START: &str = "ae73cb07c9eeaf35924a10f713b364d32b2dd34f";
-const HEAD1: &str = "da1560886d4f094c3e6c9ef40349f7d38b5d27d7";
-const HEAD2: &str = "c0ffee0000000000000000000000000000000002";
+pub(super) const BASE: &str = "ae73cb07c9eeaf35924a10f713b364d32b2dd34f";
+pub(super) const START: &str = "ae73cb07c9eeaf35924a10f713b364d32b2dd34f";
+pub(super) const HEAD1: &str = "da1560886d4f094c3e6c9ef40349f7d38b5d27d7";
+pub(super) const HEAD2: &str = "c0ffee0000000000000000000000000000000002";
 const HEAD3: &str = "c0ffee0000000000000000000000000000000003";
 
 const LIB: &str = "@@ -1,3 +1,4 @@\n pub fn add(a: u32, b: u32) -> u32 {\n-    a + b\n+    let sum = a + b;\n+    sum\n }\n";
 const NEW: &str = "@@ -0,0 +1,2 @@\n+pub fn zero() -> u32 {\n+    0 }\n";
 const FIXED: &str = "@@ -1,3 +1,3 @@\n pub fn add(a: u32, b: u32) -> u32 {\n-    a + b\n+    a.checked_add(b).unwrap()\n }\n";
 
-fn diff(path: &str, patch: &str, new: bool) -> Value {
+pub(super) fn diff(path: &str, patch: &str, new: bool) -> Value {
     json!({"old_path": path, "new_path": path, "a_mode": "100644", "b_mode": "100644",
            "new_file": new, "renamed_file": false, "deleted_file": false, "diff": patch})
 }
@@ -34,7 +34,7 @@ fn project() -> Value {
 }
 
 /// A merge request event as GitLab documents it (trimmed).
-fn mr_event(action: &str, head: &str, oldrev: Option<&str>) -> Value {
+pub(super) fn mr_event(action: &str, head: &str, oldrev: Option<&str>) -> Value {
     let mut attrs = json!({
         "id": 99, "iid": 4, "title": "Add add()", "description": "Adds a function.",
         "source_branch": "feature", "target_branch": "main", "state": "opened",
@@ -59,7 +59,7 @@ fn note_event(author: &str, note: &str) -> Value {
            "merge_request": {"iid": 4, "title": "Add add()", "last_commit": {"id": HEAD1}}})
 }
 
-fn route(gitlab: &FakeGitlab) -> impl FnOnce(&mut switchboard::config::Config) {
+pub(super) fn route(gitlab: &FakeGitlab) -> impl FnOnce(&mut switchboard::config::Config) {
     let url = gitlab.url.clone();
     move |config| {
         let r = &mut config.webhook.routes[0];
@@ -78,7 +78,7 @@ fn route(gitlab: &FakeGitlab) -> impl FnOnce(&mut switchboard::config::Config) {
     }
 }
 
-async fn send(d: &Running, hook: &str, uuid: &str, payload: &Value) -> (u16, Value) {
+pub(super) async fn send(d: &Running, hook: &str, uuid: &str, payload: &Value) -> (u16, Value) {
     let resp = d
         .post(
             "/webhooks/gitlab",
@@ -94,7 +94,7 @@ async fn send(d: &Running, hook: &str, uuid: &str, payload: &Value) -> (u16, Val
     (code, resp.json().await.unwrap_or(Value::Null))
 }
 
-fn final_states(gitlab: &FakeGitlab) -> Vec<String> {
+pub(super) fn final_states(gitlab: &FakeGitlab) -> Vec<String> {
     gitlab
         .statuses()
         .iter()

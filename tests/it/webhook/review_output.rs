@@ -214,13 +214,6 @@ vec![
         summary.contains("2 finding(s) below the repository's review profile"),
         "{summary}"
     );
-    let read: Vec<String> = forge
-        .seen()
-        .iter()
-        .filter(|s| s.path.contains(".switchboard.toml"))
-        .map(|s| s.path.clone())
-        .collect();
-    assert_eq!(read.len(), 1, "read once, at the base: {read:?}");
 }
 
 /// `@bot describe` writes a description of the change (summary,

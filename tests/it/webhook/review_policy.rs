@@ -1,0 +1,417 @@
+//! Which runs a repository's settings let happen, and what a review does
+//! not raise again, against the fake GitHub and GitLab: drafts, bots'
+//! changes, other branches and untriaged jobs left alone unless someone
+//! asks; a description on open; a finding its author resolved or answered
+//! "won't fix" kept off the diff after a push; the findings of an answer
+//! asked again merged with the last; lock files skipped by default.
+
+use serde_json::{Value, json};
+
+use super::review::{BASE, HEAD1, LIB_PATCH, comment_by, file, forge_route, token_route};
+use super::review_gitlab as gl;
+use super::{Running, bytes, fixture, review_answer, start_at, tool_results, wait_for};
+use crate::common::fake_forge::{FakeForge, Pull};
+use crate::common::fake_gitlab::{FakeGitlab, MergeRequest};
+use crate::common::fake_llm::{FakeLlm, Reply, calls, text};
+
+const HEAD2: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2";
+
+/// The webhook events once none is left to run: (delivery, outcome).
+async fn settled(d: &Running) -> Vec<(String, String)> {
+    crate::common::eventually("every event to be processed", || async {
+        d.store.inbox_pending(100).await.is_ok_and(|p| p.is_empty())
+    })
+    .await;
+    d.store
+        .inbox_latest("webhook", 1000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|row| (row.dedupe_key, row.outcome.unwrap_or_default()))
+        .collect()
+}
+
+fn one_pull(forge: &FakeForge, head: &str, files: Vec<Value>) {
+    forge.set_pull(
+        7,
+        Pull {
+            base: BASE.into(),
+            head: head.into(),
+            files,
+        },
+    );
+}
+
+async fn deliver(d: &Running, event: &str, delivery: &str, body: &Value) {
+    let status = d.github(event, delivery, &bytes(body)).await.status();
+    assert_eq!(status, 202, "{delivery}");
+}
+
+/// Drafts, bots' changes and changes to branches the settings do not
+/// review get no automatic review (no model call, no check, no comment),
+/// nor a description; a comment command still reviews them.
+#[tokio::test]
+async fn runs_no_one_asked_for_follow_drafts_bots_and_branches() {
+    let forge = FakeForge::start().await;
+    one_pull(
+        &forge,
+        HEAD1,
+        vec![file("src/lib.rs", "modified", LIB_PATCH)],
+    );
+    forge.set_content(
+        BASE,
+        ".switchboard.toml",
+        "[review]\ndrafts = false\nbots = false\nbranches = [\"main\", \"release/*\"]\ndescribe = true\n",
+    );
+    forge.set_pull_meta(7, json!({"draft": true}));
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
+        review_answer("Asked for, so reviewed.", json!([])),
+    ])
+    .await;
+    let d = start_at(&llm, &forge.url, token_route(&forge)).await;
+
+    let opened = fixture("pull_request.opened");
+    deliver(&d, "pull_request", "draft-1", &opened).await;
+    let mut sync = opened.clone();
+    sync["action"] = json!("synchronize");
+    forge.set_pull_meta(
+        7,
+        json!({"user": {"login": "dependabot[bot]", "type": "Bot"}}),
+    );
+    sync["pull_request"]["head"]["sha"] = json!(HEAD1);
+    deliver(&d, "pull_request", "bot-1", &sync).await;
+    settled(&d).await;
+    forge.set_pull_meta(7, json!({"base": {"ref": "dev"}}));
+    sync["pull_request"]["title"] = json!("another push");
+    deliver(&d, "pull_request", "branch-1", &sync).await;
+    let outcomes = settled(&d).await;
+    let skipped: Vec<&str> = outcomes
+        .iter()
+        .filter(|(_, o)| o == "skipped")
+        .map(|(k, _)| k.as_str())
+        .collect();
+    assert_eq!(
+        skipped.len(),
+        4,
+        "the draft's review and description, the bot's push, the other branch's push: {outcomes:?}"
+    );
+    assert!(llm.requests().is_empty(), "no model call");
+    assert!(forge.checks().is_empty() && forge.issue_comments().is_empty());
+
+    // Asked for in a comment, the change on another branch is reviewed.
+    let asked = comment_by("alice", "@switchboard-bot review");
+    assert_eq!(
+        d.github("issue_comment", "ask-1", &asked).await.status(),
+        202
+    );
+    wait_for("the summary", || !forge.issue_comments().is_empty()).await;
+    assert!(
+        forge.issue_comments()[0]["body"]
+            .as_str()
+            .unwrap()
+            .contains("Asked for, so reviewed.")
+    );
+}
+
+/// With `describe = true`, a change just opened gets its description
+/// beside its review, each in its own comment.
+#[tokio::test]
+async fn a_change_opened_is_described_when_the_settings_say_so() {
+    let forge = FakeForge::start().await;
+    one_pull(
+        &forge,
+        HEAD1,
+        vec![file("src/lib.rs", "modified", LIB_PATCH)],
+    );
+    forge.set_content(BASE, ".switchboard.toml", "[review]\ndescribe = true\n");
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
+        review_answer("Adds a temporary.", json!([])),
+        Reply::Json(calls(&[("c2", "forge_diff", "{}")])),
+        Reply::Json(text(
+            "## Summary\nStores the sum first.\n## Walkthrough\n- src/lib.rs: a temporary\n## Risks\nNone.",
+        )),
+    ])
+    .await;
+    let d = start_at(&llm, &forge.url, token_route(&forge)).await;
+    deliver(
+        &d,
+        "pull_request",
+        "open-1",
+        &fixture("pull_request.opened"),
+    )
+    .await;
+    wait_for("the summary and the description", || {
+        forge.issue_comments().len() == 2
+    })
+    .await;
+    let outcomes = settled(&d).await;
+    assert!(outcomes.iter().all(|(_, o)| o != "skipped"), "{outcomes:?}");
+    let bodies: Vec<String> = forge
+        .issue_comments()
+        .iter()
+        .map(|c| c["body"].as_str().unwrap().to_string())
+        .collect();
+    assert!(bodies.iter().any(|b| b.contains("Review of")), "{bodies:?}");
+    assert!(
+        bodies
+            .iter()
+            .any(|b| b.contains("Description of this change") && b.contains("Stores the sum first")),
+        "{bodies:?}"
+    );
+    let asked = llm.requests()[2]["messages"].to_string();
+    assert!(asked.contains("was just opened; describe it"), "{asked}");
+}
+
+/// A failed job the settings do not triage is left alone; one they name
+/// is triaged.
+#[tokio::test]
+async fn only_the_jobs_the_settings_name_are_triaged() {
+    let forge = FakeForge::start().await;
+    one_pull(
+        &forge,
+        HEAD1,
+        vec![file("src/lib.rs", "modified", LIB_PATCH)],
+    );
+    forge.set_commit_pulls("3484a3fb816e0859fd6e1cea078d76385ff50625", &[7]);
+    forge.set_job(2202229078, 289782451, "linters", "##[error]lint failed\n");
+    forge.set_content(
+        BASE,
+        ".switchboard.toml",
+        "[review]\ntriage_jobs = [\"test*\"]\n",
+    );
+    let llm = FakeLlm::start(vec![Reply::Json(text("The linter failed: fix the lint."))]).await;
+    let d = start_at(&llm, &forge.url, token_route(&forge)).await;
+    let job = fixture("workflow_job.completed");
+    deliver(&d, "workflow_job", "job-1", &job).await;
+    let outcomes = settled(&d).await;
+    assert_eq!(outcomes.len(), 1);
+    assert_eq!(outcomes[0].1, "skipped", "{outcomes:?}");
+    assert!(llm.requests().is_empty() && forge.issue_comments().is_empty());
+
+    forge.set_content(
+        BASE,
+        ".switchboard.toml",
+        "[review]\ntriage_jobs = [\"lint*\"]\n",
+    );
+    let mut again = job.clone();
+    again["workflow_job"]["run_attempt"] = json!(2);
+    deliver(&d, "workflow_job", "job-2", &again).await;
+    wait_for("the triage", || !forge.issue_comments().is_empty()).await;
+}
+
+/// A finding whose thread the change's author resolved is not raised
+/// again after a push, even reworded on a moved line; the summary says
+/// so. The author alone does not lift the gate: the blocking finding
+/// still fails the check.
+#[tokio::test]
+async fn a_finding_its_author_resolved_is_not_raised_again_after_a_push() {
+    let forge = FakeForge::start().await;
+    one_pull(
+        &forge,
+        HEAD1,
+        vec![file("src/lib.rs", "modified", LIB_PATCH)],
+    );
+    let moved = "@@ -1,3 +1,5 @@\n pub fn add(a: u32, b: u32) -> u32 {\n-    a + b\n+    // Adds.\n+    let sum = a + b;\n+    sum\n+    // Done.\n }";
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
+        review_answer(
+            "Adds a temporary.",
+            json!([{"path": "src/lib.rs", "line": 2, "severity": "blocking",
+                    "body": "Unchecked addition `a + b` can overflow on large inputs."}]),
+        ),
+        Reply::Json(calls(&[("c2", "forge_diff", "{}")])),
+        review_answer(
+            "Adds comments.",
+            json!([
+                {"path": "src/lib.rs", "line": 3, "severity": "blocking",
+                 "body": "The addition `a + b` is unchecked and can overflow on large inputs."},
+                {"path": "src/lib.rs", "line": 5, "severity": "note", "body": "Drop the `Done.` comment."}
+            ]),
+        ),
+    ])
+    .await;
+    let key = std::path::Path::new("tests/data/github/app-test-key.pem")
+        .canonicalize()
+        .unwrap();
+    let d = start_at(&llm, &forge.url, forge_route(&forge, &key)).await;
+    deliver(&d, "pull_request", "res-1", &fixture("pull_request.opened")).await;
+    wait_for("the first review", || forge.review_comments().len() == 1).await;
+    settled(&d).await;
+    let first = forge.review_comments()[0]["id"].as_u64().unwrap();
+    // The pull request's author (octocat) resolves it.
+    forge.resolve_as(first, "octocat");
+
+    one_pull(&forge, HEAD2, vec![file("src/lib.rs", "modified", moved)]);
+    forge.set_compare(
+        HEAD1,
+        HEAD2,
+        "ahead",
+        vec![file("src/lib.rs", "modified", moved)],
+        1,
+    );
+    let mut sync = fixture("pull_request.opened");
+    sync["action"] = json!("synchronize");
+    sync["pull_request"]["head"]["sha"] = json!(HEAD2);
+    deliver(&d, "pull_request", "res-2", &sync).await;
+    wait_for("the second check to complete", || {
+        forge
+            .checks()
+            .iter()
+            .filter(|c| c["status"] == "completed")
+            .count()
+            == 2
+    })
+    .await;
+    let comments = forge.review_comments();
+    assert_eq!(comments.len(), 2, "only the new point: {comments:?}");
+    assert!(comments[1]["body"].as_str().unwrap().contains("Done."));
+    let summary = forge.issue_comments()[0]["body"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        summary.contains("1 finding(s) resolved or answered \"won't fix\""),
+        "{summary}"
+    );
+    let checks = forge.checks();
+    assert_eq!(
+        checks[1]["conclusion"], "failure",
+        "the author alone does not lift the gate"
+    );
+}
+
+/// On GitLab, a maintainer's "won't fix" reply sets the finding aside:
+/// not raised again after a push, and no longer failing the gate.
+#[tokio::test]
+async fn a_wont_fix_from_a_maintainer_sets_a_gitlab_finding_aside() {
+    let gitlab = FakeGitlab::start().await;
+    let patch = "@@ -1,2 +1,3 @@\n fn main() {\n+    let v = input().unwrap();\n }";
+    let moved = "@@ -1,2 +1,4 @@\n fn main() {\n+    // Reads.\n+    let v = input().unwrap();\n }";
+    let mr = |head: &str, patch: &str| MergeRequest {
+        base: gl::BASE.into(),
+        start: gl::START.into(),
+        head: head.into(),
+        diffs: vec![gl::diff("src/main.rs", patch, false)],
+    };
+    gitlab.set_mr(4, mr(gl::HEAD1, patch));
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
+        review_answer(
+            "Reads input.",
+            json!([{"path": "src/main.rs", "line": 2, "severity": "blocking",
+                    "body": "`unwrap()` panics when the input is missing."}]),
+        ),
+        Reply::Json(calls(&[("c2", "forge_diff", "{}")])),
+        review_answer(
+            "Adds a comment.",
+            json!([{"path": "src/main.rs", "line": 3, "severity": "blocking",
+                    "body": "This `unwrap()` panics when input is missing."}]),
+        ),
+    ])
+    .await;
+    let d = start_at(&llm, &gitlab.url, gl::route(&gitlab)).await;
+    let opened = gl::mr_event("open", gl::HEAD1, None);
+    assert_eq!(
+        gl::send(&d, "Merge Request Hook", "w-1", &opened).await.0,
+        202
+    );
+    wait_for("the first gate", || gl::final_states(&gitlab).len() == 1).await;
+    assert_eq!(gitlab.discussions().len(), 1);
+    settled(&d).await;
+    let discussion = gitlab.discussions()[0]["id"].as_str().unwrap().to_string();
+    // ann is one of the route's approvers.
+    gitlab.reply(&discussion, "ann", "Won't fix: the input is always there.");
+
+    gitlab.set_mr(4, mr(gl::HEAD2, moved));
+    gitlab.set_merge_base(gl::HEAD1, gl::HEAD2, gl::HEAD1);
+    gitlab.set_compare(
+        gl::HEAD1,
+        gl::HEAD2,
+        vec![gl::diff("src/main.rs", moved, false)],
+        1,
+    );
+    let pushed = gl::mr_event("update", gl::HEAD2, Some(gl::HEAD1));
+    assert_eq!(
+        gl::send(&d, "Merge Request Hook", "w-2", &pushed).await.0,
+        202
+    );
+    wait_for("the second gate", || gl::final_states(&gitlab).len() == 2).await;
+    assert_eq!(gitlab.discussions().len(), 1, "not raised again");
+    assert_eq!(
+        gl::final_states(&gitlab),
+        ["failed", "success"],
+        "set aside by a maintainer, it no longer fails the gate"
+    );
+    let summary = gitlab
+        .notes()
+        .iter()
+        .filter_map(|n| n["body"].as_str())
+        .find(|b| b.contains("Review of"))
+        .unwrap()
+        .to_string();
+    assert!(summary.contains("answered \"won't fix\""), "{summary}");
+}
+
+/// A review answered before every file was read is asked again; the
+/// findings of both answers are posted (merged, a point made twice once),
+/// and a lock file is skipped by default, said in the coverage.
+#[tokio::test]
+async fn findings_of_an_answer_asked_again_are_merged_and_lock_files_skipped() {
+    let mut files: Vec<Value> = (0..60)
+        .map(|i| {
+            let body = "x".repeat(600);
+            let patch = format!("@@ -0,0 +1,2 @@\n+// {body}\n+pub fn f{i}() {{}}");
+            file(&format!("src/m{i:02}.rs"), "added", &patch)
+        })
+        .collect();
+    files.push(file("Cargo.lock", "modified", "@@ -1 +1 @@\n-a\n+b"));
+    let forge = FakeForge::start().await;
+    one_pull(&forge, HEAD1, files);
+    let early = json!([
+        {"path": "src/m00.rs", "line": 2, "severity": "warning", "body": "f0 does nothing at all."}
+    ]);
+    let late = json!([
+        {"path": "src/m00.rs", "line": 2, "severity": "warning", "body": "f0 does nothing at all!"},
+        {"path": "src/m59.rs", "line": 2, "severity": "warning", "body": "f59 does nothing either."}
+    ]);
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("p1", "forge_diff", "{}")])),
+        review_answer("Sixty empty functions.", early),
+        Reply::Json(calls(&[("p2", "forge_diff", "{\"page\": 2}")])),
+        review_answer("Sixty empty functions, all read.", late),
+    ])
+    .await;
+    let d = start_at(&llm, &forge.url, token_route(&forge)).await;
+    deliver(
+        &d,
+        "pull_request",
+        "merge-1",
+        &fixture("pull_request.opened"),
+    )
+    .await;
+    wait_for("the summary", || !forge.issue_comments().is_empty()).await;
+    let listed = tool_results(&llm.requests()[1])[0].clone();
+    assert!(
+        listed.contains("Cargo.lock (modified, +2 −1) — lock file, not shown below"),
+        "{listed}"
+    );
+    assert!(!listed.contains("### Cargo.lock"), "{listed}");
+    let mut bodies: Vec<String> = forge
+        .review_comments()
+        .iter()
+        .map(|c| c["body"].as_str().unwrap().to_string())
+        .collect();
+    bodies.sort();
+    assert_eq!(bodies.len(), 2, "{bodies:?}");
+    assert!(bodies[0].contains("f0 does nothing") && bodies[1].contains("f59"));
+    let summary = forge.issue_comments()[0]["body"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        summary.contains("Reviewed 60 of 61 changed file(s); skipped 1 by default (1 lock file)."),
+        "{summary}"
+    );
+}
