@@ -67,7 +67,7 @@ impl Weight {
                 .skip(1)
                 .any(|segment| dirs.contains(&segment))
         };
-        if LOCKS.contains(&name) || name.ends_with(".lock") {
+        if LOCKS.contains(&name) {
             Self::Lock
         } else if under(&["vendor", "third_party", "third-party", "node_modules"]) {
             Self::Vendored
@@ -93,9 +93,12 @@ impl Weight {
         }
     }
 
-    /// Whether a review may skip it by default.
-    pub fn skimmed(self) -> bool {
-        self >= Self::Lock
+    /// Whether a review may leave `file` out by default: a lock file the
+    /// change modified (one it adds or renames is read like code, and
+    /// vendored or generated code, named by its path alone, is read last
+    /// but read).
+    pub fn skimmed(file: &FileDiff) -> bool {
+        Self::of(file) == Self::Lock && file.status == "modified"
     }
 
     /// What it is, in a few words.

@@ -311,22 +311,44 @@ pub fn fingerprint(finding: &Finding, line_text: &str) -> String {
     hex::encode(&hash.finalize()[..16])
 }
 
+/// Findings a review keeps at most, its answers merged.
+pub const MERGED: usize = 200;
+
+/// Words too common to tell one point from another.
+const COMMON: &[&str] = &[
+    "the", "this", "that", "these", "those", "here", "there", "and", "but", "for", "from", "with",
+    "without", "into", "onto", "its", "are", "was", "were", "been", "being", "has", "have", "had",
+    "not", "can", "could", "may", "might", "should", "would", "will", "when", "which", "what",
+    "where", "who", "how", "any", "all", "some", "use", "used", "using", "than", "then", "also",
+    "does", "did", "done", "too", "very", "just", "only", "more",
+];
+
 /// The words of `text` that carry its meaning: lower-case, three letters
-/// or more.
+/// or more, the common ones left out.
 fn words(text: &str) -> std::collections::BTreeSet<String> {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| w.chars().count() >= 3)
         .map(str::to_lowercase)
+        .filter(|w| !COMMON.contains(&w.as_str()))
         .collect()
 }
 
-/// Whether two findings' texts make the same point (however reworded):
-/// most of their words are shared.
+/// Whether two findings' texts make the same point, reworded at most:
+/// at least three meaningful words each, four in five of them shared.
 pub fn same_point(a: &str, b: &str) -> bool {
     let (a, b) = (words(a), words(b));
     let shared = a.intersection(&b).count();
-    let (smaller, all) = (a.len().min(b.len()), a.union(&b).count());
-    smaller > 0 && (shared * 2 >= all || (smaller >= 4 && shared * 5 >= smaller * 4))
+    let all = a.union(&b).count();
+    a.len().min(b.len()) >= 3 && shared * 5 >= all * 4
+}
+
+/// The severity a line comment of the bot's was posted with.
+pub fn severity_in(comment: &str) -> Option<Severity> {
+    let (said, _) = comment
+        .trim_start()
+        .strip_prefix("**")?
+        .split_once("**: ")?;
+    Some(Severity::parse(said))
 }
 
 /// What a line comment of the bot's says about the code: its text
@@ -350,9 +372,13 @@ pub fn said_in(comment: &str) -> &str {
 }
 
 /// Adds to `found` the findings of `more` (an earlier answer's) that do
-/// not make a point already made near the same line.
+/// not make a point already made near the same line, up to
+/// [`MERGED`] in all.
 pub fn merge(found: &mut Vec<Finding>, more: Vec<Finding>) {
     for f in more {
+        if found.len() >= MERGED {
+            return;
+        }
         let made = found.iter().any(|g| {
             g.path == f.path
                 && g.side == f.side
@@ -387,6 +413,21 @@ mod tests {
             "This query interpolates user input: SQL injection."
         ));
         assert!(!same_point("", "anything"));
+        for (a, b) in [
+            (
+                "The error from `parse` is ignored here.",
+                "The token from `verify` is ignored here.",
+            ),
+            ("User input is logged here.", "User input is executed here."),
+            (
+                "This function does not check the return value of the call.",
+                "This function does not check the caller's permission before the call.",
+            ),
+        ] {
+            assert!(!same_point(a, b), "{a} / {b}");
+        }
+        assert_eq!(severity_in("**blocking**: x"), Some(Severity::Blocking));
+        assert_eq!(severity_in("plain"), None);
         let comment = "**blocking**: Unchecked index.\n\n```suggestion\nx.get(0)\n```\n\n<!-- switchboard:k -->";
         assert_eq!(said_in(comment), "Unchecked index.");
         assert_eq!(said_in("plain words"), "plain words");

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::api::{Api, Failure};
 use super::diff::FileDiff;
 use super::host::{
-    Anchored, ChangeState, Check, Compared, Dismissed, Host, change, dismissal, id_of, is_bot_login,
+    Anchored, ChangeState, Check, Compared, Dismissed, Host, change, dismissals, id_of,
 };
 use super::scope::{ChangeInfo, Scope};
 use crate::render::template::lookup_str;
@@ -133,14 +133,18 @@ impl Host for Github {
                 .ok_or_else(|| Failure::fatal(format!("GitHub's pull request has no {p}")))
         };
         let author = lookup_str(&pr, "user.login").unwrap_or_default();
+        let base = get("base.sha")?;
         Ok(ChangeState {
-            base: get("base.sha")?,
+            settings_at: base.clone(),
+            base,
             head: get("head.sha")?,
             info: ChangeInfo {
                 draft: pr.get("draft").and_then(Value::as_bool) == Some(true),
-                bot: lookup_str(&pr, "user.type") == Some("Bot") || is_bot_login(author),
+                // An App's login ends in `[bot]`, which no person's can.
+                bot: lookup_str(&pr, "user.type") == Some("Bot") || author.ends_with("[bot]"),
                 author: author.to_string(),
                 target: lookup_str(&pr, "base.ref").unwrap_or_default().to_string(),
+                author_id: None,
             },
         })
     }
@@ -381,7 +385,7 @@ impl Host for Github {
         let threads = self
             .graphql(
                 scope,
-                "query($owner:String!,$name:String!,$number:Int!){repository(owner:$owner,name:$name){pullRequest(number:$number){reviewThreads(first:100){nodes{isResolved resolvedBy{login} path comments(first:50){nodes{databaseId body author{login}}}}}}}}",
+                "query($owner:String!,$name:String!,$number:Int!){repository(owner:$owner,name:$name){pullRequest(number:$number){reviewThreads(first:100){nodes{isResolved resolvedBy{login} path comments(first:30){nodes{databaseId body author{login}}}}}}}}",
                 json!({"owner": owner, "name": name, "number": n}),
             )
             .await?;
@@ -415,11 +419,12 @@ impl Host for Github {
             let replies = comments[1..]
                 .iter()
                 .map(|c| (login(c), lookup_str(c, "body").unwrap_or("")));
-            if let Some(by) = dismissal(bot, resolver, replies) {
+            for (by, how) in dismissals(bot, resolver, replies) {
                 dismissed.push(Dismissed {
                     path: lookup_str(thread, "path").unwrap_or("").to_string(),
                     said: lookup_str(first, "body").unwrap_or("").to_string(),
                     by: by.to_string(),
+                    how,
                 });
             }
         }

@@ -10,7 +10,7 @@ use super::api::{Api, Failure};
 use super::diff::{FileDiff, Side};
 use super::github::CHECK_NAME;
 use super::host::{
-    Anchored, ChangeState, Check, Compared, Dismissed, Host, change, dismissal, id_of, is_bot_login,
+    Anchored, ChangeState, Check, Compared, Dismissed, Host, change, dismissals, id_of,
 };
 use super::scope::{ChangeInfo, Scope};
 use crate::render::template::lookup_str;
@@ -123,19 +123,37 @@ impl Host for Gitlab {
                 .ok_or_else(|| Failure::fatal(format!("GitLab's merge request has no {k} yet")))
         };
         let flag = |k: &str| mr.get(k).and_then(Value::as_bool) == Some(true);
-        let author = lookup_str(&mr, "author.username").unwrap_or_default();
         Ok(ChangeState {
             base: get("diff_refs.base_sha")?,
             head: get("diff_refs.head_sha")?,
+            // The target branch's tip, not the merge base the author chose
+            // by branching from an old commit.
+            settings_at: get("diff_refs.start_sha")?,
             info: ChangeInfo {
                 draft: flag("draft") || flag("work_in_progress"),
-                author: author.to_string(),
-                bot: is_bot_login(author),
+                author: lookup_str(&mr, "author.username")
+                    .unwrap_or_default()
+                    .to_string(),
+                bot: false,
                 target: lookup_str(&mr, "target_branch")
                     .unwrap_or_default()
                     .to_string(),
+                author_id: mr
+                    .get("author")
+                    .and_then(|a| a.get("id"))
+                    .and_then(Value::as_u64),
             },
         })
+    }
+
+    /// The account's `bot` flag: a bot's username follows a pattern a
+    /// person's could imitate.
+    async fn author_is_bot(&self, _scope: &Scope, info: &ChangeInfo) -> Result<bool, Failure> {
+        let Some(id) = info.author_id else {
+            return Ok(false);
+        };
+        let user = self.api.get(&format!("/users/{id}"), None).await?.json();
+        Ok(user.get("bot").and_then(Value::as_bool) == Some(true))
     }
 
     async fn change_files(&self, scope: &Scope) -> Result<Vec<FileDiff>, Failure> {
@@ -392,13 +410,14 @@ impl Host for Gitlab {
             let replies = notes[1..]
                 .iter()
                 .map(|n| (login(n), lookup_str(n, "body").unwrap_or("")));
-            if let Some(by) = dismissal(bot, resolver, replies) {
+            for (by, how) in dismissals(bot, resolver, replies) {
                 dismissed.push(Dismissed {
                     path: lookup_str(first, "position.new_path")
                         .unwrap_or("")
                         .to_string(),
                     said: lookup_str(first, "body").unwrap_or("").to_string(),
                     by: by.to_string(),
+                    how,
                 });
             }
         }

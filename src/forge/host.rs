@@ -43,8 +43,21 @@ pub struct ChangeState {
     pub base: String,
     /// Its head SHA.
     pub head: String,
+    /// The target branch's commit the change was last compared with,
+    /// where the repository's settings are read.
+    pub settings_at: String,
     /// Draft, author, target.
     pub info: ChangeInfo,
+}
+
+/// How a thread of the bot's was set aside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetAside {
+    /// Resolved by someone: not raised again.
+    Resolved,
+    /// Answered "won't fix": not raised again, and, by an approver, no
+    /// longer gating.
+    Declined,
 }
 
 /// A finding of the bot's that someone set aside.
@@ -54,13 +67,24 @@ pub struct Dismissed {
     pub path: String,
     /// The bot's comment.
     pub said: String,
-    /// Who resolved it or answered "won't fix".
+    /// Who set it aside.
     pub by: String,
+    /// How.
+    pub how: SetAside,
 }
 
-/// Whether a reply to a finding declines it.
+/// Whether a reply to a finding declines it: its first line outside
+/// quotes starts with "won't fix" or the like.
 pub fn declines(reply: &str) -> bool {
-    let reply = reply.to_lowercase().replace(['\u{2019}', '`'], "'");
+    let Some(line) = reply
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('>'))
+    else {
+        return false;
+    };
+    let line = line.to_lowercase().replace(['\u{2019}', '`'], "'");
+    let line = line.trim_start_matches(|c: char| !c.is_alphanumeric());
     [
         "won't fix",
         "wont fix",
@@ -73,40 +97,28 @@ pub fn declines(reply: &str) -> bool {
         "working as intended",
     ]
     .iter()
-    .any(|said| reply.contains(said))
+    .any(|said| line.starts_with(said))
 }
 
-/// The dismissal of a thread: it was resolved by `resolver`, or a reply
-/// (author, text) declines it, anyone's but the bot's (`bot`, the
-/// thread's first author).
-pub fn dismissal<'a>(
+/// Every way a thread was set aside by someone other than the bot (`bot`,
+/// its first comment's author): resolved by `resolver`, declined by each
+/// reply (author, text) that [`declines`] it.
+pub fn dismissals<'a>(
     bot: &str,
     resolver: Option<&'a str>,
-    mut replies: impl Iterator<Item = (&'a str, &'a str)>,
-) -> Option<&'a str> {
-    resolver
+    replies: impl Iterator<Item = (&'a str, &'a str)>,
+) -> Vec<(&'a str, SetAside)> {
+    let mut all: Vec<(&str, SetAside)> = resolver
         .filter(|by| !by.is_empty() && *by != bot)
-        .or_else(|| {
-            replies
-                .find(|(who, text)| *who != bot && declines(text))
-                .map(|(who, _)| who)
-        })
-}
-
-/// Whether `login` names a bot account: GitHub's Apps (`name[bot]`),
-/// GitLab's project, group and service-account bots.
-pub fn is_bot_login(login: &str) -> bool {
-    let lower = login.to_ascii_lowercase();
-    let gitlab_bot = |prefix: &str| {
-        lower
-            .strip_prefix(prefix)
-            .and_then(|rest| rest.split_once("_bot"))
-            .is_some_and(|(id, _)| !id.is_empty() && id.chars().all(|c| c.is_ascii_digit()))
-    };
-    lower.ends_with("[bot]")
-        || gitlab_bot("project_")
-        || gitlab_bot("group_")
-        || lower.starts_with("service_account_")
+        .map(|by| (by, SetAside::Resolved))
+        .into_iter()
+        .collect();
+    all.extend(
+        replies
+            .filter(|(who, text)| !who.is_empty() && *who != bot && declines(text))
+            .map(|(who, _)| (who, SetAside::Declined)),
+    );
+    all
 }
 
 /// A comment anchored on a diff line.
@@ -161,6 +173,12 @@ pub trait Host: Send + Sync + std::fmt::Debug {
     /// The change as it is now: its base and head SHAs, draft state,
     /// author and target branch.
     async fn state(&self, scope: &Scope) -> Result<ChangeState, Failure>;
+
+    /// Whether the author of a change described by `info` is a bot, as
+    /// the forge's account says (not its name).
+    async fn author_is_bot(&self, _scope: &Scope, info: &ChangeInfo) -> Result<bool, Failure> {
+        Ok(info.bot)
+    }
 
     /// The files the change touches, with their patches.
     async fn change_files(&self, scope: &Scope) -> Result<Vec<FileDiff>, Failure>;
@@ -227,4 +245,28 @@ pub trait Host: Send + Sync + std::fmt::Debug {
         existing: Option<&str>,
         check: &Check,
     ) -> Result<String, Failure>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_reply_that_opens_with_a_decline_declines() {
+        assert!(declines("Won't fix: inputs are small."));
+        assert!(declines("wontfix"));
+        assert!(declines(
+            "  **False positive** — the index is checked above."
+        ));
+        assert!(!declines("This is not a false positive, please fix."));
+        assert!(!declines("Is this by design?"));
+        assert!(!declines("> won't fix\nNo, fix it before merging."));
+        assert!(!declines(""));
+        let replies = [("bot", "won't fix"), ("ann", "Won't fix."), ("bob", "lgtm")];
+        assert_eq!(
+            dismissals("bot", Some("carol"), replies.into_iter()),
+            vec![("carol", SetAside::Resolved), ("ann", SetAside::Declined)]
+        );
+        assert!(dismissals("bot", Some("bot"), std::iter::empty()).is_empty());
+    }
 }

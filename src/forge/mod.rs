@@ -52,9 +52,10 @@ pub struct Forge {
     pub host: Arc<dyn Host>,
     /// Where reviews are remembered.
     store: Store,
-    /// Who may give the bot commands (the route's approvers and
-    /// `commands_from`), as identities of the forge's platform.
-    trusted: (Vec<String>, &'static str),
+    /// Who may give the bot commands (`.0`, the route's approvers and
+    /// `commands_from`) and who may also lift its gate (`.1`, the
+    /// approvers), as identities of the forge's platform (`.2`).
+    trusted: (Vec<String>, Vec<String>, &'static str),
 }
 
 /// The forges of every route that has one.
@@ -231,6 +232,7 @@ impl Forges {
                             .chain(&forge.commands_from)
                             .cloned()
                             .collect(),
+                        route.approvers.clone(),
                         route.scheme.login_platform(),
                     ),
                 }),
@@ -254,7 +256,16 @@ impl Forge {
     /// Whether `login` (of this forge) may give the bot commands, and set
     /// its findings aside.
     pub fn trusts(&self, login: &str) -> bool {
-        let (names, platform) = &self.trusted;
+        let (names, _, platform) = &self.trusted;
+        names
+            .iter()
+            .any(|a| crate::config::identity::names(a, platform, login))
+    }
+
+    /// Whether `login` is one of the route's approvers, whose "won't fix"
+    /// lifts the gate.
+    pub fn approves(&self, login: &str) -> bool {
+        let (_, names, platform) = &self.trusted;
         names
             .iter()
             .any(|a| crate::config::identity::names(a, platform, login))
@@ -314,8 +325,8 @@ impl Forge {
         if scope.change.is_some() {
             match self.host.state(&scope).await {
                 Ok(state) => {
-                    scope.base = Some(state.base.clone());
-                    settings_at = Some(state.base);
+                    scope.base = Some(state.base);
+                    settings_at = Some(state.settings_at);
                     if reading {
                         scope.head.get_or_insert(state.head);
                     }
@@ -337,6 +348,17 @@ impl Forge {
                 Err(err) if err.status == 404 => {}
                 Err(err) => {
                     tracing::warn!(route = %self.route, error = %err, "could not read the repository's review settings; the route's apply")
+                }
+            }
+        }
+        // A bot is told by its account, asked only when it matters.
+        if !scope.settings.bots
+            && let Some(info) = scope.info.clone()
+        {
+            match self.host.author_is_bot(&scope, &info).await {
+                Ok(bot) => scope.info = Some(scope::ChangeInfo { bot, ..info }),
+                Err(err) => {
+                    tracing::warn!(route = %self.route, error = %err, "could not tell whether the change's author is a bot")
                 }
             }
         }

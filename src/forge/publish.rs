@@ -405,25 +405,36 @@ impl Forge {
             .unwrap_or_default()
             .into_iter()
             .partition(|f| scope.settings.posts(&ignored, f));
-        // A point set aside on the change is not raised again; it still
-        // gates unless someone trusted set it aside.
+        // A point set aside on the change (by its author or someone
+        // trusted) is not raised again, never one more severe than it was;
+        // it still gates unless an approver other than the author declined
+        // it.
         let dismissed = self.dismissed(scope, entity).await;
+        let author = scope.info.as_ref().map(|i| i.author.as_str());
         let mut kept = Vec::new();
         let mut set_aside = 0;
         let mut gating = Vec::new();
         for f in found {
-            let by = dismissed.iter().find(|d| {
-                super::settings::normal(&d.path) == super::settings::normal(&f.path)
-                    && findings::same_point(findings::said_in(&d.said), &f.body)
+            let matching: Vec<&super::host::Dismissed> = dismissed
+                .iter()
+                .filter(|d| {
+                    super::settings::normal(&d.path) == super::settings::normal(&f.path)
+                        && findings::severity_in(&d.said).is_some_and(|was| f.severity <= was)
+                        && findings::same_point(findings::said_in(&d.said), &f.body)
+                })
+                .collect();
+            if matching.is_empty() {
+                kept.push(f);
+                continue;
+            }
+            set_aside += 1;
+            let lifted = matching.iter().any(|d| {
+                d.how == super::host::SetAside::Declined
+                    && self.approves(&d.by)
+                    && !author.is_some_and(|a| a.eq_ignore_ascii_case(&d.by))
             });
-            match by {
-                Some(d) => {
-                    set_aside += 1;
-                    if !self.trusts(&d.by) {
-                        gating.push(f);
-                    }
-                }
-                None => kept.push(f),
+            if !lifted {
+                gating.push(f);
             }
         }
         let found = kept;
@@ -605,7 +616,9 @@ impl Forge {
         match self.host.dismissed(scope, &own).await {
             Ok(all) => all
                 .into_iter()
-                .filter(|d| Some(d.by.as_str()) == author || self.trusts(&d.by))
+                .filter(|d| {
+                    author.is_some_and(|a| a.eq_ignore_ascii_case(&d.by)) || self.trusts(&d.by)
+                })
                 .collect(),
             Err(err) => {
                 tracing::warn!(route = %self.route, entity, error = %err, "the threads set aside could not be read");

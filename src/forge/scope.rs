@@ -110,6 +110,9 @@ pub struct ChangeInfo {
     pub bot: bool,
     /// The branch it targets.
     pub target: String,
+    /// The author's account id, where the forge needs it to tell a bot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author_id: Option<u64>,
 }
 
 /// `path` (a change's, so its author's) as one line of plain text for a

@@ -61,7 +61,8 @@ pub struct Settings {
     /// ceiling).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_comments: Option<usize>,
-    /// Whether draft changes are reviewed automatically.
+    /// Whether draft changes are reviewed automatically (not by default:
+    /// a change is reviewed when it is marked ready).
     pub drafts: bool,
     /// Whether changes opened by bots are reviewed automatically.
     pub bots: bool,
@@ -87,7 +88,7 @@ impl Default for Settings {
             instructions: Vec::new(),
             profile: Profile::default(),
             max_comments: None,
-            drafts: true,
+            drafts: false,
             bots: true,
             branches: Vec::new(),
             describe: false,
@@ -275,6 +276,7 @@ text = "Check every query for injection."
             author: "someone".into(),
             bot,
             target: target.into(),
+            author_id: None,
         };
         assert_eq!(s.passes(&info(false, false, "main")), None);
         assert_eq!(s.passes(&info(false, false, "release/2.0")), None);
@@ -295,7 +297,11 @@ text = "Check every query for injection."
         );
         assert!(s.triages("test (ubuntu)") && !s.triages("lint"));
         let all = Settings::default();
-        assert_eq!(all.passes(&info(true, true, "anything")), None);
+        assert_eq!(all.passes(&info(false, true, "anything")), None);
+        assert!(
+            all.passes(&info(true, false, "main")).is_some(),
+            "no drafts by default"
+        );
         assert!(all.triages("lint") && all.skip_generated && !all.describe);
     }
 

@@ -232,9 +232,8 @@ impl Desk {
         // default) only listed.
         files.sort_by_key(Weight::of);
         let skim = self.scope.settings.skip_generated;
-        let (review, skipped): (Vec<&FileDiff>, Vec<&FileDiff>) = files
-            .iter()
-            .partition(|f| !(skim && Weight::of(f).skimmed()));
+        let (review, skipped): (Vec<&FileDiff>, Vec<&FileDiff>) =
+            files.iter().partition(|f| !(skim && Weight::skimmed(f)));
         let sets = (review.as_slice(), skipped.as_slice());
         let page = arg_opt_u64(args, "page")?.unwrap_or(1).max(1) as usize;
         let mut fence = Renderer::new();
@@ -292,7 +291,7 @@ impl Desk {
                 .map(|o| format!(" from {}", super::scope::plain_path(o)))
                 .unwrap_or_default();
             let weight = Weight::of(f);
-            let skimmed = if skim && weight.skimmed() {
+            let skimmed = if skim && Weight::skimmed(f) {
                 format!(" — {}, not shown below (path= shows it)", weight.said())
             } else {
                 String::new()
@@ -540,10 +539,15 @@ impl ForgeDesk for Desk {
         let unread = self.unread();
         if unread.is_err() {
             // Its findings are kept: the answer to come is merged with it.
+            // Its end: the findings block closes an answer.
+            let from = answer.len().saturating_sub(EARLIER_CHARS);
+            let from = (from..=answer.len())
+                .find(|&i| answer.is_char_boundary(i))
+                .unwrap_or(answer.len());
             self.earlier
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .push(crate::render::clip(answer, EARLIER_CHARS));
+                .push(answer[from..].to_string());
             self.keep().await;
         }
         unread

@@ -206,10 +206,17 @@ fn github_rules(
 ) -> Option<&'static str> {
     match event {
         "pull_request" => {
-            if !action.is_some_and(|a| REVIEW_ACTIONS.contains(&a)) {
+            // A retarget (`edited` with a new base) changes what the
+            // change is reviewed against, and whether it is.
+            let retargeted = action == Some("edited") && lookup(payload, "changes.base").is_some();
+            if !(action.is_some_and(|a| REVIEW_ACTIONS.contains(&a)) || retargeted) {
                 return Some("pull request action not reviewed");
             }
-            if lookup(payload, "pull_request.draft") == Some(&Value::Bool(true)) {
+            // With a forge, the repository's settings decide on drafts
+            // when the run starts.
+            if route.forge.is_none()
+                && lookup(payload, "pull_request.draft") == Some(&Value::Bool(true))
+            {
                 return Some("draft pull request");
             }
             None
@@ -253,14 +260,24 @@ fn gitlab_rules(route: &WebhookRoute, event: &str, payload: &Value) -> Option<&'
     let attr = |k: &str| lookup_str(payload, &format!("object_attributes.{k}"));
     match event {
         "merge_request" => {
-            let pushed = attr("action") == Some("update") && attr("oldrev").is_some();
-            if !(matches!(attr("action"), Some("open" | "reopen")) || pushed) {
+            // An update that pushed commits, retargeted the request or
+            // took it out of draft.
+            let changed = |k: &str| lookup(payload, &format!("changes.{k}")).is_some();
+            let updated = attr("action") == Some("update")
+                && (attr("oldrev").is_some()
+                    || changed("target_branch")
+                    || changed("draft")
+                    || changed("work_in_progress"));
+            if !(matches!(attr("action"), Some("open" | "reopen")) || updated) {
                 return Some("merge request action not reviewed");
             }
             let draft = |k: &str| {
                 lookup(payload, &format!("object_attributes.{k}")) == Some(&Value::Bool(true))
             };
-            (draft("draft") || draft("work_in_progress")).then_some("draft merge request")
+            // With a forge, the repository's settings decide on drafts
+            // when the run starts.
+            (route.forge.is_none() && (draft("draft") || draft("work_in_progress")))
+                .then_some("draft merge request")
         }
         "note" => {
             if attr("noteable_type") != Some("MergeRequest") {

@@ -604,9 +604,7 @@ impl Conversation {
                     continue;
                 }
                 if !response.content.trim().is_empty() {
-                    if let Some(why) = self.unreadable(&response.content).await
-                        && !reasked
-                    {
+                    if !reasked && let Some(why) = self.unreadable(&response.content).await {
                         // Kept in the history, and asked for once more.
                         reasked = true;
                         self.push(ChatMessage::assistant(response.content));

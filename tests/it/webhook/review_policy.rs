@@ -201,10 +201,10 @@ async fn only_the_jobs_the_settings_name_are_triaged() {
     wait_for("the triage", || !forge.issue_comments().is_empty()).await;
 }
 
-/// A finding whose thread the change's author resolved is not raised
-/// again after a push, even reworded on a moved line; the summary says
-/// so. The author alone does not lift the gate: the blocking finding
-/// still fails the check.
+/// A finding whose thread the change's author declined ("won't fix") is
+/// not raised again after a push, even reworded on a moved line; the
+/// summary says so. The author alone does not lift the gate, even as one
+/// of the route's approvers: the blocking finding still fails the check.
 #[tokio::test]
 async fn a_finding_its_author_resolved_is_not_raised_again_after_a_push() {
     let forge = FakeForge::start().await;
@@ -235,13 +235,20 @@ async fn a_finding_its_author_resolved_is_not_raised_again_after_a_push() {
     let key = std::path::Path::new("tests/data/github/app-test-key.pem")
         .canonicalize()
         .unwrap();
-    let d = start_at(&llm, &forge.url, forge_route(&forge, &key)).await;
+    let route = forge_route(&forge, &key);
+    let d = start_at(&llm, &forge.url, |config| {
+        route(config);
+        config.webhook.routes[0].approvers = vec!["github:octocat".into()];
+    })
+    .await;
     deliver(&d, "pull_request", "res-1", &fixture("pull_request.opened")).await;
     wait_for("the first review", || forge.review_comments().len() == 1).await;
     settled(&d).await;
     let first = forge.review_comments()[0]["id"].as_u64().unwrap();
-    // The pull request's author (octocat) resolves it.
-    forge.resolve_as(first, "octocat");
+    // The pull request's author (octocat, an approver too) declines it;
+    // a quoted decline from someone else is no decline.
+    forge.reply(first, "mallory", "> won't fix\nPlease do fix it.");
+    forge.reply(first, "octocat", "Won't fix: inputs are small.");
 
     one_pull(&forge, HEAD2, vec![file("src/lib.rs", "modified", moved)]);
     forge.set_compare(
@@ -280,6 +287,53 @@ async fn a_finding_its_author_resolved_is_not_raised_again_after_a_push() {
         checks[1]["conclusion"], "failure",
         "the author alone does not lift the gate"
     );
+}
+
+/// A thread the author resolved is not raised again either; a new,
+/// different point on the same file still is.
+#[tokio::test]
+async fn a_resolved_thread_keeps_its_point_and_only_it_off_the_diff() {
+    let forge = FakeForge::start().await;
+    one_pull(
+        &forge,
+        HEAD1,
+        vec![file("src/lib.rs", "modified", LIB_PATCH)],
+    );
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
+        review_answer(
+            "Adds a temporary.",
+            json!([{"path": "src/lib.rs", "line": 2, "severity": "warning",
+                    "body": "User input is logged here without redaction."}]),
+        ),
+        Reply::Json(calls(&[("c2", "forge_diff", "{}")])),
+        review_answer(
+            "Again.",
+            json!([
+                {"path": "src/lib.rs", "line": 2, "severity": "warning",
+                 "body": "User input is logged without redaction here."},
+                {"path": "src/lib.rs", "line": 3, "severity": "warning",
+                 "body": "User input is executed here without checks."}
+            ]),
+        ),
+    ])
+    .await;
+    let d = start_at(&llm, &forge.url, token_route(&forge)).await;
+    deliver(&d, "pull_request", "rs-1", &fixture("pull_request.opened")).await;
+    wait_for("the first comment", || forge.review_comments().len() == 1).await;
+    settled(&d).await;
+    let first = forge.review_comments()[0]["id"].as_u64().unwrap();
+    forge.resolve_as(first, "octocat");
+    let asked = comment_by("alice", "@switchboard-bot full review");
+    assert_eq!(
+        d.github("issue_comment", "rs-2", &asked).await.status(),
+        202
+    );
+    wait_for("the new point", || forge.review_comments().len() == 2).await;
+    settled(&d).await;
+    let comments = forge.review_comments();
+    assert_eq!(comments.len(), 2, "{comments:?}");
+    assert!(comments[1]["body"].as_str().unwrap().contains("executed"));
 }
 
 /// On GitLab, a maintainer's "won't fix" reply sets the finding aside:
@@ -370,10 +424,12 @@ async fn findings_of_an_answer_asked_again_are_merged_and_lock_files_skipped() {
     let forge = FakeForge::start().await;
     one_pull(&forge, HEAD1, files);
     let early = json!([
-        {"path": "src/m00.rs", "line": 2, "severity": "warning", "body": "f0 does nothing at all."}
+        {"path": "src/m00.rs", "line": 2, "severity": "warning",
+         "body": "Function f0 has an empty body and returns nothing."}
     ]);
     let late = json!([
-        {"path": "src/m00.rs", "line": 2, "severity": "warning", "body": "f0 does nothing at all!"},
+        {"path": "src/m00.rs", "line": 2, "severity": "warning",
+         "body": "Function f0 has an empty body and returns nothing!"},
         {"path": "src/m59.rs", "line": 2, "severity": "warning", "body": "f59 does nothing either."}
     ]);
     let llm = FakeLlm::start(vec![
@@ -405,7 +461,10 @@ async fn findings_of_an_answer_asked_again_are_merged_and_lock_files_skipped() {
         .collect();
     bodies.sort();
     assert_eq!(bodies.len(), 2, "{bodies:?}");
-    assert!(bodies[0].contains("f0 does nothing") && bodies[1].contains("f59"));
+    assert!(
+        bodies[0].contains("Function f0") && bodies[1].contains("f59"),
+        "{bodies:?}"
+    );
     let summary = forge.issue_comments()[0]["body"]
         .as_str()
         .unwrap()
