@@ -474,3 +474,172 @@ async fn findings_of_an_answer_asked_again_are_merged_and_lock_files_skipped() {
         "{summary}"
     );
 }
+
+/// On GitLab: a draft merge request is left alone (its review and its
+/// description) until an update takes it out of draft, when it is
+/// reviewed whole; a merge request opened ready is reviewed and, with
+/// `describe = true`, described.
+#[tokio::test]
+async fn gitlab_drafts_wait_for_ready_and_a_new_request_is_described() {
+    let gitlab = FakeGitlab::start().await;
+    gitlab.set_mr(
+        4,
+        MergeRequest {
+            base: gl::BASE.into(),
+            start: gl::START.into(),
+            head: gl::HEAD1.into(),
+            diffs: vec![gl::diff("src/lib.rs", gl::LIB, false)],
+        },
+    );
+    gitlab.set_file(
+        gl::START,
+        ".switchboard.toml",
+        "[review]\ndescribe = true\n",
+    );
+    gitlab.set_mr_meta(4, json!({"draft": true}));
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
+        review_answer("Ready now.", json!([])),
+        Reply::Json(calls(&[("c2", "forge_diff", "{}")])),
+        review_answer("Opened ready.", json!([])),
+        Reply::Json(calls(&[("c3", "forge_diff", "{}")])),
+        Reply::Json(text(
+            "## Summary\nKeeps the sum.\n## Walkthrough\n- src/lib.rs\n## Risks\nNone.",
+        )),
+    ])
+    .await;
+    let d = start_at(&llm, &gitlab.url, gl::route(&gitlab)).await;
+    let mut opened = gl::mr_event("open", gl::HEAD1, None);
+    opened["object_attributes"]["draft"] = json!(true);
+    assert_eq!(
+        gl::send(&d, "Merge Request Hook", "gd-1", &opened).await.0,
+        202
+    );
+    let outcomes = settled(&d).await;
+    assert_eq!(
+        outcomes.iter().filter(|(_, o)| o == "skipped").count(),
+        2,
+        "the draft's review and description: {outcomes:?}"
+    );
+    assert!(llm.requests().is_empty() && gitlab.notes().is_empty());
+
+    gitlab.set_mr_meta(4, json!({"draft": false}));
+    let mut ready = gl::mr_event("update", gl::HEAD1, None);
+    ready["changes"] = json!({"draft": {"previous": true, "current": false}});
+    assert_eq!(
+        gl::send(&d, "Merge Request Hook", "gd-2", &ready).await.0,
+        202
+    );
+    wait_for("the review once ready", || {
+        gl::final_states(&gitlab).len() == 1
+    })
+    .await;
+    let summary = |gitlab: &FakeGitlab, what: &str| {
+        gitlab
+            .notes()
+            .iter()
+            .filter_map(|n| n["body"].as_str().map(str::to_string))
+            .find(|b| b.contains(what))
+    };
+    assert!(summary(&gitlab, "Ready now.").is_some());
+
+    // Another merge request, opened ready: reviewed, then described.
+    gitlab.set_mr(
+        5,
+        MergeRequest {
+            base: gl::BASE.into(),
+            start: gl::START.into(),
+            head: gl::HEAD2.into(),
+            diffs: vec![gl::diff("src/lib.rs", gl::LIB, false)],
+        },
+    );
+    let mut other = gl::mr_event("open", gl::HEAD2, None);
+    other["object_attributes"]["iid"] = json!(5);
+    other["object_attributes"]["id"] = json!(100);
+    assert_eq!(
+        gl::send(&d, "Merge Request Hook", "gd-3", &other).await.0,
+        202
+    );
+    wait_for("the description", || {
+        summary(&gitlab, "Description of this change").is_some()
+    })
+    .await;
+    let described = summary(&gitlab, "Description of this change").unwrap();
+    assert!(described.contains("Keeps the sum."), "{described}");
+    assert!(summary(&gitlab, "Opened ready.").is_some());
+}
+
+/// On GitLab too, a large merge request is read across calls: the first
+/// answer's findings are kept with the last's, and the summary states the
+/// coverage.
+#[tokio::test]
+async fn a_large_gitlab_change_is_read_whole_and_its_findings_merged() {
+    let diffs: Vec<Value> = (0..60)
+        .map(|i| {
+            let body = "x".repeat(600);
+            let patch = format!("@@ -0,0 +1,2 @@\n+// {body}\n+pub fn f{i}() {{}}\n");
+            gl::diff(&format!("src/m{i:02}.rs"), &patch, true)
+        })
+        .collect();
+    let gitlab = FakeGitlab::start().await;
+    gitlab.set_mr(
+        4,
+        MergeRequest {
+            base: gl::BASE.into(),
+            start: gl::START.into(),
+            head: gl::HEAD1.into(),
+            diffs,
+        },
+    );
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("p1", "forge_diff", "{}")])),
+        review_answer(
+            "Sixty functions.",
+            json!([{"path": "src/m00.rs", "line": 2, "severity": "warning",
+                    "body": "Function f0 has an empty body and returns nothing."}]),
+        ),
+        Reply::Json(calls(&[("p2", "forge_diff", "{\"page\": 2}")])),
+        review_answer(
+            "Sixty functions, all read.",
+            json!([{"path": "src/m59.rs", "line": 2, "severity": "warning",
+                    "body": "Function f59 has an empty body too."}]),
+        ),
+    ])
+    .await;
+    let d = start_at(&llm, &gitlab.url, gl::route(&gitlab)).await;
+    let opened = gl::mr_event("open", gl::HEAD1, None);
+    assert_eq!(
+        gl::send(&d, "Merge Request Hook", "gl-big", &opened)
+            .await
+            .0,
+        202
+    );
+    wait_for("the gate", || gl::final_states(&gitlab).len() == 1).await;
+    assert_eq!(llm.requests().len(), 4, "asked again once");
+    let mut paths: Vec<String> = gitlab
+        .discussions()
+        .iter()
+        .map(|d| {
+            d["notes"][0]["position"]["new_path"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        ["src/m00.rs", "src/m59.rs"],
+        "both answers' findings"
+    );
+    let summary = gitlab
+        .notes()
+        .iter()
+        .filter_map(|n| n["body"].as_str().map(str::to_string))
+        .find(|b| b.contains("Review of"))
+        .unwrap();
+    assert!(
+        summary.contains("Reviewed 60 of 60 changed file(s)."),
+        "{summary}"
+    );
+}
