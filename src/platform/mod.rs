@@ -317,6 +317,31 @@ pub trait Platform: Send + Sync {
         None
     }
 
+    /// The message a [`send_keyed`](Self::send_keyed) under `key` left in
+    /// `at` when a crash lost its id, where the platform can find it: by
+    /// the key it carries (Slack's message metadata), or by sending again
+    /// under the key, which returns the message sent before (Discord's
+    /// enforced nonce; a placeholder when none was). `None` elsewhere.
+    async fn reclaim(&self, _at: &ChatRef, _key: &str) -> Result<Option<String>, PlatformError> {
+        Ok(None)
+    }
+
+    /// Whether an answer streaming into `at` is shown as a preview that is
+    /// no message of the chat (Telegram's drafts in private chats): a
+    /// crash mid-stream leaves nothing behind, and the answer is sent as
+    /// one message when done.
+    fn previews(&self, _at: &ChatRef) -> bool {
+        false
+    }
+
+    /// Shows `text` as the preview `draft` of an answer streaming into
+    /// `at` (see [`previews`](Self::previews)).
+    async fn preview(&self, _at: &ChatRef, _draft: i64, _text: &str) -> Result<(), PlatformError> {
+        Err(PlatformError::Rejected(
+            "this platform shows no previews".into(),
+        ))
+    }
+
     /// Downloads `file` into directory `into` (as `file.name`, at most
     /// [`MAX_DOWNLOAD_BYTES`]); returns the saved path.
     async fn fetch(&self, _file: &Attachment, _into: &Path) -> Result<PathBuf, PlatformError> {

@@ -295,10 +295,13 @@ impl Draft {
         let chat = event.chat();
         let pace = port.pace(&chat, event.message_id.as_deref())?;
         let draft = if again {
-            inner.store.draft(inbox_id).await.unwrap_or_default()
+            reclaimed(&inner.store, port.as_ref(), &chat, inbox_id)
+                .await
+                .unwrap_or_default()
         } else {
             StoredDraft::default()
         };
+        let preview = port.previews(&chat).then_some(inbox_id);
         let (view, rx) = watch::channel(View::default());
         let feed = Arc::new(Feed {
             view,
@@ -318,6 +321,7 @@ impl Draft {
             draft,
             unsaved: false,
             last: None,
+            preview,
         };
         let task = inner.tracker.spawn(stream.run(rx, stop.clone()));
         *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(feed.clone());
@@ -389,6 +393,45 @@ struct Stream {
     /// Storing `draft` as the event's failed.
     unsaved: bool,
     last: Option<Instant>,
+    /// The preview shown instead of messages (its id), where the
+    /// platform shows one.
+    preview: Option<i64>,
+}
+
+/// The key a streamed message of inbox event `inbox_id` is sent under:
+/// its place among the call's messages, or `s` for the status message
+/// (at most 25 characters, Discord's nonce).
+fn key(inbox_id: i64, place: Option<usize>) -> String {
+    match place {
+        Some(i) => format!("d{inbox_id}.{i}"),
+        None => format!("d{inbox_id}.s"),
+    }
+}
+
+/// Inbox event `inbox_id`'s stored draft, with the message a crash left
+/// half sent (its id never stored) found again where the platform can.
+pub(super) async fn reclaimed(
+    store: &Store,
+    port: &dyn Platform,
+    chat: &ChatRef,
+    inbox_id: i64,
+) -> Result<StoredDraft, crate::store::StoreError> {
+    let mut draft = store.draft(inbox_id).await?;
+    let Some(sending) = draft.sending.take() else {
+        return Ok(draft);
+    };
+    match port.reclaim(chat, &sending).await {
+        Ok(Some(id)) if sending == key(inbox_id, None) => draft.status = Some(id),
+        Ok(Some(id)) if sending == key(inbox_id, Some(draft.messages.len())) => {
+            draft.messages.push(id);
+        }
+        Ok(_) => {}
+        Err(err) => {
+            tracing::warn!(inbox.id = inbox_id, error = %err, "a message a crash left half sent was not found");
+        }
+    }
+    store.set_draft(inbox_id, &draft).await?;
+    Ok(draft)
 }
 
 /// A sent message's id, which later edits need.
@@ -446,6 +489,9 @@ impl Stream {
         call: &mut u64,
         stop: &CancellationToken,
     ) -> Result<bool, Halt> {
+        if let Some(draft) = self.preview {
+            return self.show_preview(view, draft, stop).await;
+        }
         if view.call != *call {
             // The first call writes into what a first run of the turn
             // showed; a later one starts below what the one before said.
@@ -472,6 +518,49 @@ impl Stream {
         self.status(view, stop).await
     }
 
+    /// Shows the call's latest words (or, before any, the tool at work)
+    /// in the preview `draft`. Should the platform refuse previews, the
+    /// answer streams into messages instead.
+    async fn show_preview(
+        &mut self,
+        view: &View,
+        draft: i64,
+        stop: &CancellationToken,
+    ) -> Result<bool, Halt> {
+        let pieces = self.port.split(&shown_so_far(&view.text));
+        let line = match pieces.last().filter(|p| !p.trim().is_empty()) {
+            Some(piece) => piece.clone(),
+            None => match view
+                .running
+                .last()
+                .and_then(|running| status(self.progress, running, view.waiting))
+            {
+                Some(line) => line,
+                None => return Ok(false),
+            },
+        };
+        if self.shown.first() == Some(&line) {
+            return Ok(false);
+        }
+        self.paced(stop).await?;
+        let result = self.port.preview(&self.chat, draft, &line).await;
+        let before = self.last.replace(Instant::now());
+        match result {
+            Ok(()) => {
+                self.shown = vec![line];
+                Ok(false)
+            }
+            Err(err @ PlatformError::RateLimited { .. }) => self.failed(err, stop).await,
+            Err(err) => {
+                tracing::debug!(platform = %self.chat.platform, error = %err, "previews refused; the answer streams into messages");
+                self.preview = None;
+                self.shown.clear();
+                self.last = before;
+                Ok(true)
+            }
+        }
+    }
+
     /// Shows `pieces` in the call's messages; true when a rate limit was
     /// waited out (the view may be newer now).
     async fn write(&mut self, pieces: &[String], stop: &CancellationToken) -> Result<bool, Halt> {
@@ -483,9 +572,8 @@ impl Stream {
             let result = match self.draft.messages.get(i) {
                 Some(id) => self.port.edit(&self.chat, id, piece).await,
                 None => {
-                    let reply_to = self.reply_to.as_deref().filter(|_| i == 0);
-                    let sent = sent(self.port.send(&self.chat, reply_to, piece).await);
-                    match sent {
+                    let reply_to = self.reply_to.clone().filter(|_| i == 0);
+                    match self.send_new(Some(i), reply_to.as_deref(), piece).await {
                         Ok(id) => {
                             self.draft.messages.push(id);
                             self.store_draft().await;
@@ -538,7 +626,7 @@ impl Stream {
         self.paced(stop).await?;
         let result = match &self.draft.status {
             Some(message) => self.port.edit(&self.chat, message, line).await,
-            None => match sent(self.port.send(&self.chat, None, line).await) {
+            None => match self.send_new(None, None, line).await {
                 Ok(message) => {
                     self.draft.status = Some(message);
                     self.store_draft().await;
@@ -562,6 +650,23 @@ impl Stream {
         self.status_shown
             .as_ref()
             .is_some_and(|(shown, _)| shown == id)
+    }
+
+    /// Sends a new message of the draft (at `place`, or the status
+    /// message), under a key stored first: a crash before its id is
+    /// stored leaves the key, by which the restart finds it.
+    async fn send_new(
+        &mut self,
+        place: Option<usize>,
+        reply_to: Option<&str>,
+        text: &str,
+    ) -> Result<String, PlatformError> {
+        let key = key(self.inbox_id, place);
+        self.draft.sending = Some(key.clone());
+        self.store_draft().await;
+        let result = sent(self.port.send_keyed(&self.chat, reply_to, text, &key).await);
+        self.draft.sending = None;
+        result
     }
 
     async fn store_draft(&mut self) {

@@ -112,9 +112,7 @@ async fn finish(
     inbox_id: i64,
     key: &str,
 ) -> Result<String, PlatformError> {
-    let mut draft = inner
-        .store
-        .draft(inbox_id)
+    let mut draft = super::live::reclaimed(&inner.store, port, to, inbox_id)
         .await
         .map_err(|e| PlatformError::Unavailable(format!("the draft could not be read: {e}")))?;
     let last = if draft.messages.is_empty() {
@@ -181,7 +179,10 @@ async fn delete_all(port: &dyn Platform, to: &ChatRef, messages: Vec<String>) {
 /// Deletes what a turn that ended with nothing to say streamed (here, or
 /// in a first run cut off before its end).
 pub(super) async fn withdraw(inner: &Inner, inbox_id: i64, to: &ChatRef) {
-    let draft = match inner.store.draft(inbox_id).await {
+    let Some(port) = inner.platforms().port(&to.platform) else {
+        return;
+    };
+    let draft = match super::live::reclaimed(&inner.store, port.as_ref(), to, inbox_id).await {
         Ok(draft) if !draft.is_empty() => draft,
         Ok(_) => return,
         Err(err) => {
@@ -189,15 +190,13 @@ pub(super) async fn withdraw(inner: &Inner, inbox_id: i64, to: &ChatRef) {
             return;
         }
     };
-    if let Some(port) = inner.platforms().port(&to.platform) {
-        let all = draft
-            .messages
-            .iter()
-            .chain(&draft.status)
-            .cloned()
-            .collect();
-        delete_all(port.as_ref(), to, all).await;
-    }
+    let all = draft
+        .messages
+        .iter()
+        .chain(&draft.status)
+        .cloned()
+        .collect();
+    delete_all(port.as_ref(), to, all).await;
     if let Err(err) = inner.store.drop_draft(inbox_id).await {
         tracing::debug!(inbox.id = inbox_id, error = %err, "draft not dropped");
     }

@@ -32,12 +32,16 @@ pub struct Draft {
     pub messages: Vec<String>,
     /// The message saying which tool is at work.
     pub status: Option<String>,
+    /// The key of the next message, while it is being sent (its id not
+    /// stored yet): a crash there leaves it, and the platform may find
+    /// the message by it.
+    pub sending: Option<String>,
 }
 
 impl Draft {
     /// Whether it shows nothing.
     pub fn is_empty(&self) -> bool {
-        self.messages.is_empty() && self.status.is_none()
+        self.messages.is_empty() && self.status.is_none() && self.sending.is_none()
     }
 }
 
@@ -173,13 +177,14 @@ impl Store {
 
     /// What inbox event `inbox_id`'s streamed answer shows so far.
     pub async fn draft(&self, inbox_id: i64) -> Result<Draft> {
-        let stored: Option<(String, Option<String>)> = with_pool!(self, pool => sqlx::query_as(
-            "SELECT messages, status FROM drafts WHERE inbox_id = $1")
+        let stored: Option<(String, Option<String>, Option<String>)> = with_pool!(self, pool => sqlx::query_as(
+            "SELECT messages, status, sending FROM drafts WHERE inbox_id = $1")
             .bind(inbox_id).fetch_optional(pool).await?);
         Ok(
-            stored.map_or_else(Draft::default, |(messages, status)| Draft {
+            stored.map_or_else(Draft::default, |(messages, status, sending)| Draft {
                 messages: serde_json::from_str(&messages).unwrap_or_default(),
                 status,
+                sending,
             }),
         )
     }
@@ -188,10 +193,12 @@ impl Store {
     pub async fn set_draft(&self, inbox_id: i64, draft: &Draft) -> Result<()> {
         let messages = serde_json::to_string(&draft.messages).unwrap_or_else(|_| "[]".into());
         with_pool!(self, pool => sqlx::query(
-            "INSERT INTO drafts (inbox_id, messages, status, updated_at) VALUES ($1, $2, $3, $4) \
+            "INSERT INTO drafts (inbox_id, messages, status, sending, updated_at) \
+             VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (inbox_id) DO UPDATE SET messages = excluded.messages, \
-             status = excluded.status, updated_at = excluded.updated_at")
-            .bind(inbox_id).bind(messages).bind(draft.status.as_deref()).bind(now_ms())
+             status = excluded.status, sending = excluded.sending, updated_at = excluded.updated_at")
+            .bind(inbox_id).bind(messages).bind(draft.status.as_deref())
+            .bind(draft.sending.as_deref()).bind(now_ms())
             .execute(pool).await?.rows_affected());
         Ok(())
     }

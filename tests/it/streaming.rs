@@ -42,7 +42,19 @@ fn words(texts: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// Ann's private chat with a bot that streams into messages (Telegram
+/// refuses it drafts).
 async fn telegram(
+    script: Vec<Reply>,
+    tweak: impl FnOnce(&mut Config),
+) -> (FakeTelegram, FakeLlm, InProcess, tempfile::TempDir) {
+    let started = telegram_drafting(script, tweak).await;
+    started.0.refuse_drafts();
+    started
+}
+
+/// Ann's private chat, where answers stream into a draft.
+async fn telegram_drafting(
     script: Vec<Reply>,
     tweak: impl FnOnce(&mut Config),
 ) -> (FakeTelegram, FakeLlm, InProcess, tempfile::TempDir) {
@@ -82,6 +94,39 @@ async fn whole(tg: &FakeTelegram, n: usize) -> Vec<(i64, String)> {
     // Let a stray late write show itself.
     tokio::time::sleep(Duration::from_millis(300)).await;
     tg.shown(ANN)
+}
+
+/// In a private chat the answer streams into a draft, a preview that is
+/// no message: the chat then shows the answer once, sent whole, never
+/// edited.
+#[tokio::test]
+async fn a_private_chat_streams_into_a_draft_and_gets_the_answer_once() {
+    let answer = long_answer();
+    let expected: Vec<String> = answer.split_whitespace().map(str::to_string).collect();
+    let (tg, _llm, _daemon, _dir) = telegram_drafting(
+        vec![Reply::SlowSse(
+            text_stream(&answer, 40),
+            Duration::from_millis(8),
+        )],
+        |_| {},
+    )
+    .await;
+    tg.push(FakeTelegram::message(ANN, ANN, "Ann", 10, "write a lot"));
+    let shown = whole(&tg, expected.len()).await;
+    let texts: Vec<String> = shown.iter().map(|(_, t)| t.clone()).collect();
+    assert_eq!(words(&texts), expected, "every word once, in order");
+    let previews = tg.previews(ANN);
+    assert!(previews.len() >= 2, "the answer streamed: {previews:?}");
+    assert!(
+        previews.windows(2).all(|p| p[0] != p[1]),
+        "each preview shows something new"
+    );
+    assert!(tg.calls("editMessageText").is_empty(), "nothing edited");
+    assert_eq!(
+        tg.calls("sendMessage").len(),
+        shown.len(),
+        "each message sent once, when the answer was whole"
+    );
 }
 
 #[tokio::test]

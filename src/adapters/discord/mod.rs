@@ -572,6 +572,13 @@ impl Platform for Discord {
         self.reply(to, reply_to, text, Some(key)).await
     }
 
+    /// Sent again under its key, the message comes back as Discord
+    /// created it the first time (its nonce enforced); when none was, this
+    /// placeholder is, for the answer to be written into.
+    async fn reclaim(&self, at: &ChatRef, key: &str) -> Result<Option<String>, PlatformError> {
+        self.reply(at, None, "…", Some(key)).await.map(Some)
+    }
+
     async fn working(
         &self,
         at: &ChatRef,

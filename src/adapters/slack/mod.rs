@@ -97,6 +97,9 @@ pub struct Slack {
     api_host: Option<String>,
 }
 
+/// The metadata event type of a message sent under a key.
+const KEY_EVENT: &str = "switchboard_message";
+
 /// Most names remembered before the cache starts over.
 const NAMES_CAP: usize = 10_000;
 
@@ -193,17 +196,32 @@ fn port_error(err: SlackClientError) -> PlatformError {
 impl Slack {
     /// Posts `text` (Markdown) to `channel`, in `thread` if given, split
     /// into messages and blocks; returns the last message's ts.
+    /// Each message carries `key` (the first as it is, the next ones
+    /// numbered) in its metadata, by which [`reclaim`](Platform::reclaim)
+    /// finds it.
     async fn post(
         &self,
         channel: &str,
         thread: Option<&str>,
         text: &str,
+        key: Option<&str>,
     ) -> Result<String, PlatformError> {
         let session = self.client.open_session(&self.token);
         let mut last = String::new();
-        for (whole, sections) in messages(text) {
-            let mut req =
-                SlackApiChatPostMessageRequest::new(channel.into(), content(&whole, sections));
+        for (i, (whole, sections)) in messages(text).into_iter().enumerate() {
+            let mut content = content(&whole, sections);
+            if let Some(key) = key {
+                let key = if i == 0 {
+                    key.to_string()
+                } else {
+                    format!("{key}.{i}")
+                };
+                content = content.with_metadata(SlackMessageMetadata {
+                    event_type: KEY_EVENT.into(),
+                    event_payload: Some([("key".to_string(), key)].into()),
+                });
+            }
+            let mut req = SlackApiChatPostMessageRequest::new(channel.into(), content);
             if let Some(ts) = thread {
                 req = req.with_thread_ts(ts.into());
             }
@@ -398,7 +416,63 @@ impl Platform for Slack {
         _reply_to: Option<&str>,
         text: &str,
     ) -> Result<String, PlatformError> {
-        self.post(&to.chat, to.thread.as_deref(), text).await
+        self.post(&to.chat, to.thread.as_deref(), text, None).await
+    }
+
+    async fn send_keyed(
+        &self,
+        to: &ChatRef,
+        _reply_to: Option<&str>,
+        text: &str,
+        key: &str,
+    ) -> Result<String, PlatformError> {
+        self.post(&to.chat, to.thread.as_deref(), text, Some(key))
+            .await
+    }
+
+    /// Looks for the message among the chat's (or thread's) latest, by the
+    /// key in its metadata.
+    async fn reclaim(&self, at: &ChatRef, key: &str) -> Result<Option<String>, PlatformError> {
+        let api = self.gateway.config.slack.api_url.trim_end_matches('/');
+        let mut query = vec![
+            ("channel", at.chat.as_str()),
+            ("include_all_metadata", "true"),
+            ("limit", "100"),
+        ];
+        let method = match at.thread.as_deref() {
+            Some(ts) => {
+                query.push(("ts", ts));
+                "conversations.replies"
+            }
+            None => "conversations.history",
+        };
+        let answer: Value = self
+            .files
+            .get(format!("{api}/{method}"))
+            .bearer_auth(&self.token.token_value.0)
+            .query(&query)
+            .send()
+            .await
+            .map_err(|e| PlatformError::Unavailable(e.to_string()))?
+            .json()
+            .await
+            .map_err(|e| PlatformError::Unavailable(e.to_string()))?;
+        if answer["ok"] != true {
+            return Err(PlatformError::Rejected(
+                answer["error"].as_str().unwrap_or("not ok").to_string(),
+            ));
+        }
+        Ok(answer["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| {
+                m["user"] == self.bot_user.as_str()
+                    && m["metadata"]["event_type"] == KEY_EVENT
+                    && m["metadata"]["event_payload"]["key"] == key
+            })
+            .and_then(|m| m["ts"].as_str())
+            .map(str::to_string))
     }
 
     async fn working(

@@ -17,6 +17,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use subtle::ConstantTimeEq;
 use teloxide_core::prelude::*;
+use teloxide_core::requests::JsonRequest;
 use teloxide_core::types::{
     AllowedUpdate, BotCommand, ChatAction, ChatId, InlineKeyboardButton, InlineKeyboardMarkup,
     MaybeInaccessibleMessage, MessageId, ReplyParameters, ThreadId, Update, UpdateKind,
@@ -77,6 +78,23 @@ pub fn install<W: Wiring>(daemon: W) -> W {
     daemon
         .routes_with(Box::new(move |gw| webhook_routes(gw, route_slot)))
         .component(ID, Box::new(move |ctx| Box::pin(run(ctx, slot))))
+}
+
+/// The Bot API's `sendMessageDraft`, which teloxide does not know yet.
+#[derive(Debug, Clone, serde::Serialize)]
+struct MessageDraft {
+    chat_id: i64,
+    draft_id: i64,
+    text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message_thread_id: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    entities: Option<Vec<teloxide_core::types::MessageEntity>>,
+}
+
+impl teloxide_core::requests::Payload for MessageDraft {
+    type Output = teloxide_core::types::True;
+    const NAME: &'static str = "sendMessageDraft";
 }
 
 /// The running adapter.
@@ -372,6 +390,39 @@ impl Platform for Telegram {
         crate::render::segments::segments(text, LIMIT, |piece| {
             crate::render::chunk::utf16(&format::chunks(piece, usize::MAX).swap_remove(0).0)
         })
+    }
+
+    /// A private chat's answer streams as a draft (Bot API
+    /// `sendMessageDraft`): a preview no one else sees, gone once the
+    /// answer is sent, so a crash mid-stream leaves no stray message.
+    fn previews(&self, at: &ChatRef) -> bool {
+        !at.chat.starts_with('-')
+    }
+
+    async fn preview(&self, at: &ChatRef, draft: i64, text: &str) -> Result<(), PlatformError> {
+        let chat = chat_id(&at.chat)?.0;
+        let (body, entities) = format::chunks(text, LIMIT)
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        let request = |rich: bool| {
+            JsonRequest::new(
+                self.bot.clone(),
+                MessageDraft {
+                    chat_id: chat,
+                    draft_id: draft,
+                    text: body.clone(),
+                    message_thread_id: at.thread.as_deref().and_then(|t| t.parse().ok()),
+                    entities: (rich && !entities.is_empty()).then(|| entities.clone()),
+                },
+            )
+        };
+        match request(true).send().await {
+            Err(err) if is_parse_error(&err) => request(false).send().await,
+            other => other,
+        }
+        .map(|_| ())
+        .map_err(port_error)
     }
 
     fn pace(&self, at: &ChatRef, _answering: Option<&str>) -> Option<Duration> {

@@ -55,6 +55,8 @@ struct Inner {
     downloads: Vec<String>,
     /// Chats the bot was removed from: sendMessage there is forbidden.
     kicked: std::collections::BTreeSet<i64>,
+    /// sendMessageDraft is refused, as for a bot without the feature.
+    no_drafts: bool,
 }
 
 #[derive(Clone, Default)]
@@ -167,6 +169,21 @@ impl FakeTelegram {
     /// when it cannot parse them.
     pub fn reject_entities(&self, n: usize) {
         self.shared.0.lock().unwrap().reject_entities = n;
+    }
+
+    /// Refuses sendMessageDraft from now on, as Telegram does for a bot
+    /// that cannot stream drafts.
+    pub fn refuse_drafts(&self) {
+        self.shared.0.lock().unwrap().no_drafts = true;
+    }
+
+    /// The texts the drafts of `chat` previewed, in order.
+    pub fn previews(&self, chat: i64) -> Vec<String> {
+        self.calls("sendMessageDraft")
+            .iter()
+            .filter(|c| c.body["chat_id"].as_i64() == Some(chat))
+            .map(|c| c.body["text"].as_str().unwrap_or_default().to_string())
+            .collect()
     }
 
     /// Answers the next editMessageText calls with these, in turn.
@@ -365,6 +382,7 @@ async fn method(
         "getMe",
         "getUpdates",
         "sendMessage",
+        "sendMessageDraft",
         "editMessageText",
         "deleteMessage",
         "getFile",
@@ -394,6 +412,18 @@ async fn method(
             "supports_inline_queries": false, "can_connect_to_business": false,
             "has_main_web_app": false,
         })),
+        "sendMessageDraft" => {
+            let chat = body["chat_id"].as_i64().unwrap_or(0);
+            if inner.no_drafts {
+                return bad_request(
+                    "method is available only for bots with forum topic mode enabled",
+                );
+            }
+            if chat < 0 || body["draft_id"].as_i64().unwrap_or(0) == 0 {
+                return bad_request("chat not found");
+            }
+            ok(json!(true))
+        }
         "sendMessage" => {
             if let Some(failure) = inner.send_outage.answer() {
                 return failure;

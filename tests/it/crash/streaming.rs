@@ -1,7 +1,7 @@
 //! A streamed answer cut off by SIGKILL: the restarted daemon runs the
 //! interrupted turn again and writes its answer into the message the first
-//! run left half written, so the chat shows one complete answer and no
-//! orphan preview.
+//! run left half written (or, streamed as a Telegram draft, sends it once),
+//! so the chat shows one complete answer and no orphan preview.
 
 use super::{Daemon, write_config_with};
 use crate::common;
@@ -17,6 +17,47 @@ const ANN: i64 = 3001;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_cut_by_kill_9_ends_as_one_complete_answer_after_the_restart() {
+    let (tg, dir, answer, asked) = streaming_daemon().await;
+    tg.refuse_drafts();
+    cut_and_restarted(&tg, dir.path(), &answer, &asked).await;
+}
+
+/// A private chat's stream is a draft: killed mid-stream, the daemon
+/// leaves no message at all, and the restart sends the answer once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draft_cut_by_kill_9_leaves_nothing_and_the_answer_comes_once() {
+    let (tg, dir, answer, asked) = streaming_daemon().await;
+    let first = Daemon::start(dir.path());
+    tg.push(FakeTelegram::message(ANN, ANN, "Ann", 10, "count"));
+    common::eventually("part of the answer previewed", || async {
+        tg.previews(ANN)
+            .last()
+            .is_some_and(|t| t.split_whitespace().count() >= 10)
+    })
+    .await;
+    first.kill();
+    assert!(tg.shown(ANN).is_empty(), "nothing but a preview was shown");
+    let second = Daemon::start(dir.path());
+    common::eventually("the whole answer shown", || async {
+        tg.shown(ANN).iter().any(|(_, t)| *t == answer)
+    })
+    .await;
+    // A quiet period: no second message and no further turn come.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    second.stop();
+    let shown: Vec<String> = tg.shown(ANN).into_iter().map(|(_, t)| t).collect();
+    assert_eq!(shown, vec![answer], "the answer once, nothing else");
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        2,
+        "the cut-off turn ran again"
+    );
+    assert!(tg.calls("editMessageText").is_empty());
+}
+
+/// Telegram and a model whose first run streams slowly (to be killed
+/// mid-way), with a daemon's directory configured for them.
+async fn streaming_daemon() -> (FakeTelegram, tempfile::TempDir, String, Arc<AtomicUsize>) {
     let answer = (0..200)
         .map(|w| format!("w{w}"))
         .collect::<Vec<_>>()
@@ -46,8 +87,20 @@ async fn a_stream_cut_by_kill_9_ends_as_one_complete_answer_after_the_restart() 
         "http://127.0.0.1:9",
         &telegram,
     );
+    (tg, dir, answer, asked)
+}
 
-    let first = Daemon::start(dir.path());
+/// Kills a daemon streaming into Ann's chat mid-answer, then checks that
+/// the restarted one writes the whole answer into the message left half
+/// written.
+async fn cut_and_restarted(
+    tg: &FakeTelegram,
+    dir: &std::path::Path,
+    answer: &str,
+    asked: &AtomicUsize,
+) {
+    let storage = format!("sqlite://{}/crash.db", dir.display());
+    let first = Daemon::start(dir);
     tg.push(FakeTelegram::message(ANN, ANN, "Ann", 10, "count"));
     common::eventually("part of the answer shown", || async {
         tg.shown(ANN)
@@ -76,7 +129,7 @@ async fn a_stream_cut_by_kill_9_ends_as_one_complete_answer_after_the_restart() 
     );
     store.close().await;
 
-    let second = Daemon::start(dir.path());
+    let second = Daemon::start(dir);
     common::eventually("the whole answer shown", || async {
         tg.shown(ANN).iter().any(|(_, t)| *t == answer)
     })
@@ -88,7 +141,7 @@ async fn a_stream_cut_by_kill_9_ends_as_one_complete_answer_after_the_restart() 
     let shown = tg.shown(ANN);
     assert_eq!(
         shown,
-        vec![(half[0].0, answer.clone())],
+        vec![(half[0].0, answer.to_string())],
         "the half-written message became the answer; nothing else is shown"
     );
     assert_eq!(

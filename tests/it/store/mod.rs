@@ -741,12 +741,14 @@ async fn drafts_are_kept_per_event_until_dropped(store: Store) {
     let draft = Draft {
         messages: vec!["501".into(), "502".into()],
         status: Some("503".into()),
+        sending: None,
     };
     store.set_draft(7, &draft).await.unwrap();
     assert_eq!(store.draft(7).await.unwrap(), draft);
     let fewer = Draft {
         messages: vec!["501".into()],
         status: None,
+        sending: Some("d7.1".into()),
     };
     store.set_draft(7, &fewer).await.unwrap();
     assert_eq!(store.draft(7).await.unwrap(), fewer);
