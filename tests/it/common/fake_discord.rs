@@ -62,6 +62,11 @@ struct Shared {
     sends_down: Outage,
     /// Messages created with `enforce_nonce`, by channel and nonce.
     nonces: Arc<Mutex<HashMap<(String, String), Value>>>,
+    /// While on, a message is created and its answer never comes (as
+    /// when the bot dies before reading it).
+    hold_sends: Arc<std::sync::atomic::AtomicBool>,
+    /// What each of the bot's messages shows now, by (channel, id).
+    shown: Arc<Mutex<std::collections::BTreeMap<(String, String), String>>>,
 }
 
 pub struct FakeDiscord {
@@ -188,6 +193,27 @@ impl FakeDiscord {
         self.shared.sends_down.start(how_long, answers);
     }
 
+    /// While `on`, a message the bot creates is created, but its answer
+    /// never comes.
+    pub fn hold_sends(&self, on: bool) {
+        self.shared
+            .hold_sends
+            .store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The bot's messages `channel` shows now (created, not deleted),
+    /// with their text.
+    pub fn shown(&self, channel: &str) -> Vec<(String, String)> {
+        self.shared
+            .shown
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|((c, _), _)| c == channel)
+            .map(|((_, id), text)| (id.clone(), text.clone()))
+            .collect()
+    }
+
     /// Makes every message edit take `delay`.
     pub fn slow_edits(&self, delay: Duration) {
         *self.shared.edit_delay.lock().unwrap() = delay;
@@ -282,6 +308,13 @@ impl FakeDiscord {
             .push(message);
     }
 
+    /// Forgets the gateway client (its process was killed): the next
+    /// [`ready`](Self::ready) waits for another to identify.
+    pub fn disconnected(&self) {
+        self.shared.socket.lock().unwrap().take();
+        self.shared.received.lock().unwrap().clear();
+    }
+
     /// Ends the gateway session the way Discord does when it cannot be
     /// resumed (op 9, `d: false`); the client has to identify again.
     pub async fn invalidate_session(&self) {
@@ -306,6 +339,20 @@ fn new_id(shared: &Shared) -> String {
     let mut next = shared.next_id.lock().unwrap();
     *next += 1;
     next.to_string()
+}
+
+/// Records what message `id` of `channel` shows now (`None`: deleted).
+fn shown_now(shared: &Shared, channel: &str, id: &str, content: Option<&Value>) {
+    let mut shown = shared.shown.lock().unwrap();
+    let key = (channel.to_string(), id.to_string());
+    match content {
+        Some(text) => {
+            shown.insert(key, text.as_str().unwrap_or_default().to_string());
+        }
+        None => {
+            shown.remove(&key);
+        }
+    }
 }
 
 async fn rest(
@@ -393,16 +440,23 @@ async fn rest(
                     .as_str()
                     .filter(|_| body["enforce_nonce"] == true)
                     .map(|n| ((*channel).to_string(), n.to_string()));
-                let mut nonces = shared.nonces.lock().unwrap();
-                if let Some(earlier) = nonce.as_ref().and_then(|n| nonces.get(n)) {
-                    if let Some(call) = shared.calls.lock().unwrap().last_mut() {
-                        call.repeat = true;
+                let created = {
+                    let mut nonces = shared.nonces.lock().unwrap();
+                    if let Some(earlier) = nonce.as_ref().and_then(|n| nonces.get(n)) {
+                        if let Some(call) = shared.calls.lock().unwrap().last_mut() {
+                            call.repeat = true;
+                        }
+                        return Json(earlier.clone()).into_response();
                     }
-                    return Json(earlier.clone()).into_response();
-                }
-                let created = bot_message(channel, id);
-                if let Some(n) = nonce {
-                    nonces.insert(n, created.clone());
+                    let created = bot_message(channel, id.clone());
+                    if let Some(n) = nonce {
+                        nonces.insert(n, created.clone());
+                    }
+                    created
+                };
+                shown_now(&shared, channel, &id, Some(&body["content"]));
+                if shared.hold_sends.load(std::sync::atomic::Ordering::SeqCst) {
+                    std::future::pending::<()>().await;
                 }
                 Json(created).into_response()
             }
@@ -410,9 +464,15 @@ async fn rest(
         ("PATCH", ["channels", channel, "messages", id]) => {
             let delay = *shared.edit_delay.lock().unwrap();
             tokio::time::sleep(delay).await;
+            if body.get("content").is_some() {
+                shown_now(&shared, channel, id, Some(&body["content"]));
+            }
             Json(bot_message(channel, (*id).to_string())).into_response()
         }
-        ("DELETE", ["channels", _, "messages", _]) => StatusCode::NO_CONTENT.into_response(),
+        ("DELETE", ["channels", channel, "messages", id]) => {
+            shown_now(&shared, channel, id, None);
+            StatusCode::NO_CONTENT.into_response()
+        }
         ("POST", ["channels", channel, "messages", id, "threads"]) => {
             let existed = shared
                 .threads

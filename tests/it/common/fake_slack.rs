@@ -44,6 +44,12 @@ struct Shared {
     acks: Arc<Mutex<Vec<Value>>>,
     /// While open, chat.postMessage fails.
     posts_down: Outage,
+    /// While on, chat.postMessage posts and never answers (as when the
+    /// bot dies before reading the answer).
+    hold_posts: Arc<std::sync::atomic::AtomicBool>,
+    /// The bot's messages as the channels show them now: (channel, ts) →
+    /// the message.
+    shown: Arc<Mutex<std::collections::BTreeMap<(String, String), Value>>>,
 }
 
 pub struct FakeSlack {
@@ -99,6 +105,26 @@ impl FakeSlack {
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
         panic!("the Socket Mode client never connected");
+    }
+
+    /// While `on`, chat.postMessage posts but never answers.
+    pub fn hold_posts(&self, on: bool) {
+        self.shared
+            .hold_posts
+            .store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The texts of the bot's messages `channel` shows now (posted, not
+    /// deleted), oldest first.
+    pub fn shown(&self, channel: &str) -> Vec<String> {
+        self.shared
+            .shown
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|((c, _), _)| c == channel)
+            .map(|(_, m)| m["text"].as_str().unwrap_or_default().to_string())
+            .collect()
     }
 
     /// Fails every chat.postMessage for `how_long`, with `answers` in turn.
@@ -170,6 +196,77 @@ async fn method(
             call.refused = true;
         }
         return failure;
+    }
+    let params: std::collections::HashMap<String, String> = query
+        .as_deref()
+        .map(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .into_owned()
+                .collect()
+        })
+        .unwrap_or_default();
+    match method.as_str() {
+        "chat.postMessage" => {
+            let mut message = json!({"type": "message", "ts": ts, "text": body["text"],
+                                     "user": BOT_USER, "bot_id": "B0001"});
+            for field in ["thread_ts", "metadata"] {
+                if let Some(v) = body.get(field).filter(|v| !v.is_null()) {
+                    message[field] = v.clone();
+                }
+            }
+            let channel = body["channel"].as_str().unwrap_or_default().to_string();
+            shared
+                .shown
+                .lock()
+                .unwrap()
+                .insert((channel, ts.clone()), message);
+            if shared.hold_posts.load(std::sync::atomic::Ordering::SeqCst) {
+                std::future::pending::<()>().await;
+            }
+        }
+        "chat.update" => {
+            let key = (
+                body["channel"].as_str().unwrap_or_default().to_string(),
+                body["ts"].as_str().unwrap_or_default().to_string(),
+            );
+            if let Some(m) = shared.shown.lock().unwrap().get_mut(&key) {
+                m["text"] = body["text"].clone();
+            }
+        }
+        "chat.delete" => {
+            let key = (
+                body["channel"].as_str().unwrap_or_default().to_string(),
+                body["ts"].as_str().unwrap_or_default().to_string(),
+            );
+            shared.shown.lock().unwrap().remove(&key);
+        }
+        "conversations.replies" | "conversations.history" => {
+            let channel = params.get("channel").cloned().unwrap_or_default();
+            let thread = params.get("ts");
+            let metadata = params
+                .get("include_all_metadata")
+                .is_some_and(|v| v == "true");
+            let messages: Vec<Value> = shared
+                .shown
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|((c, ts), m)| {
+                    *c == channel
+                        && thread.is_none_or(|t| ts == t || m["thread_ts"].as_str() == Some(t))
+                })
+                .map(|(_, m)| {
+                    let mut m = m.clone();
+                    if !metadata && let Some(o) = m.as_object_mut() {
+                        o.remove("metadata");
+                    }
+                    m
+                })
+                .collect();
+            return Json(json!({"ok": true, "messages": messages, "has_more": false}))
+                .into_response();
+        }
+        _ => {}
     }
     Json(match method.as_str() {
         "auth.test" => json!({

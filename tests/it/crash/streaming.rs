@@ -151,3 +151,161 @@ async fn cut_and_restarted(
     );
     assert_eq!(tg.calls("sendMessage").len(), 1, "sent once, then edited");
 }
+
+/// A model whose first answer streams slowly (the run to be killed) and
+/// whose second comes at once: the answer, the model, and how many times
+/// it was asked.
+async fn slow_then_quick() -> (String, FakeLlm, Arc<AtomicUsize>) {
+    let answer = (0..120)
+        .map(|w| format!("w{w}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let asked = Arc::new(AtomicUsize::new(0));
+    let llm = {
+        let (answer, asked) = (answer.clone(), asked.clone());
+        FakeLlm::responding(move |_| {
+            let first = asked.fetch_add(1, Ordering::SeqCst) == 0;
+            let gap = if first { 150 } else { 2 };
+            Reply::SlowSse(text_stream(&answer, 8), Duration::from_millis(gap))
+        })
+        .await
+    };
+    (answer, llm, asked)
+}
+
+/// Discord: the daemon is killed after Discord created the stream's first
+/// message but before its id was stored. The restart finds that message
+/// by its nonce and writes the answer into it: the chat ends with the
+/// answer once and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discord_a_message_whose_id_a_kill_lost_becomes_the_answer() {
+    use common::fake_discord::{FakeDiscord, message};
+    let (answer, llm, asked) = slow_then_quick().await;
+    let dc = FakeDiscord::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let storage = format!("sqlite://{}/crash.db", dir.path().display());
+    let discord = format!(
+        "[discord]\nenabled = true\napi_url = \"{}\"\nallowed_users = [\"{}\"]\n",
+        dc.url,
+        common::discord_harness::ANN
+    );
+    write_config_with(
+        dir.path(),
+        &storage,
+        &llm.url,
+        "http://127.0.0.1:9",
+        &discord,
+    );
+    let first = Daemon::start(dir.path());
+    dc.ready().await;
+    dc.hold_sends(true);
+    dc.dispatch(
+        "MESSAGE_CREATE",
+        message(
+            "1200",
+            common::discord_harness::DM,
+            common::discord_harness::ann(),
+            "count",
+            false,
+        ),
+    )
+    .await;
+    dc.wait_posted(1).await;
+    first.kill();
+    dc.disconnected();
+    dc.hold_sends(false);
+    assert_eq!(
+        dc.shown(common::discord_harness::DM).len(),
+        1,
+        "the message the kill orphaned"
+    );
+
+    let second = Daemon::start(dir.path());
+    common::eventually("the whole answer shown", || async {
+        dc.shown(common::discord_harness::DM)
+            .iter()
+            .any(|(_, t)| *t == answer)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    second.stop();
+    let shown: Vec<String> = dc
+        .shown(common::discord_harness::DM)
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(shown, vec![answer], "the answer once, nothing else");
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        2,
+        "the cut-off turn ran again"
+    );
+    assert!(
+        dc.posted().iter().any(|c| c.repeat),
+        "found again by its nonce"
+    );
+}
+
+/// Slack: the daemon is killed after Slack posted the stream's first
+/// message but before its ts was stored. The restart finds that message
+/// among the chat's by the key in its metadata and writes the answer into
+/// it: the chat ends with the answer once and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slack_a_message_whose_ts_a_kill_lost_becomes_the_answer() {
+    use common::fake_slack::FakeSlack;
+    let (answer, llm, asked) = slow_then_quick().await;
+    let slack = FakeSlack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let storage = format!("sqlite://{}/crash.db", dir.path().display());
+    let config = format!(
+        "[slack]\nenabled = true\nopen = true\nmode = \"socket\"\napi_url = \"{}\"\n",
+        slack.url
+    );
+    write_config_with(
+        dir.path(),
+        &storage,
+        &llm.url,
+        "http://127.0.0.1:9",
+        &config,
+    );
+    let first = Daemon::start(dir.path());
+    slack.hold_posts(true);
+    let dm = serde_json::json!({"type": "message", "channel_type": "im", "user": "U1",
+        "channel": "D1", "ts": "1764000000.000100", "text": "count", "event_ts": "1764000000.000100"});
+    slack
+        .envelope(serde_json::json!({
+            "envelope_id": "env-1", "type": "events_api", "accepts_response_payload": false,
+            "retry_attempt": 0, "retry_reason": "",
+            "payload": {"token": "legacy", "team_id": "T0001", "api_app_id": "A0001",
+                        "type": "event_callback", "event_id": "Ev1", "event_time": 1_764_000_000,
+                        "event": dm},
+        }))
+        .await;
+    slack.wait("chat.postMessage", 1).await;
+    first.kill();
+    slack.hold_posts(false);
+    assert_eq!(slack.shown("D1").len(), 1, "the message the kill orphaned");
+
+    let second = Daemon::start(dir.path());
+    common::eventually("the whole answer shown", || async {
+        slack.shown("D1").iter().any(|t| *t == answer)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    second.stop();
+    assert_eq!(
+        slack.shown("D1"),
+        vec![answer],
+        "the answer once, nothing else"
+    );
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        2,
+        "the cut-off turn ran again"
+    );
+    assert!(
+        !slack.calls("conversations.history").is_empty()
+            || !slack.calls("conversations.replies").is_empty(),
+        "looked for by its key"
+    );
+}
