@@ -288,7 +288,7 @@ async fn slack_a_message_whose_ts_a_kill_lost_becomes_the_answer() {
 
     let second = Daemon::start(dir.path());
     common::eventually("the whole answer shown", || async {
-        slack.shown("D1").iter().any(|t| *t == answer)
+        slack.shown("D1").contains(&answer)
     })
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
