@@ -70,6 +70,31 @@ impl Github {
         }
     }
 
+    /// The `fields` of the change's first 100 review threads.
+    async fn review_threads(&self, scope: &Scope, fields: &str) -> Result<Vec<Value>, Failure> {
+        let n = change(scope)?;
+        let Some((owner, name)) = scope.repo.split_once('/') else {
+            return Ok(Vec::new());
+        };
+        let query = format!(
+            "query($owner:String!,$name:String!,$number:Int!){{repository(owner:$owner,name:$name){{pullRequest(number:$number){{reviewThreads(first:100){{nodes{{{fields}}}}}}}}}}}"
+        );
+        let threads = self
+            .graphql(
+                scope,
+                &query,
+                json!({"owner": owner, "name": name, "number": n}),
+            )
+            .await?;
+        Ok(crate::render::template::lookup(
+            &threads,
+            "data.repository.pullRequest.reviewThreads.nodes",
+        )
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default())
+    }
+
     async fn graphql(
         &self,
         scope: &Scope,
@@ -378,24 +403,12 @@ impl Host for Github {
     }
 
     async fn dismissed(&self, scope: &Scope, own: &[String]) -> Result<Vec<Dismissed>, Failure> {
-        let n = change(scope)?;
-        let Some((owner, name)) = scope.repo.split_once('/') else {
-            return Ok(Vec::new());
-        };
-        let threads = self
-            .graphql(
+        let nodes = self
+            .review_threads(
                 scope,
-                "query($owner:String!,$name:String!,$number:Int!){repository(owner:$owner,name:$name){pullRequest(number:$number){reviewThreads(first:100){nodes{isResolved resolvedBy{login} path comments(first:30){nodes{databaseId body author{login}}}}}}}}",
-                json!({"owner": owner, "name": name, "number": n}),
+                "isResolved resolvedBy{login} path comments(first:30){nodes{databaseId body author{login}}}",
             )
             .await?;
-        let nodes = crate::render::template::lookup(
-            &threads,
-            "data.repository.pullRequest.reviewThreads.nodes",
-        )
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
         let mut dismissed = Vec::new();
         for thread in &nodes {
             let comments = crate::render::template::lookup(thread, "comments.nodes")
@@ -432,24 +445,12 @@ impl Host for Github {
     }
 
     async fn resolve_outdated(&self, scope: &Scope, own: &[String]) -> Result<usize, Failure> {
-        let n = change(scope)?;
-        let Some((owner, name)) = scope.repo.split_once('/') else {
-            return Ok(0);
-        };
-        let threads = self
-            .graphql(
+        let nodes = self
+            .review_threads(
                 scope,
-                "query($owner:String!,$name:String!,$number:Int!){repository(owner:$owner,name:$name){pullRequest(number:$number){reviewThreads(first:100){nodes{id isResolved isOutdated comments(first:1){nodes{databaseId}}}}}}}",
-                json!({"owner": owner, "name": name, "number": n}),
+                "id isResolved isOutdated comments(first:1){nodes{databaseId}}",
             )
             .await?;
-        let nodes = crate::render::template::lookup(
-            &threads,
-            "data.repository.pullRequest.reviewThreads.nodes",
-        )
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
         let mut resolved = 0;
         for thread in nodes {
             let outdated = thread.get("isOutdated") == Some(&Value::Bool(true))

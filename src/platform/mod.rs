@@ -317,12 +317,18 @@ pub trait Platform: Send + Sync {
         None
     }
 
-    /// The message a [`send_keyed`](Self::send_keyed) under `key` left in
-    /// `at` when a crash lost its id, where the platform can find it: by
-    /// the key it carries (Slack's message metadata), or by sending again
-    /// under the key, which returns the message sent before (Discord's
-    /// enforced nonce; a placeholder when none was). `None` elsewhere.
-    async fn reclaim(&self, _at: &ChatRef, _key: &str) -> Result<Option<String>, PlatformError> {
+    /// The message a [`send_keyed`](Self::send_keyed) under `key` (at
+    /// `sent_ms`, Unix ms) left in `at` when a crash lost its id, where the
+    /// platform can find it: by the key it carries (Slack's message
+    /// metadata), or by sending again under the key, which returns the
+    /// message sent before (Discord's enforced nonce, for a few minutes; a
+    /// placeholder when none was). `None` elsewhere.
+    async fn reclaim(
+        &self,
+        _at: &ChatRef,
+        _key: &str,
+        _sent_ms: i64,
+    ) -> Result<Option<String>, PlatformError> {
         Ok(None)
     }
 

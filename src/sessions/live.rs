@@ -301,7 +301,10 @@ impl Draft {
         } else {
             StoredDraft::default()
         };
-        let preview = port.previews(&chat).then_some(inbox_id);
+        // A draft's id is non-zero, within 32 bits.
+        let preview = port
+            .previews(&chat)
+            .then(|| (inbox_id - 1).rem_euclid(i64::from(i32::MAX)) + 1);
         let (view, rx) = watch::channel(View::default());
         let feed = Arc::new(Feed {
             view,
@@ -322,6 +325,7 @@ impl Draft {
             unsaved: false,
             last: None,
             preview,
+            sends: 0,
         };
         let task = inner.tracker.spawn(stream.run(rx, stop.clone()));
         *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(feed.clone());
@@ -396,20 +400,38 @@ struct Stream {
     /// The preview shown instead of messages (its id), where the
     /// platform shows one.
     preview: Option<i64>,
+    /// Messages sent so far, which makes each send's key its own.
+    sends: u64,
 }
 
-/// The key a streamed message of inbox event `inbox_id` is sent under:
-/// its place among the call's messages, or `s` for the status message
-/// (at most 25 characters, Discord's nonce).
-fn key(inbox_id: i64, place: Option<usize>) -> String {
-    match place {
-        Some(i) => format!("d{inbox_id}.{i}"),
-        None => format!("d{inbox_id}.s"),
+/// Longest a restart looks for a message a crash left half sent.
+const RECLAIM_WAIT: Duration = Duration::from_secs(15);
+
+/// `n` in base 36.
+fn base36(mut n: u64) -> String {
+    let mut digits = Vec::new();
+    loop {
+        digits.push(char::from_digit((n % 36) as u32, 36).unwrap_or('0'));
+        n /= 36;
+        if n == 0 {
+            break;
+        }
     }
+    digits.iter().rev().collect()
+}
+
+/// A message of a draft being sent: the key it goes under (unique to the
+/// send, at most 23 characters, so Discord's 25-character nonce holds it
+/// with a piece number), its place (`s`: the status message) and when.
+fn sending(key: &str, place: Option<usize>, at_ms: i64) -> String {
+    let place = place.map_or_else(|| "s".to_string(), |i| i.to_string());
+    format!("{key} {place} {at_ms}")
 }
 
 /// Inbox event `inbox_id`'s stored draft, with the message a crash left
 /// half sent (its id never stored) found again where the platform can.
+/// While the platform cannot be asked, `sending` stays set, for a later
+/// look.
 pub(super) async fn reclaimed(
     store: &Store,
     port: &dyn Platform,
@@ -417,20 +439,50 @@ pub(super) async fn reclaimed(
     inbox_id: i64,
 ) -> Result<StoredDraft, crate::store::StoreError> {
     let mut draft = store.draft(inbox_id).await?;
-    let Some(sending) = draft.sending.take() else {
+    let Some(record) = draft.sending.clone() else {
         return Ok(draft);
     };
-    match port.reclaim(chat, &sending).await {
-        Ok(Some(id)) if sending == key(inbox_id, None) => draft.status = Some(id),
-        Ok(Some(id)) if sending == key(inbox_id, Some(draft.messages.len())) => {
-            draft.messages.push(id);
-        }
-        Ok(_) => {}
-        Err(err) => {
-            tracing::warn!(inbox.id = inbox_id, error = %err, "a message a crash left half sent was not found");
+    let mut parts = record.split(' ');
+    let (key, place, at) = (parts.next(), parts.next(), parts.next());
+    let at = at.and_then(|t| t.parse::<i64>().ok()).unwrap_or(0);
+    // Only a message that would take the place next free is looked for.
+    let slot = match place {
+        Some("s") if draft.status.is_none() => Some(None),
+        Some(i) if i.parse::<usize>().ok() == Some(draft.messages.len()) => Some(Some(())),
+        _ => None,
+    };
+    if let (Some(key), Some(slot)) = (key, slot) {
+        let looked = tokio::time::timeout(
+            RECLAIM_WAIT,
+            crate::platform::retrying(|| port.reclaim(chat, key, at)),
+        )
+        .await;
+        match looked {
+            Ok(Ok(Some(id))) => match slot {
+                None => draft.status = Some(id),
+                Some(()) => draft.messages.push(id),
+            },
+            Ok(Ok(None)) => {}
+            Ok(Err(PlatformError::Unavailable(why))) => {
+                tracing::warn!(inbox.id = inbox_id, error = %why, "a message a crash left half sent could not be looked for yet");
+                return Ok(draft);
+            }
+            Err(_) => {
+                tracing::warn!(
+                    inbox.id = inbox_id,
+                    "looking for a message a crash left half sent timed out"
+                );
+                return Ok(draft);
+            }
+            Ok(Err(err)) => {
+                tracing::warn!(inbox.id = inbox_id, error = %err, "a message a crash left half sent was not found");
+            }
         }
     }
-    store.set_draft(inbox_id, &draft).await?;
+    draft.sending = None;
+    if let Err(err) = store.set_draft(inbox_id, &draft).await {
+        tracing::warn!(inbox.id = inbox_id, error = %err, "the draft's found message not stored yet");
+    }
     Ok(draft)
 }
 
@@ -490,6 +542,25 @@ impl Stream {
         stop: &CancellationToken,
     ) -> Result<bool, Halt> {
         if let Some(draft) = self.preview {
+            if view.call != *call {
+                // What the call before said stays in the chat, as it does
+                // when the answer streams into messages.
+                if *call != 0
+                    && let Some((before, text)) = &view.before
+                    && *before == *call
+                {
+                    for piece in self.port.split(&shown_so_far(text)) {
+                        self.paced(stop).await?;
+                        let said = self.port.send(&self.chat, None, &piece).await;
+                        self.last = Some(Instant::now());
+                        if let Err(err) = said {
+                            return self.failed(err, stop).await;
+                        }
+                    }
+                    self.shown.clear();
+                }
+                *call = view.call;
+            }
             return self.show_preview(view, draft, stop).await;
         }
         if view.call != *call {
@@ -551,6 +622,13 @@ impl Stream {
                 Ok(false)
             }
             Err(err @ PlatformError::RateLimited { .. }) => self.failed(err, stop).await,
+            Err(PlatformError::Unavailable(why)) => {
+                // Tried again in a pace.
+                tracing::debug!(platform = %self.chat.platform, error = %why, "a preview failed");
+                let pace = self.pace;
+                self.failed(PlatformError::RateLimited { retry_after: pace }, stop)
+                    .await
+            }
             Err(err) => {
                 tracing::debug!(platform = %self.chat.platform, error = %err, "previews refused; the answer streams into messages");
                 self.preview = None;
@@ -661,11 +739,22 @@ impl Stream {
         reply_to: Option<&str>,
         text: &str,
     ) -> Result<String, PlatformError> {
-        let key = key(self.inbox_id, place);
-        self.draft.sending = Some(key.clone());
+        let now = crate::store::now_ms();
+        let key = format!(
+            "d{}.{}{}",
+            base36(self.inbox_id.unsigned_abs()),
+            base36(now.unsigned_abs() % 36u64.pow(5)),
+            base36(self.sends)
+        );
+        self.sends += 1;
+        self.draft.sending = Some(sending(&key, place, now));
         self.store_draft().await;
         let result = sent(self.port.send_keyed(&self.chat, reply_to, text, &key).await);
         self.draft.sending = None;
+        if result.is_err() {
+            // Nothing to look for after a crash.
+            self.store_draft().await;
+        }
         result
     }
 

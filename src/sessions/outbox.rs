@@ -115,6 +115,12 @@ async fn finish(
     let mut draft = super::live::reclaimed(&inner.store, port, to, inbox_id)
         .await
         .map_err(|e| PlatformError::Unavailable(format!("the draft could not be read: {e}")))?;
+    if draft.sending.is_some() {
+        // A message a crash left half sent is looked for again first.
+        return Err(PlatformError::Unavailable(
+            "a message of the draft could not be looked for yet".into(),
+        ));
+    }
     let last = if draft.messages.is_empty() {
         port.send_keyed(to, out.reply_to.as_deref(), &out.body, key)
             .await?

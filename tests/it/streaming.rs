@@ -272,6 +272,76 @@ async fn a_call_after_tools_answers_below_and_progress_is_shown_then_deleted() {
     assert_eq!(tg.calls("deleteMessage").len(), 1);
 }
 
+/// The same turn in a private chat streaming into drafts: what the first
+/// call said stays above the answer, each sent once.
+#[tokio::test]
+async fn a_draft_keeps_what_came_before_the_tools_above_the_answer() {
+    let (tg, _llm, _daemon, _dir) = telegram_drafting(
+        vec![
+            Reply::Sse(saying_then_calling(
+                "Let me look at the notes.",
+                "terminal",
+                r#"{"command":"sleep 1; echo ok"}"#,
+            )),
+            Reply::Sse(text_stream("All **done**: ok.", 4)),
+        ],
+        |_| {},
+    )
+    .await;
+    tg.push(FakeTelegram::message(ANN, ANN, "Ann", 10, "check"));
+    common::eventually("the answer shown", || async {
+        tg.shown(ANN).iter().any(|(_, t)| t == "All done: ok.")
+    })
+    .await;
+    let shown: Vec<String> = tg.shown(ANN).into_iter().map(|(_, t)| t).collect();
+    assert_eq!(
+        shown,
+        vec![
+            "Let me look at the notes.".to_string(),
+            "All done: ok.".to_string()
+        ]
+    );
+    assert!(!tg.previews(ANN).is_empty());
+}
+
+/// On Discord, each call's messages are sent under keys of their own: the
+/// answer after the tools is a new message below what the first call
+/// said, never that message found again by a repeated nonce.
+#[tokio::test]
+async fn discord_keeps_what_came_before_the_tools_above_the_answer() {
+    let s = discord_harness::start(
+        vec![
+            Reply::Sse(saying_then_calling(
+                "Let me look at the notes.",
+                "terminal",
+                r#"{"command":"sleep 1; echo ok"}"#,
+            )),
+            Reply::Sse(text_stream("All done: ok.", 4)),
+        ],
+        |_| {},
+    )
+    .await;
+    s.dc.dispatch(
+        "MESSAGE_CREATE",
+        message("1300", discord_harness::DM, ann(), "check", false),
+    )
+    .await;
+    common::eventually("the answer shown", || async {
+        s.dc.shown(discord_harness::DM)
+            .iter()
+            .any(|(_, t)| t == "All done: ok.")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let shown: Vec<String> =
+        s.dc.shown(discord_harness::DM)
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+    assert_eq!(shown, ["Let me look at the notes.", "All done: ok."]);
+    assert!(!s.dc.posted().iter().any(|c| c.repeat), "no nonce repeated");
+}
+
 #[tokio::test]
 async fn streaming_off_sends_the_answer_whole() {
     let (tg, _llm, _daemon, _dir) = telegram(

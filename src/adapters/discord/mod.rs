@@ -575,7 +575,12 @@ impl Platform for Discord {
     /// Sent again under its key, the message comes back as Discord
     /// created it the first time (its nonce enforced); when none was, this
     /// placeholder is, for the answer to be written into.
-    async fn reclaim(&self, at: &ChatRef, key: &str) -> Result<Option<String>, PlatformError> {
+    async fn reclaim(
+        &self,
+        at: &ChatRef,
+        key: &str,
+        _sent_ms: i64,
+    ) -> Result<Option<String>, PlatformError> {
         self.reply(at, None, "…", Some(key)).await.map(Some)
     }
 

@@ -432,12 +432,22 @@ impl Platform for Slack {
 
     /// Looks for the message among the chat's (or thread's) latest, by the
     /// key in its metadata.
-    async fn reclaim(&self, at: &ChatRef, key: &str) -> Result<Option<String>, PlatformError> {
+    async fn reclaim(
+        &self,
+        at: &ChatRef,
+        key: &str,
+        sent_ms: i64,
+    ) -> Result<Option<String>, PlatformError> {
         let api = self.gateway.config.slack.api_url.trim_end_matches('/');
+        // From a minute before it was sent: the page holds it however long
+        // the thread or busy the channel.
+        let oldest = format!("{}.000000", (sent_ms / 1000 - 60).max(0));
         let mut query = vec![
             ("channel", at.chat.as_str()),
             ("include_all_metadata", "true"),
-            ("limit", "100"),
+            ("oldest", oldest.as_str()),
+            ("inclusive", "true"),
+            ("limit", "200"),
         ];
         let method = match at.thread.as_deref() {
             Some(ts) => {
@@ -457,10 +467,16 @@ impl Platform for Slack {
             .json()
             .await
             .map_err(|e| PlatformError::Unavailable(e.to_string()))?;
-        if answer["ok"] != true {
-            return Err(PlatformError::Rejected(
-                answer["error"].as_str().unwrap_or("not ok").to_string(),
-            ));
+        match answer["error"].as_str() {
+            _ if answer["ok"] == true => {}
+            Some("ratelimited") => {
+                return Err(PlatformError::RateLimited {
+                    retry_after: Duration::from_secs(1),
+                });
+            }
+            why => {
+                return Err(PlatformError::Rejected(why.unwrap_or("not ok").to_string()));
+            }
         }
         Ok(answer["messages"]
             .as_array()

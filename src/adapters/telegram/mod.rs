@@ -405,6 +405,10 @@ impl Platform for Telegram {
             .into_iter()
             .next()
             .unwrap_or_default();
+        if body.trim().is_empty() {
+            // Telegram takes 1 to 4096 characters; nothing new to show.
+            return Ok(());
+        }
         let request = |rich: bool| {
             JsonRequest::new(
                 self.bot.clone(),

@@ -58,21 +58,7 @@ async fn a_draft_cut_by_kill_9_leaves_nothing_and_the_answer_comes_once() {
 /// Telegram and a model whose first run streams slowly (to be killed
 /// mid-way), with a daemon's directory configured for them.
 async fn streaming_daemon() -> (FakeTelegram, tempfile::TempDir, String, Arc<AtomicUsize>) {
-    let answer = (0..200)
-        .map(|w| format!("w{w}"))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let asked = Arc::new(AtomicUsize::new(0));
-    let llm = {
-        let (answer, asked) = (answer.clone(), asked.clone());
-        FakeLlm::responding(move |_| {
-            let first = asked.fetch_add(1, Ordering::SeqCst) == 0;
-            // The first run streams slowly and is killed mid-way.
-            let gap = if first { 150 } else { 2 };
-            Reply::SlowSse(text_stream(&answer, 8), Duration::from_millis(gap))
-        })
-        .await
-    };
+    let (answer, llm, asked) = slow_then_quick(200).await;
     let tg = FakeTelegram::start().await;
     let dir = tempfile::tempdir().unwrap();
     let storage = format!("sqlite://{}/crash.db", dir.path().display());
@@ -155,8 +141,8 @@ async fn cut_and_restarted(
 /// A model whose first answer streams slowly (the run to be killed) and
 /// whose second comes at once: the answer, the model, and how many times
 /// it was asked.
-async fn slow_then_quick() -> (String, FakeLlm, Arc<AtomicUsize>) {
-    let answer = (0..120)
+async fn slow_then_quick(words: usize) -> (String, FakeLlm, Arc<AtomicUsize>) {
+    let answer = (0..words)
         .map(|w| format!("w{w}"))
         .collect::<Vec<_>>()
         .join(" ");
@@ -180,7 +166,7 @@ async fn slow_then_quick() -> (String, FakeLlm, Arc<AtomicUsize>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discord_a_message_whose_id_a_kill_lost_becomes_the_answer() {
     use common::fake_discord::{FakeDiscord, message};
-    let (answer, llm, asked) = slow_then_quick().await;
+    let (answer, llm, asked) = slow_then_quick(120).await;
     let dc = FakeDiscord::start().await;
     let dir = tempfile::tempdir().unwrap();
     let storage = format!("sqlite://{}/crash.db", dir.path().display());
@@ -253,7 +239,7 @@ async fn discord_a_message_whose_id_a_kill_lost_becomes_the_answer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slack_a_message_whose_ts_a_kill_lost_becomes_the_answer() {
     use common::fake_slack::FakeSlack;
-    let (answer, llm, asked) = slow_then_quick().await;
+    let (answer, llm, asked) = slow_then_quick(120).await;
     let slack = FakeSlack::start().await;
     let dir = tempfile::tempdir().unwrap();
     let storage = format!("sqlite://{}/crash.db", dir.path().display());
