@@ -54,6 +54,8 @@ struct Project {
     /// Fields of a merge request's JSON beyond its SHAs (`draft`,
     /// `author`, `target_branch`), laid over the defaults.
     mr_meta: HashMap<u64, Value>,
+    /// User ids whose account is a bot's.
+    bots: Vec<u64>,
     next_id: u64,
 }
 
@@ -154,6 +156,11 @@ impl FakeGitlab {
         self.project().mr_meta.insert(iid, meta);
     }
 
+    /// Marks user `id`'s account as a bot's.
+    pub fn set_bot(&self, id: u64) {
+        self.project().bots.push(id);
+    }
+
     /// `username` resolves discussion `discussion`.
     pub fn resolve_as(&self, discussion: &str, username: &str) {
         let mut p = self.project();
@@ -223,6 +230,15 @@ fn answer(shared: &Shared, method: Method, uri: Uri, headers: HeaderMap, body: B
         .into_owned()
         .collect();
     let param = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    if let Some(user) = path.strip_prefix("/api/v4/users/") {
+        // A user, a bot when the test said so.
+        let id: u64 = user.parse().unwrap_or(0);
+        let bot = shared.project.lock().unwrap().bots.contains(&id);
+        return json_answer(
+            StatusCode::OK,
+            json!({"id": id, "username": format!("user{id}"), "bot": bot}),
+        );
+    }
     let Some(rest) = path.strip_prefix("/api/v4/projects/") else {
         return not_found();
     };

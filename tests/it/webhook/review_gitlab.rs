@@ -17,7 +17,7 @@ pub(super) const BASE: &str = "ae73cb07c9eeaf35924a10f713b364d32b2dd34f";
 pub(super) const START: &str = "ae73cb07c9eeaf35924a10f713b364d32b2dd34f";
 pub(super) const HEAD1: &str = "da1560886d4f094c3e6c9ef40349f7d38b5d27d7";
 pub(super) const HEAD2: &str = "c0ffee0000000000000000000000000000000002";
-const HEAD3: &str = "c0ffee0000000000000000000000000000000003";
+pub(super) const HEAD3: &str = "c0ffee0000000000000000000000000000000003";
 
 pub(super) const LIB: &str = "@@ -1,3 +1,4 @@\n pub fn add(a: u32, b: u32) -> u32 {\n-    a + b\n+    let sum = a + b;\n+    sum\n }\n";
 const NEW: &str = "@@ -0,0 +1,2 @@\n+pub fn zero() -> u32 {\n+    0 }\n";

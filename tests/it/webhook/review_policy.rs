@@ -643,3 +643,68 @@ async fn a_large_gitlab_change_is_read_whole_and_its_findings_merged() {
         "{summary}"
     );
 }
+
+/// On GitLab, a merge request opened by a bot's account (as the forge's
+/// user record says, whatever its name) or to a branch the settings do
+/// not review is left alone; a person's to a reviewed branch is reviewed.
+#[tokio::test]
+async fn gitlab_bots_and_other_branches_are_left_alone() {
+    let gitlab = FakeGitlab::start().await;
+    let mr = |head: &str| MergeRequest {
+        base: gl::BASE.into(),
+        start: gl::START.into(),
+        head: head.into(),
+        diffs: vec![gl::diff("src/lib.rs", gl::LIB, false)],
+    };
+    gitlab.set_mr(4, mr(gl::HEAD1));
+    gitlab.set_file(
+        gl::START,
+        ".switchboard.toml",
+        "[review]\nbots = false\nbranches = [\"main\"]\n",
+    );
+    gitlab.set_bot(77);
+    // A bot named like a person.
+    gitlab.set_mr_meta(4, json!({"author": {"id": 77, "username": "renovate"}}));
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "forge_diff", "{}")])),
+        review_answer("A person's change.", json!([])),
+    ])
+    .await;
+    let d = start_at(&llm, &gitlab.url, gl::route(&gitlab)).await;
+    let opened = gl::mr_event("open", gl::HEAD1, None);
+    assert_eq!(
+        gl::send(&d, "Merge Request Hook", "gb-1", &opened).await.0,
+        202
+    );
+    settled(&d).await;
+    gitlab.set_mr_meta(
+        4,
+        json!({"author": {"id": 78, "username": "project_5_bot_abc"}, "target_branch": "dev"}),
+    );
+    let pushed = gl::mr_event("update", gl::HEAD2, Some(gl::HEAD1));
+    gitlab.set_mr(4, mr(gl::HEAD2));
+    assert_eq!(
+        gl::send(&d, "Merge Request Hook", "gb-2", &pushed).await.0,
+        202
+    );
+    let outcomes = settled(&d).await;
+    assert_eq!(
+        outcomes.iter().filter(|(_, o)| o == "skipped").count(),
+        3,
+        "the bot's review and description, the other branch's push: {outcomes:?}"
+    );
+    assert!(llm.requests().is_empty() && gitlab.notes().is_empty());
+
+    // A person (whose name looks like a bot's) to main: reviewed.
+    gitlab.set_mr_meta(
+        4,
+        json!({"author": {"id": 78, "username": "project_5_bot_abc"}}),
+    );
+    gitlab.set_mr(4, mr(gl::HEAD3));
+    let again = gl::mr_event("update", gl::HEAD3, Some(gl::HEAD2));
+    assert_eq!(
+        gl::send(&d, "Merge Request Hook", "gb-3", &again).await.0,
+        202
+    );
+    wait_for("the review", || gl::final_states(&gitlab).len() == 1).await;
+}
