@@ -8,7 +8,8 @@
 //! - [`publish`]: the answer written back — a review with comments on diff
 //!   lines (each finding once), the summary comment edited in place, a
 //!   check run (or commit status) to gate merges, outdated threads
-//!   resolved — every write recorded under an idempotency key.
+//!   resolved — every write recorded under an idempotency key; findings
+//!   the change's people set aside ([`setaside`]) not raised again.
 //! - [`host`]: what a forge does; [`github`] and [`gitlab`] speak their
 //!   APIs through [`api`] (rate limits, App tokens from [`auth`]).
 
@@ -21,6 +22,7 @@ pub mod gitlab;
 pub mod host;
 pub mod publish;
 pub mod scope;
+mod setaside;
 pub mod settings;
 pub mod tools;
 
@@ -256,19 +258,19 @@ impl Forge {
     /// Whether `login` (of this forge) may give the bot commands, and set
     /// its findings aside.
     pub fn trusts(&self, login: &str) -> bool {
-        let (names, _, platform) = &self.trusted;
-        names
-            .iter()
-            .any(|a| crate::config::identity::names(a, platform, login))
+        self.named(&self.trusted.0, login)
     }
 
     /// Whether `login` is one of the route's approvers, whose "won't fix"
     /// lifts the gate.
     pub fn approves(&self, login: &str) -> bool {
-        let (_, names, platform) = &self.trusted;
+        self.named(&self.trusted.1, login)
+    }
+
+    fn named(&self, names: &[String], login: &str) -> bool {
         names
             .iter()
-            .any(|a| crate::config::identity::names(a, platform, login))
+            .any(|a| crate::config::identity::names(a, self.trusted.2, login))
     }
 
     /// Stores `scope` as what event `event_id` (about `entity`) runs on.

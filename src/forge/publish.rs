@@ -405,39 +405,13 @@ impl Forge {
             .unwrap_or_default()
             .into_iter()
             .partition(|f| scope.settings.posts(&ignored, f));
-        // A point set aside on the change (by its author or someone
-        // trusted) is not raised again, never one more severe than it was;
-        // it still gates unless an approver other than the author declined
-        // it.
-        let dismissed = self.dismissed(scope, entity).await;
-        let author = scope.info.as_ref().map(|i| i.author.as_str());
-        let mut kept = Vec::new();
-        let mut set_aside = 0;
-        let mut gating = Vec::new();
-        for f in found {
-            let matching: Vec<&super::host::Dismissed> = dismissed
-                .iter()
-                .filter(|d| {
-                    super::settings::normal(&d.path) == super::settings::normal(&f.path)
-                        && findings::severity_in(&d.said).is_some_and(|was| f.severity <= was)
-                        && findings::same_point(findings::said_in(&d.said), &f.body)
-                })
-                .collect();
-            if matching.is_empty() {
-                kept.push(f);
-                continue;
-            }
-            set_aside += 1;
-            let lifted = matching.iter().any(|d| {
-                d.how == super::host::SetAside::Declined
-                    && self.approves(&d.by)
-                    && !author.is_some_and(|a| a.eq_ignore_ascii_case(&d.by))
-            });
-            if !lifted {
-                gating.push(f);
-            }
-        }
-        let found = kept;
+        let own = self.own_comments(entity).await;
+        let dismissed = self.dismissed(scope, entity, &own).await;
+        let super::setaside::Sifted {
+            kept: found,
+            gating,
+            set_aside,
+        } = self.sift(scope, found, &dismissed);
         let blocking = found
             .iter()
             .chain(&gating)
@@ -457,7 +431,7 @@ impl Forge {
             self.post_inline(&at, &sorted).await?;
         }
         // 2. The bot's threads a push made outdated.
-        self.resolve_outdated(scope, entity).await;
+        self.resolve_outdated(scope, entity, &own).await;
         // Settings that could not be read are said once per change.
         if let Some(why) = &scope.settings_error {
             self.settings_problem(scope, entity, why).await;
@@ -597,46 +571,26 @@ impl Forge {
         Ok(())
     }
 
-    /// The bot's findings on `entity` that its author or someone trusted
-    /// resolved or answered "won't fix" (none when that cannot be read).
-    async fn dismissed(&self, scope: &Scope, entity: &str) -> Vec<super::host::Dismissed> {
-        let own = match self.store.forge_comment_ids(&self.route, entity).await {
-            Ok(own) if own.is_empty() => return Vec::new(),
-            Ok(own) => own,
-            Err(err) => {
+    /// The ids of the bot's line comments on `entity` (none when they
+    /// cannot be read).
+    async fn own_comments(&self, entity: &str) -> Vec<String> {
+        self.store
+            .forge_comment_ids(&self.route, entity)
+            .await
+            .unwrap_or_else(|err| {
                 tracing::warn!(error = %err, "the bot's comments could not be read");
-                return Vec::new();
-            }
-        };
-        let author = scope
-            .info
-            .as_ref()
-            .map(|i| i.author.as_str())
-            .filter(|a| !a.is_empty());
-        match self.host.dismissed(scope, &own).await {
-            Ok(all) => all
-                .into_iter()
-                .filter(|d| {
-                    author.is_some_and(|a| a.eq_ignore_ascii_case(&d.by)) || self.trusts(&d.by)
-                })
-                .collect(),
-            Err(err) => {
-                tracing::warn!(route = %self.route, entity, error = %err, "the threads set aside could not be read");
                 Vec::new()
-            }
-        }
+            })
     }
 
-    /// Resolves the bot's threads a push made outdated.
-    async fn resolve_outdated(&self, scope: &Scope, entity: &str) {
-        match self.store.forge_comment_ids(&self.route, entity).await {
-            Ok(own) if !own.is_empty() => {
-                if let Err(err) = self.host.resolve_outdated(scope, &own).await {
-                    tracing::warn!(route = %self.route, entity, error = %err, "outdated threads not resolved");
-                }
-            }
-            Ok(_) => {}
-            Err(err) => tracing::warn!(error = %err, "the bot's comments could not be read"),
+    /// Resolves the bot's threads (those starting with a comment of `own`)
+    /// a push made outdated.
+    async fn resolve_outdated(&self, scope: &Scope, entity: &str, own: &[String]) {
+        if own.is_empty() {
+            return;
+        }
+        if let Err(err) = self.host.resolve_outdated(scope, own).await {
+            tracing::warn!(route = %self.route, entity, error = %err, "outdated threads not resolved");
         }
     }
 

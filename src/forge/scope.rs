@@ -259,6 +259,14 @@ pub fn branch_name(name: &str) -> Option<String> {
 }
 
 impl Scope {
+    /// Whether `login` is the change's author (as the forge had it when
+    /// the run started).
+    pub fn by_author(&self, login: &str) -> bool {
+        self.info
+            .as_ref()
+            .is_some_and(|i| !i.author.is_empty() && i.author.eq_ignore_ascii_case(login))
+    }
+
     /// Why a run no one asked for is not made under the repository's
     /// settings (`None`: it is made).
     pub fn skipped(&self) -> Option<String> {

@@ -295,7 +295,7 @@ impl Draft {
         let chat = event.chat();
         let pace = port.pace(&chat, event.message_id.as_deref())?;
         let draft = if again {
-            reclaimed(&inner.store, port.as_ref(), &chat, inbox_id)
+            super::reclaim::reclaimed(&inner.store, port.as_ref(), &chat, inbox_id)
                 .await
                 .unwrap_or_default()
         } else {
@@ -402,88 +402,6 @@ struct Stream {
     preview: Option<i64>,
     /// Messages sent so far, which makes each send's key its own.
     sends: u64,
-}
-
-/// Longest a restart looks for a message a crash left half sent.
-const RECLAIM_WAIT: Duration = Duration::from_secs(15);
-
-/// `n` in base 36.
-fn base36(mut n: u64) -> String {
-    let mut digits = Vec::new();
-    loop {
-        digits.push(char::from_digit((n % 36) as u32, 36).unwrap_or('0'));
-        n /= 36;
-        if n == 0 {
-            break;
-        }
-    }
-    digits.iter().rev().collect()
-}
-
-/// A message of a draft being sent: the key it goes under (unique to the
-/// send, at most 23 characters, so Discord's 25-character nonce holds it
-/// with a piece number), its place (`s`: the status message) and when.
-fn sending(key: &str, place: Option<usize>, at_ms: i64) -> String {
-    let place = place.map_or_else(|| "s".to_string(), |i| i.to_string());
-    format!("{key} {place} {at_ms}")
-}
-
-/// Inbox event `inbox_id`'s stored draft, with the message a crash left
-/// half sent (its id never stored) found again where the platform can.
-/// While the platform cannot be asked, `sending` stays set, for a later
-/// look.
-pub(super) async fn reclaimed(
-    store: &Store,
-    port: &dyn Platform,
-    chat: &ChatRef,
-    inbox_id: i64,
-) -> Result<StoredDraft, crate::store::StoreError> {
-    let mut draft = store.draft(inbox_id).await?;
-    let Some(record) = draft.sending.clone() else {
-        return Ok(draft);
-    };
-    let mut parts = record.split(' ');
-    let (key, place, at) = (parts.next(), parts.next(), parts.next());
-    let at = at.and_then(|t| t.parse::<i64>().ok()).unwrap_or(0);
-    // Only a message that would take the place next free is looked for.
-    let slot = match place {
-        Some("s") if draft.status.is_none() => Some(None),
-        Some(i) if i.parse::<usize>().ok() == Some(draft.messages.len()) => Some(Some(())),
-        _ => None,
-    };
-    if let (Some(key), Some(slot)) = (key, slot) {
-        let looked = tokio::time::timeout(
-            RECLAIM_WAIT,
-            crate::platform::retrying(|| port.reclaim(chat, key, at)),
-        )
-        .await;
-        match looked {
-            Ok(Ok(Some(id))) => match slot {
-                None => draft.status = Some(id),
-                Some(()) => draft.messages.push(id),
-            },
-            Ok(Ok(None)) => {}
-            Ok(Err(PlatformError::Unavailable(why))) => {
-                tracing::warn!(inbox.id = inbox_id, error = %why, "a message a crash left half sent could not be looked for yet");
-                return Ok(draft);
-            }
-            Err(_) => {
-                tracing::warn!(
-                    inbox.id = inbox_id,
-                    "looking for a message a crash left half sent timed out"
-                );
-                return Ok(draft);
-            }
-            Ok(Err(err)) => {
-                tracing::warn!(inbox.id = inbox_id, error = %err, "a message a crash left half sent was not found");
-            }
-        }
-    }
-    draft.sending = None;
-    if let Err(err) = store.set_draft(inbox_id, &draft).await {
-        tracing::warn!(inbox.id = inbox_id, error = %err, "the draft's found message not stored yet");
-    }
-    Ok(draft)
 }
 
 /// A sent message's id, which later edits need.
@@ -740,14 +658,9 @@ impl Stream {
         text: &str,
     ) -> Result<String, PlatformError> {
         let now = crate::store::now_ms();
-        let key = format!(
-            "d{}.{}{}",
-            base36(self.inbox_id.unsigned_abs()),
-            base36(now.unsigned_abs() % 36u64.pow(5)),
-            base36(self.sends)
-        );
+        let key = super::reclaim::key(self.inbox_id, now, self.sends);
         self.sends += 1;
-        self.draft.sending = Some(sending(&key, place, now));
+        self.draft.sending = Some(super::reclaim::sending(&key, place, now));
         self.store_draft().await;
         let result = sent(self.port.send_keyed(&self.chat, reply_to, text, &key).await);
         self.draft.sending = None;

@@ -19,6 +19,7 @@ mod opening;
 mod outbox;
 mod ownership;
 pub mod questions;
+mod reclaim;
 pub mod replies;
 pub mod reset;
 mod revisions;

@@ -112,7 +112,7 @@ async fn finish(
     inbox_id: i64,
     key: &str,
 ) -> Result<String, PlatformError> {
-    let mut draft = super::live::reclaimed(&inner.store, port, to, inbox_id)
+    let mut draft = super::reclaim::reclaimed(&inner.store, port, to, inbox_id)
         .await
         .map_err(|e| PlatformError::Unavailable(format!("the draft could not be read: {e}")))?;
     if draft.sending.is_some() {
@@ -188,7 +188,7 @@ pub(super) async fn withdraw(inner: &Inner, inbox_id: i64, to: &ChatRef) {
     let Some(port) = inner.platforms().port(&to.platform) else {
         return;
     };
-    let draft = match super::live::reclaimed(&inner.store, port.as_ref(), to, inbox_id).await {
+    let draft = match super::reclaim::reclaimed(&inner.store, port.as_ref(), to, inbox_id).await {
         Ok(draft) if !draft.is_empty() => draft,
         Ok(_) => return,
         Err(err) => {

@@ -9,6 +9,7 @@
 
 pub mod format;
 mod inbound;
+mod keyed;
 pub mod verify;
 
 use std::collections::{HashMap, HashSet};
@@ -96,9 +97,6 @@ pub struct Slack {
     /// name (a proxy or a test server).
     api_host: Option<String>,
 }
-
-/// The metadata event type of a message sent under a key.
-const KEY_EVENT: &str = "switchboard_message";
 
 /// Most names remembered before the cache starts over.
 const NAMES_CAP: usize = 10_000;
@@ -211,15 +209,7 @@ impl Slack {
         for (i, (whole, sections)) in messages(text).into_iter().enumerate() {
             let mut content = content(&whole, sections);
             if let Some(key) = key {
-                let key = if i == 0 {
-                    key.to_string()
-                } else {
-                    format!("{key}.{i}")
-                };
-                content = content.with_metadata(SlackMessageMetadata {
-                    event_type: KEY_EVENT.into(),
-                    event_payload: Some([("key".to_string(), key)].into()),
-                });
+                content = keyed::marked(content, key, i);
             }
             let mut req = SlackApiChatPostMessageRequest::new(channel.into(), content);
             if let Some(ts) = thread {
@@ -438,57 +428,7 @@ impl Platform for Slack {
         key: &str,
         sent_ms: i64,
     ) -> Result<Option<String>, PlatformError> {
-        let api = self.gateway.config.slack.api_url.trim_end_matches('/');
-        // From a minute before it was sent: the page holds it however long
-        // the thread or busy the channel.
-        let oldest = format!("{}.000000", (sent_ms / 1000 - 60).max(0));
-        let mut query = vec![
-            ("channel", at.chat.as_str()),
-            ("include_all_metadata", "true"),
-            ("oldest", oldest.as_str()),
-            ("inclusive", "true"),
-            ("limit", "200"),
-        ];
-        let method = match at.thread.as_deref() {
-            Some(ts) => {
-                query.push(("ts", ts));
-                "conversations.replies"
-            }
-            None => "conversations.history",
-        };
-        let answer: Value = self
-            .files
-            .get(format!("{api}/{method}"))
-            .bearer_auth(&self.token.token_value.0)
-            .query(&query)
-            .send()
-            .await
-            .map_err(|e| PlatformError::Unavailable(e.to_string()))?
-            .json()
-            .await
-            .map_err(|e| PlatformError::Unavailable(e.to_string()))?;
-        match answer["error"].as_str() {
-            _ if answer["ok"] == true => {}
-            Some("ratelimited") => {
-                return Err(PlatformError::RateLimited {
-                    retry_after: Duration::from_secs(1),
-                });
-            }
-            why => {
-                return Err(PlatformError::Rejected(why.unwrap_or("not ok").to_string()));
-            }
-        }
-        Ok(answer["messages"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|m| {
-                m["user"] == self.bot_user.as_str()
-                    && m["metadata"]["event_type"] == KEY_EVENT
-                    && m["metadata"]["event_payload"]["key"] == key
-            })
-            .and_then(|m| m["ts"].as_str())
-            .map(str::to_string))
+        keyed::find(self, at, key, sent_ms).await
     }
 
     async fn working(
