@@ -314,6 +314,7 @@ impl SessionManager {
         dedupe: &str,
     ) -> Result<Option<(i64, String)>, StoreError> {
         let payload = serde_json::to_string(event).unwrap_or_default();
+        let _storing = self.inner.pressure.storing();
         let inserted = self
             .inner
             .store

@@ -159,6 +159,8 @@ pub(super) struct Inner {
     pub(super) settings: ManagerSettings,
     /// The sessions' mailboxes and workers.
     pub(super) mailboxes: Mailboxes,
+    /// Deliveries being stored, which turns about to open wait for.
+    pub(super) pressure: super::pressure::Pressure,
     pub(super) tracker: TaskTracker,
     pub(super) stop: CancellationToken,
 }
@@ -254,6 +256,7 @@ impl SessionManager {
                 cron_wake: Arc::new(tokio::sync::Notify::new()),
                 settings,
                 mailboxes: Mailboxes::default(),
+                pressure: Default::default(),
                 tracker: TaskTracker::new(),
                 stop,
             }),

@@ -18,6 +18,7 @@ mod notify;
 mod opening;
 mod outbox;
 mod ownership;
+mod pressure;
 pub mod questions;
 mod reclaim;
 pub mod replies;

@@ -391,6 +391,7 @@ async fn run_job(
         done,
     } = job;
     let mut event = *event;
+    inner.pressure.quiet(super::pressure::MOST).await;
     // Its own turn starts: no other turn takes it in.
     state.steers.forget(inbox_id);
     match state.revisions.start(inbox_id) {

@@ -174,27 +174,35 @@ impl SessionManager {
         let Some((inbox_id, payload)) = self.store_event(key, &event, dedupe).await? else {
             return Ok((Submitted::Duplicate, None));
         };
-        let (done, rx) = oneshot::channel();
-        let adopted = if own.owned_elsewhere(key) {
-            Ok(Adopted::Elsewhere)
-        } else {
-            adopt(inner, own, key, Some((inbox_id, done))).await
-        };
-        match adopted {
-            Ok(Adopted::Taken | Adopted::Runs) => Ok((Submitted::Accepted, Some(rx))),
-            Ok(Adopted::Elsewhere) => {
-                // The owner reads it from the inbox; should the notice go
-                // astray, the owner's sweep finds it.
-                inner
-                    .store
-                    .notify_soon(INBOX_CHANNEL, notice(inbox_id, key, &payload));
-                Ok((Submitted::Accepted, None))
-            }
-            Err(err) => {
-                tracing::warn!(session.key = %key, error = %err, "session not taken; the sweep finds its event");
-                Ok((Submitted::Accepted, None))
-            }
+        if own.owned_elsewhere(key) {
+            // The owner reads it from the inbox; should the notice go
+            // astray, the owner's sweep finds it.
+            inner
+                .store
+                .notify_soon(INBOX_CHANNEL, notice(inbox_id, key, &payload));
+            return Ok((Submitted::Accepted, None));
         }
+        // Taking the session over costs a few round trips to the database
+        // and opens a turn: not on the sender's time, and after the
+        // deliveries being stored (`pressure`).
+        let (done, rx) = oneshot::channel();
+        let (inner, key) = (inner.clone(), key.to_string());
+        self.inner.tracker.spawn(async move {
+            inner.pressure.quiet(super::pressure::MOST).await;
+            let Some(own) = &inner.ownership else {
+                return;
+            };
+            match adopt(&inner, own, &key, Some((inbox_id, done))).await {
+                Ok(Adopted::Taken | Adopted::Runs) => {}
+                Ok(Adopted::Elsewhere) => inner
+                    .store
+                    .notify_soon(INBOX_CHANNEL, notice(inbox_id, &key, &payload)),
+                Err(err) => {
+                    tracing::warn!(session.key = %key, error = %err, "session not taken; the sweep finds its event");
+                }
+            }
+        });
+        Ok((Submitted::Accepted, Some(rx)))
     }
 
     /// Sends presses for questions this replica did not ask through
