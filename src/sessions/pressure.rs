@@ -7,9 +7,10 @@
 //! (a burst's deliveries come closer together than that) — no longer than
 //! [`MOST`], so a steady stream of them does not starve the agents.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// The longest a turn waits for the intake to be quiet.
@@ -25,6 +26,10 @@ pub(super) struct Pressure {
     /// Microseconds from `since` to the last delivery's start.
     last: AtomicU64,
     since: Instant,
+    /// One waiting turn watches the clock for all of them (a burst may
+    /// leave thousands waiting), and wakes the others.
+    watching: AtomicBool,
+    woken: Notify,
 }
 
 impl Default for Pressure {
@@ -33,7 +38,19 @@ impl Default for Pressure {
             storing: AtomicUsize::new(0),
             last: AtomicU64::new(0),
             since: Instant::now(),
+            watching: AtomicBool::new(false),
+            woken: Notify::new(),
         }
+    }
+}
+
+/// The waiting turn that watches; the others look again when it stops.
+struct Watcher<'a>(&'a Pressure);
+
+impl Drop for Watcher<'_> {
+    fn drop(&mut self) {
+        self.0.watching.store(false, Ordering::SeqCst);
+        self.0.woken.notify_waiters();
     }
 }
 
@@ -76,11 +93,26 @@ impl Pressure {
     pub(super) async fn quiet(&self, most: Duration) {
         let until = Instant::now() + most;
         loop {
-            let wait = self.busy_for();
-            if wait.is_zero() || Instant::now() >= until {
+            if self.busy_for().is_zero() || Instant::now() >= until {
                 return;
             }
-            tokio::time::sleep_until(until.min(Instant::now() + wait)).await;
+            let woken = self.woken.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if !self.watching.swap(true, Ordering::SeqCst) {
+                let _watcher = Watcher(self);
+                loop {
+                    let wait = self.busy_for();
+                    if wait.is_zero() || Instant::now() >= until {
+                        return;
+                    }
+                    tokio::time::sleep_until(until.min(Instant::now() + wait)).await;
+                }
+            }
+            tokio::select! {
+                () = woken => {}
+                () = tokio::time::sleep_until(until) => return,
+            }
         }
     }
 }
@@ -103,25 +135,29 @@ mod tests {
         let waited = start.elapsed();
         assert!(waited >= QUIET && waited <= QUIET + TICK, "{waited:?}");
 
+        // Many turns wait; one watches, all go when the delivery is in.
         let start = tokio::time::Instant::now();
-
         let storing = pressure.storing();
-        let waiter = {
-            let pressure = pressure.clone();
-            tokio::spawn(async move {
-                pressure.quiet(MOST).await;
-                tokio::time::Instant::now()
+        let waiters: Vec<_> = (0..50)
+            .map(|_| {
+                let pressure = pressure.clone();
+                tokio::spawn(async move {
+                    pressure.quiet(MOST).await;
+                    tokio::time::Instant::now()
+                })
             })
-        };
+            .collect();
         tokio::time::sleep(Duration::from_millis(300)).await;
         drop(storing);
-        let woke = waiter.await.unwrap();
-        let waited = woke - start;
-        let least = Duration::from_millis(300);
-        assert!(
-            waited >= least && waited <= least + QUIET + TICK,
-            "{waited:?}"
-        );
+        for waiter in waiters {
+            let waited = waiter.await.unwrap() - start;
+            let least = Duration::from_millis(300);
+            assert!(
+                waited >= least && waited <= least + QUIET + TICK,
+                "{waited:?}"
+            );
+        }
+        assert!(!pressure.watching.load(Ordering::SeqCst));
 
         let _stuck = pressure.storing();
         let start = tokio::time::Instant::now();

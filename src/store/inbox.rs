@@ -245,41 +245,68 @@ fn keys_in<'a>(
     qb
 }
 
+/// Committers taking turns: while one batch is written, the next one is
+/// gathered and waits at the door, so the writer never waits for a batch.
+const COMMITTERS: usize = 2;
+
 /// Takes what is queued, commits it together, answers each caller. A
 /// failed batch is retried one event at a time, so one bad event fails
 /// alone. Ends when every store handle is gone.
 pub(super) fn start_group_commit(backend: Backend) -> InboxQueue {
-    let (tx, mut rx) = mpsc::channel::<Queued>(4 * BATCH);
-    tokio::spawn(async move {
-        let mut batch = Vec::with_capacity(BATCH);
-        while rx.recv_many(&mut batch, BATCH).await > 0 {
-            // Let the requests already on their way join this commit.
-            for _ in 0..4 {
-                tokio::task::yield_now().await;
-                while batch.len() < BATCH {
-                    match rx.try_recv() {
-                        Ok(q) => batch.push(q),
-                        Err(_) => break,
+    let (tx, rx) = mpsc::channel::<Queued>(4 * BATCH);
+    let rx = std::sync::Arc::new(tokio::sync::Mutex::new(rx));
+    // SQLite writes one transaction at a time: the batches take turns (a
+    // second writer would wait in SQLite's busy handler, which sleeps).
+    // PostgreSQL writes them side by side.
+    let write = std::sync::Arc::new(tokio::sync::Mutex::new(()));
+    for _ in 0..COMMITTERS {
+        let (backend, rx, write) = (backend.clone(), rx.clone(), write.clone());
+        tokio::spawn(async move {
+            let mut batch = Vec::with_capacity(BATCH);
+            loop {
+                {
+                    let mut rx = rx.lock().await;
+                    if rx.recv_many(&mut batch, BATCH).await == 0 {
+                        return;
+                    }
+                    // Let the requests already on their way join this commit.
+                    for _ in 0..4 {
+                        tokio::task::yield_now().await;
+                        while batch.len() < BATCH {
+                            match rx.try_recv() {
+                                Ok(q) => batch.push(q),
+                                Err(_) => break,
+                            }
+                        }
                     }
                 }
+                let _turn = match backend {
+                    Backend::Sqlite(_) => Some(write.lock().await),
+                    Backend::Postgres(_) => None,
+                };
+                commit(&backend, &mut batch).await;
             }
-            match insert_batch(&backend, &batch).await {
-                Ok(results) => {
-                    for (q, r) in batch.drain(..).zip(results) {
-                        let _ = q.reply.send(Ok(r));
-                    }
-                }
-                Err(err) => {
-                    tracing::warn!(error = %err, events = batch.len(), "inbox batch failed; committing one by one");
-                    for q in batch.drain(..) {
-                        let r = insert_one(&backend, &q).await;
-                        let _ = q.reply.send(r);
-                    }
-                }
+        });
+    }
+    tx
+}
+
+/// Commits `batch` and answers its callers, leaving it empty.
+async fn commit(backend: &Backend, batch: &mut Vec<Queued>) {
+    match insert_batch(backend, batch).await {
+        Ok(results) => {
+            for (q, r) in batch.drain(..).zip(results) {
+                let _ = q.reply.send(Ok(r));
             }
         }
-    });
-    tx
+        Err(err) => {
+            tracing::warn!(error = %err, events = batch.len(), "inbox batch failed; committing one by one");
+            for q in batch.drain(..) {
+                let r = insert_one(backend, &q).await;
+                let _ = q.reply.send(r);
+            }
+        }
+    }
 }
 
 impl Store {
