@@ -195,10 +195,22 @@ async fn silent_model() -> String {
     format!("http://{addr}/v1")
 }
 
-async fn daemon(
-    dir: &std::path::Path,
-    storage: &str,
-) -> (String, Gateway, tokio::sync::oneshot::Sender<()>) {
+/// A daemon the bench started; [`stop`](Self::stop) waits until it has
+/// stopped, so what it left to do (the deferred turns of the sessions a
+/// run opened) does not run into the next target's measurement.
+struct Running {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.task.await;
+    }
+}
+
+async fn daemon(dir: &std::path::Path, storage: &str) -> (String, Gateway, Running) {
     let model = silent_model().await;
     let toml = gateway_toml_on(dir, "127.0.0.1:0", &model, storage);
     let env = Env::from_pairs([("GITHUB_WEBHOOK_SECRET", SECRET)]);
@@ -212,7 +224,7 @@ async fn daemon(
             ctx.stop.cancelled().await;
         },
     );
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         let _ = d
             .run_until(async move {
                 let _ = stop_rx.await;
@@ -221,7 +233,11 @@ async fn daemon(
             .await;
     });
     let (addr, gateway) = ready_rx.await.unwrap();
-    (format!("http://{addr}/webhooks/github"), gateway, stop_tx)
+    let running = Running {
+        stop: stop_tx,
+        task,
+    };
+    (format!("http://{addr}/webhooks/github"), gateway, running)
 }
 
 /// `requests` deliveries into a daemon on `storage`, after a warm-up;
@@ -235,7 +251,8 @@ async fn ingest(storage: &str, requests: usize, connections: usize, prs: usize) 
         .await
         .unwrap();
     let stored = store.inbox_pending(10_000_000).await.unwrap().len();
-    let _ = stop.send(());
+    store.close().await;
+    stop.stop().await;
     assert_eq!(run.accepted, requests, "every delivery was accepted");
     (run, stored - 200)
 }
@@ -275,7 +292,7 @@ async fn ingest_replicas(
     )
     .await;
     for stop in stops {
-        let _ = stop.send(());
+        stop.stop().await;
     }
     assert_eq!(run.accepted, requests, "every delivery was accepted");
     run

@@ -52,6 +52,7 @@ pub fn gateway_toml_on(dir: &Path, listen: &str, model: &str, storage: &str) -> 
         r#"
         [server]
         listen = "{listen}"
+        shutdown_grace_secs = 1
         [storage]
         url = "{storage}"
         [log]

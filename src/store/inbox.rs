@@ -252,15 +252,14 @@ const COMMITTERS: usize = 2;
 /// Takes what is queued, commits it together, answers each caller. A
 /// failed batch is retried one event at a time, so one bad event fails
 /// alone. Ends when every store handle is gone.
-pub(super) fn start_group_commit(backend: Backend) -> InboxQueue {
+pub(super) fn start_group_commit(
+    backend: Backend,
+    gate: std::sync::Arc<super::WriteGate>,
+) -> InboxQueue {
     let (tx, rx) = mpsc::channel::<Queued>(4 * BATCH);
     let rx = std::sync::Arc::new(tokio::sync::Mutex::new(rx));
-    // SQLite writes one transaction at a time: the batches take turns (a
-    // second writer would wait in SQLite's busy handler, which sleeps).
-    // PostgreSQL writes them side by side.
-    let write = std::sync::Arc::new(tokio::sync::Mutex::new(()));
     for _ in 0..COMMITTERS {
-        let (backend, rx, write) = (backend.clone(), rx.clone(), write.clone());
+        let (backend, rx, gate) = (backend.clone(), rx.clone(), gate.clone());
         tokio::spawn(async move {
             let mut batch = Vec::with_capacity(BATCH);
             loop {
@@ -280,8 +279,10 @@ pub(super) fn start_group_commit(backend: Backend) -> InboxQueue {
                         }
                     }
                 }
+                // SQLite writes one transaction at a time, the inbox's
+                // first (`WriteGate`); PostgreSQL writes side by side.
                 let _turn = match backend {
-                    Backend::Sqlite(_) => Some(write.lock().await),
+                    Backend::Sqlite(_) => Some(gate.first().await),
                     Backend::Postgres(_) => None,
                 };
                 commit(&backend, &mut batch).await;
@@ -315,7 +316,7 @@ impl Store {
     pub async fn inbox_insert(&self, event: &NewInboxEvent<'_>) -> Result<InboxInsert> {
         let queue = self
             .inbox_queue
-            .get_or_init(|| start_group_commit(self.backend.clone()));
+            .get_or_init(|| start_group_commit(self.backend.clone(), self.gate.clone()));
         let (reply, answer) = oneshot::channel();
         let queued = Queued {
             platform: event.platform.to_string(),
@@ -372,7 +373,8 @@ impl Store {
                     .bind(open.and_then(|n| n.user_id))
                     .bind(now_ms())
                     .bind(reads.notes_of);
-                let steps = super::SqliteWrite::whole(pool, query, "start_job").await?;
+                let steps =
+                    super::SqliteWrite::whole((pool, &self.gate), query, "start_job").await?;
                 if steps.get(1)?.result.rows_affected() == 0 {
                     return Ok(None);
                 }

@@ -210,6 +210,51 @@ impl Steps {
 struct SqliteWrite {
     conn: sqlx::pool::PoolConnection<sqlx::Sqlite>,
     ended: bool,
+    /// Its turn at the writer, until it drops.
+    _turn: WriteTurn,
+}
+
+/// SQLite writes one transaction at a time. A writer that finds another
+/// writing waits in SQLite's busy handler, which sleeps 1, 2, 5, 10 … up to
+/// 100 ms between looks and so wakes long after the lock is free: the
+/// intake's batches, waiting so behind turns being opened or committed,
+/// stalled for tens of milliseconds. The store's own writers take turns
+/// here instead, woken as the one before ends, and the inbox's batches go
+/// first: others enter the queue one at a time, so a batch waits at most
+/// for the write in progress and one more.
+#[derive(Debug)]
+pub(crate) struct WriteGate {
+    turn: std::sync::Arc<tokio::sync::Mutex<()>>,
+    others: tokio::sync::Semaphore,
+}
+
+/// A writer's turn at [`WriteGate`].
+pub(crate) struct WriteTurn {
+    _turn: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl WriteGate {
+    fn new() -> Self {
+        Self {
+            turn: Default::default(),
+            others: tokio::sync::Semaphore::new(1),
+        }
+    }
+
+    /// The inbox's turn: next after the write in progress and at most one
+    /// other waiting.
+    pub(crate) async fn first(&self) -> WriteTurn {
+        WriteTurn {
+            _turn: self.turn.clone().lock_owned().await,
+        }
+    }
+
+    /// Any other writer's turn.
+    pub(crate) async fn next(&self) -> WriteTurn {
+        // The semaphore is never closed.
+        let _queued = self.others.acquire().await;
+        self.first().await
+    }
 }
 
 impl SqliteWrite {
@@ -223,13 +268,15 @@ impl SqliteWrite {
     /// connection of `pool` in one trip; the transaction it leaves open and
     /// what each statement gave (the batch may have stopped short).
     async fn run(
-        pool: &SqlitePool,
+        (pool, gate): (&SqlitePool, &WriteGate),
         query: sqlx::query::Query<'_, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
         what: &'static str,
     ) -> Result<(Self, Steps)> {
+        let turn = gate.next().await;
         let mut write = Self {
             conn: pool.acquire().await?,
             ended: false,
+            _turn: turn,
         };
         let steps = sqlite_batch(&mut write.conn, query, what).await;
         Ok((write, steps))
@@ -238,7 +285,7 @@ impl SqliteWrite {
     /// Runs `query`, a whole transaction (`BEGIN IMMEDIATE; …; COMMIT`), on
     /// a connection of `pool` in one trip; what each statement gave.
     async fn whole(
-        pool: &SqlitePool,
+        pool: (&SqlitePool, &WriteGate),
         query: sqlx::query::Query<'_, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
         what: &'static str,
     ) -> Result<Steps> {
@@ -358,6 +405,8 @@ pub struct Store {
     backend: Backend,
     /// Serialises appends to the audit chain within this process.
     audit_lock: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// SQLite: the writers' turns (see [`WriteGate`]).
+    gate: std::sync::Arc<WriteGate>,
     /// The inbox's group commit, started on first use.
     inbox_queue: std::sync::Arc<std::sync::OnceLock<inbox::InboxQueue>>,
     /// SQLite: the directory of the database file, whose free space counts
@@ -473,6 +522,7 @@ impl Store {
         Ok(Self {
             backend,
             audit_lock: Default::default(),
+            gate: std::sync::Arc::new(WriteGate::new()),
             inbox_queue: Default::default(),
             disk,
             file: db_file,
@@ -597,4 +647,45 @@ pub fn storable(text: &str) -> std::borrow::Cow<'_, str> {
 pub fn new_id() -> String {
     let bytes: [u8; 16] = rand::random();
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WriteGate;
+    use std::sync::{Arc, Mutex};
+
+    /// The inbox's batch, arriving while others wait, goes after the write
+    /// in progress and at most one of them.
+    #[tokio::test]
+    async fn the_inbox_waits_for_one_other_writer_at_most() {
+        let gate = Arc::new(WriteGate::new());
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let writing = gate.next().await;
+        let mut waiting = Vec::new();
+        for n in 0..4 {
+            let (gate, order) = (gate.clone(), order.clone());
+            waiting.push(tokio::spawn(async move {
+                let _turn = gate.next().await;
+                order.lock().unwrap().push(format!("other {n}"));
+            }));
+            tokio::task::yield_now().await;
+        }
+        let inbox = {
+            let (gate, order) = (gate.clone(), order.clone());
+            tokio::spawn(async move {
+                let _turn = gate.first().await;
+                order.lock().unwrap().push("inbox".to_string());
+            })
+        };
+        tokio::task::yield_now().await;
+        drop(writing);
+        inbox.await.unwrap();
+        for w in waiting {
+            w.await.unwrap();
+        }
+        let order = order.lock().unwrap().clone();
+        let at = order.iter().position(|o| o == "inbox").unwrap();
+        assert!(at <= 1, "{order:?}");
+        assert_eq!(order.len(), 5);
+    }
 }

@@ -393,7 +393,8 @@ impl Store {
         let mut indexed = 0;
         loop {
             let query = sqlx::query(sql).bind(INDEX_BATCH);
-            let steps = super::SqliteWrite::whole(pool, query, "index_messages").await?;
+            let steps =
+                super::SqliteWrite::whole((pool, &self.gate), query, "index_messages").await?;
             let n = steps.get(1)?.result.rows_affected();
             indexed += n;
             if n < INDEX_BATCH as u64 {

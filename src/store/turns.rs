@@ -238,7 +238,7 @@ impl Store {
                 next(&mut qb);
                 qb.push("COMMIT");
                 let (write, steps) =
-                    super::SqliteWrite::run(pool, qb.build(), "commit_turn").await?;
+                    super::SqliteWrite::run((pool, &self.gate), qb.build(), "commit_turn").await?;
                 if let Some((at, fence)) = fenced
                     && steps.refused_at(at)
                 {
