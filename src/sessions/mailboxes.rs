@@ -125,6 +125,12 @@ impl Mailboxes {
     /// One more event waiting in `state`'s mailbox.
     pub(super) fn enqueued(&self, state: &WorkerState) {
         state.queued();
+        self.waiting();
+    }
+
+    /// One more event waiting for its session to be taken over, not in a
+    /// mailbox yet; [`processed`](Self::processed) once it is.
+    pub(super) fn waiting(&self) {
         let now = self.pending.fetch_add(1, Ordering::SeqCst) + 1;
         events::emit(events::QueueDepth(now));
     }

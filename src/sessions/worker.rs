@@ -391,7 +391,6 @@ async fn run_job(
         done,
     } = job;
     let mut event = *event;
-    inner.pressure.quiet(super::pressure::MOST).await;
     // Its own turn starts: no other turn takes it in.
     state.steers.forget(inbox_id);
     match state.revisions.start(inbox_id) {
@@ -413,6 +412,15 @@ async fn run_job(
         }
         return;
     };
+    // The turn opens once a burst of deliveries is stored (a copy of an
+    // event processed already was skipped above without waiting). Stopped
+    // meanwhile, the event stays in the inbox for the next run.
+    tokio::select! {
+        biased;
+        () = inner.stop.cancelled() => return,
+        () = context.ended.cancelled() => return,
+        () = inner.pressure.quiet(super::pressure::MOST) => {}
+    }
     if let super::voice::Heard::Unanswerable(notice) =
         super::voice::hear(inner, key, inbox_id, &mut event).await
     {

@@ -310,18 +310,19 @@ impl Store {
     /// Sessions with unprocessed events or unsent answers whose lease
     /// (`session:<key>`) nobody holds: a replica that died left them, or
     /// the notice of an event for them went astray. At most `limit`.
-    pub async fn sessions_unowned(&self, limit: i64) -> Result<Vec<String>> {
+    pub async fn sessions_unowned(&self, limit: i64, older_than_ms: i64) -> Result<Vec<String>> {
         let sql = clocked(
             &self.backend,
             "SELECT key FROM (\
                SELECT DISTINCT session_key AS key FROM inbox WHERE processed_at IS NULL \
+               AND received_at < NOW - $2 \
                UNION SELECT DISTINCT session_key AS key FROM outbox WHERE status = 'pending'\
              ) owed WHERE NOT EXISTS (SELECT 1 FROM leases \
                WHERE leases.name = 'session:' || owed.key AND leases.expires_at > NOW) \
              LIMIT $1",
         );
         Ok(
-            with_pool!(self, pool => sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(limit).fetch_all(pool).await?),
+            with_pool!(self, pool => sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(limit).bind(older_than_ms).fetch_all(pool).await?),
         )
     }
 

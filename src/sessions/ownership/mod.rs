@@ -126,6 +126,12 @@ impl Ownership {
 /// while its worker idles was not handed to it.
 const MISSED_AFTER_MS: i64 = 2000;
 
+/// An event stored this long ago whose session nobody owns was not taken
+/// over by its replica (which died, or could not): the sweep takes it. Its
+/// replica waits up to [`MOST`](super::pressure::MOST) for the intake's
+/// quiet first.
+const UNOWNED_AFTER_MS: i64 = 2000;
+
 /// The relay kind of a question's button pressed on another replica.
 const QUESTION: &str = "question";
 /// The relay kind of an edit or deletion of a message whose session runs
@@ -185,22 +191,29 @@ impl SessionManager {
         // Taking the session over costs a few round trips to the database
         // and opens a turn: not on the sender's time, and after the
         // deliveries being stored (`pressure`).
+        if inner.stop.is_cancelled() {
+            // Stopping: the event is stored, for the next owner.
+            return Ok((Submitted::Accepted, None));
+        }
         let (done, rx) = oneshot::channel();
         let (inner, key) = (inner.clone(), key.to_string());
+        // Waiting, it counts against `max_pending` as a queued event does.
+        inner.mailboxes.waiting();
         self.inner.tracker.spawn(async move {
             inner.pressure.quiet(super::pressure::MOST).await;
-            let Some(own) = &inner.ownership else {
-                return;
-            };
-            match adopt(&inner, own, &key, Some((inbox_id, done))).await {
-                Ok(Adopted::Taken | Adopted::Runs) => {}
-                Ok(Adopted::Elsewhere) => inner
-                    .store
-                    .notify_soon(INBOX_CHANNEL, notice(inbox_id, &key, &payload)),
-                Err(err) => {
-                    tracing::warn!(session.key = %key, error = %err, "session not taken; the sweep finds its event");
+            if let Some(own) = &inner.ownership {
+                match adopt(&inner, own, &key, Some((inbox_id, done))).await {
+                    Ok(Adopted::Taken | Adopted::Runs) => {}
+                    Ok(Adopted::Elsewhere) => inner
+                        .store
+                        .notify_soon(INBOX_CHANNEL, notice(inbox_id, &key, &payload)),
+                    Err(err) => {
+                        tracing::warn!(session.key = %key, error = %err, "session not taken; the sweep finds its event");
+                    }
                 }
             }
+            // Its worker counts it now, or another replica's does.
+            inner.mailboxes.processed();
         });
         Ok((Submitted::Accepted, Some(rx)))
     }
@@ -267,7 +280,8 @@ impl SessionManager {
             return Ok(0);
         };
         let store = &self.inner.store;
-        let keys = store.sessions_unowned(256).await?;
+        // Not the events the intake is still about to take over itself.
+        let keys = store.sessions_unowned(256, UNOWNED_AFTER_MS).await?;
         let mut taken = 0;
         for key in keys {
             if let Adopted::Taken = adopt(&self.inner, own, &key, None).await? {
