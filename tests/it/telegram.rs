@@ -24,7 +24,11 @@ struct Setup {
 }
 
 async fn start(script: Vec<Reply>, tweak: impl FnOnce(&mut Config)) -> Setup {
-    let tg = FakeTelegram::start().await;
+    start_on(FakeTelegram::start().await, script, tweak).await
+}
+
+/// [`start`] against `tg`, set up before the daemon first polls it.
+async fn start_on(tg: FakeTelegram, script: Vec<Reply>, tweak: impl FnOnce(&mut Config)) -> Setup {
     let llm = FakeLlm::start(script).await;
     let dir = tempfile::tempdir().unwrap();
     let mut config = daemon_config(dir.path(), &llm.url);
@@ -259,8 +263,10 @@ async fn approval_buttons_resolve_through_the_broker() {
 
 #[tokio::test]
 async fn polling_survives_5xx_and_honours_retry_after() {
-    let s = start(vec![Reply::Json(text("still here"))], |_| {}).await;
-    s.tg.fail_polls(vec![
+    // The failures come first: a poll already waiting when they were set
+    // would take the message before them.
+    let tg = FakeTelegram::start().await;
+    tg.fail_polls(vec![
         (502, json!({"ok": false, "error_code": 502, "description": "Bad Gateway"})),
         (
             429,
@@ -268,6 +274,7 @@ async fn polling_survives_5xx_and_honours_retry_after() {
                 "description": "Too Many Requests: retry after 2", "parameters": {"retry_after": 2}}),
         ),
     ]);
+    let s = start_on(tg, vec![Reply::Json(text("still here"))], |_| {}).await;
     s.tg.push(FakeTelegram::message(ANN, ANN, "Ann", 40, "are you there?"));
     let sent = s.tg.wait("sendMessage", 1).await;
     assert_eq!(sent[0].body["text"], "still here");
