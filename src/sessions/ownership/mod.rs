@@ -188,13 +188,13 @@ impl SessionManager {
                 .notify_soon(INBOX_CHANNEL, notice(inbox_id, key, &payload));
             return Ok((Submitted::Accepted, None));
         }
-        // Taking the session over costs a few round trips to the database
-        // and opens a turn: not on the sender's time, and after the
-        // deliveries being stored (`pressure`).
         if inner.stop.is_cancelled() {
             // Stopping: the event is stored, for the next owner.
             return Ok((Submitted::Accepted, None));
         }
+        // Taking the session over costs a few round trips to the database
+        // and opens a turn: not on the sender's time, and after the
+        // deliveries being stored (`pressure`).
         let (done, rx) = oneshot::channel();
         let (inner, key) = (inner.clone(), key.to_string());
         // Waiting, it counts against `max_pending` as a queued event does.
