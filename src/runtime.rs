@@ -73,6 +73,96 @@ fn collect() {
     unsafe { libmimalloc_sys::mi_collect(false) }
 }
 
+/// Unmaps the pages of code and read-only data that start-up touched, once
+/// the daemon is ready, and returns how many bytes were resident.
+///
+/// Start-up runs code the daemon never runs again (configuration,
+/// migrations, TLS set-up, every component's wiring), spread over the whole
+/// text, and the kernel maps up to 64 KiB around each page it faults in:
+/// 9 MiB of the executable stayed mapped for good, most of the idle
+/// daemon's memory. What idle and later work runs comes back from the page
+/// cache on first use, without reading the disk; the rest stays in the
+/// cache, which the kernel reclaims before it reclaims mapped code.
+///
+/// Only a read-only private mapping of a file holding no copied (anonymous)
+/// page is dropped (the executable's and the shared libraries' code and
+/// constants): reading it again gives the same bytes from the file, as it
+/// would after the kernel reclaimed the pages itself. The relocated
+/// read-only data (RELRO) holds copies and is kept.
+pub fn release_startup_pages() -> usize {
+    let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
+        return 0;
+    };
+    Mapping::parse(&smaps)
+        .iter()
+        .filter(|m| m.file_backed && !m.writable && m.private && m.anonymous_kib == 0)
+        .filter(|m| drop_pages(m.start, m.end - m.start))
+        .map(|m| m.resident_kib * 1024)
+        .sum()
+}
+
+/// One mapping of `/proc/self/smaps`.
+#[derive(Debug, Default)]
+struct Mapping {
+    start: usize,
+    end: usize,
+    writable: bool,
+    private: bool,
+    /// A file's pages (an inode other than 0), not memory of its own.
+    file_backed: bool,
+    resident_kib: usize,
+    anonymous_kib: usize,
+}
+
+impl Mapping {
+    /// Every mapping in `smaps`, in order.
+    fn parse(smaps: &str) -> Vec<Mapping> {
+        let mut all: Vec<Mapping> = Vec::new();
+        for line in smaps.lines() {
+            let mut fields = line.split_ascii_whitespace();
+            let first = fields.next().unwrap_or_default();
+            if let Some((start, end)) = first.split_once('-') {
+                let (Ok(start), Ok(end)) = (
+                    usize::from_str_radix(start, 16),
+                    usize::from_str_radix(end, 16),
+                ) else {
+                    continue;
+                };
+                let perms = fields.next().unwrap_or_default().as_bytes();
+                // offset, device, inode
+                let inode = fields.nth(2).unwrap_or("0");
+                all.push(Mapping {
+                    start,
+                    end,
+                    writable: perms.get(1) != Some(&b'-'),
+                    private: perms.get(3) == Some(&b'p'),
+                    file_backed: inode != "0",
+                    ..Mapping::default()
+                });
+                continue;
+            }
+            let kib = fields.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+            match (first, all.last_mut()) {
+                ("Rss:", Some(m)) => m.resident_kib = kib,
+                ("Anonymous:", Some(m)) => m.anonymous_kib = kib,
+                _ => {}
+            }
+        }
+        all
+    }
+}
+
+/// Drops the page-table entries of `len` bytes from `start`.
+#[allow(unsafe_code)]
+fn drop_pages(start: usize, len: usize) -> bool {
+    // SAFETY: the range is one whole private, read-only mapping of a file
+    // in which no page was copied (`release_startup_pages` checks both), and
+    // nothing in the process makes it writable. After MADV_DONTNEED every
+    // page of it is read again from the same file on first access, with the
+    // same bytes, so no code or data any reference points into changes.
+    unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_DONTNEED) == 0 }
+}
+
 /// Descriptors the daemon keeps for itself beyond its HTTP connections:
 /// storage, platform clients, MCP servers, child processes, files.
 pub const RESERVED_DESCRIPTORS: u64 = 512;

@@ -128,10 +128,24 @@ impl Daemon {
         Wiring::component(self, name, Box::new(move |ctx| Box::pin(run(ctx))))
     }
 
-    /// Runs until SIGTERM or SIGINT, then drains and returns.
+    /// Runs as the process's daemon until SIGTERM or SIGINT, then drains
+    /// and returns. A second after it is ready (the components' first
+    /// rounds done), the process lets go of the code start-up touched
+    /// ([`crate::runtime::release_startup_pages`]).
     pub async fn run(self) -> Result<(), DaemonError> {
         let shutdown = signals::shutdown_signal().map_err(DaemonError::Signal)?;
-        self.run_until(shutdown).await
+        let started = self.start().await?;
+        let stop = started.runtime.root.child_token();
+        started.runtime.tracker.spawn(async move {
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                    let bytes = tokio::task::spawn_blocking(crate::runtime::release_startup_pages).await;
+                    tracing::debug!(bytes = bytes.unwrap_or(0), "start-up pages unmapped");
+                }
+            }
+        });
+        started.until(shutdown).await
     }
 
     /// Runs until `shutdown` resolves (to the name of the cause), then stops
@@ -632,19 +646,30 @@ async fn metrics_upkeep(stop: CancellationToken) {
 }
 
 /// Keeps SQLite's full-text index of messages caught up and its
-/// write-ahead log short, off the request path.
+/// write-ahead log short, off the request path. Nothing runs while the
+/// log stays as the last complete round left it: an idle daemon touches
+/// neither the database nor the code that reads it.
 async fn storage_upkeep(store: Store, stop: CancellationToken) {
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    let mut settled = None;
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = ticker.tick() => {
-                if let Err(err) = store.index_messages().await {
+                let mark = store.log_mark();
+                if mark.is_some() && mark == settled {
+                    continue;
+                }
+                let indexed = store.index_messages().await;
+                if let Err(err) = &indexed {
                     tracing::warn!(error = %err, "messages not indexed for search");
                 }
-                if let Err(err) = store.checkpoint().await {
+                let checkpointed = store.checkpoint().await;
+                if let Err(err) = &checkpointed {
                     tracing::debug!(error = %err, "checkpoint skipped");
                 }
+                let complete = indexed.is_ok() && matches!(checkpointed, Ok(true));
+                settled = if complete { mark } else { None };
             }
         }
     }

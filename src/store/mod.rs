@@ -422,6 +422,14 @@ pub struct Store {
     scope: std::sync::Arc<str>,
 }
 
+/// What a SQLite write-ahead log looked like ([`Store::log_mark`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogMark {
+    changed: std::time::SystemTime,
+    len: u64,
+    header: [u8; 32],
+}
+
 /// Which database a store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendKind {
@@ -557,15 +565,47 @@ impl Store {
     }
 
     /// SQLite: copies the write-ahead log into the database without
-    /// blocking readers or writers (a passive checkpoint). PostgreSQL: does
-    /// nothing. The daemon calls it every second.
-    pub async fn checkpoint(&self) -> Result<()> {
-        if let Backend::Sqlite(pool) = &self.backend {
-            sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-                .execute(pool)
+    /// blocking readers or writers (a passive checkpoint), and says whether
+    /// every frame of the log got copied. PostgreSQL: does nothing. The
+    /// daemon calls it every second.
+    pub async fn checkpoint(&self) -> Result<bool> {
+        let Backend::Sqlite(pool) = &self.backend else {
+            return Ok(true);
+        };
+        let (busy, frames, copied): (i64, i64, i64) =
+            sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
+                .fetch_one(pool)
                 .await?;
+        Ok(busy == 0 && frames == copied)
+    }
+
+    /// A SQLite file: a mark of its write-ahead log that changes with every
+    /// commit, by any connection or process (the log's length, header and
+    /// time of last change). `None` for PostgreSQL, an in-memory database, or
+    /// a log written too recently for its time to tell two commits apart
+    /// (the file system keeps that time at the kernel's tick).
+    pub fn log_mark(&self) -> Option<LogMark> {
+        use std::io::Read;
+        let file = self.file.as_deref()?;
+        let mut name = file.as_os_str().to_owned();
+        name.push("-wal");
+        let mut log = std::fs::File::open(name).ok()?;
+        let meta = log.metadata().ok()?;
+        let changed = meta.modified().ok()?;
+        let age = std::time::SystemTime::now().duration_since(changed).ok()?;
+        if age < Duration::from_millis(50) {
+            return None;
         }
-        Ok(())
+        // A log shorter than its header (truncated) reads as zeros.
+        let mut header = [0; 32];
+        if log.read_exact(&mut header).is_err() {
+            header = [0; 32];
+        }
+        Some(LogMark {
+            changed,
+            len: meta.len(),
+            header,
+        })
     }
 
     /// Connects and applies pending migrations.

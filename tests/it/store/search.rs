@@ -1,9 +1,12 @@
 //! Full-text search over stored messages, on both backends: what it
-//! finds, its syntax taken as text, and SQLite's index catching up.
+//! finds, its syntax taken as text, and SQLite's index catching up; the
+//! mark by which the upkeep that catches it up sees nothing was written.
 
 use crate::backend_tests;
 
-use switchboard::store::{BackendKind, NewMessage, NewSession, Store};
+use std::time::{Duration, Instant};
+
+use switchboard::store::{BackendKind, LogMark, NewMessage, NewSession, Store};
 
 use super::{dm, say};
 
@@ -11,6 +14,7 @@ backend_tests!(
     search_finds_words_and_scopes_to_user,
     search_treats_syntax_as_text,
     search_indexes_what_was_stored_since_once,
+    the_log_mark_moves_with_every_commit_and_nothing_else,
 );
 
 async fn search_finds_words_and_scopes_to_user(store: Store) {
@@ -113,4 +117,45 @@ async fn search_indexes_what_was_stored_since_once(store: Store) {
     assert_eq!(again.len(), 2, "indexed once: {again:?}");
     let steps = store.search_messages("step", None, 5000).await.unwrap();
     assert_eq!(steps.len(), 2002);
+}
+
+/// The log's mark once its last change is old enough to tell.
+async fn settled_mark(store: &Store) -> LogMark {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(mark) = store.log_mark() {
+            return mark;
+        }
+        assert!(Instant::now() < deadline, "the log never settled");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn the_log_mark_moves_with_every_commit_and_nothing_else(store: Store) {
+    let s = store.open_session(&dm("telegram:dm:9")).await.unwrap();
+    if store.kind() == BackendKind::Postgres {
+        assert_eq!(store.log_mark(), None);
+        assert!(store.checkpoint().await.unwrap());
+        return;
+    }
+    say(&store, &s.id, "user", "the first line").await;
+    let written = settled_mark(&store).await;
+    assert!(
+        store.checkpoint().await.unwrap(),
+        "no reader: the whole log copied"
+    );
+    assert_eq!(store.index_messages().await.unwrap(), 1);
+    let indexed = settled_mark(&store).await;
+    assert_ne!(indexed, written, "the index's catch-up is a commit");
+    assert!(store.checkpoint().await.unwrap());
+    assert_eq!(store.index_messages().await.unwrap(), 0);
+    let hits = store.search_messages("first", None, 10).await.unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(
+        settled_mark(&store).await,
+        indexed,
+        "checkpoints, reads and a caught-up index write nothing"
+    );
+    say(&store, &s.id, "assistant", "the second line").await;
+    assert_ne!(settled_mark(&store).await, indexed);
 }
