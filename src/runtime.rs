@@ -73,8 +73,9 @@ fn collect() {
     unsafe { libmimalloc_sys::mi_collect(false) }
 }
 
-/// Unmaps the pages of code and read-only data that start-up touched, once
-/// the daemon is ready, and returns how many bytes were resident.
+/// Unmaps the pages of the executable's code and constants that start-up
+/// touched, once the daemon is ready, and returns the bytes of address
+/// range let go.
 ///
 /// Start-up runs code the daemon never runs again (configuration,
 /// migrations, TLS set-up, every component's wiring), spread over the whole
@@ -84,83 +85,83 @@ fn collect() {
 /// cache on first use, without reading the disk; the rest stays in the
 /// cache, which the kernel reclaims before it reclaims mapped code.
 ///
-/// Only a read-only private mapping of a file holding no copied (anonymous)
-/// page is dropped (the executable's and the shared libraries' code and
-/// constants): reading it again gives the same bytes from the file, as it
-/// would after the kernel reclaimed the pages itself. The relocated
-/// read-only data (RELRO) holds copies and is kept.
+/// Only the executable's loadable segments that are never writable are
+/// let go (its code and read-only data; the relocated constants are in a
+/// writable segment and stay), found by the dynamic loader's own list of
+/// what it mapped, and let go while the loader's lock is held, so nothing
+/// is mapped or unmapped in between.
 pub fn release_startup_pages() -> usize {
-    let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
-        return 0;
-    };
-    Mapping::parse(&smaps)
-        .iter()
-        .filter(|m| m.file_backed && !m.writable && m.private && m.anonymous_kib == 0)
-        .filter(|m| drop_pages(m.start, m.end - m.start))
-        .map(|m| m.resident_kib * 1024)
-        .sum()
+    let mut released = 0usize;
+    dl_iterate(&mut released);
+    released
 }
 
-/// One mapping of `/proc/self/smaps`.
-#[derive(Debug, Default)]
-struct Mapping {
-    start: usize,
-    end: usize,
-    writable: bool,
-    private: bool,
-    /// A file's pages (an inode other than 0), not memory of its own.
-    file_backed: bool,
-    resident_kib: usize,
-    anonymous_kib: usize,
-}
-
-impl Mapping {
-    /// Every mapping in `smaps`, in order.
-    fn parse(smaps: &str) -> Vec<Mapping> {
-        let mut all: Vec<Mapping> = Vec::new();
-        for line in smaps.lines() {
-            let mut fields = line.split_ascii_whitespace();
-            let first = fields.next().unwrap_or_default();
-            if let Some((start, end)) = first.split_once('-') {
-                let (Ok(start), Ok(end)) = (
-                    usize::from_str_radix(start, 16),
-                    usize::from_str_radix(end, 16),
-                ) else {
-                    continue;
-                };
-                let perms = fields.next().unwrap_or_default().as_bytes();
-                // offset, device, inode
-                let inode = fields.nth(2).unwrap_or("0");
-                all.push(Mapping {
-                    start,
-                    end,
-                    writable: perms.get(1) != Some(&b'-'),
-                    private: perms.get(3) == Some(&b'p'),
-                    file_backed: inode != "0",
-                    ..Mapping::default()
-                });
-                continue;
-            }
-            let kib = fields.next().and_then(|v| v.parse().ok()).unwrap_or(0);
-            match (first, all.last_mut()) {
-                ("Rss:", Some(m)) => m.resident_kib = kib,
-                ("Anonymous:", Some(m)) => m.anonymous_kib = kib,
-                _ => {}
-            }
-        }
-        all
+/// Lets go of the executable's read-only segments, adding their bytes to
+/// `released`.
+#[allow(unsafe_code)]
+fn dl_iterate(released: &mut usize) {
+    // SAFETY: `dl_iterate_phdr` calls `drop_read_only_segments` with valid
+    // program headers for each loaded object while holding the loader's
+    // lock; `released` outlives the call and is only used by the callback.
+    unsafe {
+        libc::dl_iterate_phdr(
+            Some(drop_read_only_segments),
+            std::ptr::from_mut(released).cast(),
+        );
     }
 }
 
-/// Drops the page-table entries of `len` bytes from `start`.
+/// `dl_iterate_phdr`'s callback: for the first object listed, the
+/// executable (its name is empty), drops the page-table entries of each loadable segment that
+/// is not writable, whole pages inside the part the file backs; then stops
+/// the walk.
 #[allow(unsafe_code)]
-fn drop_pages(start: usize, len: usize) -> bool {
-    // SAFETY: the range is one whole private, read-only mapping of a file
-    // in which no page was copied (`release_startup_pages` checks both), and
-    // nothing in the process makes it writable. After MADV_DONTNEED every
-    // page of it is read again from the same file on first access, with the
-    // same bytes, so no code or data any reference points into changes.
-    unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_DONTNEED) == 0 }
+unsafe extern "C" fn drop_read_only_segments(
+    info: *mut libc::dl_phdr_info,
+    _size: libc::size_t,
+    data: *mut libc::c_void,
+) -> libc::c_int {
+    // SAFETY: the loader passes a valid `info` whose `dlpi_phdr` points at
+    // `dlpi_phnum` program headers, and `data` is the `usize` that
+    // `dl_iterate` passed.
+    let (info, released) = unsafe { (&*info, &mut *data.cast::<usize>()) };
+    // SAFETY: a non-null name is a NUL-terminated string the loader owns.
+    let main = info.dlpi_name.is_null() || unsafe { *info.dlpi_name } == 0;
+    if !main {
+        return 1;
+    }
+    let headers =
+        unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) };
+    // SAFETY: sysconf takes no pointers.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(0);
+    if page == 0 {
+        return 1;
+    }
+    for h in headers {
+        if h.p_type != libc::PT_LOAD || h.p_flags & libc::PF_W != 0 {
+            continue;
+        }
+        let begin = info.dlpi_addr as usize + h.p_vaddr as usize;
+        let start = begin.next_multiple_of(page);
+        let end = (begin + h.p_filesz.min(h.p_memsz) as usize) / page * page;
+        if end <= start {
+            continue;
+        }
+        // SAFETY: [start, end) is whole pages of a segment of the
+        // executable that was mapped from its file read-only and was never
+        // writable (the executable is linked without text relocations,
+        // lld's default), so no page of it was ever copied: after MADV_DONTNEED
+        // each page is read again from the same file, with the same bytes,
+        // and no code or data any reference points into changes. The
+        // loader's lock keeps the executable mapped meanwhile.
+        if unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) }
+            == 0
+        {
+            *released += end - start;
+        }
+    }
+    // The executable comes first; the shared libraries are left alone.
+    1
 }
 
 /// Descriptors the daemon keeps for itself beyond its HTTP connections:

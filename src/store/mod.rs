@@ -422,13 +422,12 @@ pub struct Store {
     scope: std::sync::Arc<str>,
 }
 
+/// Bytes in one copy of the header of SQLite's write-ahead log index.
+const LOG_INDEX_HEADER: usize = 48;
+
 /// What a SQLite write-ahead log looked like ([`Store::log_mark`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LogMark {
-    changed: std::time::SystemTime,
-    len: u64,
-    header: [u8; 32],
-}
+pub struct LogMark([u8; LOG_INDEX_HEADER]);
 
 /// Which database a store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -580,32 +579,30 @@ impl Store {
     }
 
     /// A SQLite file: a mark of its write-ahead log that changes with every
-    /// commit, by any connection or process (the log's length, header and
-    /// time of last change). `None` for PostgreSQL, an in-memory database, or
-    /// a log written too recently for its time to tell two commits apart
-    /// (the file system keeps that time at the kernel's tick).
+    /// commit, by any connection or process: the header of the log's index
+    /// (`-shm`), which holds the count of commits, the last frame and the
+    /// log's salts, and which SQLite writes in two copies, the second
+    /// first. `None` for PostgreSQL, an in-memory database, an index that
+    /// is not a regular file, or one caught while it is written (the copies
+    /// differ).
     pub fn log_mark(&self) -> Option<LogMark> {
         use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
         let file = self.file.as_deref()?;
         let mut name = file.as_os_str().to_owned();
-        name.push("-wal");
-        let mut log = std::fs::File::open(name).ok()?;
-        let meta = log.metadata().ok()?;
-        let changed = meta.modified().ok()?;
-        let age = std::time::SystemTime::now().duration_since(changed).ok()?;
-        if age < Duration::from_millis(50) {
+        name.push("-shm");
+        if !std::fs::metadata(&name).ok()?.is_file() {
             return None;
         }
-        // A log shorter than its header (truncated) reads as zeros.
-        let mut header = [0; 32];
-        if log.read_exact(&mut header).is_err() {
-            header = [0; 32];
-        }
-        Some(LogMark {
-            changed,
-            len: meta.len(),
-            header,
-        })
+        let mut index = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(name)
+            .ok()?;
+        let mut copies = [0; 2 * LOG_INDEX_HEADER];
+        index.read_exact(&mut copies).ok()?;
+        let (first, second) = copies.split_at(LOG_INDEX_HEADER);
+        (first == second).then(|| LogMark(first.try_into().unwrap_or([0; LOG_INDEX_HEADER])))
     }
 
     /// Connects and applies pending migrations.

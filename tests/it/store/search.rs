@@ -119,7 +119,7 @@ async fn search_indexes_what_was_stored_since_once(store: Store) {
     assert_eq!(steps.len(), 2002);
 }
 
-/// The log's mark once its last change is old enough to tell.
+/// The log's mark, once it is not caught mid-write.
 async fn settled_mark(store: &Store) -> LogMark {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
