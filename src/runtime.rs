@@ -88,80 +88,138 @@ fn collect() {
 /// Only the executable's loadable segments that are never writable are
 /// let go (its code and read-only data; the relocated constants are in a
 /// writable segment and stay), found by the dynamic loader's own list of
-/// what it mapped, and let go while the loader's lock is held, so nothing
-/// is mapped or unmapped in between.
+/// what it mapped, and of them only the pages that still hold their file's
+/// bytes (`/proc/self/pagemap`).
 pub fn release_startup_pages() -> usize {
-    let mut released = 0usize;
-    dl_iterate(&mut released);
-    released
+    let mut found = Segments::default();
+    read_only_segments(&mut found);
+    let Ok(pagemap) = std::fs::File::open("/proc/self/pagemap") else {
+        return 0;
+    };
+    found.ranges[..found.len]
+        .iter()
+        .map(|&(start, end)| drop_unchanged(&pagemap, found.page, start, end))
+        .sum()
 }
 
-/// Lets go of the executable's read-only segments, adding their bytes to
-/// `released`.
+/// The executable's never-writable loadable segments, as whole pages.
+#[derive(Debug, Default)]
+struct Segments {
+    page: usize,
+    ranges: [(usize, usize); 8],
+    len: usize,
+}
+
+/// Finds the executable's never-writable segments.
 #[allow(unsafe_code)]
-fn dl_iterate(released: &mut usize) {
-    // SAFETY: `dl_iterate_phdr` calls `drop_read_only_segments` with valid
-    // program headers for each loaded object while holding the loader's
-    // lock; `released` outlives the call and is only used by the callback.
+fn read_only_segments(found: &mut Segments) {
+    // SAFETY: sysconf takes no pointers.
+    found.page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(0);
+    if found.page == 0 {
+        return;
+    }
+    // SAFETY: `dl_iterate_phdr` calls `list_read_only_segments` with valid
+    // program headers for each loaded object; `found` outlives the call and
+    // only the callback uses it meanwhile.
     unsafe {
         libc::dl_iterate_phdr(
-            Some(drop_read_only_segments),
-            std::ptr::from_mut(released).cast(),
+            Some(list_read_only_segments),
+            std::ptr::from_mut(found).cast(),
         );
     }
 }
 
-/// `dl_iterate_phdr`'s callback: for the first object listed, the
-/// executable (its name is empty), drops the page-table entries of each loadable segment that
-/// is not writable, whole pages inside the part the file backs; then stops
-/// the walk.
+/// `dl_iterate_phdr`'s callback: lists, for the first object (the
+/// executable, whose name is empty), each loadable segment that is not
+/// writable, as the whole pages inside the part its file backs; then stops
+/// the walk. It allocates nothing and calls nothing (the loader's lock is
+/// held).
 #[allow(unsafe_code)]
-unsafe extern "C" fn drop_read_only_segments(
+unsafe extern "C" fn list_read_only_segments(
     info: *mut libc::dl_phdr_info,
     _size: libc::size_t,
     data: *mut libc::c_void,
 ) -> libc::c_int {
-    // SAFETY: the loader passes a valid `info` whose `dlpi_phdr` points at
-    // `dlpi_phnum` program headers, and `data` is the `usize` that
-    // `dl_iterate` passed.
-    let (info, released) = unsafe { (&*info, &mut *data.cast::<usize>()) };
+    // SAFETY: the loader passes a valid `info`, and `data` is the
+    // `Segments` that `read_only_segments` passed.
+    let (info, found) = unsafe { (&*info, &mut *data.cast::<Segments>()) };
     // SAFETY: a non-null name is a NUL-terminated string the loader owns.
     let main = info.dlpi_name.is_null() || unsafe { *info.dlpi_name } == 0;
-    if !main {
+    if !main || info.dlpi_phdr.is_null() {
         return 1;
     }
+    // SAFETY: a non-null `dlpi_phdr` points at `dlpi_phnum` headers.
     let headers =
         unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) };
-    // SAFETY: sysconf takes no pointers.
-    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(0);
-    if page == 0 {
-        return 1;
-    }
+    let page = found.page;
     for h in headers {
-        if h.p_type != libc::PT_LOAD || h.p_flags & libc::PF_W != 0 {
+        if h.p_type != libc::PT_LOAD
+            || h.p_flags & libc::PF_W != 0
+            || found.len == found.ranges.len()
+        {
             continue;
         }
         let begin = info.dlpi_addr as usize + h.p_vaddr as usize;
         let start = begin.next_multiple_of(page);
         let end = (begin + h.p_filesz.min(h.p_memsz) as usize) / page * page;
-        if end <= start {
-            continue;
-        }
-        // SAFETY: [start, end) is whole pages of a segment of the
-        // executable that was mapped from its file read-only and was never
-        // writable (the executable is linked without text relocations,
-        // lld's default), so no page of it was ever copied: after MADV_DONTNEED
-        // each page is read again from the same file, with the same bytes,
-        // and no code or data any reference points into changes. The
-        // loader's lock keeps the executable mapped meanwhile.
-        if unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) }
-            == 0
-        {
-            *released += end - start;
+        if end > start {
+            found.ranges[found.len] = (start, end);
+            found.len += 1;
         }
     }
-    // The executable comes first; the shared libraries are left alone.
     1
+}
+
+/// Drops the pages of `start..end` that hold their file's own bytes (not
+/// in memory, or mapped from the file) in runs, and returns their bytes. A
+/// page copied in memory (a debugger's breakpoint, a probe, a text
+/// relocation) or swapped out stays as it is.
+fn drop_unchanged(pagemap: &std::fs::File, page: usize, start: usize, end: usize) -> usize {
+    use std::os::unix::fs::FileExt;
+    let pages = (end - start) / page;
+    let mut entries = vec![0u8; pages * 8];
+    if pagemap
+        .read_exact_at(&mut entries, (start / page * 8) as u64)
+        .is_err()
+    {
+        return 0;
+    }
+    let unchanged = |i: usize| {
+        let mut entry = [0; 8];
+        entry.copy_from_slice(&entries[i * 8..i * 8 + 8]);
+        let entry = u64::from_ne_bytes(entry);
+        let (present, swapped, file) = (entry >> 63 & 1, entry >> 62 & 1, entry >> 61 & 1);
+        swapped == 0 && (present == 0 || file == 1)
+    };
+    let mut released = 0;
+    let mut i = 0;
+    while i < pages {
+        if !unchanged(i) {
+            i += 1;
+            continue;
+        }
+        let first = i;
+        while i < pages && unchanged(i) {
+            i += 1;
+        }
+        let (at, len) = (start + first * page, (i - first) * page);
+        if drop_pages(at, len) {
+            released += len;
+        }
+    }
+    released
+}
+
+/// Drops the page-table entries of `len` bytes from `at`.
+#[allow(unsafe_code)]
+fn drop_pages(at: usize, len: usize) -> bool {
+    // SAFETY: the range is whole pages of a never-writable segment of the
+    // executable, which stays mapped for the process's life, each of which
+    // was just seen holding its file's own bytes (not in memory, or mapped
+    // from the file: no copy, nothing swapped). After MADV_DONTNEED each is
+    // read again from the same file, with the same bytes, so no code or
+    // data any reference points into changes.
+    unsafe { libc::madvise(at as *mut libc::c_void, len, libc::MADV_DONTNEED) == 0 }
 }
 
 /// Descriptors the daemon keeps for itself beyond its HTTP connections:

@@ -414,6 +414,10 @@ pub struct Store {
     disk: Option<std::sync::Arc<Path>>,
     /// SQLite: the database file.
     file: Option<std::sync::Arc<Path>>,
+    /// SQLite: the write-ahead log's index (`-shm`), beside the file a link
+    /// points at (SQLite follows links); none under a VFS named in the URL,
+    /// which may keep the index in memory and leave a stale file.
+    log_index: Option<std::sync::Arc<Path>>,
     /// PostgreSQL: notices on their way out (see `notify_soon`).
     notices: std::sync::Arc<std::sync::OnceLock<tokio::sync::mpsc::Sender<(&'static str, String)>>>,
     /// PostgreSQL: what this schema's notice channels end with (see
@@ -526,6 +530,16 @@ impl Store {
                 crate::config::redact_url(url)
             )));
         };
+        let log_index = db_file
+            .as_deref()
+            .filter(|_| !url.contains("vfs="))
+            .map(|file: &Path| {
+                let mut name = std::fs::canonicalize(file)
+                    .unwrap_or_else(|_| file.to_path_buf())
+                    .into_os_string();
+                name.push("-shm");
+                std::sync::Arc::from(Path::new(&name))
+            });
         Ok(Self {
             backend,
             audit_lock: Default::default(),
@@ -533,6 +547,7 @@ impl Store {
             inbox_queue: Default::default(),
             disk,
             file: db_file,
+            log_index,
             notices: Default::default(),
             scope: scope.into(),
         })
@@ -582,23 +597,20 @@ impl Store {
     /// commit, by any connection or process: the header of the log's index
     /// (`-shm`), which holds the count of commits, the last frame and the
     /// log's salts, and which SQLite writes in two copies, the second
-    /// first. `None` for PostgreSQL, an in-memory database, an index that
-    /// is not a regular file, or one caught while it is written (the copies
-    /// differ).
+    /// first. `None` for PostgreSQL, an in-memory database, a VFS named in
+    /// the URL, an index that is not a regular file, or one caught while it
+    /// is written (the copies differ).
     pub fn log_mark(&self) -> Option<LogMark> {
         use std::io::Read;
         use std::os::unix::fs::OpenOptionsExt;
-        let file = self.file.as_deref()?;
-        let mut name = file.as_os_str().to_owned();
-        name.push("-shm");
-        if !std::fs::metadata(&name).ok()?.is_file() {
-            return None;
-        }
         let mut index = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NONBLOCK)
-            .open(name)
+            .open(self.log_index.as_deref()?)
             .ok()?;
+        if !index.metadata().ok()?.is_file() {
+            return None;
+        }
         let mut copies = [0; 2 * LOG_INDEX_HEADER];
         index.read_exact(&mut copies).ok()?;
         let (first, second) = copies.split_at(LOG_INDEX_HEADER);
