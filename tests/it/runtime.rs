@@ -5,12 +5,10 @@
 
 use std::time::Duration;
 
-/// One figure of this process's `/proc/self/status`, in KiB.
-fn status_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
+/// The figure `name` (in KiB) of a `/proc/self` file of `Name: N kB` lines.
+fn kib(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap()
 }
@@ -19,19 +17,15 @@ fn status_kib(field: &str) -> u64 {
 /// (the page tables walked, not the status file's per-CPU counters).
 fn file_kib() -> u64 {
     let rollup = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap();
-    let field = |name: &str| -> u64 {
-        rollup
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap()
-    };
-    field("Rss:") - field("Anonymous:")
+    kib(&rollup, "Rss:") - kib(&rollup, "Anonymous:")
 }
 
 /// Anonymous resident memory of this process, in KiB.
 fn anonymous_kib() -> u64 {
-    status_kib("RssAnon:")
+    kib(
+        &std::fs::read_to_string("/proc/self/status").unwrap(),
+        "RssAnon:",
+    )
 }
 
 /// Allocates ~64 MiB in small blocks on a worker, drops them on this
