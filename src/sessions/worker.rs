@@ -223,6 +223,10 @@ pub(super) struct Seed {
 /// several replicas) ends: then what waits in the mailbox is left to the
 /// replica that takes the session over (it is all in the inbox). The
 /// loop and its exit share the worker's state, so they stay one function.
+///
+/// The task lives as long as its session is live, idle or not, and a task
+/// is as large as the largest thing it awaits: the conversation and every
+/// await but the mailbox's are boxed, so an idle worker costs about a KiB.
 pub(super) async fn run_worker(
     inner: Arc<Inner>,
     key: String,
@@ -237,12 +241,12 @@ pub(super) async fn run_worker(
     let own = inner.ownership.as_ref();
     let fence = term.as_ref().zip(own).and_then(|(t, own)| own.fence(t));
     for (id, out) in seed.owed {
-        if ended.is_cancelled() || !outbox::send(&inner, id, &out).await {
+        if ended.is_cancelled() || !Box::pin(outbox::send(&inner, id, &out)).await {
             break;
         }
     }
     let mut seeded = seed.jobs;
-    let mut held = Held::default();
+    let mut held = Box::<Held>::default();
     let mut closing = false;
     let mut last_job = tokio::time::Instant::now();
     // The quiet-time check below ran since the last job.
@@ -253,7 +257,7 @@ pub(super) async fn run_worker(
             break;
         }
         if seeded.is_empty() && rx.is_empty() && state.behind.swap(false, Ordering::SeqCst) {
-            seeded = super::ownership::catch_up(&inner, &key, &state).await;
+            seeded = Box::pin(super::ownership::catch_up(&inner, &key, &state)).await;
         }
         let next = seeded
             .pop_front()
@@ -295,7 +299,8 @@ pub(super) async fn run_worker(
         };
         let Some(mut job) = job else { break };
         if term.is_some()
-            && let Some(earlier) = super::ownership::before(&inner, &key, &state, &mut job).await
+            && let Some(earlier) =
+                Box::pin(super::ownership::before(&inner, &key, &state, &mut job)).await
         {
             // An earlier event of the session, stored by another replica,
             // is still on its way here: the inbox's order comes first.
@@ -312,8 +317,6 @@ pub(super) async fn run_worker(
         if state.stale.swap(false, Ordering::SeqCst) {
             held.unload(&inner, &state);
         }
-        // Boxed: the turn's state exists only while it runs, so an idle
-        // worker's task stays small.
         let context = JobContext {
             fence: fence.as_ref(),
             ended: &ended,
@@ -358,11 +361,18 @@ pub(super) async fn run_worker(
         }
         drop(seeded);
         let lost = match own {
-            Some(own) => !own.release(term).await,
+            Some(own) => !Box::pin(own.release(term)).await,
             None => false,
         };
-        if !lost && !super::ownership::balance::hand_over(&inner, &key, state.taker()).await {
-            super::ownership::adopt_left(&inner, &key).await;
+        if !lost
+            && !Box::pin(super::ownership::balance::hand_over(
+                &inner,
+                &key,
+                state.taker(),
+            ))
+            .await
+        {
+            Box::pin(super::ownership::adopt_left(&inner, &key)).await;
         }
     }
 }

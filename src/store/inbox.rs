@@ -177,7 +177,7 @@ async fn sqlite_insert(pool: &sqlx::SqlitePool, batch: &[Queued]) -> Result<Vec<
     qb.push("SELECT * FROM (");
     values_of(unique.iter().copied(), &mut qb);
     qb.push(") AS v WHERE NOT EXISTS (SELECT 1 FROM inbox WHERE inbox.dedupe_key = v.column2)");
-    let mut conn = pool.acquire().await?;
+    let mut conn = Box::pin(pool.acquire()).await?;
     let steps = super::sqlite_batch(&mut conn, qb.build(), "inbox")
         .await
         .finished()?;

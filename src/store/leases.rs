@@ -270,7 +270,7 @@ impl Store {
             }
             let rows = match &self.backend {
                 Backend::Sqlite(pool) => {
-                    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+                    let mut tx = Box::pin(pool.begin_with("BEGIN IMMEDIATE")).await?;
                     let rows = once!(sqlx::Sqlite, &mut *tx);
                     tx.commit().await?;
                     rows

@@ -72,11 +72,20 @@ pub(crate) use with_pool;
 /// IMMEDIATE` on SQLite, so the write lock is taken up front and other
 /// writers are waited out (a deferred transaction that has to upgrade
 /// fails at once with SQLITE_BUSY), a plain `BEGIN` on PostgreSQL.
+///
+/// Boxed, as every acquire of a pool's connection in the store: sqlx holds
+/// a whole connection attempt inline while it acquires (13 KB for
+/// PostgreSQL, 3 KB for SQLite), and a future awaiting it unboxed carries
+/// as much for as long as it lives, on either backend (a call compiles
+/// both): every turn, and every session's worker, idle or not
+/// (PERFORMANCE.md, "What a live session holds").
 macro_rules! begin_write {
     ($store:expr, $pool:ident) => {
         match $store.backend {
-            $crate::store::Backend::Sqlite(_) => $pool.begin_with("BEGIN IMMEDIATE").await?,
-            $crate::store::Backend::Postgres(_) => $pool.begin().await?,
+            $crate::store::Backend::Sqlite(_) => {
+                Box::pin($pool.begin_with("BEGIN IMMEDIATE")).await?
+            }
+            $crate::store::Backend::Postgres(_) => Box::pin($pool.begin()).await?,
         }
     };
 }
@@ -93,7 +102,7 @@ macro_rules! returning {
     ($backend:expr, $executor:ident => $body:expr) => {
         match $backend {
             $crate::store::Backend::Sqlite(pool) => {
-                let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+                let mut tx = Box::pin(pool.begin_with("BEGIN IMMEDIATE")).await?;
                 let out = {
                     let $executor = &mut *tx;
                     $body
@@ -274,7 +283,7 @@ impl SqliteWrite {
     ) -> Result<(Self, Steps)> {
         let turn = gate.next().await;
         let mut write = Self {
-            conn: pool.acquire().await?,
+            conn: Box::pin(pool.acquire()).await?,
             ended: false,
             _turn: turn,
         };

@@ -268,7 +268,7 @@ impl Store {
                 Ok(Some(Committed { last_id, outbox }))
             }
             Backend::Postgres(pool) => {
-                let mut tx = pool.begin().await?;
+                let mut tx = Box::pin(pool.begin()).await?;
                 if let Some(fence) = fence {
                     super::leases::check_fence!(tx, fence);
                 }

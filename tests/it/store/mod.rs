@@ -756,3 +756,45 @@ async fn drafts_are_kept_per_event_until_dropped(store: Store) {
     store.drop_draft(7).await.unwrap();
     assert!(store.draft(7).await.unwrap().is_empty());
 }
+
+/// A store call's future is small: sqlx's pool holds a whole connection
+/// attempt inline while it acquires (13 KB for PostgreSQL), and a future
+/// awaiting it unboxed carried as much for its whole life, on either
+/// backend (both are compiled into every call): every turn, and every
+/// idle session's worker, which awaits such calls. The bound has room to
+/// grow and none for a connection attempt.
+#[tokio::test]
+async fn a_store_call_carries_no_connection_attempt() {
+    let (store, _dir) = crate::common::sqlite_store().await;
+    let quote = switchboard::store::Outbound {
+        platform: "telegram".into(),
+        chat_id: "1".into(),
+        thread_id: None,
+        reply_to: None,
+        body: "heard".into(),
+        draft_of: None,
+    };
+    let sizes = [
+        (
+            "commit_turn",
+            std::mem::size_of_val(&store.commit_turn(None, None)),
+        ),
+        (
+            "start_job",
+            std::mem::size_of_val(&store.start_job(1, JobReads::default())),
+        ),
+        (
+            "add_note",
+            std::mem::size_of_val(&store.add_note("u", "note")),
+        ),
+        (
+            "inbox_heard",
+            std::mem::size_of_val(&store.inbox_heard(1, "k", "{}", &quote)),
+        ),
+    ];
+    println!("{sizes:?}");
+    for (call, bytes) in sizes {
+        assert!(bytes < 4 * 1024, "{call}'s future is {bytes} bytes");
+    }
+    store.close().await;
+}
