@@ -757,12 +757,9 @@ async fn drafts_are_kept_per_event_until_dropped(store: Store) {
     assert!(store.draft(7).await.unwrap().is_empty());
 }
 
-/// A store call's future is small: sqlx's pool holds a whole connection
-/// attempt inline while it acquires (13 KB for PostgreSQL), and a future
-/// awaiting it unboxed carried as much for its whole life, on either
-/// backend (both are compiled into every call): every turn, and every
-/// idle session's worker, which awaits such calls. The bound has room to
-/// grow and none for a connection attempt.
+/// A store call's future carries no connection attempt (why: the store's
+/// `begin_write!`). The bound has room to grow and none for the 13 KB of
+/// PostgreSQL's.
 #[tokio::test]
 async fn a_store_call_carries_no_connection_attempt() {
     let (store, _dir) = crate::common::sqlite_store().await;
