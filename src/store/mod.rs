@@ -16,6 +16,7 @@ mod forge;
 mod health;
 mod inbox;
 mod leases;
+mod log_index;
 mod memory;
 mod outbox;
 mod pairing;
@@ -33,6 +34,7 @@ pub use forge::{ForgeOutput, OutputAttempt};
 pub use health::{DISK_FLOOR, PROBE_TIMEOUT};
 pub use inbox::{InboxInsert, InboxRow, JobReads, JobStart, NewInboxEvent};
 pub use leases::{Fence, LeaseRow, ReplicaActivity, ReplicaRow};
+pub use log_index::LogMark;
 pub use memory::MemoryNote;
 pub use outbox::{Draft, Outbound, OutboxRow};
 pub use pairing::{PairedUser, PairingRequest};
@@ -435,13 +437,6 @@ pub struct Store {
     scope: std::sync::Arc<str>,
 }
 
-/// Bytes in one copy of the header of SQLite's write-ahead log index.
-const LOG_INDEX_HEADER: usize = 48;
-
-/// What a SQLite write-ahead log looked like ([`Store::log_mark`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LogMark([u8; LOG_INDEX_HEADER]);
-
 /// Which database a store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendKind {
@@ -603,27 +598,11 @@ impl Store {
     }
 
     /// A SQLite file: a mark of its write-ahead log that changes with every
-    /// commit, by any connection or process: the header of the log's index
-    /// (`-shm`), which holds the count of commits, the last frame and the
-    /// log's salts, and which SQLite writes in two copies, the second
-    /// first. `None` for PostgreSQL, an in-memory database, a VFS named in
-    /// the URL, an index that is not a regular file, or one caught while it
-    /// is written (the copies differ).
+    /// commit, by any connection or process (see `log_index.rs`). `None` for
+    /// PostgreSQL, an in-memory database, a VFS named in the URL, an index
+    /// that is not a regular file, or one caught while it is written.
     pub fn log_mark(&self) -> Option<LogMark> {
-        use std::io::Read;
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut index = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(self.log_index.as_deref()?)
-            .ok()?;
-        if !index.metadata().ok()?.is_file() {
-            return None;
-        }
-        let mut copies = [0; 2 * LOG_INDEX_HEADER];
-        index.read_exact(&mut copies).ok()?;
-        let (first, second) = copies.split_at(LOG_INDEX_HEADER);
-        (first == second).then(|| LogMark(first.try_into().unwrap_or([0; LOG_INDEX_HEADER])))
+        log_index::mark(self.log_index.as_deref()?)
     }
 
     /// Connects and applies pending migrations.

@@ -93,6 +93,7 @@ async fn chaos(storage: StorageConfig) {
     while !store.inbox_pending(10).await.unwrap().is_empty()
         || !store.outbox_pending(10).await.unwrap().is_empty()
     {
+        daemon.assert_running();
         assert!(Instant::now() < deadline, "the backlog was not worked off");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

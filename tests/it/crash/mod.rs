@@ -92,6 +92,13 @@ impl Daemon {
         }
     }
 
+    /// Panics if the daemon has exited by itself: a crash, not a backlog.
+    fn assert_running(&mut self) {
+        if let Some(status) = self.child.try_wait().unwrap() {
+            panic!("the daemon exited by itself: {status}");
+        }
+    }
+
     fn kill(mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();

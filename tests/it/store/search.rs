@@ -159,3 +159,41 @@ async fn the_log_mark_moves_with_every_commit_and_nothing_else(store: Store) {
     say(&store, &s.id, "assistant", "the second line").await;
     assert_ne!(settled_mark(&store).await, indexed);
 }
+
+/// Reading the mark leaves SQLite's own locks on the log's index: closing
+/// any descriptor of a file drops all of a process's POSIX locks on it, and
+/// a second process that then finds the index unlocked truncates it under
+/// the first one's mapping (SIGBUS) and rebuilds it while the first writes.
+#[tokio::test]
+async fn reading_the_log_mark_leaves_sqlites_locks_on_the_index() {
+    let (store, dir) = crate::common::sqlite_store().await;
+    let s = store.open_session(&dm("telegram:dm:9")).await.unwrap();
+    say(&store, &s.id, "user", "a line").await;
+    let index = dir.path().join("test.db-shm");
+    let held = locks_held_on(&index);
+    assert!(!held.is_empty(), "SQLite holds the index while connected");
+    for _ in 0..3 {
+        settled_mark(&store).await;
+        assert_eq!(locks_held_on(&index), held);
+    }
+    say(&store, &s.id, "user", "another line").await;
+    assert_eq!(locks_held_on(&index), held);
+    store.close().await;
+}
+
+/// The POSIX locks this process holds on `file`, from `/proc/locks`
+/// (`1: POSIX ADVISORY READ <pid> <dev>:<inode> <start> <end>`).
+fn locks_held_on(file: &std::path::Path) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    let inode = format!(":{}", std::fs::metadata(file).unwrap().ino());
+    let pid = std::process::id().to_string();
+    let mut held: Vec<String> = std::fs::read_to_string("/proc/locks")
+        .unwrap()
+        .lines()
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.len() == 8 && f[1] == "POSIX" && f[4] == pid && f[5].ends_with(&inode))
+        .map(|f| format!("{} {}-{}", f[3], f[6], f[7]))
+        .collect();
+    held.sort();
+    held
+}
