@@ -414,6 +414,16 @@ async fn run_job(
         }
         None => {}
     }
+    // The turn opens once a burst of deliveries is stored: its start in
+    // storage is a write the burst's batches would take turns with, one
+    // per session the burst opens. Stopped meanwhile, the event stays in
+    // the inbox for the next run.
+    tokio::select! {
+        biased;
+        () = inner.stop.cancelled() => return,
+        () = context.ended.cancelled() => return,
+        () = inner.pressure.quiet(super::pressure::MOST) => {}
+    }
     let Some(ahead) = start(inner, key, conversation, inbox_id, &event).await else {
         // Processed already (a second job for it, from another replica's
         // notice or a takeover's read of the inbox).
@@ -422,15 +432,6 @@ async fn run_job(
         }
         return;
     };
-    // The turn opens once a burst of deliveries is stored (a copy of an
-    // event processed already was skipped above without waiting). Stopped
-    // meanwhile, the event stays in the inbox for the next run.
-    tokio::select! {
-        biased;
-        () = inner.stop.cancelled() => return,
-        () = context.ended.cancelled() => return,
-        () = inner.pressure.quiet(super::pressure::MOST) => {}
-    }
     if let super::voice::Heard::Unanswerable(notice) =
         super::voice::hear(inner, key, inbox_id, &mut event).await
     {
