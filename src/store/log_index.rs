@@ -12,7 +12,7 @@
 //! process still writes. SQLite's own descriptors stay open for the same
 //! reason (<https://www.sqlite.org/howtocorrupt.html>, section 2.2).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -39,10 +39,9 @@ pub(super) fn mark(path: &Path) -> Option<LogMark> {
 /// path now names another file (the one before is kept open: see the
 /// module's comment).
 fn open(path: &Path) -> Option<&'static File> {
-    static OPEN: Mutex<Option<HashMap<PathBuf, &'static File>>> = Mutex::new(None);
+    static OPEN: Mutex<BTreeMap<PathBuf, &'static File>> = Mutex::new(BTreeMap::new());
     let now = std::fs::metadata(path).ok()?;
     let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
-    let open = open.get_or_insert_with(HashMap::new);
     if let Some(file) = open.get(path)
         && file
             .metadata()
