@@ -243,4 +243,26 @@ mod tests {
         );
         assert_eq!(detect("ls -la").matches, []);
     }
+
+    /// A Unicode `\b` sends the regex engine off its DFA on the first
+    /// non-ASCII byte: 40 000 emoji took 2.3 s to check in a debug build
+    /// (36 ms with ASCII boundaries). Next to an ASCII keyword an ASCII
+    /// boundary matches wherever a Unicode one does, and more.
+    #[test]
+    fn word_boundaries_are_ascii_and_match_next_to_any_text() {
+        for pattern in PATTERNS {
+            assert!(
+                !pattern.regex.replace(r"(?-u:\b)", "").contains(r"\b"),
+                "{}: a Unicode word boundary",
+                pattern.key
+            );
+        }
+        for cmd in [
+            "psql -c 'drop table users'",
+            "psql -c 'éDROP TABLE users'",
+            "psql -c '😀 drop table users😀'",
+        ] {
+            assert!(detect(cmd).keys().contains(&"sql_drop"), "{cmd}");
+        }
+    }
 }

@@ -2,6 +2,10 @@
 //! key (used by allowlists and session grants), a description for people,
 //! where it is matched, and whether it is a hard block that no approval
 //! unlocks.
+//!
+//! Word boundaries are ASCII (`(?-u:\b)`): a Unicode one makes the regex
+//! engine leave its DFA on any non-ASCII input, a slow path a hostile
+//! command could fill with emoji.
 
 /// What a pattern is matched against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,35 +220,35 @@ pub const PATTERNS: &[Pattern] = &[
     p(
         "sql_drop",
         "drops a database object (SQL DROP)",
-        r"(?i)\bdrop\s+(?:table|database|schema|index|view|user|role|owned)\b",
+        r"(?i)(?-u:\b)drop\s+(?:table|database|schema|index|view|user|role|owned)(?-u:\b)",
         Q,
         false,
     ),
     p(
         "sql_truncate",
         "empties a table (SQL TRUNCATE)",
-        r"(?i)\btruncate\s+(?:table\s+)?(?:only\s+)?[`\x22\w.]+(?:\s*,\s*[`\x22\w.]+)*(?:\s+(?:restart|continue)\s+identity)?(?:\s+(?:cascade|restrict))?\s*(?:;|$)",
+        r"(?i)(?-u:\b)truncate\s+(?:table\s+)?(?:only\s+)?[`\x22\w.]+(?:\s*,\s*[`\x22\w.]+)*(?:\s+(?:restart|continue)\s+identity)?(?:\s+(?:cascade|restrict))?\s*(?:;|$)",
         Q,
         false,
     ),
     p(
         "sql_delete_all",
         "deletes every row of a table (DELETE without WHERE)",
-        r"(?i)\bdelete\s+from\s+[`\x22\w.]+\s*(?:;|$)",
+        r"(?i)(?-u:\b)delete\s+from\s+[`\x22\w.]+\s*(?:;|$)",
         Q,
         false,
     ),
     p(
         "database_wipe",
         "drops a database or flushes a data store with its own tool (dropdb, mysqladmin drop, redis FLUSHALL, dropDatabase)",
-        r"(?i)^(?:dropdb|dropuser)(?:\s|$)|^mysqladmin\s(?:.*\s)?drop(?:\s|$)|^redis-cli\s(?:.*\s)?(?:flushall|flushdb)(?:\s|$)|^(?:mongo|mongosh)\s.*\bdropDatabase\s*\(",
+        r"(?i)^(?:dropdb|dropuser)(?:\s|$)|^mysqladmin\s(?:.*\s)?drop(?:\s|$)|^redis-cli\s(?:.*\s)?(?:flushall|flushdb)(?:\s|$)|^(?:mongo|mongosh)\s.*(?-u:\b)dropDatabase\s*\(",
         C,
         false,
     ),
     p(
         "sql_tautology",
         "changes or deletes rows under a condition that is always true (WHERE 1=1, OR 1=1)",
-        r"(?i)\b(?:delete|update)\b[^;]*\b(?:where|or)\s+\(?\s*(?:true|not\s+false|(\d+)\s*=\s*\d+|'[^']*'\s*=\s*'[^']*'|\x22[^\x22]*\x22\s*=\s*\x22[^\x22]*\x22)(?:\s|\)|;|$)",
+        r"(?i)(?-u:\b)(?:delete|update)(?-u:\b)[^;]*(?-u:\b)(?:where|or)\s+\(?\s*(?:true|not\s+false|(\d+)\s*=\s*\d+|'[^']*'\s*=\s*'[^']*'|\x22[^\x22]*\x22\s*=\s*\x22[^\x22]*\x22)(?:\s|\)|;|$)",
         Q,
         false,
     ),
@@ -353,14 +357,14 @@ pub const PATTERNS: &[Pattern] = &[
     p(
         "awk_sed_exec",
         "runs commands from awk (system, pipes) or GNU sed (the e command)",
-        r#"^(?:g|m|n)?awk\s.*(?:\bsystem\s*\(|\|\s*getline|\bprint[^|;]*\|\s*\S)|^sed\s(?:.*\s)?(?:\d+|\$|/[^/]*/)?e\s|^sed\s(?:.*\s)?s/[^/]*/[^/]*/[gpIiMm0-9]*e[gpIiMm0-9]*(?:\s|$)"#,
+        r#"^(?:g|m|n)?awk\s.*(?:(?-u:\b)system\s*\(|\|\s*getline|(?-u:\b)print[^|;]*\|\s*\S)|^sed\s(?:.*\s)?(?:\d+|\$|/[^/]*/)?e\s|^sed\s(?:.*\s)?s/[^/]*/[^/]*/[gpIiMm0-9]*e[gpIiMm0-9]*(?:\s|$)"#,
         C,
         false,
     ),
     p(
         "pipe_to_shell",
         "pipes downloaded content into a shell",
-        r"\b(?:curl|wget|fetch|aria2c)\b[^;&|]*\|\s(?:sudo\s(?:-\S+\s)*)?(?:\S*/)?(?:sh|bash|zsh|dash|ksh|fish)\b|(?:^|\s)(?:sh|bash|zsh|dash|python[\d.]*)\s(?:-c\s)?[<$]\((?:curl|wget)",
+        r"(?-u:\b)(?:curl|wget|fetch|aria2c)(?-u:\b)[^;&|]*\|\s(?:sudo\s(?:-\S+\s)*)?(?:\S*/)?(?:sh|bash|zsh|dash|ksh|fish)(?-u:\b)|(?:^|\s)(?:sh|bash|zsh|dash|python[\d.]*)\s(?:-c\s)?[<$]\((?:curl|wget)",
         L,
         false,
     ),
