@@ -247,7 +247,7 @@ fn keys_in<'a>(
 
 /// Committers taking turns: while one batch is written, the next one is
 /// gathered and waits at the door, so the writer never waits for a batch.
-const COMMITTERS: usize = 2;
+pub(super) const COMMITTERS: usize = 2;
 
 /// Takes what is queued, commits it together, answers each caller. A
 /// failed batch is retried one event at a time, so one bad event fails
@@ -316,7 +316,7 @@ impl Store {
     pub async fn inbox_insert(&self, event: &NewInboxEvent<'_>) -> Result<InboxInsert> {
         let queue = self
             .inbox_queue
-            .get_or_init(|| start_group_commit(self.backend.clone(), self.gate.clone()));
+            .get_or_init(|| start_group_commit(self.inbox_backend.clone(), self.gate.clone()));
         let (reply, answer) = oneshot::channel();
         let queued = Queued {
             platform: event.platform.to_string(),

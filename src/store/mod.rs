@@ -414,6 +414,10 @@ pub(crate) enum Backend {
 #[derive(Clone, Debug)]
 pub struct Store {
     backend: Backend,
+    /// The inbox's group commit's own connections (the pool itself for an
+    /// in-memory SQLite database): a delivery's commit never queues for a
+    /// connection behind the turns a burst opens.
+    inbox_backend: Backend,
     /// Serialises appends to the audit chain within this process.
     audit_lock: std::sync::Arc<tokio::sync::Mutex<()>>,
     /// SQLite: the writers' turns (see [`WriteGate`]).
@@ -454,7 +458,7 @@ impl Store {
         let mut disk = None;
         let mut db_file = None;
         let mut scope = String::new();
-        let backend = if url.starts_with("sqlite:") {
+        let (backend, inbox_backend) = if url.starts_with("sqlite:") {
             let options = SqliteConnectOptions::from_str(url)
                 .map_err(|e| StoreError::Url(e.to_string()))?
                 .create_if_missing(true)
@@ -484,50 +488,31 @@ impl Store {
                 disk = Some(std::sync::Arc::from(dir));
                 db_file = Some(std::sync::Arc::from(file));
             }
-            // A local file needs no liveness ping before each query, and no
-            // recycling of its connections (which would also run a reaper
-            // task that busy-loops under tokio's paused test clock). A
-            // transaction SQLite ended itself is caught as the connection
-            // is next taken (below).
-            let pool = SqlitePoolOptions::new()
-                .test_before_acquire(false)
-                .idle_timeout(None)
-                .max_lifetime(None)
-                .max_connections(config.max_connections)
-                .acquire_timeout(Duration::from_secs(10))
-                .before_acquire(|conn, _| {
-                    Box::pin(async move {
-                        use sqlx::Connection;
-                        if !conn.is_in_transaction() {
-                            return Ok(true);
-                        }
-                        // A transaction dropped unfinished is rolled back
-                        // on the connection's worker; the ping waits for
-                        // that. A count still above zero means SQLite had
-                        // ended it itself (a COMMIT refused for a full disk
-                        // is rolled back by SQLite, so sqlx's ROLLBACK
-                        // fails): the connection is closed, or its next
-                        // transaction would be a savepoint that never
-                        // commits and holds the write lock.
-                        conn.ping().await?;
-                        Ok(!conn.is_in_transaction())
-                    })
-                })
-                .connect_with(options)
+            let pool = sqlite_pool(config.max_connections)
+                .connect_with(options.clone())
                 .await?;
-            Backend::Sqlite(pool)
+            // One in-memory database is one pool's.
+            let inbox = match disk {
+                Some(_) => sqlite_pool(inbox::COMMITTERS as u32).connect_lazy_with(options),
+                None => pool.clone(),
+            };
+            (Backend::Sqlite(pool), Backend::Sqlite(inbox))
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
             let pool = PgPoolOptions::new()
                 .max_connections(config.max_connections)
                 .acquire_timeout(Duration::from_secs(10))
                 .connect(url)
                 .await?;
+            let inbox = PgPoolOptions::new()
+                .max_connections(inbox::COMMITTERS as u32)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect_lazy(url)?;
             let schema: String = sqlx::query_scalar("SELECT COALESCE(current_schema(), '')")
                 .fetch_one(&pool)
                 .await?;
             use sha2::Digest;
             scope = hex::encode(&sha2::Sha256::digest(schema.as_bytes())[..6]);
-            Backend::Postgres(pool)
+            (Backend::Postgres(pool), Backend::Postgres(inbox))
         } else {
             return Err(StoreError::Url(format!(
                 "unsupported database URL {:?}",
@@ -546,6 +531,7 @@ impl Store {
             });
         Ok(Self {
             backend,
+            inbox_backend,
             audit_lock: Default::default(),
             gate: std::sync::Arc::new(WriteGate::new()),
             inbox_queue: Default::default(),
@@ -661,7 +647,42 @@ impl Store {
     /// Closes every pooled connection (waits for checked-out ones).
     pub async fn close(&self) {
         with_pool!(self, pool => pool.close().await);
+        match &self.inbox_backend {
+            Backend::Sqlite(pool) => pool.close().await,
+            Backend::Postgres(pool) => pool.close().await,
+        }
     }
+}
+
+/// A pool of `max` connections to a SQLite file. A local file needs no
+/// liveness ping before each query, and no recycling of its connections
+/// (which would also run a reaper task that busy-loops under tokio's
+/// paused test clock). A transaction SQLite ended itself is caught as the
+/// connection is next taken.
+fn sqlite_pool(max: u32) -> SqlitePoolOptions {
+    SqlitePoolOptions::new()
+        .test_before_acquire(false)
+        .idle_timeout(None)
+        .max_lifetime(None)
+        .max_connections(max)
+        .acquire_timeout(Duration::from_secs(10))
+        .before_acquire(|conn, _| {
+            Box::pin(async move {
+                use sqlx::Connection;
+                if !conn.is_in_transaction() {
+                    return Ok(true);
+                }
+                // A transaction dropped unfinished is rolled back on the
+                // connection's worker; the ping waits for that. A count
+                // still above zero means SQLite had ended it itself (a
+                // COMMIT refused for a full disk is rolled back by SQLite,
+                // so sqlx's ROLLBACK fails): the connection is closed, or
+                // its next transaction would be a savepoint that never
+                // commits and holds the write lock.
+                conn.ping().await?;
+                Ok(!conn.is_in_transaction())
+            })
+        })
 }
 
 /// Milliseconds since the Unix epoch: the timestamp format of every table.
