@@ -5,10 +5,7 @@
 //! the database's writer with the intake and make every sender wait, so a
 //! turn about to open waits until the intake has been quiet for [`QUIET`]
 //! (a burst's deliveries come closer together than that) — no longer than
-//! [`MOST`], so a steady stream of them does not starve the agents. Those
-//! waiting past it open one [`PACE`] apart while the intake stays busy: a
-//! burst that opens thousands of sessions would otherwise open their
-//! turns all at once in its second second.
+//! [`MOST`], so a steady stream of them does not starve the agents.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -22,11 +19,6 @@ pub(super) const MOST: Duration = Duration::from_secs(1);
 /// How long without a delivery the intake counts as quiet.
 const QUIET: Duration = Duration::from_millis(20);
 
-/// While the intake is busy, how far apart the turns waiting past
-/// [`MOST`] open: each waits `PACE` longer for every turn that was
-/// waiting when it came.
-const PACE: Duration = Duration::from_millis(5);
-
 /// Deliveries being stored now, and when the last one started.
 #[derive(Debug)]
 pub(super) struct Pressure {
@@ -38,8 +30,6 @@ pub(super) struct Pressure {
     /// leave thousands waiting), and wakes the others.
     watching: AtomicBool,
     woken: Notify,
-    /// Turns waiting now.
-    waiting: AtomicUsize,
 }
 
 impl Default for Pressure {
@@ -50,32 +40,17 @@ impl Default for Pressure {
             since: Instant::now(),
             watching: AtomicBool::new(false),
             woken: Notify::new(),
-            waiting: AtomicUsize::new(0),
         }
     }
 }
 
-/// The waiting turn that watches. When it stops because the intake is
-/// quiet, the others go; when its own wait is up, one of them watches on.
+/// The waiting turn that watches; the others look again when it stops.
 struct Watcher<'a>(&'a Pressure);
 
 impl Drop for Watcher<'_> {
     fn drop(&mut self) {
         self.0.watching.store(false, Ordering::SeqCst);
-        if self.0.busy_for().is_zero() {
-            self.0.woken.notify_waiters();
-        } else {
-            self.0.woken.notify_one();
-        }
-    }
-}
-
-/// A turn waiting, counted until it drops.
-struct Waiting<'a>(&'a Pressure);
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
+        self.0.woken.notify_waiters();
     }
 }
 
@@ -114,15 +89,9 @@ impl Pressure {
         }
     }
 
-    /// Returns once the intake is quiet, or after `most` and [`PACE`] for
-    /// every turn waiting already.
+    /// Returns once the intake is quiet, or after `most`.
     pub(super) async fn quiet(&self, most: Duration) {
-        if self.busy_for().is_zero() {
-            return;
-        }
-        let ahead = self.waiting.fetch_add(1, Ordering::SeqCst);
-        let _waiting = Waiting(self);
-        let until = Instant::now() + most + PACE * u32::try_from(ahead).unwrap_or(u32::MAX);
+        let until = Instant::now() + most;
         loop {
             if self.busy_for().is_zero() || Instant::now() >= until {
                 return;
@@ -194,31 +163,5 @@ mod tests {
         let start = tokio::time::Instant::now();
         pressure.quiet(MOST).await;
         assert_eq!(start.elapsed(), MOST, "never quiet: the limit");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn turns_waiting_past_the_limit_open_one_pace_apart_while_the_intake_is_busy() {
-        let pressure = std::sync::Arc::new(Pressure::default());
-        let _stuck = pressure.storing();
-        let start = tokio::time::Instant::now();
-        let waiters: Vec<_> = (0..20)
-            .map(|_| {
-                let pressure = pressure.clone();
-                tokio::spawn(async move {
-                    pressure.quiet(MOST).await;
-                    tokio::time::Instant::now() - start
-                })
-            })
-            .collect();
-        let mut opened = Vec::new();
-        for waiter in waiters {
-            opened.push(waiter.await.unwrap());
-        }
-        opened.sort();
-        for (k, at) in opened.iter().enumerate() {
-            let due = MOST + PACE * u32::try_from(k).unwrap();
-            assert!(*at >= due && *at <= due + TICK, "turn {k} at {at:?}");
-        }
-        assert_eq!(pressure.waiting.load(Ordering::SeqCst), 0);
     }
 }
