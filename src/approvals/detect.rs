@@ -246,8 +246,11 @@ mod tests {
 
     /// A Unicode `\b` sends the regex engine off its DFA on the first
     /// non-ASCII byte: 40 000 emoji took 2.3 s to check in a debug build
-    /// (36 ms with ASCII boundaries). Next to an ASCII keyword an ASCII
-    /// boundary matches wherever a Unicode one does, and more.
+    /// (36 ms with ASCII boundaries). Next to an ASCII letter of a keyword
+    /// an ASCII boundary matches wherever a Unicode one does, and more; no
+    /// letter a case-insensitive pattern could match outside ASCII (`ſ`
+    /// for `s`, the Kelvin sign for `k`) borders one, and commands are
+    /// NFKC-normalised before they are matched.
     #[test]
     fn word_boundaries_are_ascii_and_match_next_to_any_text() {
         for pattern in PATTERNS {

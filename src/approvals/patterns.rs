@@ -5,7 +5,9 @@
 //!
 //! Word boundaries are ASCII (`(?-u:\b)`): a Unicode one makes the regex
 //! engine leave its DFA on any non-ASCII input, a slow path a hostile
-//! command could fill with emoji.
+//! command could fill with emoji. Each borders an ASCII letter of its
+//! keyword, none an `s` or `k` of a case-insensitive pattern (`ſ` and the
+//! Kelvin sign fold to them).
 
 /// What a pattern is matched against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -475,7 +475,8 @@ impl Store {
                 // connections otherwise keeps 16 MiB after a burst.
                 .pragma("cache_size", "-1024");
             let file = options.get_filename();
-            if file != Path::new(":memory:") {
+            let in_memory = sqlite_in_memory(url);
+            if !in_memory {
                 let dir = match file.parent() {
                     Some(dir) if !dir.as_os_str().is_empty() => dir,
                     _ => Path::new("."),
@@ -491,10 +492,11 @@ impl Store {
             let pool = sqlite_pool(config.max_connections)
                 .connect_with(options.clone())
                 .await?;
-            // One in-memory database is one pool's.
-            let inbox = match disk {
-                Some(_) => sqlite_pool(inbox::COMMITTERS as u32).connect_lazy_with(options),
-                None => pool.clone(),
+            // A private in-memory database is one pool's.
+            let inbox = if in_memory {
+                pool.clone()
+            } else {
+                sqlite_pool(inbox::COMMITTERS as u32).connect_lazy_with(options)
             };
             (Backend::Sqlite(pool), Backend::Sqlite(inbox))
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
@@ -654,6 +656,15 @@ impl Store {
     }
 }
 
+/// Whether a SQLite URL names a database in memory (`sqlite::memory:`,
+/// `mode=memory`): sqlx gives it a file name of its own making, and no
+/// file holds it.
+fn sqlite_in_memory(url: &str) -> bool {
+    let rest = url.trim_start_matches("sqlite:").trim_start_matches("//");
+    let (database, params) = rest.split_once('?').unwrap_or((rest, ""));
+    database == ":memory:" || params.split('&').any(|p| p == "mode=memory")
+}
+
 /// A pool of `max` connections to a SQLite file. A local file needs no
 /// liveness ping before each query, and no recycling of its connections
 /// (which would also run a reaper task that busy-loops under tokio's
@@ -745,5 +756,50 @@ mod tests {
         let at = order.iter().position(|o| o == "inbox").unwrap();
         assert!(at <= 1, "{order:?}");
         assert_eq!(order.len(), 5);
+    }
+
+    #[test]
+    fn a_database_in_memory_is_told_from_a_file() {
+        for url in [
+            "sqlite::memory:",
+            "sqlite://:memory:",
+            "sqlite://?mode=memory",
+            "sqlite://shared?mode=memory&cache=shared",
+        ] {
+            assert!(super::sqlite_in_memory(url), "{url}");
+        }
+        for url in [
+            "sqlite://data/switchboard.db",
+            "sqlite:///var/lib/switchboard/db.sqlite?mode=rwc",
+            "sqlite://memory.db",
+        ] {
+            assert!(!super::sqlite_in_memory(url), "{url}");
+        }
+    }
+
+    /// In memory, the inbox commits through the store's own pool: a pool
+    /// of its own would be a database of its own.
+    #[tokio::test]
+    async fn an_in_memory_store_keeps_its_deliveries() {
+        let config = crate::config::StorageConfig {
+            url: "sqlite::memory:".into(),
+            ..Default::default()
+        };
+        let store = super::Store::open(&config).await.unwrap();
+        let inserted = store
+            .inbox_insert(&super::NewInboxEvent {
+                platform: "webhook",
+                dedupe_key: "webhook:github:1",
+                session_key: "webhook:github:o/r#1",
+                payload: "{}",
+            })
+            .await
+            .unwrap();
+        let super::InboxInsert::Inserted(id) = inserted else {
+            panic!("{inserted:?}");
+        };
+        let row = store.inbox_event(id).await.unwrap().unwrap();
+        assert_eq!(row.dedupe_key, "webhook:github:1");
+        store.close().await;
     }
 }

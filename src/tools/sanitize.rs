@@ -12,7 +12,7 @@ pub const MAX_ERROR_CHARS: usize = 2000;
 static FRAMING: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(concat!(
         r"(?i)<\|[^|>\n]{0,40}\|>",
-        r"|</?\s*(system|assistant|user|tool|tool_result|tool_call|tool_use|function_call|function_results|im_start|im_end|instructions)(?-u:\b)[^>\n]{0,80}>",
+        r"|</?\s*(system|assistant|user|tool|tool_result|tool_call|tool_use|function_call|function_results|im_start|im_end|instructions)\b[^>\n]{0,80}>",
         r"|```+",
         r"|<!\[CDATA\[|\]\]>",
         r"|\[/?INST\]|<</?SYS>>",

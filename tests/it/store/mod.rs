@@ -695,7 +695,7 @@ async fn a_query_the_server_ends_is_storage_away_and_the_store_comes_back() {
 /// The inbox commits through connections of its own: with every pooled
 /// connection held by a query waiting on a lock (the turns a burst opens,
 /// in the daemon), a delivery is still committed, not queued behind them
-/// until the pool's ten-second wait gives up.
+/// until the pool's wait gives up.
 #[tokio::test]
 async fn a_delivery_commits_while_every_pooled_connection_waits_on_a_lock() {
     let Some(db) = crate::common::PgTestDb::create().await else {
