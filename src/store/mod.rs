@@ -492,7 +492,8 @@ impl Store {
             let pool = sqlite_pool(config.max_connections)
                 .connect_with(options.clone())
                 .await?;
-            // A private in-memory database is one pool's.
+            // In memory, a second pool could open a database of its own
+            // (`cache=private`).
             let inbox = if in_memory {
                 pool.clone()
             } else {
