@@ -2,6 +2,7 @@
 
 use crate::backend_tests;
 
+mod connections;
 mod holds;
 mod search;
 mod turns;
@@ -608,120 +609,6 @@ async fn text_with_nul_bytes_is_stored_on_both_backends(store: Store) {
         store.approval(&record.id).await.unwrap().unwrap().command,
         "rm -rf /tmp/x\u{FFFD}"
     );
-}
-
-/// A PostgreSQL store with one pooled connection, that connection's query
-/// waiting on a lock the test holds.
-struct Locked {
-    store: Store,
-    admin: sqlx::PgPool,
-    lock: sqlx::Transaction<'static, sqlx::Postgres>,
-    waiting: tokio::task::JoinHandle<switchboard::store::Result<Vec<switchboard::store::Session>>>,
-    /// The store's `application_name`.
-    name: String,
-}
-
-async fn pool_waiting_on_a_lock(db: &crate::common::PgTestDb) -> Locked {
-    let name = format!("sb_{}", switchboard::store::new_id());
-    let config = switchboard::config::StorageConfig {
-        url: format!("{}&application_name={name}", db.config.url),
-        max_connections: 1,
-        ..db.config.clone()
-    };
-    let store = Store::open(&config).await.unwrap();
-    let admin = sqlx::PgPool::connect(&crate::common::postgres_url())
-        .await
-        .unwrap();
-    let mut lock = admin.begin().await.unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "LOCK TABLE {}.sessions IN ACCESS EXCLUSIVE MODE",
-        db.schema()
-    )))
-    .execute(&mut *lock)
-    .await
-    .unwrap();
-    let waiting = tokio::spawn({
-        let store = store.clone();
-        async move { store.list_sessions(1).await }
-    });
-    crate::common::eventually("the store's query waits on the lock", || async {
-        sqlx::query_scalar::<_, i64>(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
-        )
-        .bind(&name)
-        .fetch_one(&admin)
-        .await
-        .unwrap()
-            == 1
-    })
-    .await;
-    Locked {
-        store,
-        admin,
-        lock,
-        waiting,
-        name,
-    }
-}
-
-/// A PostgreSQL restart ends every connection with `57P01` (terminating
-/// connection due to administrator command), also one in the middle of a
-/// query: the store says so as storage away (retryable, so a turn waits
-/// instead of failing) and takes a new connection once the server answers.
-#[tokio::test]
-async fn a_query_the_server_ends_is_storage_away_and_the_store_comes_back() {
-    let Some(db) = crate::common::PgTestDb::create().await else {
-        return;
-    };
-    let locked = pool_waiting_on_a_lock(&db).await;
-    let ended: Vec<bool> = sqlx::query_scalar(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
-    )
-    .bind(&locked.name)
-    .fetch_all(&locked.admin)
-    .await
-    .unwrap();
-    assert_eq!(ended, [true]);
-    let err = locked.waiting.await.unwrap().unwrap_err();
-    assert!(err.is_retryable(), "{err:?}");
-    locked.lock.rollback().await.unwrap();
-    locked.store.list_sessions(1).await.unwrap();
-    locked.store.ping().await.unwrap();
-    locked.store.close().await;
-    locked.admin.close().await;
-    db.drop().await;
-}
-
-/// The inbox commits through connections of its own: with every pooled
-/// connection held by a query waiting on a lock (the turns a burst opens,
-/// in the daemon), a delivery is still committed, not queued behind them
-/// until the pool's wait gives up.
-#[tokio::test]
-async fn a_delivery_commits_while_every_pooled_connection_waits_on_a_lock() {
-    let Some(db) = crate::common::PgTestDb::create().await else {
-        return;
-    };
-    let locked = pool_waiting_on_a_lock(&db).await;
-    let inserted = locked
-        .store
-        .inbox_insert(&NewInboxEvent {
-            platform: "webhook",
-            dedupe_key: "webhook:github:while-locked",
-            session_key: "webhook:github:o/r#1",
-            payload: "{}",
-        })
-        .await
-        .unwrap();
-    assert!(matches!(inserted, InboxInsert::Inserted(_)), "{inserted:?}");
-    assert!(
-        !locked.waiting.is_finished(),
-        "the lock was held throughout"
-    );
-    locked.lock.rollback().await.unwrap();
-    locked.waiting.await.unwrap().unwrap();
-    locked.store.close().await;
-    locked.admin.close().await;
-    db.drop().await;
 }
 
 async fn a_waiting_message_is_found_by_its_id_and_revised(store: Store) {

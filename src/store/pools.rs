@@ -1,0 +1,67 @@
+//! The SQLite pools a store opens: the main one and the inbox's own.
+
+use std::time::Duration;
+
+use sqlx::sqlite::SqlitePoolOptions;
+
+/// Whether a SQLite URL names a database in memory (`sqlite::memory:`,
+/// `mode=memory`): sqlx gives it a file name of its own making, and no
+/// file holds it.
+pub(super) fn sqlite_in_memory(url: &str) -> bool {
+    let rest = url.trim_start_matches("sqlite:").trim_start_matches("//");
+    let (database, params) = rest.split_once('?').unwrap_or((rest, ""));
+    database == ":memory:" || params.split('&').any(|p| p == "mode=memory")
+}
+
+/// A pool of `max` connections to a SQLite file. A local file needs no
+/// liveness ping before each query, and no recycling of its connections
+/// (which would also run a reaper task that busy-loops under tokio's
+/// paused test clock). A transaction SQLite ended itself is caught as the
+/// connection is next taken.
+pub(super) fn sqlite_pool(max: u32) -> SqlitePoolOptions {
+    SqlitePoolOptions::new()
+        .test_before_acquire(false)
+        .idle_timeout(None)
+        .max_lifetime(None)
+        .max_connections(max)
+        .acquire_timeout(Duration::from_secs(10))
+        .before_acquire(|conn, _| {
+            Box::pin(async move {
+                use sqlx::Connection;
+                if !conn.is_in_transaction() {
+                    return Ok(true);
+                }
+                // A transaction dropped unfinished is rolled back on the
+                // connection's worker; the ping waits for that. A count
+                // still above zero means SQLite had ended it itself (a
+                // COMMIT refused for a full disk is rolled back by SQLite,
+                // so sqlx's ROLLBACK fails): the connection is closed, or
+                // its next transaction would be a savepoint that never
+                // commits and holds the write lock.
+                conn.ping().await?;
+                Ok(!conn.is_in_transaction())
+            })
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_database_in_memory_is_told_from_a_file() {
+        for url in [
+            "sqlite::memory:",
+            "sqlite://:memory:",
+            "sqlite://?mode=memory",
+            "sqlite://shared?mode=memory&cache=shared",
+        ] {
+            assert!(super::sqlite_in_memory(url), "{url}");
+        }
+        for url in [
+            "sqlite://data/switchboard.db",
+            "sqlite:///var/lib/switchboard/db.sqlite?mode=rwc",
+            "sqlite://memory.db",
+        ] {
+            assert!(!super::sqlite_in_memory(url), "{url}");
+        }
+    }
+}
