@@ -646,7 +646,9 @@ async fn metrics_upkeep(stop: CancellationToken) {
 }
 
 /// Keeps SQLite's full-text index of messages caught up and its
-/// write-ahead log short, off the request path. Nothing runs while the
+/// write-ahead log short, off the request path: every second, and a
+/// checkpoint as soon as the intake has left enough of the log uncopied
+/// (`Store::log_grown`). Nothing runs while the
 /// log stays as the last complete round left it: an idle daemon touches
 /// neither the database nor the code that reads it.
 async fn storage_upkeep(store: Store, stop: CancellationToken) {
@@ -655,6 +657,12 @@ async fn storage_upkeep(store: Store, stop: CancellationToken) {
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
+            () = store.log_grown() => {
+                if let Err(err) = store.checkpoint_grown().await {
+                    tracing::debug!(error = %err, "checkpoint skipped");
+                }
+                settled = None;
+            }
             _ = ticker.tick() => {
                 let mark = store.log_mark();
                 if mark.is_some() && mark == settled {

@@ -157,14 +157,15 @@ pub(super) enum Known {
 }
 
 /// Ends the session of `key` when its reset policy says so, telling the
-/// user. `open`: the loaded conversation's session id and last activity;
-/// without it the session is `known`, or else read.
+/// user (the turn leaves its `place` first). `open`: the loaded
+/// conversation's session id and last activity; without it the session is
+/// `known`, or else read.
 pub(super) async fn apply_reset(
     inner: &Arc<Inner>,
     key: &str,
     event: &InboundEvent,
-    open: Option<(String, i64)>,
-    known: Known,
+    (open, known): (Option<(String, i64)>, Known),
+    place: &mut super::pressure::Place<'_>,
 ) -> Reset {
     let (open, read) = match (open, known) {
         (Some(open), _) => (Some(open), Known::Unread),
@@ -195,6 +196,7 @@ pub(super) async fn apply_reset(
     match inner.store.end_session(&id, reason.end_reason()).await {
         Ok(_) => {
             tracing::info!(session.key = %key, reason = reason.end_reason(), "session reset");
+            place.leave();
             inner.replies.notice(event, &reason.notice(&policy)).await;
             Reset::Done
         }

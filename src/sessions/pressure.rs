@@ -1,23 +1,33 @@
 //! Turns yield to the intake. Storing a delivery is what its sender waits
-//! for; opening a turn (its job started in storage, the conversation read,
-//! the model asked) is not, and a burst of deliveries for sessions not yet
-//! live opens as many turns as deliveries. They would share the cores and
-//! the database's writer with the intake and make every sender wait, so a
-//! turn about to open waits until the intake has been quiet for [`QUIET`]
-//! (a burst's deliveries come closer together than that) — no longer than
-//! [`MOST`], so a steady stream of them does not starve the agents.
+//! for; opening a turn (its job started in storage, the conversation read
+//! and built) is not, and a burst of deliveries for sessions not yet live
+//! opens as many turns as sessions. They would share the cores and the
+//! database with the intake and make every sender wait, so a turn about to
+//! open waits while deliveries are being stored, or came less than
+//! [`QUIET`] apart (a burst's, not a steady stream's) — no longer than
+//! [`MOST`], so a busy intake does not starve the agents. Then at most
+//! [`OPENING`] turns open at once, in the order they came: the turns a
+//! long burst leaves waiting open one after another beside the intake, not
+//! all together in the middle of it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore, SemaphorePermit};
 use tokio::time::Instant;
 
 /// The longest a turn waits for the intake to be quiet.
 pub(super) const MOST: Duration = Duration::from_secs(1);
 
-/// How long without a delivery the intake counts as quiet.
-const QUIET: Duration = Duration::from_millis(20);
+/// How long after a delivery started the intake still counts as busy:
+/// deliveries closer together than this overlap (a burst's do).
+const QUIET: Duration = Duration::from_millis(2);
+
+/// How often the watching turn looks again while deliveries are stored.
+const LOOK: Duration = Duration::from_millis(5);
+
+/// Turns opening at once.
+const OPENING: usize = 2;
 
 /// Deliveries being stored now, and when the last one started.
 #[derive(Debug)]
@@ -30,6 +40,8 @@ pub(super) struct Pressure {
     /// leave thousands waiting), and wakes the others.
     watching: AtomicBool,
     woken: Notify,
+    /// The turns opening now.
+    opening: Semaphore,
 }
 
 impl Default for Pressure {
@@ -40,6 +52,7 @@ impl Default for Pressure {
             since: Instant::now(),
             watching: AtomicBool::new(false),
             woken: Notify::new(),
+            opening: Semaphore::new(OPENING),
         }
     }
 }
@@ -51,6 +64,20 @@ impl Drop for Watcher<'_> {
     fn drop(&mut self) {
         self.0.watching.store(false, Ordering::SeqCst);
         self.0.woken.notify_waiters();
+    }
+}
+
+/// A turn's place among those opening, held while it works on this
+/// machine (storage, the conversation built) until it opens, or leaves
+/// the place earlier to wait on anything outside (a platform, a service):
+/// the places bound the work opening turns put beside the intake, not the
+/// time they wait for others.
+pub(super) struct Place<'a>(Option<SemaphorePermit<'a>>);
+
+impl Place<'_> {
+    /// Gives the place to the next turn.
+    pub(super) fn leave(&mut self) {
+        self.0 = None;
     }
 }
 
@@ -84,14 +111,27 @@ impl Pressure {
             .saturating_sub(Duration::from_micros(last));
         match QUIET.checked_sub(since) {
             Some(left) if !left.is_zero() => left,
-            _ if self.storing.load(Ordering::SeqCst) > 0 => QUIET,
+            _ if self.storing.load(Ordering::SeqCst) > 0 => LOOK,
             _ => Duration::ZERO,
         }
     }
 
-    /// Returns once the intake is quiet, or after `most`.
-    pub(super) async fn quiet(&self, most: Duration) {
-        let until = Instant::now() + most;
+    /// Waits for the intake to be quiet, then for a [`place`](Self::place).
+    pub(super) async fn open(&self) -> Place<'_> {
+        self.quiet().await;
+        self.place().await
+    }
+
+    /// One of the [`OPENING`] places of the turns opening now, in the
+    /// order asked for.
+    pub(super) async fn place(&self) -> Place<'_> {
+        // The places are never closed.
+        Place(self.opening.acquire().await.ok())
+    }
+
+    /// Returns once the intake is quiet, or after [`MOST`].
+    pub(super) async fn quiet(&self) {
+        let until = Instant::now() + MOST;
         loop {
             if self.busy_for().is_zero() || Instant::now() >= until {
                 return;
@@ -128,10 +168,10 @@ mod tests {
     async fn a_turn_waits_for_the_last_delivery_or_the_limit() {
         let pressure = std::sync::Arc::new(Pressure::default());
         let start = tokio::time::Instant::now();
-        pressure.quiet(MOST).await;
+        pressure.quiet().await;
         assert_eq!(start.elapsed(), Duration::ZERO, "nothing stored: no wait");
         drop(pressure.storing());
-        pressure.quiet(MOST).await;
+        pressure.quiet().await;
         let waited = start.elapsed();
         assert!(waited >= QUIET && waited <= QUIET + TICK, "{waited:?}");
 
@@ -142,7 +182,7 @@ mod tests {
             .map(|_| {
                 let pressure = pressure.clone();
                 tokio::spawn(async move {
-                    pressure.quiet(MOST).await;
+                    pressure.quiet().await;
                     tokio::time::Instant::now()
                 })
             })
@@ -153,7 +193,7 @@ mod tests {
             let waited = waiter.await.unwrap() - start;
             let least = Duration::from_millis(300);
             assert!(
-                waited >= least && waited <= least + QUIET + TICK,
+                waited >= least && waited <= least + LOOK + TICK,
                 "{waited:?}"
             );
         }
@@ -161,7 +201,51 @@ mod tests {
 
         let _stuck = pressure.storing();
         let start = tokio::time::Instant::now();
-        pressure.quiet(MOST).await;
+        pressure.quiet().await;
         assert_eq!(start.elapsed(), MOST, "never quiet: the limit");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_steady_stream_of_deliveries_holds_no_turn_back() {
+        // Fifty a second, each stored in a millisecond: they never overlap,
+        // and a turn asked for 5 ms after one opens at once.
+        let pressure = Pressure::default();
+        for _ in 0..10 {
+            let storing = pressure.storing();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            drop(storing);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let start = tokio::time::Instant::now();
+            pressure.quiet().await;
+            assert_eq!(start.elapsed(), Duration::ZERO);
+            tokio::time::sleep(Duration::from_millis(14)).await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn turns_open_a_few_at_a_time_in_the_order_they_came() {
+        let pressure = std::sync::Arc::new(Pressure::default());
+        let now = std::sync::Arc::new(AtomicUsize::new(0));
+        let most = std::sync::Arc::new(AtomicUsize::new(0));
+        let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut turns = Vec::new();
+        for turn in 0..10 {
+            let (pressure, now, most, order) =
+                (pressure.clone(), now.clone(), most.clone(), order.clone());
+            turns.push(tokio::spawn(async move {
+                let _place = pressure.open().await;
+                order.lock().unwrap().push(turn);
+                most.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                now.fetch_sub(1, Ordering::SeqCst);
+            }));
+            // Each asks for its place before the next comes.
+            tokio::task::yield_now().await;
+        }
+        for turn in turns {
+            turn.await.unwrap();
+        }
+        assert_eq!(most.load(Ordering::SeqCst), OPENING);
+        assert_eq!(*order.lock().unwrap(), (0..10).collect::<Vec<_>>());
     }
 }

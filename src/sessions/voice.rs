@@ -26,6 +26,14 @@ pub(super) enum Heard {
     Unanswerable(String),
 }
 
+/// Whether `event` carries audio to hear.
+pub(super) fn audible(event: &InboundEvent) -> bool {
+    event
+        .attachments
+        .iter()
+        .any(|a| a.kind == AttachmentKind::Audio)
+}
+
 /// Hears the audio of inbox event `inbox_id` (session `key`) into its text.
 pub(super) async fn hear(
     inner: &Arc<Inner>,

@@ -16,6 +16,7 @@ use super::live::{Draft, Shown};
 use super::manager::Inner;
 use super::opening::{Ahead, Known, Reset, apply_reset, open_conversation, start};
 use super::outbox;
+use super::pressure::Place;
 use super::revisions::Change;
 use crate::agent::layer::Opened;
 use crate::agent::{AgentError, Conversation, Turn};
@@ -414,16 +415,16 @@ async fn run_job(
         }
         None => {}
     }
-    // The turn opens once a burst of deliveries is stored: its start in
-    // storage is a write the burst's batches would take turns with, one
-    // per session the burst opens. Stopped meanwhile, the event stays in
-    // the inbox for the next run.
-    tokio::select! {
+    // The turn opens once a burst of deliveries is stored, a few turns at
+    // a time (`pressure`): its start in storage is a write the burst's
+    // batches would take turns with, one per session the burst opens.
+    // Stopped meanwhile, the event stays in the inbox for the next run.
+    let mut place = tokio::select! {
         biased;
         () = inner.stop.cancelled() => return,
         () = context.ended.cancelled() => return,
-        () = inner.pressure.quiet(super::pressure::MOST) => {}
-    }
+        place = inner.pressure.open() => place,
+    };
     let Some(ahead) = start(inner, key, conversation, inbox_id, &event).await else {
         // Processed already (a second job for it, from another replica's
         // notice or a takeover's read of the inbox).
@@ -432,6 +433,11 @@ async fn run_job(
         }
         return;
     };
+    if resumed || super::voice::audible(&event) {
+        // Hearing a voice note, or finding what a broken-off turn showed,
+        // waits on a service or a platform.
+        place.leave();
+    }
     if let super::voice::Heard::Unanswerable(notice) =
         super::voice::hear(inner, key, inbox_id, &mut event).await
     {
@@ -451,7 +457,7 @@ async fn run_job(
         state,
         conversation,
         (inbox_id, &event, resumed),
-        ahead,
+        (ahead, place),
     )
     .await;
     let shown = match draft {
@@ -550,7 +556,7 @@ async fn answer(
     state: &WorkerState,
     conversation: &mut Option<(Conversation, i64)>,
     (inbox_id, event, resumed): (i64, &InboundEvent, bool),
-    ahead: Ahead,
+    (ahead, mut place): (Ahead, Place<'_>),
 ) -> Answered {
     // Set once this event's turn broke off (a crash before, or storage
     // now): what was stored of it is picked up instead of starting over.
@@ -564,7 +570,7 @@ async fn answer(
             .as_ref()
             .map(|(c, last)| (c.session().id.clone(), *last));
         if !again {
-            known = match apply_reset(inner, key, event, open, known).await {
+            known = match apply_reset(inner, key, event, (open, known), &mut place).await {
                 Reset::Done => {
                     *conversation = None;
                     Known::Unread
@@ -579,6 +585,7 @@ async fn answer(
                     *conversation = Some((c, last));
                 }
                 Err(_) if inner.store.is_away().await => {
+                    place.leave();
                     if !inner.store.until_back(&inner.stop).await {
                         return Answered::Stopped;
                     }
@@ -592,6 +599,8 @@ async fn answer(
                 }
             }
         }
+        // Open: what follows waits on the forge and the model.
+        place.leave();
         let Some((conv, last_active)) = conversation.as_mut() else {
             return Answered::Unopened;
         };

@@ -249,17 +249,26 @@ fn keys_in<'a>(
 /// gathered and waits at the door, so the writer never waits for a batch.
 pub(super) const COMMITTERS: usize = 2;
 
+/// SQLite: the write-ahead log's index, and whom to wake when a batch
+/// leaves [`EARLY_CHECKPOINT`](super::checkpoints::EARLY_CHECKPOINT) of its frames
+/// uncopied ([`Store::log_grown`]).
+pub(super) type LogWatch = Option<(
+    std::sync::Arc<std::path::Path>,
+    std::sync::Arc<tokio::sync::Notify>,
+)>;
+
 /// Takes what is queued, commits it together, answers each caller. A
 /// failed batch is retried one event at a time, so one bad event fails
 /// alone. Ends when every store handle is gone.
 pub(super) fn start_group_commit(
     backend: Backend,
     gate: std::sync::Arc<super::WriteGate>,
+    log: LogWatch,
 ) -> InboxQueue {
     let (tx, rx) = mpsc::channel::<Queued>(4 * BATCH);
     let rx = std::sync::Arc::new(tokio::sync::Mutex::new(rx));
     for _ in 0..COMMITTERS {
-        let (backend, rx, gate) = (backend.clone(), rx.clone(), gate.clone());
+        let (backend, rx, gate, log) = (backend.clone(), rx.clone(), gate.clone(), log.clone());
         tokio::spawn(async move {
             let mut batch = Vec::with_capacity(BATCH);
             loop {
@@ -281,11 +290,18 @@ pub(super) fn start_group_commit(
                 }
                 // SQLite writes one transaction at a time, the inbox's
                 // first (`WriteGate`); PostgreSQL writes side by side.
-                let _turn = match backend {
+                let turn = match backend {
                     Backend::Sqlite(_) => Some(gate.first().await),
                     Backend::Postgres(_) => None,
                 };
                 commit(&backend, &mut batch).await;
+                drop(turn);
+                if let Some((index, grown)) = &log
+                    && super::log_index::frames(index)
+                        .is_some_and(|f| f.uncopied() >= super::checkpoints::EARLY_CHECKPOINT)
+                {
+                    grown.notify_one();
+                }
             }
         });
     }
@@ -314,9 +330,10 @@ impl Store {
     /// Commits an event unless one with the same dedupe key exists. Returns
     /// once it is durable; concurrent calls share a transaction.
     pub async fn inbox_insert(&self, event: &NewInboxEvent<'_>) -> Result<InboxInsert> {
-        let queue = self
-            .inbox_queue
-            .get_or_init(|| start_group_commit(self.inbox_backend.clone(), self.gate.clone()));
+        let queue = self.inbox_queue.get_or_init(|| {
+            let log = (self.log_index.clone()).map(|index| (index, self.log_grown.clone()));
+            start_group_commit(self.inbox_backend.clone(), self.gate.clone(), log)
+        });
         let (reply, answer) = oneshot::channel();
         let queued = Queued {
             platform: event.platform.to_string(),

@@ -35,6 +35,40 @@ pub(super) fn mark(path: &Path) -> Option<LogMark> {
     (first == second).then(|| LogMark(first.try_into().unwrap_or([0; HEADER])))
 }
 
+/// The frames of a write-ahead log, and how many of them a checkpoint
+/// copied into the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Frames {
+    pub(super) written: u32,
+    pub(super) copied: u32,
+}
+
+impl Frames {
+    pub(super) fn uncopied(self) -> u32 {
+        self.written.saturating_sub(self.copied)
+    }
+}
+
+/// The frames of the write-ahead log whose index is at `path`: the
+/// header's last frame (`mxFrame`, at byte 16, in the machine's byte
+/// order) and the checkpoint's count (`nBackfill`, right after the two
+/// copies of the header). `None` as for [`mark`].
+/// <https://www.sqlite.org/walformat.html>
+pub(super) fn frames(path: &Path) -> Option<Frames> {
+    let index = open(path)?;
+    let mut head = [0; 2 * HEADER + 4];
+    index.read_exact_at(&mut head, 0).ok()?;
+    let (first, rest) = head.split_at(HEADER);
+    if first != &rest[..HEADER] {
+        return None;
+    }
+    let word = |at: usize| u32::from_ne_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+    Some(Frames {
+        written: word(16),
+        copied: word(2 * HEADER),
+    })
+}
+
 /// The open index at `path`, opened on first use and again only if the
 /// path now names another file (the one before is kept open: see the
 /// module's comment).

@@ -9,6 +9,7 @@
 
 mod approvals;
 mod audit;
+mod checkpoints;
 mod console;
 mod cron;
 mod deliveries;
@@ -433,6 +434,9 @@ pub struct Store {
     /// points at (SQLite follows links); none under a VFS named in the URL,
     /// which may keep the index in memory and leave a stale file.
     log_index: Option<std::sync::Arc<Path>>,
+    /// SQLite: woken when the inbox's commits left the write-ahead log
+    /// long enough to copy in the background ([`Store::log_grown`]).
+    log_grown: std::sync::Arc<tokio::sync::Notify>,
     /// PostgreSQL: notices on their way out (see `notify_soon`).
     notices: std::sync::Arc<std::sync::OnceLock<tokio::sync::mpsc::Sender<(&'static str, String)>>>,
     /// PostgreSQL: what this schema's notice channels end with (see
@@ -467,9 +471,14 @@ impl Store {
                 .busy_timeout(Duration::from_millis(config.busy_timeout_ms))
                 .foreign_keys(true)
                 // The daemon checkpoints in the background (see
-                // `checkpoint`); this is only the safety net, so writers
-                // rarely pay for a checkpoint inside a commit.
-                .pragma("wal_autocheckpoint", "10000")
+                // `checkpoint` and `log_grown`) long before this, which is
+                // the safety net and what resets a log written all the
+                // while: the commit that crosses it checkpoints, with
+                // little left to copy.
+                .pragma(
+                    "wal_autocheckpoint",
+                    checkpoints::AUTOCHECKPOINT.to_string(),
+                )
                 // 1 MiB of page cache per connection, not SQLite's 2 MiB:
                 // the kernel caches the file too, and a pool of busy
                 // connections otherwise keeps 16 MiB after a burst.
@@ -541,6 +550,7 @@ impl Store {
             disk,
             file: db_file,
             log_index,
+            log_grown: Default::default(),
             notices: Default::default(),
             scope: scope.into(),
         })
@@ -569,21 +579,6 @@ impl Store {
             .map_err(|_| StoreError::Busy {
                 file: file.display().to_string(),
             })
-    }
-
-    /// SQLite: copies the write-ahead log into the database without
-    /// blocking readers or writers (a passive checkpoint), and says whether
-    /// every frame of the log got copied. PostgreSQL: does nothing. The
-    /// daemon calls it every second.
-    pub async fn checkpoint(&self) -> Result<bool> {
-        let Backend::Sqlite(pool) = &self.backend else {
-            return Ok(true);
-        };
-        let (busy, frames, copied): (i64, i64, i64) =
-            sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
-                .fetch_one(pool)
-                .await?;
-        Ok(busy == 0 && frames == copied)
     }
 
     /// A SQLite file: a mark of its write-ahead log that changes with every

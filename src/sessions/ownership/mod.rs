@@ -129,7 +129,7 @@ const MISSED_AFTER_MS: i64 = 2000;
 /// An event stored this long ago whose session nobody owns was not taken
 /// over by its replica (which died, or could not): the sweep takes it. Its
 /// replica waits up to [`MOST`](super::pressure::MOST) for the intake's
-/// quiet first.
+/// quiet first, then for its place among the sessions being taken.
 const UNOWNED_AFTER_MS: i64 = 2000;
 
 /// The relay kind of a question's button pressed on another replica.
@@ -200,7 +200,7 @@ impl SessionManager {
         // Waiting, it counts against `max_pending` as a queued event does.
         inner.mailboxes.waiting();
         self.inner.tracker.spawn(async move {
-            inner.pressure.quiet(super::pressure::MOST).await;
+            inner.pressure.quiet().await;
             if let Some(own) = &inner.ownership {
                 match adopt(&inner, own, &key, Some((inbox_id, done))).await {
                     Ok(Adopted::Taken | Adopted::Runs) => {}
@@ -494,6 +494,9 @@ pub(super) async fn adopt(
     if inner.stop.is_cancelled() {
         return Ok(Adopted::Elsewhere);
     }
+    // Taking it is a few trips to the database: a few sessions at a time
+    // (`pressure`).
+    let _place = inner.pressure.place().await;
     // The term ends when the lease is lost, not when the daemon stops: a
     // draining replica finishes the running turn and sends its answer
     // under the lease, then hands the session over.

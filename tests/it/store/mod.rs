@@ -2,6 +2,7 @@
 
 use crate::backend_tests;
 
+mod checkpoints;
 mod connections;
 mod holds;
 mod search;
