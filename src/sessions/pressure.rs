@@ -116,15 +116,10 @@ impl Pressure {
         }
     }
 
-    /// Waits for the intake to be quiet, then for a [`place`](Self::place).
+    /// Waits for the intake to be quiet, then for one of the [`OPENING`]
+    /// places of the turns opening now, in the order asked for.
     pub(super) async fn open(&self) -> Place<'_> {
         self.quiet().await;
-        self.place().await
-    }
-
-    /// One of the [`OPENING`] places of the turns opening now, in the
-    /// order asked for.
-    pub(super) async fn place(&self) -> Place<'_> {
         // The places are never closed.
         Place(self.opening.acquire().await.ok())
     }

@@ -584,16 +584,16 @@ async fn answer(
                     let last = c.session().last_active_at;
                     *conversation = Some((c, last));
                 }
-                Err(_) if inner.store.is_away().await => {
-                    place.leave();
-                    if !inner.store.until_back(&inner.stop).await {
-                        return Answered::Stopped;
-                    }
-                    again = true;
-                    known = Known::Unread;
-                    continue;
-                }
                 Err(err) => {
+                    place.leave();
+                    if inner.store.is_away().await {
+                        if !inner.store.until_back(&inner.stop).await {
+                            return Answered::Stopped;
+                        }
+                        again = true;
+                        known = Known::Unread;
+                        continue;
+                    }
                     tracing::error!(session.key = %key, error = %err, "cannot open the session");
                     return Answered::Unopened;
                 }

@@ -32,28 +32,37 @@ impl Store {
         let Backend::Sqlite(pool) = &self.backend else {
             return Ok(true);
         };
-        let (busy, frames, copied): (i64, i64, i64) =
-            sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
-                .fetch_one(pool)
-                .await?;
-        Ok(busy == 0 && frames == copied)
+        passive(&mut *pool.acquire().await?).await
     }
 
     /// SQLite, once the log has [`grown`](Self::log_grown): a checkpoint
-    /// beside the writers and, once the log is [`RESTART_AT`] frames long,
+    /// beside the writers and, once the log is [`RESTART_AT`] frames long
+    /// and that checkpoint left fewer than [`EARLY_CHECKPOINT`] uncopied,
     /// a second one between two of their turns (the inbox's commits wait
-    /// for it as for another write): it copies the few frames written
-    /// during the first, so the next commit starts the log over.
+    /// for it as for another write): it copies those few, so the next
+    /// commit starts the log over. A first checkpoint that could not copy
+    /// (another one running, a reader on an old snapshot) leaves the
+    /// second to a later round: copying the whole log between two writes
+    /// is the stall this avoids.
     pub async fn checkpoint_grown(&self) -> Result<()> {
-        self.checkpoint().await?;
-        let Some(index) = self.log_index.as_deref() else {
+        let Backend::Sqlite(pool) = &self.backend else {
             return Ok(());
         };
-        if log_index::frames(index).is_some_and(|f| f.written >= RESTART_AT) {
-            let _turn = self.gate.first().await;
-            self.checkpoint().await?;
+        passive(&mut *pool.acquire().await?).await?;
+        let close = (self.log_index.as_deref())
+            .and_then(log_index::frames)
+            .is_some_and(|f| f.written >= RESTART_AT && f.uncopied() < EARLY_CHECKPOINT);
+        if !close {
+            return Ok(());
         }
-        Ok(())
+        // The writers take their turn before their connection: this takes
+        // a connection only once it has its turn, and none is left waiting
+        // for one while they wait for it.
+        let _turn = self.gate.first().await;
+        match pool.try_acquire() {
+            Some(mut conn) => passive(&mut conn).await.map(drop),
+            None => Ok(()),
+        }
     }
 
     /// Returns once the inbox's commits have left [`EARLY_CHECKPOINT`]
@@ -64,4 +73,12 @@ impl Store {
     pub async fn log_grown(&self) {
         self.log_grown.notified().await;
     }
+}
+
+/// A passive checkpoint on `conn`: whether it copied every frame.
+async fn passive(conn: &mut sqlx::SqliteConnection) -> Result<bool> {
+    let (busy, frames, copied): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
+        .fetch_one(conn)
+        .await?;
+    Ok(busy == 0 && frames == copied)
 }

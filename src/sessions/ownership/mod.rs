@@ -129,7 +129,7 @@ const MISSED_AFTER_MS: i64 = 2000;
 /// An event stored this long ago whose session nobody owns was not taken
 /// over by its replica (which died, or could not): the sweep takes it. Its
 /// replica waits up to [`MOST`](super::pressure::MOST) for the intake's
-/// quiet first, then for its place among the sessions being taken.
+/// quiet first.
 const UNOWNED_AFTER_MS: i64 = 2000;
 
 /// The relay kind of a question's button pressed on another replica.
@@ -494,9 +494,6 @@ pub(super) async fn adopt(
     if inner.stop.is_cancelled() {
         return Ok(Adopted::Elsewhere);
     }
-    // Taking it is a few trips to the database: a few sessions at a time
-    // (`pressure`).
-    let _place = inner.pressure.place().await;
     // The term ends when the lease is lost, not when the daemon stops: a
     // draining replica finishes the running turn and sends its answer
     // under the lease, then hands the session over.
