@@ -135,6 +135,28 @@ async fn a_telegram_voice_note_is_heard_quoted_and_answered_once() {
     s.daemon.shutdown().await;
 }
 
+/// Hearing a note waits on a service: the turn leaves its place among the
+/// turns opening (two) first, and a third note is heard meanwhile.
+#[tokio::test]
+async fn notes_are_heard_side_by_side_beyond_the_turns_opening_at_once() {
+    let users = [ANN, 1002, 1003];
+    let replies = users.map(|_| Reply::Json(text("Noted.")));
+    let s = telegram(replies.into(), |c| c.telegram.allowed_users = users.into()).await;
+    s.heard.hold();
+    for (n, user) in users.into_iter().enumerate() {
+        let said = format!("note number {n}");
+        let id = format!("vn{n}");
+        s.tg.file(&id, &format!("voice/file_{n}.oga"), said.as_bytes());
+        s.tg.push(FakeTelegram::voice(user, 40 + n as i64, &id, 3, said.len()));
+    }
+    s.heard.wait(3).await;
+    s.heard.release();
+    let sent = s.tg.wait("sendMessage", 6).await;
+    let answers = sent.iter().filter(|c| c.body["text"] == "Noted.").count();
+    assert_eq!(answers, 3, "{:?}", sent_texts(&s.tg));
+    s.daemon.shutdown().await;
+}
+
 #[tokio::test]
 async fn without_transcription_the_sender_is_told_and_nothing_is_asked() {
     let s = telegram(vec![], |c| c.transcription.base_url = String::new()).await;

@@ -29,10 +29,12 @@ pub struct Heard {
     pub audio: Vec<u8>,
 }
 
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct Shared {
     requests: Arc<Mutex<Vec<Heard>>>,
     failures: Arc<Mutex<VecDeque<(u16, Value)>>>,
+    /// While true, requests are read and then held unanswered.
+    held: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 pub struct FakeTranscriber {
@@ -43,7 +45,11 @@ pub struct FakeTranscriber {
 
 impl FakeTranscriber {
     pub async fn start() -> Self {
-        let shared = Shared::default();
+        let shared = Shared {
+            requests: Default::default(),
+            failures: Default::default(),
+            held: Arc::new(tokio::sync::watch::Sender::new(false)),
+        };
         let app = Router::new()
             .route("/v1/audio/transcriptions", post(transcribe))
             .with_state(shared.clone());
@@ -57,6 +63,15 @@ impl FakeTranscriber {
     /// Answers the next requests with these statuses and bodies, in turn.
     pub fn fail(&self, answers: Vec<(u16, Value)>) {
         self.shared.failures.lock().unwrap().extend(answers);
+    }
+
+    /// Holds every request, once read, until [`release`](Self::release).
+    pub fn hold(&self) {
+        self.shared.held.send_replace(true);
+    }
+
+    pub fn release(&self) {
+        self.shared.held.send_replace(false);
     }
 
     pub fn requests(&self) -> Vec<Heard> {
@@ -116,6 +131,7 @@ async fn transcribe(
     let said = String::from_utf8_lossy(&heard.audio).into_owned();
     let missing_file = heard.file_name.is_empty();
     shared.requests.lock().unwrap().push(heard);
+    let _ = shared.held.subscribe().wait_for(|held| !held).await;
     if let Some((status, body)) = shared.failures.lock().unwrap().pop_front() {
         return (StatusCode::from_u16(status).unwrap(), Json(body)).into_response();
     }
