@@ -57,9 +57,13 @@ impl Store {
         }
         // The writers take their turn before their connection: this takes
         // a connection only once it has its turn, and none is left waiting
-        // for one while they wait for it.
+        // for one while they wait for it. The inbox's are idle while
+        // another holds the turn; the store's may all be busy with turns.
         let _turn = self.gate.first().await;
-        match pool.try_acquire() {
+        let Backend::Sqlite(inbox) = &self.inbox_backend else {
+            return Ok(());
+        };
+        match inbox.try_acquire() {
             Some(mut conn) => passive(&mut conn).await.map(drop),
             None => Ok(()),
         }
