@@ -648,9 +648,9 @@ async fn metrics_upkeep(stop: CancellationToken) {
 /// Keeps SQLite's full-text index of messages caught up and its
 /// write-ahead log short, off the request path: every second, and a
 /// checkpoint as soon as the intake has left enough of the log uncopied
-/// (`Store::log_grown`). Nothing runs while the
-/// log stays as the last complete round left it: an idle daemon touches
-/// neither the database nor the code that reads it.
+/// (`Store::log_grown`). Nothing runs while the log stays as the last
+/// complete round left it: an idle daemon touches neither the database nor
+/// the code that reads it.
 async fn storage_upkeep(store: Store, stop: CancellationToken) {
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
     let mut settled = None;
