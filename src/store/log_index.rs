@@ -28,11 +28,24 @@ pub struct LogMark([u8; HEADER]);
 /// The index at `path`'s header, or `None` when it is missing, not a
 /// regular file, or caught while it is written (the copies differ).
 pub(super) fn mark(path: &Path) -> Option<LogMark> {
+    read(path).map(|(header, _)| LogMark(header))
+}
+
+/// The index at `path`'s header (as [`mark`]) and the checkpoint's count
+/// of frames copied (`nBackfill`, right after the header's two copies).
+fn read(path: &Path) -> Option<([u8; HEADER], u32)> {
     let index = open(path)?;
-    let mut copies = [0; 2 * HEADER];
-    index.read_exact_at(&mut copies, 0).ok()?;
-    let (first, second) = copies.split_at(HEADER);
-    (first == second).then(|| LogMark(first.try_into().unwrap_or([0; HEADER])))
+    let mut head = [0; 2 * HEADER + 4];
+    index.read_exact_at(&mut head, 0).ok()?;
+    let (first, rest) = head.split_at(HEADER);
+    let (second, copied) = rest.split_at(HEADER);
+    if first != second {
+        return None;
+    }
+    Some((
+        first.try_into().ok()?,
+        u32::from_ne_bytes(copied.try_into().ok()?),
+    ))
 }
 
 /// The frames of a write-ahead log, and how many of them a checkpoint
@@ -51,21 +64,13 @@ impl Frames {
 
 /// The frames of the write-ahead log whose index is at `path`: the
 /// header's last frame (`mxFrame`, at byte 16, in the machine's byte
-/// order) and the checkpoint's count (`nBackfill`, right after the two
-/// copies of the header). `None` as for [`mark`].
+/// order) and the checkpoint's count. `None` as for [`mark`].
 /// <https://www.sqlite.org/walformat.html>
 pub(super) fn frames(path: &Path) -> Option<Frames> {
-    let index = open(path)?;
-    let mut head = [0; 2 * HEADER + 4];
-    index.read_exact_at(&mut head, 0).ok()?;
-    let (first, rest) = head.split_at(HEADER);
-    if first != &rest[..HEADER] {
-        return None;
-    }
-    let word = |at: usize| u32::from_ne_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+    let (header, copied) = read(path)?;
     Some(Frames {
-        written: word(16),
-        copied: word(2 * HEADER),
+        written: u32::from_ne_bytes(header[16..20].try_into().ok()?),
+        copied,
     })
 }
 
