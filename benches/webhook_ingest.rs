@@ -16,6 +16,9 @@
 //! live until the end), then as two and three replicas (in this process)
 //! sharing one database, the deliveries spread over them in turn.
 //!
+//! Each point of the curve is measured right after its own baselines,
+//! with the disk's writeback settled before each target.
+//!
 //! Run: `cargo bench --bench webhook_ingest` (REQUESTS=N per run,
 //! CONNECTIONS=C, PRS=1,40 for other points of the curve;
 //! INGEST_ONLY=sqlite|postgres measures one backend alone, for profiling).
@@ -367,6 +370,14 @@ async fn pgbench(url: &str, clients: usize) -> Option<f64> {
         .and_then(|n| n.parse().ok())
 }
 
+/// Waits until what the last target wrote is on the disk, so that the
+/// next one does not pay for its writeback.
+async fn settle() {
+    tokio::task::spawn_blocking(nix::unistd::sync)
+        .await
+        .unwrap();
+}
+
 /// Pull requests the replicas' deliveries are spread over.
 const PRS: usize = 50;
 
@@ -404,7 +415,6 @@ fn main() {
     // baselines beside it) run as in production.
     let rt = switchboard::runtime::build().unwrap();
     rt.block_on(async {
-        let postgres = postgres_schema().await;
         if let Ok(only) = std::env::var("INGEST_ONLY") {
             // For profilers: the ingest path alone, on one backend.
             for prs in curve() {
@@ -423,40 +433,48 @@ fn main() {
         }
         let bare_url = bare_handler().await;
         load(bare_url.clone(), 10_000_000, 200, connections, 1).await;
-        let bare = load(bare_url, 0, requests, connections, 1).await;
         let naive_dir = tempfile::tempdir().unwrap();
         let naive_url = naive_sqlite(naive_dir.path()).await;
         load(naive_url.clone(), 10_000_000, 200, connections, 1).await;
-        let naive = load(naive_url, 0, requests, connections, 1).await;
-        let tps = match &postgres {
-            Some(pg) => pgbench(pg, connections).await,
-            None => None,
-        };
         println!(
             "webhook ingest, {requests} distinct signed pull_request deliveries over {connections} connections"
         );
-        print("bare axum handler", &bare, &bare);
-        print("naive durable (SQLite)", &naive, &bare);
-        if let Some(tps) = tps {
-            println!("  pgbench naive insert      : {tps:>7.0} tps from {connections} clients");
-        }
-        for prs in curve() {
+        let mut bare = None;
+        // Each point of the curve beside its own baselines, measured just
+        // before it: this machine's speed drifts within minutes.
+        for (point, prs) in curve().into_iter().enumerate() {
+            settle().await;
+            let point_bare = load(bare_url.clone(), 0, requests, connections, 1).await;
+            settle().await;
+            let naive = load(naive_url.clone(), point * requests, requests, connections, 1).await;
+            println!("  at {prs} pull requests:");
+            print("bare axum handler", &point_bare, &point_bare);
+            print("naive durable (SQLite)", &naive, &point_bare);
+            let bare = bare.insert(point_bare);
             let dir = tempfile::tempdir().unwrap();
             let sqlite = format!("sqlite://{}", dir.path().join("bench.db").display());
+            settle().await;
             let (run, stored) = ingest(&sqlite, requests, connections, prs).await;
             assert_eq!(stored, requests, "SQLite holds every delivery");
-            print(&format!("SQLite, {prs} PRs"), &run, &bare);
+            print(&format!("SQLite, {prs} PRs"), &run, bare);
             println!(
                 "      p99 {:.2}x the naive handler's (target <= 1), {:.1} % of bare (target >= 35 %)",
                 run.p99.as_secs_f64() / naive.p99.as_secs_f64(),
                 100.0 * run.rate / bare.rate
             );
-            let Some(pg) = postgres_schema().await else {
+            let (Some(naive_pg), Some(pg)) = (postgres_schema().await, postgres_schema().await)
+            else {
                 continue;
             };
+            settle().await;
+            let tps = pgbench(&naive_pg, connections).await;
+            if let Some(tps) = tps {
+                println!("  pgbench naive insert      : {tps:>7.0} tps from {connections} clients");
+            }
+            settle().await;
             let (run, stored) = ingest(&pg, requests, connections, prs).await;
             assert_eq!(stored, requests, "PostgreSQL holds every delivery");
-            print(&format!("Postgres, {prs} PRs"), &run, &bare);
+            print(&format!("Postgres, {prs} PRs"), &run, bare);
             if let Some(tps) = tps {
                 println!(
                     "      {:.1} % of pgbench's naive insert (target >= 100 %)",
@@ -464,7 +482,7 @@ fn main() {
                 );
             }
         }
-        let Some(pg) = postgres_schema().await else {
+        let (Some(pg), Some(bare)) = (postgres_schema().await, bare) else {
             return;
         };
         let (one, _) = ingest(&pg, requests, connections, PRS).await;

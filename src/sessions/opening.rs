@@ -100,7 +100,9 @@ pub(super) async fn open_conversation(
         inner.approvals.clone()
     };
     let opened = if fresh {
-        Conversation::fresh(deps, session, context, toolsets, approvals)
+        Ok(Conversation::fresh(
+            deps, session, context, toolsets, approvals,
+        ))
     } else {
         Conversation::open(deps, session, context, toolsets, approvals).await
     };

@@ -206,6 +206,38 @@ async fn reads_overlap_in_time_and_results_keep_call_order() {
     assert!(results[0].1.contains("one") && results[1].1.contains("two"));
 }
 
+/// A turn that only talks makes no directory (thousands of sessions
+/// opening at once each made one, and the file system's search for a free
+/// inode took a sixth of the daemon's time); the first tool call makes it.
+#[tokio::test]
+async fn the_workspace_is_made_by_the_first_tool_call() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(text("Hello.")),
+        Reply::Json(calls(&[(
+            "w",
+            "write_file",
+            r#"{"path": "a.txt", "content": "made"}"#,
+        )])),
+        Reply::Json(text("Written.")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    std::fs::remove_dir(&h.workspace).unwrap();
+    let cancel = CancellationToken::new();
+    h.conversation.run_turn("hi", &cancel).await.unwrap();
+    assert!(!h.workspace.exists(), "a turn without tools made it");
+    let out = h
+        .conversation
+        .run_turn("write a.txt", &cancel)
+        .await
+        .unwrap();
+    assert_eq!(out.reply, "Written.");
+    assert_eq!(
+        std::fs::read_to_string(h.workspace.join("a.txt")).unwrap(),
+        "made"
+    );
+}
+
 #[tokio::test]
 async fn write_then_read_of_one_path_run_in_order() {
     let llm = FakeLlm::start(vec![

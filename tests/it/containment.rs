@@ -436,7 +436,16 @@ async fn check_names_the_sandbox_it_chose_and_why() {
 async fn the_daemons_files_are_private_whatever_the_umask() {
     use std::os::unix::fs::PermissionsExt;
     let host = Host::new();
-    let llm = FakeLlm::start(vec![Reply::Json(text("hello"))]).await;
+    // A tool call makes the session's workspace.
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[(
+            "w",
+            "write_file",
+            r#"{"path": "a.txt", "content": "x"}"#,
+        )])),
+        Reply::Json(text("hello")),
+    ])
+    .await;
     let config = host.config(&llm, "auto");
     let mut cmd = Command::new("sh");
     cmd.env_clear()
@@ -462,10 +471,9 @@ async fn the_daemons_files_are_private_whatever_the_umask() {
     assert_eq!(mode(&host.db()), 0o600, "database");
     let ws = data.join("ws");
     assert_eq!(mode(&ws), 0o700, "workspace root");
-    for session in std::fs::read_dir(&ws).unwrap() {
-        let session = session.unwrap().path();
-        assert_eq!(mode(&session), 0o700, "{}", session.display());
-    }
+    let session = common::session_workspace(&ws);
+    assert_eq!(mode(&session), 0o700, "{}", session.display());
+    assert_eq!(mode(&session.join("a.txt")) & 0o077, 0, "the file written");
     for entry in std::fs::read_dir(&data).unwrap() {
         let path = entry.unwrap().path();
         if path.is_file() {

@@ -9,8 +9,8 @@ use super::Conversation;
 use crate::agent::execute::{Checked, parallel_safe, run_parallel};
 use crate::agent::layer::{self, AGENT_TOOLS};
 use crate::agent::message::ToolCall;
-use crate::tools::ToolContext;
 use crate::tools::registry::error_json;
+use crate::tools::{ToolContext, workspace};
 
 /// Where a runnable call's result comes from after identical calls of a
 /// batch were merged: its own run, or the run of the first identical one.
@@ -44,18 +44,27 @@ pub(super) fn distinct_calls(checked: &[Checked]) -> (Vec<(ToolCall, Value)>, Ve
 }
 
 impl Conversation {
-    pub(super) fn tool_context(&self, cancel: &CancellationToken) -> ToolContext {
-        ToolContext {
+    /// The context tools run in; the session's workspace is made here the
+    /// first time.
+    pub(super) fn tool_context(&self, cancel: &CancellationToken) -> std::io::Result<ToolContext> {
+        let workspace = match self.workspace.get() {
+            Some(dir) => dir.clone(),
+            None => {
+                let dir = workspace::session_dir(&self.deps.workspace_root, &self.session.key)?;
+                self.workspace.get_or_init(|| dir).clone()
+            }
+        };
+        Ok(ToolContext {
             session_id: self.session.id.clone(),
             session_key: self.session.key.clone(),
             user: self
                 .owner
                 .as_ref()
                 .map(|o| format!("{}:{}", o.platform, o.user_id)),
-            workspace: self.workspace.clone(),
+            workspace,
             approvals: self.approvals.clone(),
             cancel: cancel.clone(),
-        }
+        })
     }
 
     async fn run_one(&self, call: &ToolCall, args: &Value, ctx: &ToolContext) -> String {
@@ -112,7 +121,16 @@ impl Conversation {
         calls: &[(ToolCall, Value)],
         cancel: &CancellationToken,
     ) -> Vec<String> {
-        let ctx = self.tool_context(cancel);
+        let ctx = match self.tool_context(cancel) {
+            Ok(ctx) => ctx,
+            Err(err) => {
+                tracing::warn!(session.key = %self.session.key, error = %err, "session workspace not made");
+                let failed = error_json(&format!(
+                    "Tool execution failed: the session's workspace could not be made ({err})"
+                ));
+                return vec![failed; calls.len()];
+            }
+        };
         if parallel_safe(calls, &self.deps.tools.registry) {
             let batch: Vec<std::pin::Pin<Box<dyn Future<Output = String> + Send + '_>>> = calls
                 .iter()

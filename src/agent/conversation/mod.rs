@@ -32,7 +32,7 @@ use super::provider::{ChatRequest, ChatResponse, ProviderError, Usage};
 use crate::store::{
     Committed, Completion, MemoryNote, Session, StoreError, TurnCommit, TurnRecord, now_ms,
 };
-use crate::tools::{ApprovalHook, SessionView, workspace};
+use crate::tools::{ApprovalHook, SessionView};
 
 /// Invalid JSON arguments make the loop ask the model again this many times.
 const JSON_RETRIES: u32 = 3;
@@ -121,7 +121,9 @@ pub struct Conversation {
     /// Where messages steered into a running turn come from.
     steering: Option<Arc<dyn super::layer::Steering>>,
     events: Arc<dyn AgentEvents>,
-    workspace: PathBuf,
+    /// The session's workspace, made when a tool first needs it: a turn
+    /// that only talks makes no directory.
+    workspace: std::sync::OnceLock<PathBuf>,
     history: Vec<ChatMessage>,
     /// Id of the last stored message of the history.
     last_id: i64,
@@ -168,14 +170,14 @@ impl Conversation {
         approvals: Arc<dyn ApprovalHook>,
     ) -> Result<Self, AgentError> {
         let (history, last_id) = context::restore(&deps.store, &session.id).await?;
-        Self::with_history(
+        Ok(Self::with_history(
             deps,
             session,
             context,
             toolsets,
             approvals,
             (history, last_id),
-        )
+        ))
     }
 
     /// Like [`open`](Self::open) for a session just created, which has no
@@ -186,7 +188,7 @@ impl Conversation {
         context: SessionContext,
         toolsets: (Vec<String>, Vec<String>),
         approvals: Arc<dyn ApprovalHook>,
-    ) -> Result<Self, AgentError> {
+    ) -> Self {
         Self::with_history(deps, session, context, toolsets, approvals, (Vec::new(), 0))
     }
 
@@ -197,16 +199,12 @@ impl Conversation {
         toolsets: (Vec<String>, Vec<String>),
         approvals: Arc<dyn ApprovalHook>,
         (history, last_id): (Vec<ChatMessage>, i64),
-    ) -> Result<Self, AgentError> {
-        let workspace =
-            workspace::session_dir(&deps.workspace_root, &session.key).map_err(|e| {
-                AgentError::Store(crate::store::StoreError::Url(format!("workspace: {e}")))
-            })?;
+    ) -> Self {
         let owner = session.user_id.clone().map(|user_id| Owner {
             platform: session.platform.clone(),
             user_id,
         });
-        Ok(Self {
+        Self {
             todos: Todos::restore(&history),
             deps,
             session,
@@ -220,7 +218,7 @@ impl Conversation {
             forge: None,
             steering: None,
             events: Arc::new(NoEvents),
-            workspace,
+            workspace: std::sync::OnceLock::new(),
             history,
             last_id,
             notes: None,
@@ -235,7 +233,7 @@ impl Conversation {
             calibration: 1.0,
             estimated: 0,
             asked: 0,
-        })
+        }
     }
 
     /// Wires the chat's scheduled jobs (the `cronjob` tool).
