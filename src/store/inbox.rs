@@ -355,9 +355,10 @@ impl Store {
     /// Starts processing event `id`: counts the attempt, unless the event
     /// was processed already (by an earlier job for it, here or on another
     /// replica), which returns `None` and writes nothing else; and reads
-    /// what its turn needs first (`reads`). On SQLite all of it is one trip.
+    /// what its turn needs first (`reads`). On SQLite all of it is one trip;
+    /// on PostgreSQL the start and the session are one statement.
     pub async fn start_job(&self, id: i64, reads: JobReads<'_>) -> Result<Option<JobStart>> {
-        use sqlx::FromRow;
+        use sqlx::{FromRow, Row};
         match &self.backend {
             Backend::Sqlite(pool) => {
                 // One transaction, one trip. A parameter not bound (`None`)
@@ -423,19 +424,45 @@ impl Store {
                 Ok(Some(JobStart { session, notes }))
             }
             Backend::Postgres(pool) => {
-                let started = sqlx::query(
-                    "UPDATE inbox SET attempts = attempts + 1 WHERE id = $1 AND processed_at IS NULL",
-                )
-                .bind(id)
-                .execute(pool)
-                .await?
-                .rows_affected();
-                if started == 0 {
+                // One statement, one commit: the attempt counted, the
+                // session created if none is open (only if the event was
+                // started), and the open one read. A row exactly; its
+                // session columns are NULL when none was asked for, or when
+                // another writer opened it after this statement began.
+                let sql = concat!(
+                    "WITH started AS (",
+                    "UPDATE inbox SET attempts = attempts + 1 WHERE id = $1 AND processed_at IS NULL ",
+                    "RETURNING id), made AS (",
+                    super::sessions::insert_session!(),
+                    "SELECT $2, $3, $4, $5, $6, $7, $8, $8 WHERE EXISTS (SELECT 1 FROM started) ",
+                    "AND $3 IS NOT NULL ON CONFLICT DO NOTHING RETURNING ",
+                    super::sessions::session_columns!(),
+                    ") SELECT (SELECT count(*) FROM started) AS started, open.* FROM (SELECT 1) one ",
+                    "LEFT JOIN (SELECT true AS fresh, ",
+                    super::sessions::session_columns!(),
+                    " FROM made UNION ALL SELECT false, ",
+                    super::sessions::session_columns!(),
+                    " FROM sessions WHERE key = $3 AND ended_at IS NULL ",
+                    "AND EXISTS (SELECT 1 FROM started)) open ON true"
+                );
+                let open = reads.open;
+                let row = sqlx::query(sql)
+                    .bind(id)
+                    .bind(open.map(|_| super::new_id()))
+                    .bind(open.map(|n| n.key))
+                    .bind(open.map(|n| n.platform))
+                    .bind(open.map(|n| n.chat_id))
+                    .bind(open.and_then(|n| n.thread_id))
+                    .bind(open.and_then(|n| n.user_id))
+                    .bind(now_ms())
+                    .fetch_one(pool)
+                    .await?;
+                if row.try_get::<i64, _>("started")? == 0 {
                     return Ok(None);
                 }
-                let session = match reads.open {
-                    Some(new) => Some(match self.open_session_by_key(new.key).await? {
-                        Some(session) => (session, false),
+                let session = match open {
+                    Some(new) => Some(match row.try_get::<Option<bool>, _>("fresh")? {
+                        Some(fresh) => (super::Session::from_row(&row)?, fresh),
                         None => self.create_session(new).await?,
                     }),
                     None => None,

@@ -196,13 +196,19 @@ impl SessionManager {
         // and opens a turn: not on the sender's time, and after the
         // deliveries being stored (`pressure`).
         let (done, rx) = oneshot::channel();
+        let job = Job {
+            inbox_id,
+            event: Box::new(event),
+            resumed: false,
+            done: Some(done),
+        };
         let (inner, key) = (inner.clone(), key.to_string());
         // Waiting, it counts against `max_pending` as a queued event does.
         inner.mailboxes.waiting();
         self.inner.tracker.spawn(async move {
             inner.pressure.quiet().await;
             if let Some(own) = &inner.ownership {
-                match adopt(&inner, own, &key, Some((inbox_id, done))).await {
+                match adopt(&inner, own, &key, Some(job)).await {
                     Ok(Adopted::Taken | Adopted::Runs) => {}
                     Ok(Adopted::Elsewhere) => inner
                         .store
@@ -465,24 +471,26 @@ pub(super) enum Adopted {
 }
 
 /// Takes session `key` if nobody owns it, starting its worker on the
-/// session's unprocessed events and unsent answers; `tracked` is an event
-/// among them whose caller waits for it.
+/// session's unprocessed events and unsent answers; `tracked` is the job
+/// of an event among them, just stored here, whose caller waits for it.
 pub(super) async fn adopt(
     inner: &Arc<Inner>,
     own: &Ownership,
     key: &str,
-    tracked: Option<(i64, oneshot::Sender<()>)>,
+    tracked: Option<Job>,
 ) -> Result<Adopted, StoreError> {
     let manager = SessionManager {
         inner: inner.clone(),
     };
     let _claiming = own.claiming(key).lock().await;
     if manager.live_worker(key).is_some() {
-        if let Some((id, done)) = tracked {
-            // Started meanwhile (by a notice or the sweep), perhaps on the
-            // inbox's events before this one was stored: handed to it
-            // again, it is run once (a processed event is skipped).
-            manager.hand_over(id, key, Some(done)).await;
+        if let Some(job) = tracked {
+            // Started meanwhile (by a notice, the sweep or the event before
+            // this one), perhaps on the inbox's events before this one was
+            // stored: handed to it again, it is run once (a processed
+            // event is skipped when its job starts). The event is the one
+            // just stored, not read back.
+            manager.hand_job(key, job).await;
         }
         return Ok(Adopted::Runs);
     }
@@ -531,7 +539,7 @@ pub(super) async fn adopt(
 async fn read_seed(
     manager: &SessionManager,
     key: &str,
-    mut tracked: Option<(i64, oneshot::Sender<()>)>,
+    mut tracked: Option<Job>,
 ) -> Result<Seed, StoreError> {
     let store = &manager.inner.store;
     let mut seed = Seed::default();
@@ -540,8 +548,8 @@ async fn read_seed(
     }
     for row in store.inbox_pending_of(key).await? {
         if let Some(mut job) = manager.job_of(row).await? {
-            if tracked.as_ref().is_some_and(|(id, _)| *id == job.inbox_id) {
-                job.done = tracked.take().map(|(_, done)| done);
+            if tracked.as_ref().is_some_and(|t| t.inbox_id == job.inbox_id) {
+                job.done = tracked.take().and_then(|t| t.done);
             }
             seed.jobs.push_back(job);
         }
