@@ -17,6 +17,23 @@ const INSERT: &str = concat!(
     "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (dedupe_key) DO NOTHING RETURNING id"
 );
 
+/// [`Store::start_job`]'s first eight parameters: the event, the new
+/// session's id, what the session is made of (all `NULL` when `open` is
+/// `None`) and the time.
+macro_rules! start_binds {
+    ($query:expr, $id:expr, $new_id:expr, $open:expr) => {
+        $query
+            .bind($id)
+            .bind($new_id)
+            .bind($open.map(|n| n.key))
+            .bind($open.map(|n| n.platform))
+            .bind($open.map(|n| n.chat_id))
+            .bind($open.and_then(|n| n.thread_id))
+            .bind($open.and_then(|n| n.user_id))
+            .bind(now_ms())
+    };
+}
+
 /// Most events committed in one transaction.
 const BATCH: usize = 256;
 
@@ -381,15 +398,7 @@ impl Store {
                 );
                 let new_id = reads.open.map(|_| super::new_id());
                 let open = reads.open;
-                let query = sqlx::query(sql)
-                    .bind(id)
-                    .bind(new_id.as_deref())
-                    .bind(open.map(|n| n.key))
-                    .bind(open.map(|n| n.platform))
-                    .bind(open.map(|n| n.chat_id))
-                    .bind(open.and_then(|n| n.thread_id))
-                    .bind(open.and_then(|n| n.user_id))
-                    .bind(now_ms())
+                let query = start_binds!(sqlx::query(sql), id, new_id.as_deref(), open)
                     .bind(reads.notes_of);
                 let steps =
                     super::SqliteWrite::whole((pool, &self.gate), query, "start_job").await?;
@@ -446,15 +455,7 @@ impl Store {
                     "AND EXISTS (SELECT 1 FROM started)) open ON true"
                 );
                 let open = reads.open;
-                let row = sqlx::query(sql)
-                    .bind(id)
-                    .bind(open.map(|_| super::new_id()))
-                    .bind(open.map(|n| n.key))
-                    .bind(open.map(|n| n.platform))
-                    .bind(open.map(|n| n.chat_id))
-                    .bind(open.and_then(|n| n.thread_id))
-                    .bind(open.and_then(|n| n.user_id))
-                    .bind(now_ms())
+                let row = start_binds!(sqlx::query(sql), id, open.map(|_| super::new_id()), open)
                     .fetch_one(pool)
                     .await?;
                 if row.try_get::<i64, _>("started")? == 0 {
