@@ -471,6 +471,12 @@ fn main() {
             if let Some(tps) = tps {
                 println!("  pgbench naive insert      : {tps:>7.0} tps from {connections} clients");
             }
+            // pgbench's pages written out by the server, not by a
+            // checkpoint during the target.
+            sqlx::query("CHECKPOINT")
+                .execute(&sqlx::PgPool::connect(&naive_pg).await.unwrap())
+                .await
+                .unwrap();
             settle().await;
             let (run, stored) = ingest(&pg, requests, connections, prs).await;
             assert_eq!(stored, requests, "PostgreSQL holds every delivery");

@@ -428,6 +428,7 @@ async fn run_job(
     let Some(ahead) = start(inner, key, conversation, inbox_id, &event).await else {
         // Processed already (a second job for it, from another replica's
         // notice or a takeover's read of the inbox).
+        state.revisions.end(inbox_id);
         if let Some(done) = done {
             let _ = done.send(());
         }

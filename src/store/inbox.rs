@@ -452,7 +452,7 @@ impl Store {
                     " FROM made UNION ALL SELECT false, ",
                     super::sessions::session_columns!(),
                     " FROM sessions WHERE key = $3 AND ended_at IS NULL ",
-                    "AND EXISTS (SELECT 1 FROM started)) open ON true"
+                    "AND EXISTS (SELECT 1 FROM started) AND NOT EXISTS (SELECT 1 FROM made)) open ON true"
                 );
                 let open = reads.open;
                 let row = start_binds!(sqlx::query(sql), id, open.map(|_| super::new_id()), open)

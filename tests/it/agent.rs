@@ -222,7 +222,9 @@ async fn the_workspace_is_made_by_the_first_tool_call() {
     ])
     .await;
     let mut h = harness(&llm).await;
+    // The harness made it; the session's agent is opened again without it.
     std::fs::remove_dir(&h.workspace).unwrap();
+    h.conversation = h.reopen().await;
     let cancel = CancellationToken::new();
     h.conversation.run_turn("hi", &cancel).await.unwrap();
     assert!(!h.workspace.exists(), "a turn without tools made it");

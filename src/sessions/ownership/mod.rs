@@ -419,42 +419,43 @@ impl SessionManager {
     /// Hands `job` to session `key`'s worker, if one runs here, unless it
     /// answers a question the session's turn asked here.
     async fn hand_job(&self, key: &str, mut job: Job) {
+        let id = job.inbox_id;
+        let event = &job.event;
+        if self.live_worker(key).is_some()
+            && crate::platform::ChatCommand::parse(&event.text).is_none()
+            && let Some(answered) =
+                self.inner
+                    .questions
+                    .answer_text(&event.chat(), &event.user_id, &event.text)
+        {
+            // The answer to a question the session's turn asked here.
+            if let Err(err) = self.inner.store.inbox_mark_processed(id, "answer").await {
+                tracing::warn!(inbox.id = id, error = %err, "answer not marked processed");
+            }
+            self.close_question(answered).await;
+            if let Some(done) = job.done.take() {
+                let _ = done.send(());
+            }
+            return;
+        }
+        self.deliver(key, job);
+    }
+
+    /// Puts `job` in session `key`'s mailbox, if its worker runs here and
+    /// has not fallen behind (it then reads the inbox in order).
+    fn deliver(&self, key: &str, job: Job) {
         let Some((tx, state)) = self.live_worker(key) else {
             return;
         };
-        let id = job.inbox_id;
-        {
-            let event = &job.event;
-            if crate::platform::ChatCommand::parse(&event.text).is_none()
-                && let Some(answered) =
-                    self.inner
-                        .questions
-                        .answer_text(&event.chat(), &event.user_id, &event.text)
-            {
-                // The answer to a question the session's turn asked here.
-                if let Err(err) = self.inner.store.inbox_mark_processed(id, "answer").await {
-                    tracing::warn!(inbox.id = id, error = %err, "answer not marked processed");
-                }
-                self.close_question(answered).await;
-                if let Some(done) = job.done.take() {
-                    let _ = done.send(());
-                }
-                return;
-            }
-            if state.behind() {
-                // Read from the inbox in order once the mailbox is empty.
-                return;
-            }
-            self.enqueued(&state);
-            match tx.try_send(job) {
-                Ok(()) => {}
-                Err(err) => {
-                    self.inner.mailboxes.processed();
-                    state.unqueued();
-                    if matches!(err, tokio::sync::mpsc::error::TrySendError::Full(_)) {
-                        state.fell_behind();
-                    }
-                }
+        if state.behind() {
+            return;
+        }
+        self.enqueued(&state);
+        if let Err(err) = tx.try_send(job) {
+            self.inner.mailboxes.processed();
+            state.unqueued();
+            if matches!(err, tokio::sync::mpsc::error::TrySendError::Full(_)) {
+                state.fell_behind();
             }
         }
     }
@@ -489,8 +490,9 @@ pub(super) async fn adopt(
             // this one), perhaps on the inbox's events before this one was
             // stored: handed to it again, it is run once (a processed
             // event is skipped when its job starts). The event is the one
-            // just stored, not read back.
-            manager.hand_job(key, job).await;
+            // just stored, not read back, and the intake already asked
+            // whether it answers a question: by now it may have been run.
+            manager.deliver(key, job);
         }
         return Ok(Adopted::Runs);
     }
