@@ -289,27 +289,20 @@ pub(super) fn start_group_commit(
         tokio::spawn(async move {
             let mut batch = Vec::with_capacity(BATCH);
             loop {
-                {
+                let turn = {
                     let mut rx = rx.lock().await;
                     if rx.recv_many(&mut batch, BATCH).await == 0 {
                         return;
                     }
-                    // Let the requests already on their way join this commit.
-                    for _ in 0..4 {
-                        tokio::task::yield_now().await;
-                        while batch.len() < BATCH {
-                            match rx.try_recv() {
-                                Ok(q) => batch.push(q),
-                                Err(_) => break,
-                            }
+                    match backend {
+                        Backend::Sqlite(_) => {
+                            Some(gather_until_turn(&mut rx, &mut batch, &gate).await)
+                        }
+                        Backend::Postgres(_) => {
+                            gather_on_their_way(&mut rx, &mut batch).await;
+                            None
                         }
                     }
-                }
-                // SQLite writes one transaction at a time, the inbox's
-                // first (`WriteGate`); PostgreSQL writes side by side.
-                let turn = match backend {
-                    Backend::Sqlite(_) => Some(gate.first().await),
-                    Backend::Postgres(_) => None,
                 };
                 commit(&backend, &mut batch).await;
                 drop(turn);
@@ -323,6 +316,47 @@ pub(super) fn start_group_commit(
         });
     }
     tx
+}
+
+/// SQLite writes one transaction at a time, the inbox's first
+/// ([`WriteGate`](super::WriteGate)): `batch` takes in what arrives until
+/// the writer is free, and is written at once. A batch closed earlier (after
+/// a few yields, as on PostgreSQL) took in every sender of the one being
+/// written, which then waited together while this one was written, and the
+/// writer and the handlers took turns instead of working side by side.
+async fn gather_until_turn(
+    rx: &mut mpsc::Receiver<Queued>,
+    batch: &mut Vec<Queued>,
+    gate: &super::WriteGate,
+) -> super::WriteTurn {
+    let turn = gate.first();
+    tokio::pin!(turn);
+    loop {
+        let room = BATCH - batch.len();
+        tokio::select! {
+            biased;
+            turn = &mut turn => return turn,
+            n = rx.recv_many(batch, room), if room > 0 => {
+                if n == 0 {
+                    return turn.await;
+                }
+            }
+        }
+    }
+}
+
+/// PostgreSQL writes batches side by side, one per committer: `batch`
+/// takes in the requests already on their way, then is written.
+async fn gather_on_their_way(rx: &mut mpsc::Receiver<Queued>, batch: &mut Vec<Queued>) {
+    for _ in 0..4 {
+        tokio::task::yield_now().await;
+        while batch.len() < BATCH {
+            match rx.try_recv() {
+                Ok(q) => batch.push(q),
+                Err(_) => break,
+            }
+        }
+    }
 }
 
 /// Commits `batch` and answers its callers, leaving it empty.
@@ -636,5 +670,63 @@ impl Store {
     pub async fn inbox_event(&self, id: i64) -> Result<Option<InboxRow>> {
         let sql = concat!("SELECT ", inbox_columns!(), " FROM inbox WHERE id = $1");
         Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(id).fetch_optional(pool).await?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queued(n: usize) -> Queued {
+        Queued {
+            platform: "webhook".into(),
+            dedupe_key: format!("webhook:{n}"),
+            session_key: "webhook:route:1".into(),
+            payload: "{}".into(),
+            received_at: 0,
+            reply: oneshot::channel().0,
+        }
+    }
+
+    /// While another writes, a SQLite batch takes in every event that
+    /// arrives; with the writer free, it is written with what it has.
+    #[tokio::test]
+    async fn a_sqlite_batch_gathers_until_the_writer_is_free() {
+        let gate = std::sync::Arc::new(super::super::WriteGate::new());
+        let (tx, mut rx) = mpsc::channel(16);
+        let writing = gate.first().await;
+        tx.send(queued(1)).await.unwrap();
+        let gathering = {
+            let gate = gate.clone();
+            tokio::spawn(async move {
+                let mut batch = Vec::new();
+                rx.recv_many(&mut batch, BATCH).await;
+                let turn = gather_until_turn(&mut rx, &mut batch, &gate).await;
+                drop(turn);
+                (batch.len(), rx)
+            })
+        };
+        // Long past a few yields' gathering.
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        for n in 2..=4 {
+            tx.send(queued(n)).await.unwrap();
+        }
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        drop(writing);
+        let (gathered, mut rx) = gathering.await.unwrap();
+        assert_eq!(
+            gathered, 4,
+            "the batch took in what arrived while it waited"
+        );
+
+        tx.send(queued(5)).await.unwrap();
+        let mut batch = Vec::new();
+        rx.recv_many(&mut batch, BATCH).await;
+        let _turn = gather_until_turn(&mut rx, &mut batch, &gate).await;
+        assert_eq!(batch.len(), 1);
     }
 }

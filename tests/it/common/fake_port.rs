@@ -106,15 +106,30 @@ impl Platform for FakePort {
 }
 
 impl FakePort {
-    /// Waits (without timers, so paused time is safe) until `n` prompts
-    /// were shown; returns the n-th.
+    /// Waits until `n` prompts were shown; returns the n-th. Fails after
+    /// a minute of real time, counted by a thread rather than by tokio's
+    /// timers (paused time, which skips ahead whenever the runtime idles,
+    /// would end the wait at once).
     pub async fn prompt(&self, n: usize) -> Shown {
+        let (expire, expired) = tokio::sync::oneshot::channel::<()>();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(60));
+            let _ = expire.send(());
+        });
+        tokio::pin!(expired);
         loop {
             let notified = self.changed.notified();
             if let Some(p) = self.shown.lock().unwrap().get(n - 1) {
                 return p.clone();
             }
-            notified.await;
+            tokio::select! {
+                () = notified => {}
+                _ = &mut expired => panic!(
+                    "prompt {n} not shown within 60 s; shown: {:?}; sent: {:?}",
+                    self.shown.lock().unwrap().iter().map(|s| &s.prompt.text).collect::<Vec<_>>(),
+                    self.texts(),
+                ),
+            }
         }
     }
 
