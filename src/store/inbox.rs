@@ -335,7 +335,10 @@ async fn gather_until_turn(
         let room = BATCH - batch.len();
         tokio::select! {
             biased;
-            turn = &mut turn => return turn,
+            turn = &mut turn => {
+                take_queued(rx, batch);
+                return turn;
+            }
             n = rx.recv_many(batch, room), if room > 0 => {
                 if n == 0 {
                     return turn.await;
@@ -350,11 +353,16 @@ async fn gather_until_turn(
 async fn gather_on_their_way(rx: &mut mpsc::Receiver<Queued>, batch: &mut Vec<Queued>) {
     for _ in 0..4 {
         tokio::task::yield_now().await;
-        while batch.len() < BATCH {
-            match rx.try_recv() {
-                Ok(q) => batch.push(q),
-                Err(_) => break,
-            }
+        take_queued(rx, batch);
+    }
+}
+
+/// Adds to `batch` what is queued now, up to [`BATCH`].
+fn take_queued(rx: &mut mpsc::Receiver<Queued>, batch: &mut Vec<Queued>) {
+    while batch.len() < BATCH {
+        match rx.try_recv() {
+            Ok(q) => batch.push(q),
+            Err(_) => break,
         }
     }
 }
@@ -717,7 +725,11 @@ mod tests {
             tokio::task::yield_now().await;
         }
         drop(writing);
-        let (gathered, mut rx) = gathering.await.unwrap();
+        let bound = std::time::Duration::from_secs(10);
+        let (gathered, mut rx) = tokio::time::timeout(bound, gathering)
+            .await
+            .expect("the batch was written once the writer was free")
+            .unwrap();
         assert_eq!(
             gathered, 4,
             "the batch took in what arrived while it waited"
@@ -726,7 +738,10 @@ mod tests {
         tx.send(queued(5)).await.unwrap();
         let mut batch = Vec::new();
         rx.recv_many(&mut batch, BATCH).await;
-        let _turn = gather_until_turn(&mut rx, &mut batch, &gate).await;
+        let gathered = gather_until_turn(&mut rx, &mut batch, &gate);
+        let _turn = tokio::time::timeout(bound, gathered)
+            .await
+            .expect("with the writer free, the batch is written at once");
         assert_eq!(batch.len(), 1);
     }
 }
