@@ -157,11 +157,11 @@ impl Broker {
         self.expire_left(None).await
     }
 
-    /// Expires the approvals session `key` left pending on a replica that
-    /// died (the turns waiting for them died with it) and closes their
-    /// prompts: called when another replica takes the session over.
-    pub async fn expire_left_by(&self, key: &str) -> crate::store::Result<usize> {
-        let count = self.expire_left(Some(key)).await?;
+    /// Expires the approvals sessions `keys` left pending on a replica
+    /// that died (the turns waiting for them died with it) and closes their
+    /// prompts: called when this replica takes the sessions over.
+    pub async fn expire_left_by(&self, keys: &[&str]) -> crate::store::Result<usize> {
+        let count = self.expire_left(Some(keys)).await?;
         if count > 0 {
             let platforms: std::collections::BTreeSet<String> = self
                 .stale
@@ -177,8 +177,8 @@ impl Broker {
         Ok(count)
     }
 
-    async fn expire_left(&self, key: Option<&str>) -> crate::store::Result<usize> {
-        let stale = self.store.pending_prompts(key).await?;
+    async fn expire_left(&self, keys: Option<&[&str]>) -> crate::store::Result<usize> {
+        let stale = self.store.pending_prompts(keys).await?;
         for p in &stale {
             if self
                 .store

@@ -199,41 +199,67 @@ impl Cluster {
         name: &str,
         stop: &CancellationToken,
     ) -> Result<Option<Term>, StoreError> {
+        let terms = self.try_hold_many(&[name.to_string()], stop).await?;
+        Ok(terms.into_iter().next().flatten())
+    }
+
+    /// [`try_hold`](Self::try_hold) of each of `names` (distinct) at once:
+    /// their terms in order.
+    pub async fn try_hold_many(
+        &self,
+        names: &[String],
+        stop: &CancellationToken,
+    ) -> Result<Vec<Option<Term>>, StoreError> {
         if stop.is_cancelled() {
-            return Ok(None);
+            return Ok(names.iter().map(|_| None).collect());
         }
         let Some(shared) = &self.inner.shared else {
-            return Ok(Some(Term {
-                name: name.to_string(),
-                token: 0,
-                ended: stop.child_token(),
-            }));
+            return Ok(names
+                .iter()
+                .map(|name| {
+                    Some(Term {
+                        name: name.clone(),
+                        token: 0,
+                        ended: stop.child_token(),
+                    })
+                })
+                .collect());
         };
-        let Some(token) = shared
+        let tokens = shared
             .store
-            .lease_acquire(name, &self.inner.id, millis(shared.ttl))
-            .await?
-        else {
-            return Ok(None);
+            .lease_acquire_many(names, &self.inner.id, millis(shared.ttl))
+            .await?;
+        let terms = {
+            let mut held = shared.held();
+            names
+                .iter()
+                .zip(tokens)
+                .map(|(name, token)| {
+                    let token = token?;
+                    let ended = stop.child_token();
+                    let previous = held.insert(
+                        name.clone(),
+                        Held {
+                            token,
+                            ended: ended.clone(),
+                        },
+                    );
+                    if let Some(previous) = previous {
+                        previous.ended.cancel();
+                    }
+                    tracing::info!(lease = %name, token, "lease taken");
+                    Some(Term {
+                        name: name.clone(),
+                        token,
+                        ended,
+                    })
+                })
+                .collect::<Vec<_>>()
         };
-        let ended = stop.child_token();
-        let previous = shared.held().insert(
-            name.to_string(),
-            Held {
-                token,
-                ended: ended.clone(),
-            },
-        );
-        if let Some(previous) = previous {
-            previous.ended.cancel();
+        if terms.iter().any(Option::is_some) {
+            self.report();
         }
-        tracing::info!(lease = name, token, "lease taken");
-        self.report();
-        Ok(Some(Term {
-            name: name.to_string(),
-            token,
-            ended,
-        }))
+        Ok(terms)
     }
 
     /// Gives `term`'s lease up (when its work is done), so another

@@ -299,16 +299,29 @@ pub(super) async fn run_worker(
             }
         };
         let Some(mut job) = job else { break };
-        if term.is_some()
-            && let Some(earlier) =
-                Box::pin(super::ownership::before(&inner, &key, &state, &mut job)).await
-        {
-            // An earlier event of the session, stored by another replica,
-            // is still on its way here: the inbox's order comes first.
-            state.waiting.fetch_sub(1, Ordering::SeqCst);
-            inner.mailboxes.processed();
-            seeded = earlier;
-            continue;
+        // With several replicas the inbox's order is read before the job
+        // runs: a trip to storage, made in the place its turn opens in
+        // (`pressure`), not by every session a burst takes over at once.
+        let mut place = None;
+        if term.is_some() {
+            place = tokio::select! {
+                biased;
+                () = inner.stop.cancelled() => None,
+                () = ended.cancelled() => None,
+                place = inner.pressure.open() => Some(place),
+            };
+            if place.is_some()
+                && let Some(earlier) =
+                    Box::pin(super::ownership::before(&inner, &key, &state, &mut job)).await
+            {
+                // An earlier event of the session, stored by another
+                // replica, is still on its way here: the inbox's order
+                // comes first.
+                state.waiting.fetch_sub(1, Ordering::SeqCst);
+                inner.mailboxes.processed();
+                seeded = earlier;
+                continue;
+            }
         }
         state.active.store(true, Ordering::SeqCst);
         if let Some(own) = own {
@@ -327,7 +340,7 @@ pub(super) async fn run_worker(
             &key,
             &state,
             &mut held.conversation,
-            job,
+            (job, place),
             context,
         ))
         .await;
@@ -392,7 +405,7 @@ async fn run_job(
     key: &str,
     state: &WorkerState,
     conversation: &mut Option<(Conversation, i64)>,
-    job: Job,
+    (job, place): (Job, Option<Place<'_>>),
     context: JobContext<'_>,
 ) {
     let Job {
@@ -419,11 +432,14 @@ async fn run_job(
     // a time (`pressure`): its start in storage is a write the burst's
     // batches would take turns with, one per session the burst opens.
     // Stopped meanwhile, the event stays in the inbox for the next run.
-    let mut place = tokio::select! {
-        biased;
-        () = inner.stop.cancelled() => return,
-        () = context.ended.cancelled() => return,
-        place = inner.pressure.open() => place,
+    let mut place = match place {
+        Some(place) => place,
+        None => tokio::select! {
+            biased;
+            () = inner.stop.cancelled() => return,
+            () = context.ended.cancelled() => return,
+            place = inner.pressure.open() => place,
+        },
     };
     let Some(ahead) = start(inner, key, conversation, inbox_id, &event).await else {
         // Processed already (a second job for it, from another replica's

@@ -137,6 +137,14 @@ impl AuditRow {
     }
 }
 
+/// The pending approvals' prompt locations, before any filter by session.
+macro_rules! pending_prompts {
+    () => {
+        "SELECT id, prompt_platform, prompt_chat, prompt_message FROM approvals \
+         WHERE status = 'pending'"
+    };
+}
+
 impl Store {
     /// Appends an event to the audit chain. Appends are serialised (a
     /// process lock, plus an advisory lock on PostgreSQL for replicas).
@@ -258,12 +266,26 @@ impl Store {
     }
 
     /// Pending approvals with their prompt locations: all of them, or
-    /// those of the session with key `session_key`.
-    pub async fn pending_prompts(&self, session_key: Option<&str>) -> Result<Vec<PromptRef>> {
-        Ok(with_pool!(self, pool => sqlx::query_as(
-            "SELECT id, prompt_platform, prompt_chat, prompt_message FROM approvals \
-             WHERE status = 'pending' AND ($1 IS NULL OR session_id IN \
-               (SELECT id FROM sessions WHERE key = $1)) ORDER BY created_at")
-            .bind(session_key).fetch_all(pool).await?))
+    /// those of the sessions with keys `session_keys`.
+    pub async fn pending_prompts(&self, session_keys: Option<&[&str]>) -> Result<Vec<PromptRef>> {
+        let mut found = Vec::new();
+        for keys in session_keys.map_or(vec![None], |k| k.chunks(500).map(Some).collect()) {
+            found.extend(with_pool!(self, pool => {
+                let mut qb = match keys {
+                    Some(keys) => {
+                        let mut qb = super::list_of(
+                            concat!(pending_prompts!(), " AND session_id IN (SELECT id FROM sessions WHERE key IN ("),
+                            keys,
+                        );
+                        qb.push("))");
+                        qb
+                    }
+                    None => sqlx::QueryBuilder::new(pending_prompts!()),
+                };
+                qb.push(" ORDER BY created_at");
+                qb.build_query_as::<PromptRef>().fetch_all(pool).await?
+            }));
+        }
+        Ok(found)
     }
 }

@@ -649,12 +649,21 @@ impl Store {
 
     /// Session `key`'s unprocessed events, in arrival order.
     pub async fn inbox_pending_of(&self, key: &str) -> Result<Vec<InboxRow>> {
-        let sql = concat!(
+        self.inbox_pending_of_many(&[key]).await
+    }
+
+    /// The unprocessed events of sessions `keys`, in arrival order.
+    pub async fn inbox_pending_of_many(&self, keys: &[&str]) -> Result<Vec<InboxRow>> {
+        let head = concat!(
             "SELECT ",
             inbox_columns!(),
-            " FROM inbox WHERE session_key = $1 AND processed_at IS NULL ORDER BY id"
+            " FROM inbox WHERE session_key IN ("
         );
-        Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(key).fetch_all(pool).await?))
+        let mut rows: Vec<InboxRow> = self
+            .rows_of_sessions(head, ") AND processed_at IS NULL", keys)
+            .await?;
+        rows.sort_by_key(|r| r.id);
+        Ok(rows)
     }
 
     /// The id of session `key`'s oldest unprocessed event.

@@ -191,27 +191,53 @@ impl Store {
         holder: &str,
         ttl_ms: i64,
     ) -> Result<Option<i64>> {
-        let sql = clocked(
+        let taken = self
+            .lease_acquire_many(&[name.to_string()], holder, ttl_ms)
+            .await?;
+        Ok(taken.into_iter().next().flatten())
+    }
+
+    /// [`lease_acquire`](Self::lease_acquire) of each of `names` (distinct)
+    /// at once: their tokens in order, `None` for those another holder has.
+    pub async fn lease_acquire_many(
+        &self,
+        names: &[String],
+        holder: &str,
+        ttl_ms: i64,
+    ) -> Result<Vec<Option<i64>>> {
+        let now = clocked(&self.backend, "NOW");
+        let tail = clocked(
             &self.backend,
-            "INSERT INTO leases (name, holder, token, acquired_at, expires_at) \
-             VALUES ($1, $2, 1, NOW, NOW + $3) \
-             ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, \
+            " ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, \
              token = leases.token + 1, acquired_at = excluded.acquired_at, \
              expires_at = excluded.expires_at \
              WHERE leases.expires_at <= NOW OR leases.holder = excluded.holder \
-             RETURNING token",
+             RETURNING name, token",
         );
-        macro_rules! once {
-            ($ex:expr) => {
-                sqlx::query_scalar(sqlx::AssertSqlSafe(sql.clone()))
-                    .bind(name)
-                    .bind(holder)
-                    .bind(ttl_ms)
-                    .fetch_optional($ex)
-                    .await?
-            };
+        let mut taken = std::collections::HashMap::new();
+        for chunk in names.chunks(500) {
+            macro_rules! once {
+                ($ex:expr) => {{
+                    let mut qb = sqlx::QueryBuilder::new(
+                        "INSERT INTO leases (name, holder, token, acquired_at, expires_at) ",
+                    );
+                    qb.push_values(chunk, |mut row, name| {
+                        row.push_bind(name.as_str())
+                            .push_bind(holder)
+                            .push("1")
+                            .push(now.as_str())
+                            .push(now.as_str())
+                            .push_unseparated(" + ")
+                            .push_bind_unseparated(ttl_ms);
+                    });
+                    qb.push(tail.as_str());
+                    let rows: Vec<(String, i64)> = qb.build_query_as().fetch_all($ex).await?;
+                    rows
+                }};
+            }
+            taken.extend(super::returning!(&self.backend, ex => once!(ex)));
         }
-        Ok(super::returning!(&self.backend, ex => once!(ex)))
+        Ok(names.iter().map(|n| taken.get(n).copied()).collect())
     }
 
     /// Extends those of `held` (name and token) that `holder` still has,

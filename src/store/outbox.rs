@@ -155,14 +155,18 @@ impl Store {
         Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(limit).fetch_all(pool).await?))
     }
 
-    /// Session `key`'s rows not sent yet, in sending order.
-    pub async fn outbox_pending_of(&self, key: &str) -> Result<Vec<OutboxRow>> {
-        let sql = concat!(
+    /// The rows of sessions `keys` not sent yet, in sending order.
+    pub async fn outbox_pending_of(&self, keys: &[&str]) -> Result<Vec<OutboxRow>> {
+        let head = concat!(
             "SELECT ",
             outbox_columns!(),
-            " FROM outbox WHERE status = 'pending' AND session_key = $1 ORDER BY id"
+            " FROM outbox WHERE session_key IN ("
         );
-        Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(key).fetch_all(pool).await?))
+        let mut rows: Vec<OutboxRow> = self
+            .rows_of_sessions(head, ") AND status = 'pending'", keys)
+            .await?;
+        rows.sort_by_key(|r| r.id);
+        Ok(rows)
     }
 
     /// What was written for inbox event `inbox_id`, in sending order.

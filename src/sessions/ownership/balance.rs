@@ -247,7 +247,7 @@ impl SessionManager {
             return;
         }
         own.balance.forget(key);
-        match super::adopt(&self.inner, own, key, None).await {
+        match super::adopt(&self.inner, own, key).await {
             Ok(super::Adopted::Taken) => {
                 own.cluster.moved(key, giver, false);
             }

@@ -15,6 +15,7 @@
 //! one there can be.
 
 pub(super) mod balance;
+mod takeover;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -23,11 +24,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use super::manager::{Inner, SessionManager, Submitted};
-use super::worker::{Job, Seed};
+use super::worker::Job;
 use crate::cluster::relay::Relay;
 use crate::cluster::{Cluster, Term};
 use crate::platform::InboundEvent;
 use crate::store::{Fence, StoreError};
+use takeover::{Adopted, Tracked, adopt};
 
 /// Where a replica tells the others of an event it stored: `<id> <key>`.
 pub const INBOX_CHANNEL: &str = "switchboard_inbox";
@@ -58,6 +60,8 @@ pub(super) struct Ownership {
     /// lock per stripe of session keys, so taking one session never waits
     /// for taking another (each costs a few round trips to the database).
     claiming: [tokio::sync::Mutex<()>; CLAIM_STRIPES],
+    /// Sessions the intake found nobody running, to be taken over.
+    queue: takeover::Queue,
 }
 
 /// Stripes of session keys taken over one at a time.
@@ -73,15 +77,17 @@ impl Ownership {
             elsewhere: Mutex::new(HashMap::new()),
             balance: balance::Balance::default(),
             claiming: std::array::from_fn(|_| tokio::sync::Mutex::new(())),
+            queue: takeover::Queue::default(),
         })
     }
 
-    /// The lock that serialises taking session `key` over.
-    fn claiming(&self, key: &str) -> &tokio::sync::Mutex<()> {
+    /// The stripe of [`claiming`](Self::claiming) that serialises taking
+    /// session `key` over.
+    fn stripe(&self, key: &str) -> usize {
         use std::hash::{Hash, Hasher};
         let mut hasher = std::hash::DefaultHasher::new();
         key.hash(&mut hasher);
-        &self.claiming[(hasher.finish() % CLAIM_STRIPES as u64) as usize]
+        (hasher.finish() % CLAIM_STRIPES as u64) as usize
     }
 
     /// The fence a turn under `term` commits behind.
@@ -192,9 +198,9 @@ impl SessionManager {
             // Stopping: the event is stored, for the next owner.
             return Ok((Submitted::Accepted, None));
         }
-        // Taking the session over costs a few round trips to the database
-        // and opens a turn: not on the sender's time, and after the
-        // deliveries being stored (`pressure`).
+        // Taking the session over costs a few statements and opens a turn:
+        // not on the sender's time, after the deliveries being stored
+        // (`pressure`), and together with the other sessions found so.
         let (done, rx) = oneshot::channel();
         let job = Job {
             inbox_id,
@@ -202,25 +208,11 @@ impl SessionManager {
             resumed: false,
             done: Some(done),
         };
-        let (inner, key) = (inner.clone(), key.to_string());
         // Waiting, it counts against `max_pending` as a queued event does.
         inner.mailboxes.waiting();
-        self.inner.tracker.spawn(async move {
-            inner.pressure.quiet().await;
-            if let Some(own) = &inner.ownership {
-                match adopt(&inner, own, &key, Some(job)).await {
-                    Ok(Adopted::Taken | Adopted::Runs) => {}
-                    Ok(Adopted::Elsewhere) => inner
-                        .store
-                        .notify_soon(INBOX_CHANNEL, notice(inbox_id, &key, &payload)),
-                    Err(err) => {
-                        tracing::warn!(session.key = %key, error = %err, "session not taken; the sweep finds its event");
-                    }
-                }
-            }
-            // Its worker counts it now, or another replica's does.
-            inner.mailboxes.processed();
-        });
+        if own.queue.push(key, Tracked { job, payload }) {
+            inner.tracker.spawn(takeover::take_queued(inner.clone()));
+        }
         Ok((Submitted::Accepted, Some(rx)))
     }
 
@@ -287,13 +279,7 @@ impl SessionManager {
         };
         let store = &self.inner.store;
         // Not the events the intake is still about to take over itself.
-        let keys = store.sessions_unowned(256, UNOWNED_AFTER_MS).await?;
-        let mut taken = 0;
-        for key in keys {
-            if let Adopted::Taken = adopt(&self.inner, own, &key, None).await? {
-                taken += 1;
-            }
-        }
+        let mut keys = store.sessions_unowned(256, UNOWNED_AFTER_MS).await?;
         let missed = store
             .sessions_owned_waiting(own.cluster.id(), MISSED_AFTER_MS)
             .await?;
@@ -307,14 +293,13 @@ impl SessionManager {
                 // Its lease is still this replica's in storage, but its
                 // worker ended (the lease could not be renewed for a while):
                 // taken again now instead of once the lease lapses.
-                None => {
-                    if let Adopted::Taken = adopt(&self.inner, own, &key, None).await? {
-                        taken += 1;
-                    }
-                }
+                None if !keys.contains(&key) => keys.push(key),
+                None => {}
             }
         }
-        Ok(taken)
+        let claims = keys.into_iter().map(|key| (key, Vec::new())).collect();
+        let found = takeover::adopt_many(&self.inner, own, claims).await?;
+        Ok(found.iter().filter(|f| **f == Adopted::Taken).count())
     }
 
     /// With several replicas: hands the events other replicas store for
@@ -461,104 +446,6 @@ impl SessionManager {
     }
 }
 
-/// What [`adopt`] found.
-pub(super) enum Adopted {
-    /// This replica runs the session already.
-    Runs,
-    /// It took the session over and started its worker.
-    Taken,
-    /// Another replica owns it.
-    Elsewhere,
-}
-
-/// Takes session `key` if nobody owns it, starting its worker on the
-/// session's unprocessed events and unsent answers; `tracked` is the job
-/// of an event among them, just stored here, whose caller waits for it.
-pub(super) async fn adopt(
-    inner: &Arc<Inner>,
-    own: &Ownership,
-    key: &str,
-    tracked: Option<Job>,
-) -> Result<Adopted, StoreError> {
-    let manager = SessionManager {
-        inner: inner.clone(),
-    };
-    let _claiming = own.claiming(key).lock().await;
-    if manager.live_worker(key).is_some() {
-        if let Some(job) = tracked {
-            // Started meanwhile (by a notice, the sweep or the event before
-            // this one), perhaps on the inbox's events before this one was
-            // stored: handed to it again, it is run once (a processed
-            // event is skipped when its job starts). The event is the one
-            // just stored, not read back, and the intake already asked
-            // whether it answers a question: by now it may have been run.
-            manager.deliver(key, job);
-        }
-        return Ok(Adopted::Runs);
-    }
-    if own.balance.away(key) {
-        // Handed to another replica, which takes it (or, should it not
-        // come, the sweep once the hand-off's time is up).
-        return Ok(Adopted::Elsewhere);
-    }
-    if inner.stop.is_cancelled() {
-        return Ok(Adopted::Elsewhere);
-    }
-    // The term ends when the lease is lost, not when the daemon stops: a
-    // draining replica finishes the running turn and sends its answer
-    // under the lease, then hands the session over.
-    let Some(term) = own
-        .cluster
-        .try_hold(&lease(key), &tokio_util::sync::CancellationToken::new())
-        .await?
-    else {
-        own.seen_elsewhere(key);
-        return Ok(Adopted::Elsewhere);
-    };
-    // A turn waiting for one died with the session's previous owner.
-    if let Err(err) = inner.broker.expire_left_by(key).await {
-        tracing::warn!(session.key = %key, error = %err, "approvals left pending not expired");
-    }
-    let seed = match read_seed(&manager, key, tracked).await {
-        Ok(seed) => seed,
-        Err(err) => {
-            own.cluster.release(term).await;
-            return Err(err);
-        }
-    };
-    let jobs = seed.jobs.len();
-    let state = inner
-        .mailboxes
-        .start(key, || manager.spawn_worker(key, seed, Some(term)));
-    for _ in 0..jobs {
-        manager.enqueued(&state);
-    }
-    Ok(Adopted::Taken)
-}
-
-/// Session `key`'s work as stored: answers not sent, then events not
-/// processed, in order.
-async fn read_seed(
-    manager: &SessionManager,
-    key: &str,
-    mut tracked: Option<Job>,
-) -> Result<Seed, StoreError> {
-    let store = &manager.inner.store;
-    let mut seed = Seed::default();
-    for row in store.outbox_pending_of(key).await? {
-        seed.owed.push((row.id, row.outbound()));
-    }
-    for row in store.inbox_pending_of(key).await? {
-        if let Some(mut job) = manager.job_of(row).await? {
-            if tracked.as_ref().is_some_and(|t| t.inbox_id == job.inbox_id) {
-                job.done = tracked.take().and_then(|t| t.done);
-            }
-            seed.jobs.push_back(job);
-        }
-    }
-    Ok(seed)
-}
-
 /// Session `key`'s events in the inbox, for its worker that fell behind
 /// (see `WorkerState::behind`), counted as waiting.
 pub(super) async fn catch_up(
@@ -631,7 +518,7 @@ pub(super) async fn adopt_left(inner: &Arc<Inner>, key: &str) {
             return;
         }
     };
-    if left && let Err(err) = adopt(inner, own, key, None).await {
+    if left && let Err(err) = adopt(inner, own, key).await {
         tracing::warn!(session.key = %key, error = %err, "session not taken again; the sweep finds it");
     }
 }

@@ -194,6 +194,43 @@ async fn marking_model() -> (FakeLlm, Arc<Mutex<Vec<(Instant, usize)>>>) {
     (llm, asked)
 }
 
+/// Waits until every one of `events` over `prs` pull requests is answered,
+/// and checks each was asked of the model once and answered once, in its
+/// pull request's order: when each was asked.
+async fn answered_each_once(
+    store: &Store,
+    asked: &Mutex<Vec<(Instant, usize)>>,
+    github: &FakeGithub,
+    (prs, events): (usize, usize),
+) -> BTreeMap<usize, Vec<Instant>> {
+    eventually_within("every event answered", Duration::from_secs(60), || async {
+        store.inbox_pending(10).await.unwrap().is_empty()
+            && store.outbox_pending(10).await.unwrap().is_empty()
+            && github.seen().len() >= events
+    })
+    .await;
+    let mut asks: BTreeMap<usize, Vec<Instant>> = BTreeMap::new();
+    for (at, m) in asked.lock().unwrap().iter() {
+        asks.entry(*m).or_default().push(*at);
+    }
+    let mut answers: BTreeMap<usize, Vec<Instant>> = BTreeMap::new();
+    for s in github.seen() {
+        if let Some(m) = s.body["body"].as_str().and_then(marker_in) {
+            answers.entry(m).or_default().push(s.at);
+        }
+    }
+    assert_eq!(asks.len(), events, "every event asked");
+    assert!(
+        asks.values().all(|a| a.len() == 1),
+        "each asked once: {asks:?}"
+    );
+    assert_eq!(answers.len(), events, "every event answered");
+    assert!(answers.values().all(|a| a.len() == 1), "each answered once");
+    common::assert_in_order("asked", &asks, prs, usize::MAX);
+    common::assert_in_order("answered", &answers, prs, usize::MAX);
+    asks
+}
+
 /// Posts a signed `pull_request` delivery; `None` when the replica did
 /// not answer (it is stopping, or stopped).
 async fn deliver(
@@ -257,31 +294,7 @@ async fn two_replicas_take_one_pull_requests_events_in_turn_and_answer_each_once
     }
     let events = PRS * PER_PR;
     let store = a.store.clone();
-    eventually_within("every event answered", Duration::from_secs(60), || async {
-        store.inbox_pending(10).await.unwrap().is_empty()
-            && store.outbox_pending(10).await.unwrap().is_empty()
-            && github.seen().len() >= events
-    })
-    .await;
-    let mut asks: BTreeMap<usize, Vec<Instant>> = BTreeMap::new();
-    for (at, m) in asked.lock().unwrap().iter() {
-        asks.entry(*m).or_default().push(*at);
-    }
-    let mut answers: BTreeMap<usize, Vec<Instant>> = BTreeMap::new();
-    for s in github.seen() {
-        if let Some(m) = s.body["body"].as_str().and_then(marker_in) {
-            answers.entry(m).or_default().push(s.at);
-        }
-    }
-    assert_eq!(asks.len(), events, "every event asked");
-    assert!(
-        asks.values().all(|a| a.len() == 1),
-        "each asked once: {asks:?}"
-    );
-    assert_eq!(answers.len(), events, "every event answered");
-    assert!(answers.values().all(|a| a.len() == 1), "each answered once");
-    common::assert_in_order("asked", &asks, PRS, usize::MAX);
-    common::assert_in_order("answered", &answers, PRS, usize::MAX);
+    let asks = answered_each_once(&store, &asked, &github, (PRS, events)).await;
     // One replica at a time runs a session: a pull request's next turn
     // starts after the model answered the one before.
     for pr in 0..PRS {
@@ -316,6 +329,60 @@ async fn two_replicas_take_one_pull_requests_events_in_turn_and_answer_each_once
     assert!(held.is_empty(), "both gave their leases up: {held:?}");
     assert!(store.replicas().await.unwrap().0.is_empty(), "both left");
     store.close().await;
+    db.drop().await;
+}
+
+/// A burst over many pull requests, none of them live: their sessions are
+/// taken over together once the intake is quiet (#45), and every event is
+/// still run once, in its pull request's order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_over_many_pull_requests_is_taken_over_together_and_answered_once() {
+    const PRS: usize = 40;
+    const PER_PR: usize = 3;
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let (llm, asked) = marking_model().await;
+    let github = FakeGithub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = InProcess::start(
+        replica(dir.path(), "a", &db.config, &llm, &github, None),
+        env(),
+    )
+    .await;
+    let client = switchboard::http::client::client();
+    let mut senders = tokio::task::JoinSet::new();
+    for pr in 0..PRS {
+        let (client, base) = (client.clone(), a.base.clone());
+        senders.spawn(async move {
+            for k in 0..PER_PR {
+                let i = k * PRS + pr;
+                let body = common::pr_push(pr + 1, &format!("marker-{i:03}"));
+                let status = deliver(&client, &base, &format!("burst-{i}"), body).await;
+                assert_eq!(status, Some(202), "delivery {i}");
+            }
+        });
+    }
+    while let Some(r) = senders.join_next().await {
+        r.unwrap();
+    }
+    let events = PRS * PER_PR;
+    let store = a.store.clone();
+    answered_each_once(&store, &asked, &github, (PRS, events)).await;
+    let inbox = store.inbox_latest("webhook", 1000).await.unwrap();
+    assert_eq!(inbox.len(), events);
+    assert!(inbox.iter().all(|r| r.attempts == 1), "each started once");
+    let leases = store.leases().await.unwrap();
+    let sessions = leases
+        .iter()
+        .filter(|l| l.name.starts_with("session:"))
+        .count();
+    assert_eq!(sessions, PRS, "one lease a pull request: {leases:?}");
+    assert!(
+        leases.iter().all(|l| l.token == 1),
+        "each session taken once: {leases:?}"
+    );
+    a.shutdown().await;
     db.drop().await;
 }
 

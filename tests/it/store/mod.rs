@@ -6,6 +6,7 @@ mod checkpoints;
 mod connections;
 mod holds;
 mod search;
+mod takeover;
 mod turns;
 
 use switchboard::store::{
@@ -274,7 +275,7 @@ async fn inbox_dedupes_and_replays_unprocessed_in_order(store: Store) {
     assert!(store.inbox_latest("slack", 100).await.unwrap().is_empty());
 }
 
-fn approval(session_id: &str) -> ApprovalRecord {
+pub(crate) fn approval(session_id: &str) -> ApprovalRecord {
     ApprovalRecord {
         id: new_id(),
         session_id: session_id.into(),

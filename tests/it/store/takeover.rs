@@ -1,0 +1,139 @@
+//! What taking sessions over reads and writes, for many sessions at once
+//! (#45: a burst for thousands of sessions takes them in a few statements):
+//! their leases, the approvals left pending in them, and their unprocessed
+//! events, in order, past the 500 bound to one statement.
+
+use crate::backend_tests;
+
+use std::time::Duration;
+
+use switchboard::store::{InboxInsert, NewInboxEvent, Store};
+
+use super::{approval, dm};
+
+backend_tests!(
+    leases_of_many_sessions_are_taken_at_once,
+    the_pending_events_and_approvals_of_many_sessions_are_read_at_once,
+);
+
+async fn leases_of_many_sessions_are_taken_at_once(store: Store) {
+    assert_eq!(
+        store
+            .lease_acquire("session:others", "b", 60_000)
+            .await
+            .unwrap(),
+        Some(1)
+    );
+    assert_eq!(
+        store
+            .lease_acquire("session:mine", "a", 60_000)
+            .await
+            .unwrap(),
+        Some(1)
+    );
+    assert_eq!(
+        store.lease_acquire("session:lapsed", "b", 1).await.unwrap(),
+        Some(1)
+    );
+    // Outlasts the 1 ms lease: a time, not an event.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut names: Vec<String> = [
+        "session:free",
+        "session:others",
+        "session:mine",
+        "session:lapsed",
+    ]
+    .map(String::from)
+    .to_vec();
+    // Past one statement's 500.
+    names.extend((0..600).map(|n| format!("session:n{n}")));
+    let tokens = store.lease_acquire_many(&names, "a", 60_000).await.unwrap();
+    assert_eq!(tokens.len(), names.len());
+    assert_eq!(tokens[..4], [Some(1), None, Some(2), Some(2)]);
+    assert!(tokens[4..].iter().all(|t| *t == Some(1)), "{tokens:?}");
+    let leases = store.leases().await.unwrap();
+    let holder = |name: &str| {
+        leases
+            .iter()
+            .find(|l| l.name == name)
+            .map(|l| (l.holder.as_str(), l.token))
+    };
+    assert_eq!(holder("session:others"), Some(("b", 1)), "not taken");
+    assert_eq!(holder("session:lapsed"), Some(("a", 2)));
+    assert_eq!(holder("session:n599"), Some(("a", 1)));
+    assert!(
+        store
+            .lease_acquire_many(&[], "a", 60_000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn the_pending_events_and_approvals_of_many_sessions_are_read_at_once(store: Store) {
+    let keys: Vec<String> = (0..600).map(|n| format!("github:pr:{n}")).collect();
+    let mut ids = Vec::new();
+    // Interleaved: the order read is the inbox's, across sessions.
+    for round in 0..2 {
+        for key in keys.iter().rev().take(3).chain(&keys[..2]) {
+            let dedupe = format!("{key}:{round}");
+            let event = NewInboxEvent {
+                platform: "github",
+                dedupe_key: &dedupe,
+                session_key: key,
+                payload: "{}",
+            };
+            match store.inbox_insert(&event).await.unwrap() {
+                InboxInsert::Inserted(id) => ids.push((id, key.clone())),
+                InboxInsert::Duplicate => panic!("{dedupe} seen as a duplicate"),
+            }
+        }
+    }
+    // Processed events are not read again.
+    assert!(store.inbox_mark_processed(ids[0].0, "ok").await.unwrap());
+    let wanted: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let pending = store.inbox_pending_of_many(&wanted).await.unwrap();
+    let read: Vec<(i64, String)> = pending
+        .iter()
+        .map(|r| (r.id, r.session_key.clone()))
+        .collect();
+    assert_eq!(read, ids[1..], "every session's, in the inbox's order");
+    let two = store
+        .inbox_pending_of_many(&["github:pr:0", "github:pr:599"])
+        .await
+        .unwrap();
+    assert_eq!(two.len(), 3, "{two:?}");
+    assert!(store.inbox_pending_of_many(&[]).await.unwrap().is_empty());
+    assert_eq!(
+        store.inbox_pending_of("github:pr:1").await.unwrap().len(),
+        2
+    );
+    assert!(store.outbox_pending_of(&wanted).await.unwrap().is_empty());
+
+    let first = store.open_session(&dm("telegram:dm:1")).await.unwrap();
+    let second = store.open_session(&dm("telegram:dm:2")).await.unwrap();
+    let other = store.open_session(&dm("telegram:dm:3")).await.unwrap();
+    let mut left = Vec::new();
+    for session in [&first, &second, &other] {
+        let record = approval(&session.id);
+        store.insert_approval(&record).await.unwrap();
+        left.push(record.id);
+    }
+    let mut many: Vec<String> = (10..600).map(|n| format!("telegram:dm:{n}")).collect();
+    many.push("telegram:dm:2".into());
+    many.push("telegram:dm:1".into());
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let mut found: Vec<String> = store
+        .pending_prompts(Some(&many))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    found.sort();
+    let mut expected = left[..2].to_vec();
+    expected.sort();
+    assert_eq!(found, expected, "the two sessions', not the third's");
+    assert_eq!(store.pending_prompts(None).await.unwrap().len(), 3);
+    assert!(store.pending_prompts(Some(&[])).await.unwrap().is_empty());
+}
