@@ -158,23 +158,26 @@ impl Broker {
     }
 
     /// Expires the approvals sessions `keys` left pending on a replica
-    /// that died (the turns waiting for them died with it) and closes their
-    /// prompts: called when this replica takes the sessions over.
+    /// that died (the turns waiting for them died with it): called when
+    /// this replica takes the sessions over, before their turns run. Their
+    /// prompts are closed by [`close_expired`](Self::close_expired).
     pub async fn expire_left_by(&self, keys: &[&str]) -> crate::store::Result<usize> {
-        let count = self.expire_left(Some(keys)).await?;
-        if count > 0 {
-            let platforms: std::collections::BTreeSet<String> = self
-                .stale
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .filter_map(|p| p.prompt_platform.clone())
-                .collect();
-            for platform in platforms {
-                self.platform_attached(&platform).await;
-            }
+        self.expire_left(Some(keys)).await
+    }
+
+    /// Closes the prompts of the approvals expired so far, on the platforms
+    /// connected.
+    pub async fn close_expired(&self) {
+        let platforms: std::collections::BTreeSet<String> = self
+            .stale
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter_map(|p| p.prompt_platform.clone())
+            .collect();
+        for platform in platforms {
+            self.platform_attached(&platform).await;
         }
-        Ok(count)
     }
 
     async fn expire_left(&self, keys: Option<&[&str]>) -> crate::store::Result<usize> {

@@ -6,9 +6,10 @@
 //! open waits while deliveries are being stored, or came less than
 //! [`QUIET`] apart (a burst's, not a steady stream's) — no longer than
 //! [`MOST`], so a busy intake does not starve the agents. Then at most
-//! [`OPENING`] turns open at once, in the order they came: the turns a
-//! long burst leaves waiting open one after another beside the intake, not
-//! all together in the middle of it.
+//! [`OPENING`] turns open at once, in the order they came, and only one
+//! while the intake is still busy: the turns a long burst leaves waiting
+//! open one after another beside the intake, not all together in the
+//! middle of it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -117,11 +118,19 @@ impl Pressure {
     }
 
     /// Waits for the intake to be quiet, then for one of the [`OPENING`]
-    /// places of the turns opening now, in the order asked for.
+    /// places of the turns opening now, in the order asked for; for all of
+    /// them when the intake is still busy (the wait reached [`MOST`]), so
+    /// one turn at a time opens beside it (PERFORMANCE.md, "Sessions a
+    /// burst finds nobody running are taken over together").
     pub(super) async fn open(&self) -> Place<'_> {
         self.quiet().await;
+        let places = if self.busy_for().is_zero() {
+            1
+        } else {
+            OPENING
+        };
         // The places are never closed.
-        Place(self.opening.acquire().await.ok())
+        Place(self.opening.acquire_many(places as u32).await.ok())
     }
 
     /// Returns once the intake is quiet, or after [`MOST`].
@@ -242,5 +251,23 @@ mod tests {
         }
         assert_eq!(most.load(Ordering::SeqCst), OPENING);
         assert_eq!(*order.lock().unwrap(), (0..10).collect::<Vec<_>>());
+
+        // The intake busy past the limit: one at a time.
+        let _stuck = pressure.storing();
+        most.store(0, Ordering::SeqCst);
+        let mut turns = Vec::new();
+        for _ in 0..4 {
+            let (pressure, now, most) = (pressure.clone(), now.clone(), most.clone());
+            turns.push(tokio::spawn(async move {
+                let _place = pressure.open().await;
+                most.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                now.fetch_sub(1, Ordering::SeqCst);
+            }));
+        }
+        for turn in turns {
+            turn.await.unwrap();
+        }
+        assert_eq!(most.load(Ordering::SeqCst), 1, "one place while busy");
     }
 }

@@ -214,8 +214,13 @@ impl Store {
              WHERE leases.expires_at <= NOW OR leases.holder = excluded.holder \
              RETURNING name, token",
         );
+        // Locked in the names' order by every replica: two taking sets that
+        // overlap never wait for each other in a cycle.
+        let mut sorted: Vec<&String> = names.iter().collect();
+        sorted.sort_unstable();
+        sorted.dedup();
         let mut taken = std::collections::HashMap::new();
-        for chunk in names.chunks(500) {
+        for chunk in sorted.chunks(500) {
             macro_rules! once {
                 ($ex:expr) => {{
                     let mut qb = sqlx::QueryBuilder::new(
@@ -235,7 +240,20 @@ impl Store {
                     rows
                 }};
             }
-            taken.extend(super::returning!(&self.backend, ex => once!(ex)));
+            // A renewal (which locks its rows in the table's order) may
+            // still deadlock with it: PostgreSQL then fails one, and this
+            // one tries again.
+            let mut tries = 0;
+            let rows = loop {
+                let once = async {
+                    Ok::<_, super::StoreError>(super::returning!(&self.backend, ex => once!(ex)))
+                };
+                match once.await {
+                    Err(err) if tries < 3 && super::is_deadlock(&err) => tries += 1,
+                    other => break other,
+                }
+            };
+            taken.extend(rows?);
         }
         Ok(names.iter().map(|n| taken.get(n).copied()).collect())
     }

@@ -141,6 +141,18 @@ impl Store {
     }
 }
 
+/// Whether `err` is PostgreSQL's deadlock (the statement was chosen to fail,
+/// and may be tried again).
+fn is_deadlock(err: &StoreError) -> bool {
+    match err {
+        StoreError::Query(e) | StoreError::Unavailable(e) => e
+            .as_database_error()
+            .and_then(|d| d.code())
+            .is_some_and(|code| code == "40P01"),
+        _ => false,
+    }
+}
+
 /// A query of `head` followed by `keys` bound and separated by commas (the
 /// caller closes the list).
 fn list_of<'a, DB>(head: &str, keys: &[&'a str]) -> sqlx::QueryBuilder<DB>

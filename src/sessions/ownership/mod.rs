@@ -297,9 +297,13 @@ impl SessionManager {
                 None => {}
             }
         }
-        let claims = keys.into_iter().map(|key| (key, Vec::new())).collect();
-        let found = takeover::adopt_many(&self.inner, own, claims).await?;
-        Ok(found.iter().filter(|f| **f == Adopted::Taken).count())
+        let mut taken = 0;
+        for keys in keys.chunks(takeover::BATCH) {
+            let claims = keys.iter().map(|key| (key.clone(), Vec::new())).collect();
+            let found = takeover::adopt_many(&self.inner, own, claims).await?;
+            taken += found.iter().filter(|f| **f == Adopted::Taken).count();
+        }
+        Ok(taken)
     }
 
     /// With several replicas: hands the events other replicas store for

@@ -15,7 +15,7 @@ use crate::sessions::worker::{Job, Seed};
 use crate::store::StoreError;
 
 /// Most sessions taken in one batch.
-const BATCH: usize = 500;
+pub(super) const BATCH: usize = 500;
 
 /// What [`adopt`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +70,8 @@ impl Queue {
 
 /// Takes the queued sessions over, in batches, each once the intake is
 /// quiet, until none is queued. Each queued event is counted off once its
-/// session's worker counts it (or another replica's does).
+/// batch is taken: its session's worker counts it now (or another
+/// replica's does).
 pub(super) async fn take_queued(inner: Arc<Inner>) {
     let Some(own) = &inner.ownership else {
         return;
@@ -81,7 +82,6 @@ pub(super) async fn take_queued(inner: Arc<Inner>) {
         if queued.is_empty() {
             return;
         }
-        let events = queued.len();
         let mut claims: Vec<(String, Vec<Tracked>)> = Vec::new();
         let mut at: HashMap<String, usize> = HashMap::new();
         for (key, tracked) in queued {
@@ -96,12 +96,13 @@ pub(super) async fn take_queued(inner: Arc<Inner>) {
         while !claims.is_empty() {
             let rest = claims.split_off(claims.len().min(BATCH));
             let batch = std::mem::replace(&mut claims, rest);
+            let events: usize = batch.iter().map(|(_, tracked)| tracked.len()).sum();
             if let Err(err) = adopt_many(&inner, own, batch).await {
                 tracing::warn!(error = %err, "sessions not taken; the sweep finds their events");
             }
-        }
-        for _ in 0..events {
-            inner.mailboxes.processed();
+            for _ in 0..events {
+                inner.mailboxes.processed();
+            }
         }
     }
 }
@@ -117,14 +118,53 @@ pub(super) async fn adopt(
     Ok(found.into_iter().next().unwrap_or(Adopted::Elsewhere))
 }
 
-/// [`adopt`] of each of `claims`' sessions (distinct keys), each with the
-/// events just stored here for it whose callers wait: what each found, in
-/// order. Such an event of a session another replica owns is noticed to it.
+/// [`adopt`] of each of `claims`' sessions (distinct keys, at most
+/// [`BATCH`]), each with the events just stored here for it whose callers
+/// wait: what each found, in order. Such an event of a session not taken
+/// here (another replica owns it, or the taking failed) is noticed to the
+/// owner, whose sweep would find it otherwise.
 pub(super) async fn adopt_many(
     inner: &Arc<Inner>,
     own: &Ownership,
-    claims: Vec<(String, Vec<Tracked>)>,
+    mut claims: Vec<(String, Vec<Tracked>)>,
 ) -> Result<Vec<Adopted>, StoreError> {
+    debug_assert!(
+        claims.len() <= BATCH,
+        "{} sessions in one batch",
+        claims.len()
+    );
+    let mut found = vec![Adopted::Elsewhere; claims.len()];
+    let taken = take(inner, own, &mut claims, &mut found).await;
+    for ((key, tracked), found) in claims.iter().zip(&found) {
+        if *found == Adopted::Elsewhere {
+            for t in tracked {
+                inner
+                    .store
+                    .notify_soon(INBOX_CHANNEL, notice(t.job.inbox_id, key, &t.payload));
+            }
+        }
+    }
+    match taken {
+        Ok(expired) => {
+            if expired > 0 {
+                // Their prompts closed on the platforms, not under the
+                // claims' locks.
+                inner.broker.close_expired().await;
+            }
+            Ok(found)
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// [`adopt_many`]'s taking, under the claims' locks: `found` filled in, and
+/// how many approvals the sessions taken had left pending.
+async fn take(
+    inner: &Arc<Inner>,
+    own: &Ownership,
+    claims: &mut [(String, Vec<Tracked>)],
+    found: &mut [Adopted],
+) -> Result<usize, StoreError> {
     let manager = SessionManager {
         inner: inner.clone(),
     };
@@ -136,8 +176,6 @@ pub(super) async fn adopt_many(
     for stripe in stripes {
         locks.push(own.claiming[stripe].lock().await);
     }
-    let mut found = vec![Adopted::Elsewhere; claims.len()];
-    let mut claims: Vec<(String, Vec<Tracked>)> = claims;
     let mut wanted = Vec::new();
     for (i, (key, tracked)) in claims.iter_mut().enumerate() {
         if manager.live_worker(key).is_some() {
@@ -172,11 +210,16 @@ pub(super) async fn adopt_many(
             None => own.seen_elsewhere(&claims[i].0),
         }
     }
+    let mut expired = 0;
     if !won.is_empty() {
         let keys: Vec<&str> = won.iter().map(|(i, _)| claims[*i].0.as_str()).collect();
-        // Turns waiting for them died with the sessions' previous owner.
-        if let Err(err) = inner.broker.expire_left_by(&keys).await {
-            tracing::warn!(sessions = keys.len(), error = %err, "approvals left pending not expired");
+        // Turns waiting for them died with the sessions' previous owner;
+        // expired before the sessions' turns run, which may ask anew.
+        match inner.broker.expire_left_by(&keys).await {
+            Ok(count) => expired = count,
+            Err(err) => {
+                tracing::warn!(sessions = keys.len(), error = %err, "approvals left pending not expired");
+            }
         }
         let seeds = match read_seeds(&manager, &keys).await {
             Ok(seeds) => seeds,
@@ -204,19 +247,7 @@ pub(super) async fn adopt_many(
             found[i] = Adopted::Taken;
         }
     }
-    drop(locks);
-    for ((key, tracked), found) in claims.iter().zip(&found) {
-        if *found == Adopted::Elsewhere {
-            // The owner reads it from the inbox; should the notice go
-            // astray, the owner's sweep finds it.
-            for t in tracked {
-                inner
-                    .store
-                    .notify_soon(INBOX_CHANNEL, notice(t.job.inbox_id, key, &t.payload));
-            }
-        }
-    }
-    Ok(found)
+    Ok(expired)
 }
 
 /// The work of sessions `keys` as stored, in order: for each, answers not
