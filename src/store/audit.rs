@@ -268,24 +268,31 @@ impl Store {
     /// Pending approvals with their prompt locations: all of them, or
     /// those of the sessions with keys `session_keys`.
     pub async fn pending_prompts(&self, session_keys: Option<&[&str]>) -> Result<Vec<PromptRef>> {
-        let mut found = Vec::new();
-        for keys in session_keys.map_or(vec![None], |k| k.chunks(500).map(Some).collect()) {
-            found.extend(with_pool!(self, pool => {
-                let mut qb = match keys {
-                    Some(keys) => {
-                        let mut qb = super::list_of(
-                            concat!(pending_prompts!(), " AND session_id IN (SELECT id FROM sessions WHERE key IN ("),
-                            keys,
-                        );
-                        qb.push("))");
-                        qb
-                    }
-                    None => sqlx::QueryBuilder::new(pending_prompts!()),
-                };
-                qb.push(" ORDER BY created_at");
-                qb.build_query_as::<PromptRef>().fetch_all(pool).await?
-            }));
+        let sql = concat!(
+            pending_prompts!(),
+            " AND session_id IN (SELECT id FROM sessions WHERE key = ANY($1)) ORDER BY created_at"
+        );
+        match (session_keys, &self.backend) {
+            (None, _) => self.pending_prompts_of(None).await,
+            (Some(keys), Backend::Postgres(pool)) => {
+                Ok(sqlx::query_as(sql).bind(keys).fetch_all(pool).await?)
+            }
+            (Some(keys), Backend::Sqlite(_)) => {
+                let mut found = Vec::new();
+                for key in keys {
+                    found.extend(self.pending_prompts_of(Some(key)).await?);
+                }
+                Ok(found)
+            }
         }
-        Ok(found)
+    }
+
+    /// Pending approvals with their prompt locations: all of them, or
+    /// those of the session with key `session_key`.
+    async fn pending_prompts_of(&self, session_key: Option<&str>) -> Result<Vec<PromptRef>> {
+        Ok(with_pool!(self, pool => sqlx::query_as(concat!(
+            pending_prompts!(),
+            " AND ($1 IS NULL OR session_id IN (SELECT id FROM sessions WHERE key = $1)) ORDER BY created_at"))
+            .bind(session_key).fetch_all(pool).await?))
     }
 }

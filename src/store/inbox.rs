@@ -649,21 +649,31 @@ impl Store {
 
     /// Session `key`'s unprocessed events, in arrival order.
     pub async fn inbox_pending_of(&self, key: &str) -> Result<Vec<InboxRow>> {
-        self.inbox_pending_of_many(&[key]).await
-    }
-
-    /// The unprocessed events of sessions `keys`, in arrival order.
-    pub async fn inbox_pending_of_many(&self, keys: &[&str]) -> Result<Vec<InboxRow>> {
-        let head = concat!(
+        let sql = concat!(
             "SELECT ",
             inbox_columns!(),
-            " FROM inbox WHERE session_key IN ("
+            " FROM inbox WHERE session_key = $1 AND processed_at IS NULL ORDER BY id"
         );
-        let mut rows: Vec<InboxRow> = self
-            .rows_of_sessions(head, ") AND processed_at IS NULL", keys)
-            .await?;
-        rows.sort_by_key(|r| r.id);
-        Ok(rows)
+        Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(key).fetch_all(pool).await?))
+    }
+
+    /// The unprocessed events of sessions `keys`, in arrival order (one
+    /// statement on PostgreSQL).
+    pub async fn inbox_pending_of_many(&self, keys: &[&str]) -> Result<Vec<InboxRow>> {
+        let Backend::Postgres(pool) = &self.backend else {
+            let mut rows = Vec::new();
+            for key in keys {
+                rows.extend(self.inbox_pending_of(key).await?);
+            }
+            rows.sort_by_key(|r| r.id);
+            return Ok(rows);
+        };
+        let sql = concat!(
+            "SELECT ",
+            inbox_columns!(),
+            " FROM inbox WHERE session_key = ANY($1) AND processed_at IS NULL ORDER BY id"
+        );
+        Ok(sqlx::query_as(sql).bind(keys).fetch_all(pool).await?)
     }
 
     /// The id of session `key`'s oldest unprocessed event.

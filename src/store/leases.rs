@@ -191,70 +191,87 @@ impl Store {
         holder: &str,
         ttl_ms: i64,
     ) -> Result<Option<i64>> {
-        let taken = self
-            .lease_acquire_many(&[name.to_string()], holder, ttl_ms)
-            .await?;
-        Ok(taken.into_iter().next().flatten())
+        let sql = clocked(
+            &self.backend,
+            "INSERT INTO leases (name, holder, token, acquired_at, expires_at) \
+             VALUES ($1, $2, 1, NOW, NOW + $3) \
+             ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, \
+             token = leases.token + 1, acquired_at = excluded.acquired_at, \
+             expires_at = excluded.expires_at \
+             WHERE leases.expires_at <= NOW OR leases.holder = excluded.holder \
+             RETURNING token",
+        );
+        macro_rules! once {
+            ($ex:expr) => {
+                sqlx::query_scalar(sqlx::AssertSqlSafe(sql.clone()))
+                    .bind(name)
+                    .bind(holder)
+                    .bind(ttl_ms)
+                    .fetch_optional($ex)
+                    .await?
+            };
+        }
+        Ok(super::returning!(&self.backend, ex => once!(ex)))
     }
 
-    /// [`lease_acquire`](Self::lease_acquire) of each of `names` (distinct)
-    /// at once: their tokens in order, `None` for those another holder has.
+    /// [`lease_acquire`](Self::lease_acquire) of each of `names` at once
+    /// (one statement on PostgreSQL): their tokens in order, `None` for
+    /// those another holder has.
     pub async fn lease_acquire_many(
         &self,
         names: &[String],
         holder: &str,
         ttl_ms: i64,
     ) -> Result<Vec<Option<i64>>> {
-        let now = clocked(&self.backend, "NOW");
-        let tail = clocked(
+        let Backend::Postgres(pool) = &self.backend else {
+            // One replica: nobody else takes them meanwhile.
+            let mut tokens = Vec::with_capacity(names.len());
+            for name in names {
+                tokens.push(self.lease_acquire(name, holder, ttl_ms).await?);
+            }
+            return Ok(tokens);
+        };
+        // Locked in the names' order by every replica: two taking sets that
+        // overlap never wait for each other in a cycle.
+        let mut sorted: Vec<&str> = names.iter().map(String::as_str).collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let sql = clocked(
             &self.backend,
-            " ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, \
+            "INSERT INTO leases (name, holder, token, acquired_at, expires_at) \
+             SELECT n, $2, 1, NOW, NOW + $3 FROM UNNEST($1::text[]) AS n ORDER BY n \
+             ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, \
              token = leases.token + 1, acquired_at = excluded.acquired_at, \
              expires_at = excluded.expires_at \
              WHERE leases.expires_at <= NOW OR leases.holder = excluded.holder \
              RETURNING name, token",
         );
-        // Locked in the names' order by every replica: two taking sets that
-        // overlap never wait for each other in a cycle.
-        let mut sorted: Vec<&String> = names.iter().collect();
-        sorted.sort_unstable();
-        sorted.dedup();
-        let mut taken = std::collections::HashMap::new();
-        for chunk in sorted.chunks(500) {
-            macro_rules! once {
-                ($ex:expr) => {{
-                    let mut qb = sqlx::QueryBuilder::new(
-                        "INSERT INTO leases (name, holder, token, acquired_at, expires_at) ",
-                    );
-                    qb.push_values(chunk, |mut row, name| {
-                        row.push_bind(name.as_str())
-                            .push_bind(holder)
-                            .push("1")
-                            .push(now.as_str())
-                            .push(now.as_str())
-                            .push_unseparated(" + ")
-                            .push_bind_unseparated(ttl_ms);
-                    });
-                    qb.push(tail.as_str());
-                    let rows: Vec<(String, i64)> = qb.build_query_as().fetch_all($ex).await?;
-                    rows
-                }};
-            }
-            // A renewal (which locks its rows in the table's order) may
-            // still deadlock with it: PostgreSQL then fails one, and this
-            // one tries again.
-            let mut tries = 0;
-            let rows = loop {
-                let once = async {
-                    Ok::<_, super::StoreError>(super::returning!(&self.backend, ex => once!(ex)))
-                };
-                match once.await {
-                    Err(err) if tries < 3 && super::is_deadlock(&err) => tries += 1,
-                    other => break other,
+        // A renewal (which locks its rows in the table's order) may still
+        // deadlock with it: PostgreSQL then fails one, and this one tries
+        // again.
+        let mut tries = 0;
+        let taken: std::collections::HashMap<String, i64> = loop {
+            let once = sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
+                .bind(sorted.as_slice())
+                .bind(holder)
+                .bind(ttl_ms)
+                .fetch_all(pool)
+                .await;
+            match once {
+                Err(sqlx::Error::Database(e))
+                    if tries < 3 && e.code().as_deref() == Some("40P01") =>
+                {
+                    tries += 1;
                 }
-            };
-            taken.extend(rows?);
-        }
+                other => {
+                    break other?
+                        .into_iter()
+                        .collect::<Vec<(String, i64)>>()
+                        .into_iter()
+                        .collect();
+                }
+            }
+        };
         Ok(names.iter().map(|n| taken.get(n).copied()).collect())
     }
 

@@ -119,56 +119,6 @@ macro_rules! returning {
 }
 pub(crate) use returning;
 
-impl Store {
-    /// The rows `head`, a list of `keys` and `tail` select, 500 keys a
-    /// statement.
-    async fn rows_of_sessions<T>(&self, head: &str, tail: &str, keys: &[&str]) -> Result<Vec<T>>
-    where
-        T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
-            + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
-            + Send
-            + Unpin,
-    {
-        let mut rows = Vec::new();
-        for keys in keys.chunks(500) {
-            rows.extend(with_pool!(self, pool => {
-                let mut qb = list_of(head, keys);
-                qb.push(tail);
-                qb.build_query_as::<T>().fetch_all(pool).await?
-            }));
-        }
-        Ok(rows)
-    }
-}
-
-/// Whether `err` is PostgreSQL's deadlock (the statement was chosen to fail,
-/// and may be tried again).
-fn is_deadlock(err: &StoreError) -> bool {
-    match err {
-        StoreError::Query(e) | StoreError::Unavailable(e) => e
-            .as_database_error()
-            .and_then(|d| d.code())
-            .is_some_and(|code| code == "40P01"),
-        _ => false,
-    }
-}
-
-/// A query of `head` followed by `keys` bound and separated by commas (the
-/// caller closes the list).
-fn list_of<'a, DB>(head: &str, keys: &[&'a str]) -> sqlx::QueryBuilder<DB>
-where
-    DB: sqlx::Database,
-    <DB as sqlx::Database>::Arguments: Default,
-    &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-{
-    let mut qb = sqlx::QueryBuilder::new(head);
-    let mut each = qb.separated(", ");
-    for key in keys {
-        each.push_bind(*key);
-    }
-    qb
-}
-
 /// SQLite: runs the statements `query` holds (separated by `;`, their
 /// parameters bound in order, or by number: `$n` is the query's n-th) in one trip to the connection's thread; what
 /// each gave, in order (`what` names the batch in errors). Every statement

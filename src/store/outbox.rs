@@ -5,7 +5,7 @@
 //!
 //! [`Store::commit_turn`]: super::Store::commit_turn
 
-use super::{Result, Store, now_ms, storable, with_pool};
+use super::{Backend, Result, Store, now_ms, storable, with_pool};
 
 /// A message to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,16 +155,30 @@ impl Store {
         Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(limit).fetch_all(pool).await?))
     }
 
-    /// The rows of sessions `keys` not sent yet, in sending order.
+    /// The rows of sessions `keys` not sent yet, in sending order (one
+    /// statement on PostgreSQL).
     pub async fn outbox_pending_of(&self, keys: &[&str]) -> Result<Vec<OutboxRow>> {
-        let head = concat!(
+        let sql = concat!(
             "SELECT ",
             outbox_columns!(),
-            " FROM outbox WHERE session_key IN ("
+            " FROM outbox WHERE status = 'pending' AND session_key = ANY($1) ORDER BY id"
         );
-        let mut rows: Vec<OutboxRow> = self
-            .rows_of_sessions(head, ") AND status = 'pending'", keys)
-            .await?;
+        let pool = match &self.backend {
+            Backend::Postgres(pool) => {
+                return Ok(sqlx::query_as(sql).bind(keys).fetch_all(pool).await?);
+            }
+            Backend::Sqlite(pool) => pool,
+        };
+        let sql = concat!(
+            "SELECT ",
+            outbox_columns!(),
+            " FROM outbox WHERE status = 'pending' AND session_key = $1 ORDER BY id"
+        );
+        let mut rows = Vec::new();
+        for key in keys {
+            let of: Vec<OutboxRow> = sqlx::query_as(sql).bind(*key).fetch_all(pool).await?;
+            rows.extend(of);
+        }
         rows.sort_by_key(|r| r.id);
         Ok(rows)
     }
