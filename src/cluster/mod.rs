@@ -199,7 +199,7 @@ impl Cluster {
         name: &str,
         stop: &CancellationToken,
     ) -> Result<Option<Term>, StoreError> {
-        let terms = Box::pin(self.try_hold_many(&[name.to_string()], stop)).await?;
+        let terms = self.try_hold_many(&[name.to_string()], stop).await?;
         Ok(terms.into_iter().next().flatten())
     }
 

@@ -4,7 +4,8 @@ use std::path::{Path, PathBuf};
 
 use config::{Environment, File, FileFormat};
 
-use super::validate::{Env, Problem};
+use super::Env;
+use super::validate::Problem;
 use super::{Config, validate};
 
 /// Keys whose environment override is a comma-separated list.

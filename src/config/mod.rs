@@ -7,6 +7,7 @@
 //! [`validate`].
 
 mod cron;
+mod env;
 mod forge;
 pub mod identity;
 mod load;
@@ -16,6 +17,7 @@ mod tools;
 mod validate;
 
 pub use cron::{BudgetsConfig, Caps, CronConfig, CronJobConfig, MissedPolicy, OverBudget, Price};
+pub use env::Env;
 pub use forge::{BlockingConclusion, ForgeConfig};
 pub use load::{ConfigError, ConfigSource, load, load_from_str, load_storage};
 pub use platforms::{
@@ -28,7 +30,7 @@ pub use tools::{
     SandboxConfig, SandboxMode, SearchProvider, SendMessageConfig, TerminalBackend, TerminalConfig,
     ToolsConfig, VisionConfig, WebExtractConfig, WebSearchConfig,
 };
-pub use validate::{ComponentStatus, Env, Problem, component_statuses, validate};
+pub use validate::{ComponentStatus, Problem, component_statuses, validate};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -10,6 +10,8 @@
 
 use std::collections::HashMap;
 
+use super::braces::braces;
+
 /// One simple command as lexed: its words, and whether its standard input
 /// is the pipe from the command before it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -49,7 +51,7 @@ impl Budget {
 
     /// Takes `units`; false (and exhausted from then on) when they are not
     /// there.
-    fn take(&mut self, units: usize) -> bool {
+    pub(super) fn take(&mut self, units: usize) -> bool {
         if self.exhausted || units > self.left {
             self.exhausted = true;
             return false;
@@ -65,10 +67,6 @@ impl Budget {
 
 /// Deepest `$(echo $(echo …))` resolved; deeper ones stay unresolved.
 const MAX_ECHO_DEPTH: usize = 4;
-/// Most words one brace list expands to.
-const MAX_BRACE_WORDS: usize = 64;
-/// Longest word whose brace lists are expanded.
-const MAX_BRACE_WORD: usize = 4096;
 
 struct Lexer<'a> {
     chars: std::iter::Peekable<std::str::Chars<'a>>,
@@ -666,73 +664,6 @@ fn unescape(text: &str) -> String {
         }
     }
     out
-}
-
-/// `word` with its brace lists expanded (`{a,b}c` → `ac bc`); the word
-/// itself when it has none or expands to too many. Every step is paid from
-/// `budget`, so nested lists (`{,}{,}{,}…`) cannot make it exponential.
-fn braces(word: &str, budget: &mut Budget) -> Vec<String> {
-    if word.len() > MAX_BRACE_WORD || !budget.take(word.len() + 1) {
-        return vec![word.to_string()];
-    }
-    let Some((open, close)) = brace_list(word) else {
-        return vec![word.to_string()];
-    };
-    let (head, tail) = (&word[..open], &word[close + 1..]);
-    let mut out = Vec::new();
-    for alternative in split_top(&word[open + 1..close]) {
-        for expanded in braces(&format!("{head}{alternative}{tail}"), budget) {
-            out.push(expanded);
-            if out.len() > MAX_BRACE_WORDS {
-                return vec![word.to_string()];
-            }
-        }
-    }
-    out
-}
-
-/// A `{…}` of `word` holding a comma at its own level (the first to close):
-/// its brace indices. One pass over the word.
-fn brace_list(word: &str) -> Option<(usize, usize)> {
-    let mut open: Vec<(usize, bool)> = Vec::new();
-    for (i, b) in word.bytes().enumerate() {
-        match b {
-            b'{' => open.push((i, false)),
-            b',' => {
-                if let Some(top) = open.last_mut() {
-                    top.1 = true;
-                }
-            }
-            b'}' => {
-                if let Some((at, comma)) = open.pop()
-                    && comma
-                {
-                    return Some((at, i));
-                }
-            }
-            _ => {}
-        }
-    }
-    None
-}
-
-/// `text` split at its top-level commas.
-fn split_top(text: &str) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let (mut depth, mut start) = (0, 0);
-    for (i, c) in text.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' => depth -= 1,
-            ',' if depth == 0 => {
-                parts.push(&text[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(&text[start..]);
-    parts
 }
 
 fn new(text: &str, budget: Budget) -> Lexer<'_> {

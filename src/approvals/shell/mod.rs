@@ -10,6 +10,7 @@
 //! `parallel`…) are peeled off, absolute program paths reduced to their
 //! names, and long options given by a prefix spelled out (see [`words`]).
 
+mod braces;
 mod lex;
 mod words;
 

@@ -1,7 +1,8 @@
 //! What taking sessions over reads and writes, for many sessions at once
 //! (#45: a burst for thousands of sessions takes them in a few statements):
 //! their leases, the approvals left pending in them, and their unprocessed
-//! events, in order, past the 500 bound to one statement.
+//! events, in order, for 600 names (one `= ANY` statement on PostgreSQL, a
+//! statement a name on SQLite).
 
 use crate::backend_tests;
 
