@@ -50,11 +50,11 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::migrate::Migrator;
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::PgPool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqliteSynchronous};
 
 use crate::config::StorageConfig;
-use pools::{sqlite_in_memory, sqlite_pool};
+use pools::{postgres_pool, sqlite_in_memory, sqlite_pool};
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("migrations/postgres");
@@ -510,15 +510,8 @@ impl Store {
             };
             (Backend::Sqlite(pool), Backend::Sqlite(inbox))
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-            let pool = PgPoolOptions::new()
-                .max_connections(config.max_connections)
-                .acquire_timeout(Duration::from_secs(10))
-                .connect(url)
-                .await?;
-            let inbox = PgPoolOptions::new()
-                .max_connections(inbox::COMMITTERS as u32)
-                .acquire_timeout(Duration::from_secs(10))
-                .connect_lazy(url)?;
+            let pool = postgres_pool(config.max_connections).connect(url).await?;
+            let inbox = postgres_pool(inbox::COMMITTERS as u32).connect_lazy(url)?;
             let schema: String = sqlx::query_scalar("SELECT COALESCE(current_schema(), '')")
                 .fetch_one(&pool)
                 .await?;

@@ -85,6 +85,46 @@ async fn a_query_the_server_ends_is_storage_away_and_the_store_comes_back() {
     db.drop().await;
 }
 
+/// A connection is pinged as it is taken only after it sat unused for a
+/// second (`store::pools::IDLE_PING`; taken sooner, the ping it had as it
+/// went back to the pool stands): one the server ended while it sat unused
+/// is then found and replaced, and the statement runs.
+#[tokio::test]
+async fn a_connection_the_server_ended_while_unused_is_replaced_before_the_next_statement() {
+    let Some(db) = crate::common::PgTestDb::create().await else {
+        return;
+    };
+    let name = format!("sb_{}", switchboard::store::new_id());
+    let config = switchboard::config::StorageConfig {
+        url: format!("{}&application_name={name}", db.config.url),
+        max_connections: 1,
+        ..db.config.clone()
+    };
+    let store = Store::open(&config).await.unwrap();
+    store.list_sessions(1).await.unwrap();
+    let admin = sqlx::PgPool::connect(&crate::common::postgres_url())
+        .await
+        .unwrap();
+    let ended: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+    )
+    .bind(&name)
+    .fetch_all(&admin)
+    .await
+    .unwrap();
+    assert_eq!(ended, [true], "the store's one connection, unused");
+    // What is tested is the pause itself: longer than the pool's.
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    store
+        .list_sessions(1)
+        .await
+        .expect("the ended connection was replaced before the statement");
+    assert!(!store.is_away().await);
+    store.close().await;
+    admin.close().await;
+    db.drop().await;
+}
+
 /// The inbox commits through connections of its own: with every pooled
 /// connection held by a query waiting on a lock (the turns a burst opens,
 /// in the daemon), a delivery is still committed, not queued behind them
