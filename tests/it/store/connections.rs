@@ -14,7 +14,9 @@ struct Locked {
     name: String,
 }
 
-async fn pool_waiting_on_a_lock(db: &crate::common::PgTestDb) -> Locked {
+/// A PostgreSQL store with one pooled connection, known to the server by
+/// the name returned, and a pool of the test's own.
+async fn one_connection(db: &crate::common::PgTestDb) -> (Store, sqlx::PgPool, String) {
     let name = format!("sb_{}", switchboard::store::new_id());
     let config = switchboard::config::StorageConfig {
         url: format!("{}&application_name={name}", db.config.url),
@@ -25,6 +27,22 @@ async fn pool_waiting_on_a_lock(db: &crate::common::PgTestDb) -> Locked {
     let admin = sqlx::PgPool::connect(&crate::common::postgres_url())
         .await
         .unwrap();
+    (store, admin, name)
+}
+
+/// Ends the server's connections named `name`: whether each was ended.
+async fn terminate(admin: &sqlx::PgPool, name: &str) -> Vec<bool> {
+    sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+    )
+    .bind(name)
+    .fetch_all(admin)
+    .await
+    .unwrap()
+}
+
+async fn pool_waiting_on_a_lock(db: &crate::common::PgTestDb) -> Locked {
+    let (store, admin, name) = one_connection(db).await;
     let mut lock = admin.begin().await.unwrap();
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "LOCK TABLE {}.sessions IN ACCESS EXCLUSIVE MODE",
@@ -67,14 +85,7 @@ async fn a_query_the_server_ends_is_storage_away_and_the_store_comes_back() {
         return;
     };
     let locked = pool_waiting_on_a_lock(&db).await;
-    let ended: Vec<bool> = sqlx::query_scalar(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
-    )
-    .bind(&locked.name)
-    .fetch_all(&locked.admin)
-    .await
-    .unwrap();
-    assert_eq!(ended, [true]);
+    assert_eq!(terminate(&locked.admin, &locked.name).await, [true]);
     let err = locked.waiting.await.unwrap().unwrap_err();
     assert!(err.is_retryable(), "{err:?}");
     locked.lock.rollback().await.unwrap();
@@ -94,25 +105,13 @@ async fn a_connection_the_server_ended_while_unused_is_replaced_before_the_next_
     let Some(db) = crate::common::PgTestDb::create().await else {
         return;
     };
-    let name = format!("sb_{}", switchboard::store::new_id());
-    let config = switchboard::config::StorageConfig {
-        url: format!("{}&application_name={name}", db.config.url),
-        max_connections: 1,
-        ..db.config.clone()
-    };
-    let store = Store::open(&config).await.unwrap();
+    let (store, admin, name) = one_connection(&db).await;
     store.list_sessions(1).await.unwrap();
-    let admin = sqlx::PgPool::connect(&crate::common::postgres_url())
-        .await
-        .unwrap();
-    let ended: Vec<bool> = sqlx::query_scalar(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
-    )
-    .bind(&name)
-    .fetch_all(&admin)
-    .await
-    .unwrap();
-    assert_eq!(ended, [true], "the store's one connection, unused");
+    assert_eq!(
+        terminate(&admin, &name).await,
+        [true],
+        "the store's one connection, unused"
+    );
     // What is tested is the pause itself: longer than the pool's.
     tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
     store
