@@ -42,6 +42,16 @@ pub(super) enum OpenError {
     Agent(#[from] crate::agent::AgentError),
 }
 
+impl OpenError {
+    /// The database's error, when it was one.
+    pub(super) fn store(&self) -> Option<&crate::store::StoreError> {
+        match self {
+            Self::Store(err) | Self::Agent(crate::agent::AgentError::Store(err)) => Some(err),
+            _ => None,
+        }
+    }
+}
+
 pub(super) async fn open_conversation(
     inner: &Arc<Inner>,
     key: &str,
@@ -222,8 +232,11 @@ pub(super) struct Ahead {
 /// its turn reads first: the open session when no conversation is loaded
 /// (created if there is none), and the notes of the conversation's owner
 /// (of the writer, for a conversation not loaded with a person behind it).
-/// `None` when the event was processed already. A failed start is logged
-/// and the job runs (the turn reads what it needs itself).
+/// `None` when the event was processed already, or when the daemon stopped
+/// while storage was away (the event stays pending). A start storage
+/// failed under is tried again once it answers: the start is what tells a
+/// second job for a processed event. Another failure is logged and the job
+/// runs (the turn reads what it needs itself).
 pub(super) async fn start(
     inner: &Inner,
     key: &str,
@@ -250,18 +263,27 @@ pub(super) async fn start(
         open: conversation.is_none().then_some(&new),
         notes_of: owner.as_deref(),
     };
-    match inner.store.start_job(inbox_id, reads).await {
-        Ok(None) => None,
-        Ok(Some(JobStart { session, notes })) => Some(Ahead {
-            session: match session {
-                Some((s, fresh)) => Known::Open(Box::new(s), fresh),
-                None => Known::Unread,
-            },
-            notes: owner.zip(notes),
-        }),
-        Err(err) => {
-            tracing::warn!(session.key = %key, inbox.id = inbox_id, error = %err, "could not start the event");
-            Some(Ahead::default())
-        }
+    loop {
+        return match inner.store.start_job(inbox_id, reads).await {
+            Ok(None) => None,
+            Ok(Some(JobStart { session, notes })) => Some(Ahead {
+                session: match session {
+                    Some((s, fresh)) => Known::Open(Box::new(s), fresh),
+                    None => Known::Unread,
+                },
+                notes: owner.zip(notes),
+            }),
+            Err(err) if err.is_retryable() => {
+                tracing::warn!(session.key = %key, inbox.id = inbox_id, error = %err, "could not start the event; trying again once storage answers");
+                if !inner.store.until_back(&inner.stop).await {
+                    return None;
+                }
+                continue;
+            }
+            Err(err) => {
+                tracing::warn!(session.key = %key, inbox.id = inbox_id, error = %err, "could not start the event");
+                Some(Ahead::default())
+            }
+        };
     }
 }

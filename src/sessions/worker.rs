@@ -603,7 +603,14 @@ async fn answer(
                 }
                 Err(err) => {
                     place.leave();
-                    if inner.store.is_away().await {
+                    // A connection the server ended fails its statement
+                    // with storage back by the time it is asked: the
+                    // error tells.
+                    let away = match err.store() {
+                        Some(failed) => inner.store.failed_from_away(failed).await,
+                        None => inner.store.is_away().await,
+                    };
+                    if away {
                         if !inner.store.until_back(&inner.stop).await {
                             return Answered::Stopped;
                         }

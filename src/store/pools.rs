@@ -16,8 +16,9 @@ pub(super) const IDLE_PING: Duration = Duration::from_secs(1);
 /// 2 000 pull requests put the two at 12 % of the process's CPU). It is
 /// pinged as it is taken only when it sat unused for [`IDLE_PING`], long
 /// enough for the server to have ended it (a restart, an idle timeout on
-/// the way); one the server ended sooner fails its statement as storage
-/// away, and the pool opens another.
+/// the way); one the server ended sooner fails its statement with an
+/// error that says storage is away (retryable), its callers wait for
+/// storage and try again, and the pool opens another connection.
 pub(super) fn postgres_pool(max: u32) -> PgPoolOptions {
     PgPoolOptions::new()
         .test_before_acquire(false)

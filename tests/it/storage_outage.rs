@@ -159,6 +159,67 @@ async fn postgres_going_away_is_ridden_out_and_nothing_acknowledged_is_lost() {
     db.drop().await;
 }
 
+/// Every connection to PostgreSQL ends at once and the server answers again
+/// at once (a restart, a failover behind a proxy): the pool's connections,
+/// used a moment before, are not pinged as they are taken (only those
+/// unused for a second are), so statements fail on them. The turns they
+/// fail under wait for storage and go on, and every event a sender was
+/// told was accepted reaches the model once and is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_ended_by_the_server_fail_no_turn() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let (proxy, storage) = CutProxy::before(&db).await;
+    let llm = FakeLlm::responding(|_| Reply::Json(text("reviewed"))).await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = start(&llm, dir.path(), storage).await;
+    let http = switchboard::http::client::client();
+    let store = db.store().await;
+    let mut acknowledged = BTreeSet::new();
+    for round in 0..3 {
+        for i in round * 4..round * 4 + 4 {
+            assert_eq!(post(&http, &daemon.base, i).await.status(), 202);
+            acknowledged.insert(i);
+        }
+        common::eventually(&format!("round {round}'s events processed"), || async {
+            store.inbox_pending(100).await.is_ok_and(|p| p.is_empty())
+        })
+        .await;
+        proxy.cut();
+        proxy.restore();
+        // Right away, on connections used a moment ago; a delivery refused
+        // meanwhile is sent again, as its sender would.
+        for i in 100 + round * 4..100 + round * 4 + 4 {
+            let mut tries = 0;
+            while post(&http, &daemon.base, i).await.status() != 202 {
+                tries += 1;
+                assert!(tries < 50, "event {i} never accepted");
+            }
+            acknowledged.insert(i);
+        }
+    }
+    common::eventually("every acknowledged event processed", || async {
+        store.inbox_pending(100).await.is_ok_and(|p| p.is_empty())
+    })
+    .await;
+    let processed = store.inbox_latest("webhook", 100).await.unwrap();
+    let failed: Vec<_> = processed
+        .iter()
+        .filter(|row| matches!(row.outcome.as_deref(), Some("failed" | "error") | None))
+        .map(|row| (row.dedupe_key.clone(), row.outcome.clone()))
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    let asked: BTreeSet<usize> = asked(&llm).into_iter().collect();
+    assert_eq!(
+        asked, acknowledged,
+        "every accepted event reached the model"
+    );
+    store.close().await;
+    daemon.shutdown().await;
+    db.drop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn telegram_keeps_its_updates_while_postgres_is_away() {
     use common::fake_telegram::FakeTelegram;
