@@ -86,13 +86,14 @@ pub(super) async fn open_conversation(
     let job = crate::cron::job_of_session(key);
     let enabled = match job {
         // A job's run has the job's toolsets (its platform's preset when
-        // it names none; the group ones when it is gone).
-        Some(id) => match inner.store.job(id).await {
-            Ok(Some(job)) => job.toolsets.map_or_else(
+        // it names none; the group ones when it is gone). Storage failing
+        // fails the opening: a job's run never gets other toolsets for it.
+        Some(id) => match inner.store.job(id).await? {
+            Some(job) => job.toolsets.map_or_else(
                 || profile.toolsets_for(&event.chat_id).to_vec(),
                 |t| t.split(',').map(str::to_string).collect(),
             ),
-            _ => inner.config.cron.group_toolsets.clone(),
+            None => inner.config.cron.group_toolsets.clone(),
         },
         None => profile.toolsets_for(&event.chat_id).to_vec(),
     };
