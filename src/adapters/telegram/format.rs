@@ -106,9 +106,23 @@ impl Dialect for Telegram {
     }
 }
 
-/// Renders `src` in messages of at most `limit` UTF-16 units.
+/// Renders `src` in messages of at most `limit` UTF-16 units. Markup that
+/// renders to nothing but blanks (an empty code block) is sent as written:
+/// Telegram refuses a message without text.
 pub fn chunks(src: &str, limit: usize) -> Vec<Rendered> {
-    chunk::chunks::<Telegram>(src, limit)
+    let rendered = chunk::chunks::<Telegram>(src, limit);
+    if !rendered.iter().all(|(body, _)| body.trim().is_empty()) {
+        return rendered;
+    }
+    let (mut written, mut units) = (String::new(), 0);
+    for c in src.trim().chars() {
+        units += c.len_utf16();
+        if units > limit {
+            break;
+        }
+        written.push(c);
+    }
+    vec![(written, Vec::new())]
 }
 
 #[cfg(test)]
@@ -137,6 +151,15 @@ mod tests {
                 (text, kind)
             })
             .collect()
+    }
+
+    #[test]
+    fn markup_that_renders_to_blanks_is_sent_as_written() {
+        assert_eq!(
+            one("~~~sh\n\n~~~"),
+            ("~~~sh\n\n~~~".to_string(), Vec::new())
+        );
+        assert_eq!(chunks("```\n   \n```", 5)[0].0, "```\n ");
     }
 
     #[test]
