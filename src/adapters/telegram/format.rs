@@ -106,11 +106,17 @@ impl Dialect for Telegram {
     }
 }
 
+/// `src` rendered in messages of at most `limit` UTF-16 units, blank
+/// where its markup renders to nothing (a code block just opened).
+pub fn rendered(src: &str, limit: usize) -> Vec<Rendered> {
+    chunk::chunks::<Telegram>(src, limit)
+}
+
 /// Renders `src` in messages of at most `limit` UTF-16 units. Markup that
 /// renders to nothing but blanks (an empty code block) is sent as written:
 /// Telegram refuses a message without text.
 pub fn chunks(src: &str, limit: usize) -> Vec<Rendered> {
-    let rendered = chunk::chunks::<Telegram>(src, limit);
+    let rendered = rendered(src, limit);
     if !rendered.iter().all(|(body, _)| body.trim().is_empty()) {
         return rendered;
     }

@@ -401,12 +401,13 @@ impl Platform for Telegram {
 
     async fn preview(&self, at: &ChatRef, draft: i64, text: &str) -> Result<(), PlatformError> {
         let chat = chat_id(&at.chat)?.0;
-        let (body, entities) = format::chunks(text, LIMIT)
+        let (body, entities) = format::rendered(text, LIMIT)
             .into_iter()
             .next()
             .unwrap_or_default();
         if body.trim().is_empty() {
-            // Telegram takes 1 to 4096 characters; nothing new to show.
+            // Telegram takes 1 to 4096 characters; nothing new to show (a
+            // code block just opened shows once it holds something).
             return Ok(());
         }
         let request = |rich: bool| {
