@@ -26,14 +26,20 @@ const LONGEST_WAIT: Duration = Duration::from_secs(5);
 /// Whether a database error means storage cannot take writes now but may
 /// later: SQLite's disk full (13) and I/O errors (10, with its extended
 /// codes); PostgreSQL's connection exceptions (class 08), insufficient
-/// resources (class 53: disk full, out of memory, too many connections)
-/// and a server shutting down or recovering (57P01–57P03).
+/// resources (class 53: disk full, out of memory, too many connections),
+/// a server shutting down or recovering (57P01–57P03), the connection's
+/// database dropped (57P04) and a connection the server ended for sitting
+/// idle, in a transaction or not (25P03, 57P05): the next connection
+/// answers, or the probe says storage is away.
 pub(super) fn away(err: &(dyn sqlx::error::DatabaseError + 'static)) -> bool {
     if let Some(pg) = err.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
         let code = pg.code();
         return code.starts_with("08")
             || code.starts_with("53")
-            || matches!(code, "57P01" | "57P02" | "57P03");
+            || matches!(
+                code,
+                "57P01" | "57P02" | "57P03" | "57P04" | "57P05" | "25P03"
+            );
     }
     err.code()
         .and_then(|code| code.parse::<i32>().ok())

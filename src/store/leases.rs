@@ -482,12 +482,19 @@ impl Store {
         }
     }
 
-    /// A connection listening on `channels` (PostgreSQL only).
+    /// A connection listening on `channels` (PostgreSQL only). It is a
+    /// pool of its own (one connection, opened again when it breaks): a
+    /// listener holds its connection for as long as it listens, and taken
+    /// from the store's pool it would leave a small pool
+    /// (`storage.max_connections`) nothing for the statements.
     pub async fn listen(&self, channels: &[&str]) -> Result<Option<sqlx::postgres::PgListener>> {
         let Backend::Postgres(pool) = &self.backend else {
             return Ok(None);
         };
-        let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
+        let own = super::pools::listener_pool()
+            .connect_with((*pool.connect_options()).clone())
+            .await?;
+        let mut listener = sqlx::postgres::PgListener::connect_with(&own).await?;
         let channels: Vec<String> = channels.iter().map(|c| self.channel(c)).collect();
         listener
             .listen_all(channels.iter().map(String::as_str))

@@ -35,6 +35,17 @@ pub(super) fn postgres_pool(max: u32) -> PgPoolOptions {
         })
 }
 
+/// A pool of one PostgreSQL connection for a listener (`LISTEN`), which
+/// holds it while it listens and takes it again when it broke; as sqlx's
+/// own `PgListener::connect` makes, without the timeouts that would end
+/// the connection it listens on.
+pub(super) fn listener_pool() -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(1)
+        .max_lifetime(None)
+        .idle_timeout(None)
+}
+
 /// Whether a SQLite URL names a database in memory (`sqlite::memory:`,
 /// `mode=memory`): sqlx gives it a file name of its own making, and no
 /// file holds it.

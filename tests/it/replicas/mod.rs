@@ -332,6 +332,46 @@ async fn two_replicas_take_one_pull_requests_events_in_turn_and_answer_each_once
     db.drop().await;
 }
 
+/// `storage.max_connections = 1`: the listeners for other replicas' events
+/// and relayed presses hold connections of their own, not the pool's one,
+/// so the statements still get it and every event is answered (the
+/// listeners once took two of the pool's connections for good, and a pool
+/// of two never ran a turn).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_with_a_pool_of_one_connection_answers_every_event() {
+    const PRS: usize = 2;
+    const PER_PR: usize = 3;
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let (llm, asked) = marking_model().await;
+    let github = FakeGithub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let storage = StorageConfig {
+        max_connections: 1,
+        ..db.config.clone()
+    };
+    let a = InProcess::start(
+        replica(dir.path(), "a", &storage, &llm, &github, None),
+        env(),
+    )
+    .await;
+    let client = switchboard::http::client::client();
+    for k in 0..PER_PR {
+        for pr in 0..PRS {
+            let i = k * PRS + pr;
+            let body = common::pr_push(pr + 1, &format!("marker-{i:03}"));
+            let status = deliver(&client, &a.base, &format!("one-{i}"), body).await;
+            assert_eq!(status, Some(202), "delivery {i}");
+        }
+    }
+    let store = db.store().await;
+    answered_each_once(&store, &asked, &github, (PRS, PRS * PER_PR)).await;
+    a.shutdown().await;
+    store.close().await;
+    db.drop().await;
+}
+
 /// A burst over many pull requests, none of them live: their sessions are
 /// taken over together once the intake is quiet (#45), and every event is
 /// still run once, in its pull request's order.

@@ -124,6 +124,57 @@ async fn a_connection_the_server_ended_while_unused_is_replaced_before_the_next_
     db.drop().await;
 }
 
+/// A server that ends idle connections (`idle_session_timeout`, 57P05):
+/// a statement on a connection it ended, taken within the second no ping
+/// runs (`IDLE_PING`), fails as storage away, retryable, so its turn waits
+/// for storage instead of failing its event; the next statement gets a
+/// new connection.
+#[tokio::test]
+async fn a_connection_ended_for_sitting_idle_is_storage_away() {
+    let Some(db) = crate::common::PgTestDb::create().await else {
+        return;
+    };
+    let name = format!("sb_{}", switchboard::store::new_id());
+    let config = switchboard::config::StorageConfig {
+        url: format!(
+            "{}&application_name={name}",
+            db.config
+                .url
+                .replace("options=", "options=-c%20idle_session_timeout%3D200%20")
+        ),
+        max_connections: 1,
+        ..db.config.clone()
+    };
+    let store = Store::open(&config).await.unwrap();
+    let admin = sqlx::PgPool::connect(&crate::common::postgres_url())
+        .await
+        .unwrap();
+    let ended = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+        )
+        .bind(&name)
+        .fetch_one(&admin)
+        .await
+        .unwrap()
+            == 0
+    };
+    store.list_sessions(1).await.unwrap();
+    crate::common::eventually("the server ends the idle connection", ended).await;
+    // Past the pool's second the ping finds the connection ended first
+    // and the statement runs: either way nothing fails for good.
+    if let Err(err) = store.list_sessions(1).await {
+        assert!(err.is_retryable(), "{err:?}");
+    }
+    store
+        .list_sessions(1)
+        .await
+        .expect("a new connection after the ended one");
+    store.close().await;
+    admin.close().await;
+    db.drop().await;
+}
+
 /// The inbox commits through connections of its own: with every pooled
 /// connection held by a query waiting on a lock (the turns a burst opens,
 /// in the daemon), a delivery is still committed, not queued behind them
