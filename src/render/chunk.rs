@@ -53,14 +53,36 @@ pub fn chunks<D: Dialect>(src: &str, limit: usize) -> Vec<<D::Sink as Sink>::Out
     split::<D>(src, limit, true)
 }
 
-/// Like [`chunks`] without the markers: for pieces that make up one
-/// message (Slack's section blocks).
-pub fn pieces<D: Dialect>(src: &str, limit: usize) -> Vec<<D::Sink as Sink>::Out> {
-    split::<D>(src, limit, false)
+/// [`chunks`] for a dialect of text; without `markers`, the pieces of one
+/// message (Slack's section blocks). Markup that renders to nothing but
+/// blanks (link reference definitions alone) is shown as written, in a
+/// code block: no platform takes a message without text.
+pub fn text_parts<D>(src: &str, limit: usize, markers: bool) -> Vec<String>
+where
+    D: Dialect,
+    D::Sink: Sink<Out = String>,
+{
+    let parts = split::<D>(src, limit, markers);
+    let written = src.trim();
+    if written.is_empty() || parts.iter().any(|p| !p.trim().is_empty()) {
+        return parts;
+    }
+    let code = Block::Code {
+        lang: String::new(),
+        code: written.to_string(),
+    };
+    split_doc::<D>(vec![code], limit, markers)
 }
 
 fn split<D: Dialect>(src: &str, limit: usize, markers: bool) -> Vec<<D::Sink as Sink>::Out> {
-    let doc = markdown::parse(src);
+    split_doc::<D>(markdown::parse(src), limit, markers)
+}
+
+fn split_doc<D: Dialect>(
+    doc: Vec<Block>,
+    limit: usize,
+    markers: bool,
+) -> Vec<<D::Sink as Sink>::Out> {
     if size::<D>(&doc) <= limit {
         return vec![markdown::render::<D::Sink>(&doc)];
     }

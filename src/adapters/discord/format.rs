@@ -120,9 +120,10 @@ pub fn render(src: &str) -> String {
     markdown::to_out::<Markdown>(src)
 }
 
-/// Renders `src` in messages of at most `limit` characters.
+/// Renders `src` in messages of at most `limit` characters (markup that
+/// renders to nothing is shown as written).
 pub fn chunks(src: &str, limit: usize) -> Vec<String> {
-    chunk::chunks::<CharCount<Markdown>>(src, limit)
+    chunk::text_parts::<CharCount<Markdown>>(src, limit, true)
 }
 
 #[cfg(test)]
@@ -214,6 +215,33 @@ mod tests {
             ("![cat](https://c.io/c.png)", "[cat](https://c.io/c.png)"),
         ] {
             assert_eq!(render(src), want, "{src}");
+        }
+    }
+
+    #[test]
+    fn markup_that_renders_to_nothing_still_makes_a_message() {
+        // A link's definition alone is shown as written.
+        assert_eq!(
+            chunks("[docs]: <https://x.io>\n", 2000),
+            ["```\n[docs]: <https://x.io>\n```"]
+        );
+        // Each platform refuses a message without text.
+        for src in [
+            "~~~sh\n\n~~~",
+            "```\n   \n```",
+            "<!-- a comment -->",
+            "[](https://x.io)",
+            "![](https://x.io/a.png)",
+            "***",
+            "<br>",
+            "[^1]: note",
+            "[docs]: https://x.io/a_b\n[more]: <https://y.io> \"t\"",
+        ] {
+            let parts = chunks(src, 2000);
+            assert!(!parts.is_empty(), "{src:?}");
+            for part in parts {
+                assert!(!part.trim().is_empty(), "{src:?} gave {part:?}");
+            }
         }
     }
 

@@ -99,7 +99,7 @@ pub fn mrkdwn(src: &str) -> String {
 /// Renders `src` as mrkdwn pieces of at most `limit` characters, split
 /// between blocks.
 pub fn pieces(src: &str, limit: usize) -> Vec<String> {
-    chunk::pieces::<CharCount<Mrkdwn>>(src, limit)
+    chunk::text_parts::<CharCount<Mrkdwn>>(src, limit, false)
 }
 
 #[cfg(test)]
@@ -167,6 +167,33 @@ mod tests {
             ("a|b [x|y](https://z.io)", "a|b <https://z.io|x/y>"),
         ] {
             assert_eq!(mrkdwn(src), want, "{src}");
+        }
+    }
+
+    #[test]
+    fn markup_that_renders_to_nothing_still_makes_a_message() {
+        // A link's definition alone is shown as written.
+        assert_eq!(
+            pieces("[docs]: <https://x.io>\n", 2000),
+            ["```\n[docs]: &lt;https://x.io&gt;\n```"]
+        );
+        // Each platform refuses a message without text.
+        for src in [
+            "~~~sh\n\n~~~",
+            "```\n   \n```",
+            "<!-- a comment -->",
+            "[](https://x.io)",
+            "![](https://x.io/a.png)",
+            "***",
+            "<br>",
+            "[^1]: note",
+            "[docs]: https://x.io/a_b\n[more]: <https://y.io> \"t\"",
+        ] {
+            let parts = pieces(src, 2000);
+            assert!(!parts.is_empty(), "{src:?}");
+            for part in parts {
+                assert!(!part.trim().is_empty(), "{src:?} gave {part:?}");
+            }
         }
     }
 
