@@ -204,7 +204,8 @@ impl Broker {
                     &record.pattern_keys.0,
                     "expired",
                 )
-                .await;
+                .await
+                .ok();
             }
         }
         let count = stale.len();
@@ -215,6 +216,9 @@ impl Broker {
         Ok(count)
     }
 
+    /// Appends an entry to the audit trail. A failure is logged and
+    /// returned: a request that could not be audited is refused; what
+    /// the other entries record (a decision, an expiry) stands.
     #[allow(clippy::too_many_arguments)]
     async fn audit(
         &self,
@@ -226,7 +230,7 @@ impl Broker {
         command: &str,
         keys: &[String],
         outcome: &str,
-    ) {
+    ) -> Result<(), crate::store::StoreError> {
         let keys = keys.join(",");
         let entry = AuditEvent {
             approval_id: id,
@@ -238,9 +242,11 @@ impl Broker {
             pattern_keys: &keys,
             outcome,
         };
-        if let Err(err) = self.store.append_audit(&entry).await {
+        let appended = self.store.append_audit(&entry).await;
+        if let Err(err) = &appended {
             tracing::error!(approval.id = id, error = %err, "audit append failed");
         }
+        appended.map(|_| ())
     }
 
     /// Asks for a decision and waits for it (or the timeout, or `cancel`).
@@ -263,7 +269,8 @@ impl Broker {
                     &keys,
                     "no_approver",
                 )
-                .await;
+                .await
+                .ok();
                 return Decision::NoApprover(why.to_string());
             }
         };
@@ -288,17 +295,32 @@ impl Broker {
         if let Err(err) = self.store.insert_approval(&record).await {
             return Decision::NoApprover(format!("the request could not be stored ({err})"));
         }
-        self.audit(
-            &id,
-            AuditKind::Requested,
-            &request.session_id,
-            &requester,
-            None,
-            &request.command,
-            &keys,
-            "pending",
-        )
-        .await;
+        if let Err(err) = self
+            .audit(
+                &id,
+                AuditKind::Requested,
+                &request.session_id,
+                &requester,
+                None,
+                &request.command,
+                &keys,
+                "pending",
+            )
+            .await
+        {
+            // No command waits on a person without its request in the
+            // trail: refused, as when it cannot be stored.
+            let why = format!("the request could not be audited ({err})");
+            let refused = Decision::NoApprover(why.clone());
+            if let Err(err) = self
+                .store
+                .decide_approval(&id, refused.status(), Some("policy"), Some(&why))
+                .await
+            {
+                tracing::warn!(approval.id = %id, error = %err, "refused request not marked decided; expired at the next start");
+            }
+            return refused;
+        }
         events::emit(events::ApprovalStep {
             outcome: "requested",
         });
@@ -481,7 +503,8 @@ impl Broker {
             &waiter.keys,
             outcome,
         )
-        .await;
+        .await
+        .ok();
         events::emit(events::ApprovalStep { outcome });
         Ok(true)
     }
@@ -632,7 +655,8 @@ impl Broker {
                         &r.pattern_keys.0,
                         "not_allowed",
                     )
-                    .await;
+                    .await
+                    .ok();
                 }
                 return Err(Refusal::NotAllowed);
             }

@@ -20,6 +20,8 @@ use switchboard::store::{ApprovalStatus, NewSession, Store};
 use switchboard::tools::{ToolContext, ToolRuntime};
 use tokio_util::sync::CancellationToken;
 
+mod audit;
+
 /// Asks `broker` to carry out `text` when it is a decision command.
 async fn resolve_text(
     broker: &Broker,
@@ -484,33 +486,6 @@ async fn sessions_without_a_human_route_to_the_approver_chat_or_are_denied() {
         .await
         .unwrap();
     assert!(matches!(waiting.await.unwrap(), Decision::Once { .. }));
-}
-
-#[tokio::test]
-async fn a_tampered_audit_row_is_found() {
-    let s = setup().await;
-    let sid = session(&s.store, "1").await;
-    for command in ["rm -rf a", "rm -rf b"] {
-        let waiting = spawn_request(&s, request(&sid, Some("1"), command));
-        let n = s.adapter.shown.lock().unwrap().len() + 1;
-        let id = s.adapter.prompt(n).await.approval_id;
-        s.broker
-            .resolve(&id, Choice::Deny, &actor("1"), None)
-            .await
-            .unwrap();
-        waiting.await.unwrap();
-    }
-    assert_eq!(s.store.verify_audit().await.unwrap().first_broken, None);
-    let rows = s.store.audit_rows().await.unwrap();
-    let url = format!("sqlite://{}", s._dir.path().join("test.db").display());
-    let raw = sqlx::SqlitePool::connect(&url).await.unwrap();
-    sqlx::query("UPDATE approval_audit SET outcome = 'approved_always' WHERE id = $1")
-        .bind(rows[1].id)
-        .execute(&raw)
-        .await
-        .unwrap();
-    let check = s.store.verify_audit().await.unwrap();
-    assert_eq!(check.first_broken, Some(rows[1].id));
 }
 
 struct PolicyHarness {
