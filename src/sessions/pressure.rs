@@ -122,20 +122,32 @@ impl Pressure {
     /// them when the intake is still busy (the wait reached [`MOST`]), so
     /// one turn at a time opens beside it (PERFORMANCE.md, "Sessions a
     /// burst finds nobody running are taken over together").
+    ///
+    /// A turn let through by a quiet moment that then waited for its place
+    /// while the intake became busy again waits for quiet again, within its
+    /// own [`MOST`]: one lull in a long burst would otherwise release every
+    /// turn waiting, to open one after another in the middle of the burst.
     pub(super) async fn open(&self) -> Place<'_> {
-        self.quiet().await;
-        let places = if self.busy_for().is_zero() {
-            1
-        } else {
-            OPENING
-        };
-        // The places are never closed.
-        Place(self.opening.acquire_many(places as u32).await.ok())
+        let until = Instant::now() + MOST;
+        loop {
+            self.quiet_until(until).await;
+            let busy = !self.busy_for().is_zero();
+            let places = if busy { OPENING } else { 1 };
+            // The places are never closed.
+            let place = Place(self.opening.acquire_many(places as u32).await.ok());
+            if busy || self.busy_for().is_zero() || Instant::now() >= until {
+                return place;
+            }
+        }
     }
 
     /// Returns once the intake is quiet, or after [`MOST`].
     pub(super) async fn quiet(&self) {
-        let until = Instant::now() + MOST;
+        self.quiet_until(Instant::now() + MOST).await;
+    }
+
+    /// Returns once the intake is quiet, or at `until`.
+    async fn quiet_until(&self, until: Instant) {
         loop {
             if self.busy_for().is_zero() || Instant::now() >= until {
                 return;
@@ -207,6 +219,42 @@ mod tests {
         let start = tokio::time::Instant::now();
         pressure.quiet().await;
         assert_eq!(start.elapsed(), MOST, "never quiet: the limit");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_turn_let_through_by_a_lull_waits_again_while_the_intake_is_busy() {
+        for stays_busy in [false, true] {
+            let pressure = std::sync::Arc::new(Pressure::default());
+            // The intake is quiet: two turns take the places, a third
+            // waits for one.
+            let (first, second) = (pressure.open().await, pressure.open().await);
+            let start = tokio::time::Instant::now();
+            let third = tokio::spawn({
+                let pressure = pressure.clone();
+                async move {
+                    let _place = pressure.open().await;
+                    tokio::time::Instant::now()
+                }
+            });
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            // A burst starts; the places are left meanwhile.
+            let storing = pressure.storing();
+            drop((first, second));
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert!(!third.is_finished(), "opened in the middle of the burst");
+            // Quiet again after 301 ms, or never: then at its limit.
+            let least = if stays_busy {
+                MOST
+            } else {
+                drop(storing);
+                Duration::from_millis(301)
+            };
+            let opened = third.await.unwrap() - start;
+            assert!(
+                opened >= least && opened <= least + LOOK + TICK,
+                "{opened:?}"
+            );
+        }
     }
 
     #[tokio::test(start_paused = true)]
