@@ -242,7 +242,12 @@ impl Broker {
             pattern_keys: &keys,
             outcome,
         };
-        let appended = self.store.append_audit(&entry).await;
+        let mut appended = self.store.append_audit(&entry).await;
+        if appended.as_ref().is_err_and(|e| e.is_retryable()) {
+            // A connection the server ended since its last use: once more,
+            // on another.
+            appended = self.store.append_audit(&entry).await;
+        }
         if let Err(err) = &appended {
             tracing::error!(approval.id = id, error = %err, "audit append failed");
         }

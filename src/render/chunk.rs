@@ -62,9 +62,15 @@ where
     D: Dialect,
     D::Sink: Sink<Out = String>,
 {
-    let parts = split::<D>(src, limit, markers);
+    let mut parts = split::<D>(src, limit, markers);
     let written = src.trim();
-    if written.is_empty() || parts.iter().any(|p| !p.trim().is_empty()) {
+    if written.is_empty() {
+        return parts;
+    }
+    // A block that renders to nothing (an empty table) may be a piece of
+    // its own: a platform refuses the whole message for it.
+    parts.retain(|p| !p.trim().is_empty());
+    if !parts.is_empty() {
         return parts;
     }
     let code = Block::Code {

@@ -491,9 +491,8 @@ impl Store {
         let Backend::Postgres(pool) = &self.backend else {
             return Ok(None);
         };
-        let own = super::pools::listener_pool()
-            .connect_with((*pool.connect_options()).clone())
-            .await?;
+        let options = super::pools::listener_options(&pool.connect_options());
+        let own = super::pools::listener_pool().connect_with(options).await?;
         let mut listener = sqlx::postgres::PgListener::connect_with(&own).await?;
         let channels: Vec<String> = channels.iter().map(|c| self.channel(c)).collect();
         listener

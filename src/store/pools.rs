@@ -44,6 +44,19 @@ pub(super) fn listener_pool() -> PgPoolOptions {
         .max_connections(1)
         .max_lifetime(None)
         .idle_timeout(None)
+        .acquire_timeout(Duration::from_secs(10))
+}
+
+/// A listener's connection options: the store's, with the server's idle
+/// timeouts off for it (a connection that only listens sits idle between
+/// notices, and one the server ended loses the notices until it is back).
+pub(super) fn listener_options(
+    store: &sqlx::postgres::PgConnectOptions,
+) -> sqlx::postgres::PgConnectOptions {
+    store.clone().options([
+        ("idle_session_timeout", "0"),
+        ("idle_in_transaction_session_timeout", "0"),
+    ])
 }
 
 /// Whether a SQLite URL names a database in memory (`sqlite::memory:`,

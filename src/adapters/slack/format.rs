@@ -172,6 +172,9 @@ mod tests {
 
     #[test]
     fn markup_that_renders_to_nothing_still_makes_a_message() {
+        // An empty table after a full piece is no piece of its own.
+        let long = format!("{}\n\n| |\n|-|", "a".repeat(3000));
+        assert_eq!(pieces(&long, 3000), ["a".repeat(3000)]);
         // A link's definition alone is shown as written.
         assert_eq!(
             pieces("[docs]: <https://x.io>\n", 2000),
