@@ -10,7 +10,7 @@ use super::questions::PortQuestions;
 use super::reset::reset_due;
 use crate::agent::{Conversation, SessionContext};
 use crate::platform::{ChatKind, InboundEvent};
-use crate::store::{JobReads, JobStart, MemoryNote, NewSession, Session};
+use crate::store::{JobReads, JobStart, MemoryNote, NewSession, Session, Started};
 
 /// The session `event` opens under `key`; it belongs to the sender when
 /// there is a `human` behind the platform.
@@ -229,22 +229,33 @@ pub(super) struct Ahead {
     pub(super) notes: Option<(String, Vec<MemoryNote>)>,
 }
 
+/// What [`start`] found.
+pub(super) enum Start {
+    /// The event started; what was read with it.
+    Ahead(Ahead),
+    /// It was processed already, or the daemon stopped while storage was
+    /// away (it stays pending).
+    Done,
+    /// An earlier event of its session waits in the inbox (`first_of`).
+    Behind,
+}
+
 /// Starts inbox event `inbox_id` and reads ahead, in the same trip, what
 /// its turn reads first: the open session when no conversation is loaded
 /// (created if there is none), and the notes of the conversation's owner
 /// (of the writer, for a conversation not loaded with a person behind it).
-/// `None` when the event was processed already, or when the daemon stopped
-/// while storage was away (the event stays pending). A start storage
-/// failed under is tried again once it answers: the start is what tells a
-/// second job for a processed event. Another failure is logged and the job
-/// runs (the turn reads what it needs itself).
+/// With `first_of` (its session's key, several replicas) it starts only as
+/// the session's first event waiting. A start storage failed under is
+/// tried again once it answers: the start is what tells a second job for
+/// a processed event. Another failure is logged and the job runs (the turn
+/// reads what it needs itself).
 pub(super) async fn start(
     inner: &Inner,
     key: &str,
     conversation: &Option<(Conversation, i64)>,
-    inbox_id: i64,
+    (inbox_id, first_of): (i64, Option<&str>),
     event: &InboundEvent,
-) -> Option<Ahead> {
+) -> Start {
     let human = inner
         .platforms()
         .profile(&event.platform)
@@ -263,27 +274,32 @@ pub(super) async fn start(
     let reads = JobReads {
         open: conversation.is_none().then_some(&new),
         notes_of: owner.as_deref(),
+        first_of,
     };
     loop {
         return match inner.store.start_job(inbox_id, reads).await {
-            Ok(None) => None,
-            Ok(Some(JobStart { session, notes })) => Some(Ahead {
-                session: match session {
-                    Some((s, fresh)) => Known::Open(Box::new(s), fresh),
-                    None => Known::Unread,
-                },
-                notes: owner.zip(notes),
-            }),
+            Ok(Started::Done) => Start::Done,
+            Ok(Started::Behind) => Start::Behind,
+            Ok(Started::Now(read)) => {
+                let JobStart { session, notes } = *read;
+                Start::Ahead(Ahead {
+                    session: match session {
+                        Some((s, fresh)) => Known::Open(Box::new(s), fresh),
+                        None => Known::Unread,
+                    },
+                    notes: owner.zip(notes),
+                })
+            }
             Err(err) if err.is_retryable() => {
                 tracing::warn!(session.key = %key, inbox.id = inbox_id, error = %err, "could not start the event; trying again once storage answers");
                 if !inner.store.until_back(&inner.stop).await {
-                    return None;
+                    return Start::Done;
                 }
                 continue;
             }
             Err(err) => {
                 tracing::warn!(session.key = %key, inbox.id = inbox_id, error = %err, "could not start the event");
-                Some(Ahead::default())
+                Start::Ahead(Ahead::default())
             }
         };
     }

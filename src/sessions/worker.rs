@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::completion::{commit, completion, done_with};
 use super::live::{Draft, Shown};
 use super::manager::Inner;
-use super::opening::{Ahead, Known, Reset, apply_reset, open_conversation, start};
+use super::opening::{Ahead, Known, Reset, Start, apply_reset, open_conversation, start};
 use super::outbox;
 use super::pressure::Place;
 use super::revisions::Change;
@@ -298,31 +298,7 @@ pub(super) async fn run_worker(
                 }
             }
         };
-        let Some(mut job) = job else { break };
-        // With several replicas the inbox's order is read before the job
-        // runs: a trip to storage, made in the place its turn opens in
-        // (`pressure`), not by every session a burst takes over at once.
-        let mut place = None;
-        if term.is_some() {
-            place = tokio::select! {
-                biased;
-                () = inner.stop.cancelled() => None,
-                () = ended.cancelled() => None,
-                place = inner.pressure.open() => Some(place),
-            };
-            if place.is_some()
-                && let Some(earlier) =
-                    Box::pin(super::ownership::before(&inner, &key, &state, &mut job)).await
-            {
-                // An earlier event of the session, stored by another
-                // replica, is still on its way here: the inbox's order
-                // comes first.
-                state.waiting.fetch_sub(1, Ordering::SeqCst);
-                inner.mailboxes.processed();
-                seeded = earlier;
-                continue;
-            }
-        }
+        let Some(job) = job else { break };
         state.active.store(true, Ordering::SeqCst);
         if let Some(own) = own {
             own.turn_started();
@@ -334,16 +310,20 @@ pub(super) async fn run_worker(
         let context = JobContext {
             fence: fence.as_ref(),
             ended: &ended,
+            ordered: term.is_some(),
         };
-        Box::pin(run_job(
+        if let Some(earlier) = Box::pin(run_job(
             &inner,
             &key,
             &state,
             &mut held.conversation,
-            (job, place),
+            job,
             context,
         ))
-        .await;
+        .await
+        {
+            seeded = earlier;
+        }
         state
             .loaded
             .store(held.conversation.is_some(), Ordering::SeqCst);
@@ -398,16 +378,23 @@ struct JobContext<'a> {
     fence: Option<&'a crate::store::Fence>,
     /// Fires when the lease is lost: nothing more is sent from here.
     ended: &'a CancellationToken,
+    /// With several replicas: a job starts only as its session's first
+    /// event waiting in the inbox (another replica may have stored an
+    /// earlier one, its notice not here yet).
+    ordered: bool,
 }
 
+/// Runs `job`; with the session's events from the inbox, in order, when
+/// an earlier one waits there (`JobContext::ordered`): the worker runs
+/// those first, `job`'s caller's wait moved to its copy.
 async fn run_job(
     inner: &Arc<Inner>,
     key: &str,
     state: &WorkerState,
     conversation: &mut Option<(Conversation, i64)>,
-    (job, place): (Job, Option<Place<'_>>),
+    job: Job,
     context: JobContext<'_>,
-) {
+) -> Option<VecDeque<Job>> {
     let Job {
         inbox_id,
         event,
@@ -424,7 +411,7 @@ async fn run_job(
             if let Some(done) = done {
                 let _ = done.send(());
             }
-            return;
+            return None;
         }
         None => {}
     }
@@ -432,23 +419,34 @@ async fn run_job(
     // a time (`pressure`): its start in storage is a write the burst's
     // batches would take turns with, one per session the burst opens.
     // Stopped meanwhile, the event stays in the inbox for the next run.
-    let mut place = match place {
-        Some(place) => place,
-        None => tokio::select! {
-            biased;
-            () = inner.stop.cancelled() => return,
-            () = context.ended.cancelled() => return,
-            place = inner.pressure.open() => place,
-        },
+    let mut place = tokio::select! {
+        biased;
+        () = inner.stop.cancelled() => return None,
+        () = context.ended.cancelled() => return None,
+        place = inner.pressure.open() => place,
     };
-    let Some(ahead) = start(inner, key, conversation, inbox_id, &event).await else {
-        // Processed already (a second job for it, from another replica's
-        // notice or a takeover's read of the inbox).
-        state.revisions.end(inbox_id);
-        if let Some(done) = done {
-            let _ = done.send(());
+    let ordered = context.ordered.then_some(key);
+    let ahead = match start(inner, key, conversation, (inbox_id, ordered), &event).await {
+        Start::Ahead(ahead) => ahead,
+        Start::Done => {
+            // Processed already (a second job for it, from another
+            // replica's notice or a takeover's read of the inbox).
+            state.revisions.end(inbox_id);
+            if let Some(done) = done {
+                let _ = done.send(());
+            }
+            return None;
         }
-        return;
+        Start::Behind => {
+            // An earlier event of the session, stored by another replica,
+            // is still on its way here: the inbox's order comes first.
+            state.revisions.end(inbox_id);
+            let mut earlier = super::ownership::catch_up(inner, key, state).await;
+            if let Some(copy) = earlier.iter_mut().find(|j| j.inbox_id == inbox_id) {
+                copy.done = done;
+            }
+            return Some(earlier);
+        }
     };
     if resumed || super::voice::audible(&event) {
         // Hearing a voice note, or finding what a broken-off turn showed,
@@ -465,7 +463,7 @@ async fn run_job(
             ..done_with(inner, key, inbox_id, &event, "unheard", [notice.as_str()])
         };
         finish(inner, conversation, None, &completion, context, done).await;
-        return;
+        return None;
     }
     let draft = Draft::open(inner, inbox_id, &event, resumed, &state.draft).await;
     let answered = answer(
@@ -500,7 +498,7 @@ async fn run_job(
             tracing::info!(session.key = %key, inbox.id = inbox_id, reason = %why, "run skipped");
             (None, done_with(inner, key, inbox_id, &event, "skipped", []))
         }
-        Answered::Stopped => return,
+        Answered::Stopped => return None,
     };
     let mut completion = Completion {
         fence: context.fence.cloned(),
@@ -529,6 +527,7 @@ async fn run_job(
         done,
     )
     .await;
+    None
 }
 
 /// Commits the end of a job and sends what it says.

@@ -34,6 +34,18 @@ macro_rules! start_binds {
     };
 }
 
+/// [`Store::start_job`]'s condition that no earlier event of session
+/// `first_of` (parameter `$p`) waits; `NULL` matches nothing.
+macro_rules! first_waiting {
+    ($p:literal) => {
+        concat!(
+            "AND NOT EXISTS (SELECT 1 FROM inbox earlier WHERE earlier.session_key = ",
+            $p,
+            " AND earlier.processed_at IS NULL AND earlier.id < $1)"
+        )
+    };
+}
+
 /// Most events committed in one transaction.
 const BATCH: usize = 256;
 
@@ -45,6 +57,23 @@ pub struct JobReads<'a> {
     pub open: Option<&'a super::NewSession<'a>>,
     /// Whose memory notes to read (`<platform>:<user id>`).
     pub notes_of: Option<&'a str>,
+    /// The event's session key, when it starts only as its session's
+    /// first event waiting (several replicas: an earlier one, stored by
+    /// another replica, may not have reached this one's worker yet).
+    pub first_of: Option<&'a str>,
+}
+
+/// What [`Store::start_job`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Started {
+    /// The event was started; what was read with it.
+    Now(Box<JobStart>),
+    /// It was processed already (by an earlier job for it, here or on
+    /// another replica): nothing written.
+    Done,
+    /// An earlier event of its session waits (`JobReads::first_of`):
+    /// nothing written.
+    Behind,
 }
 
 /// What [`Store::start_job`] read; `None` where it was not asked to.
@@ -413,10 +442,11 @@ impl Store {
 
     /// Starts processing event `id`: counts the attempt, unless the event
     /// was processed already (by an earlier job for it, here or on another
-    /// replica), which returns `None` and writes nothing else; and reads
-    /// what its turn needs first (`reads`). On SQLite all of it is one trip;
-    /// on PostgreSQL the start and the session are one statement.
-    pub async fn start_job(&self, id: i64, reads: JobReads<'_>) -> Result<Option<JobStart>> {
+    /// replica) or an earlier event of its session waits (`first_of`),
+    /// which write nothing; and reads what its turn needs first (`reads`).
+    /// On SQLite all of it is one trip; on PostgreSQL the start, the
+    /// inbox's order and the session are one statement.
+    pub async fn start_job(&self, id: i64, reads: JobReads<'_>) -> Result<Started> {
         use sqlx::{FromRow, Row};
         match &self.backend {
             Backend::Sqlite(pool) => {
@@ -426,7 +456,9 @@ impl Store {
                 // asked for.
                 let sql = concat!(
                     "BEGIN IMMEDIATE; ",
-                    "UPDATE inbox SET attempts = attempts + 1 WHERE id = $1 AND processed_at IS NULL; ",
+                    "UPDATE inbox SET attempts = attempts + 1 WHERE id = $1 AND processed_at IS NULL ",
+                    first_waiting!("$10"),
+                    "; ",
                     super::sessions::insert_session!(),
                     "SELECT $2, $3, $4, $5, $6, $7, $8, $8 WHERE changes() = 1 AND $3 IS NOT NULL ",
                     "ON CONFLICT DO NOTHING; ",
@@ -436,16 +468,21 @@ impl Store {
                     "SELECT ",
                     super::memory::note_columns!(),
                     " FROM memory_notes WHERE user_key = $9 ORDER BY id; ",
+                    "SELECT 1 FROM inbox WHERE id = $1 AND processed_at IS NULL; ",
                     "COMMIT"
                 );
                 let new_id = reads.open.map(|_| super::new_id());
                 let open = reads.open;
                 let query = start_binds!(sqlx::query(sql), id, new_id.as_deref(), open)
-                    .bind(reads.notes_of);
+                    .bind(reads.notes_of)
+                    .bind(reads.first_of);
                 let steps =
                     super::SqliteWrite::whole((pool, &self.gate), query, "start_job").await?;
                 if steps.get(1)?.result.rows_affected() == 0 {
-                    return Ok(None);
+                    return Ok(match steps.get(5)?.rows.is_empty() {
+                        true => Started::Done,
+                        false => Started::Behind,
+                    });
                 }
                 let session = match open {
                     Some(_) => {
@@ -472,7 +509,7 @@ impl Store {
                     ),
                     None => None,
                 };
-                Ok(Some(JobStart { session, notes }))
+                Ok(Started::Now(Box::new(JobStart { session, notes })))
             }
             Backend::Postgres(pool) => {
                 // One statement, one commit: the attempt counted, the
@@ -483,12 +520,15 @@ impl Store {
                 let sql = concat!(
                     "WITH started AS (",
                     "UPDATE inbox SET attempts = attempts + 1 WHERE id = $1 AND processed_at IS NULL ",
-                    "RETURNING id), made AS (",
+                    first_waiting!("$9"),
+                    " RETURNING id), made AS (",
                     super::sessions::insert_session!(),
                     "SELECT $2, $3, $4, $5, $6, $7, $8, $8 WHERE EXISTS (SELECT 1 FROM started) ",
                     "AND $3 IS NOT NULL ON CONFLICT DO NOTHING RETURNING ",
                     super::sessions::session_columns!(),
-                    ") SELECT (SELECT count(*) FROM started) AS started, open.* FROM (SELECT 1) one ",
+                    ") SELECT (SELECT count(*) FROM started) AS started, ",
+                    "EXISTS (SELECT 1 FROM inbox WHERE id = $1 AND processed_at IS NULL) AS waiting, ",
+                    "open.* FROM (SELECT 1) one ",
                     "LEFT JOIN (SELECT true AS fresh, ",
                     super::sessions::session_columns!(),
                     " FROM made UNION ALL SELECT false, ",
@@ -498,10 +538,14 @@ impl Store {
                 );
                 let open = reads.open;
                 let row = start_binds!(sqlx::query(sql), id, open.map(|_| super::new_id()), open)
+                    .bind(reads.first_of)
                     .fetch_one(pool)
                     .await?;
                 if row.try_get::<i64, _>("started")? == 0 {
-                    return Ok(None);
+                    return Ok(match row.try_get::<bool, _>("waiting")? {
+                        true => Started::Behind,
+                        false => Started::Done,
+                    });
                 }
                 let session = match open {
                     Some(new) => Some(match row.try_get::<Option<bool>, _>("fresh")? {
@@ -514,7 +558,7 @@ impl Store {
                     Some(owner) => Some(self.notes(owner).await?),
                     None => None,
                 };
-                Ok(Some(JobStart { session, notes }))
+                Ok(Started::Now(Box::new(JobStart { session, notes })))
             }
         }
     }
@@ -674,13 +718,6 @@ impl Store {
             " FROM inbox WHERE session_key = ANY($1) AND processed_at IS NULL ORDER BY id"
         );
         Ok(sqlx::query_as(sql).bind(keys).fetch_all(pool).await?)
-    }
-
-    /// The id of session `key`'s oldest unprocessed event.
-    pub async fn inbox_first_pending_of(&self, key: &str) -> Result<Option<i64>> {
-        Ok(with_pool!(self, pool => sqlx::query_scalar(
-            "SELECT MIN(id) FROM inbox WHERE session_key = $1 AND processed_at IS NULL")
-            .bind(key).fetch_one(pool).await?))
     }
 
     /// The newest event of session `key`.

@@ -34,7 +34,7 @@ pub use cron::{CronJob, CronRun};
 pub use deliveries::DeliveryRow;
 pub use forge::{ForgeOutput, OutputAttempt};
 pub use health::{DISK_FLOOR, PROBE_TIMEOUT};
-pub use inbox::{InboxInsert, InboxRow, JobReads, JobStart, NewInboxEvent};
+pub use inbox::{InboxInsert, InboxRow, JobReads, JobStart, NewInboxEvent, Started};
 pub use leases::{Fence, LeaseRow, ReplicaActivity, ReplicaRow};
 pub use log_index::LogMark;
 pub use memory::MemoryNote;

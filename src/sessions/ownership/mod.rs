@@ -478,33 +478,6 @@ pub(super) async fn catch_up(
     jobs
 }
 
-/// With several replicas, before `job` runs: when session `key` has an
-/// earlier event not processed (stored by another replica, its notice not
-/// here yet), its events from the inbox in order, `job`'s caller's wait
-/// moved to its copy; `None` when `job` is next.
-pub(super) async fn before(
-    inner: &std::sync::Arc<Inner>,
-    key: &str,
-    state: &super::worker::WorkerState,
-    job: &mut super::worker::Job,
-) -> Option<std::collections::VecDeque<super::worker::Job>> {
-    let first = match inner.store.inbox_first_pending_of(key).await {
-        Ok(first) => first?,
-        Err(err) => {
-            tracing::warn!(session.key = %key, error = %err, "the inbox's order not checked");
-            return None;
-        }
-    };
-    if first >= job.inbox_id {
-        return None;
-    }
-    let mut jobs = catch_up(inner, key, state).await;
-    if let Some(copy) = jobs.iter_mut().find(|j| j.inbox_id == job.inbox_id) {
-        copy.done = job.done.take();
-    }
-    Some(jobs)
-}
-
 /// After session `key`'s worker gave its lease up: takes the session again
 /// if events arrived for it meanwhile (their replica found it owned and
 /// told this one, which had stopped listening for it).

@@ -10,8 +10,8 @@ mod takeover;
 mod turns;
 
 use switchboard::store::{
-    ApprovalRecord, ApprovalStatus, InboxInsert, JobReads, JobStart, NewInboxEvent, NewMessage,
-    NewSession, PairingRequest, Store, new_id, now_ms,
+    ApprovalRecord, ApprovalStatus, InboxInsert, JobReads, NewInboxEvent, NewMessage, NewSession,
+    PairingRequest, Started, Store, new_id, now_ms,
 };
 
 backend_tests!(
@@ -238,12 +238,12 @@ async fn inbox_dedupes_and_replays_unprocessed_in_order(store: Store) {
     let nothing = JobReads::default();
     assert_eq!(
         store.start_job(ids[0], nothing).await.unwrap(),
-        Some(JobStart::default()),
+        Started::Now(Box::default()),
         "started, nothing read"
     );
     assert_eq!(
         store.start_job(ids[1], nothing).await.unwrap(),
-        None,
+        Started::Done,
         "a processed event is not started again"
     );
 

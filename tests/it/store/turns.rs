@@ -5,7 +5,7 @@ use crate::backend_tests;
 
 use switchboard::store::{
     Committed, Completion, Fence, InboxInsert, JobReads, JobStart, NewInboxEvent, NewMessage,
-    Outbound, Store, TurnCommit, TurnRecord,
+    Outbound, Started, Store, TurnCommit, TurnRecord,
 };
 
 use super::dm;
@@ -15,6 +15,7 @@ backend_tests!(
     a_commit_that_fails_midway_writes_nothing_and_holds_no_lock,
     a_commit_under_a_lost_lease_writes_nothing,
     a_jobs_start_reads_the_open_session_and_the_owners_notes,
+    a_job_asked_to_be_first_waits_behind_an_earlier_event,
 );
 
 /// Stores an event for `key`; its inbox id.
@@ -212,6 +213,14 @@ async fn a_commit_that_fails_midway_writes_nothing_and_holds_no_lock(store: Stor
     );
 }
 
+/// What a start that was to start read.
+fn started(start: Started) -> JobStart {
+    match start {
+        Started::Now(read) => *read,
+        other => panic!("not started: {other:?}"),
+    }
+}
+
 async fn a_jobs_start_reads_the_open_session_and_the_owners_notes(store: Store) {
     let key = "telegram:dm:42";
     let mine = store.add_note("telegram:42", "likes tea").await.unwrap();
@@ -221,14 +230,11 @@ async fn a_jobs_start_reads_the_open_session_and_the_owners_notes(store: Store) 
     let reads = JobReads {
         open: Some(&new),
         notes_of: Some("telegram:42"),
+        first_of: None,
     };
 
     let first = event(&store, key, "telegram:u-3").await;
-    let start = store
-        .start_job(first, reads)
-        .await
-        .unwrap()
-        .expect("started");
+    let start = started(store.start_job(first, reads).await.unwrap());
     let (created, fresh) = start.session.expect("a session");
     assert!(fresh, "none was open: this start created it");
     assert_eq!(
@@ -250,21 +256,13 @@ async fn a_jobs_start_reads_the_open_session_and_the_owners_notes(store: Store) 
     );
 
     let next = event(&store, key, "telegram:u-4").await;
-    let start = store
-        .start_job(next, reads)
-        .await
-        .unwrap()
-        .expect("started");
+    let start = started(store.start_job(next, reads).await.unwrap());
     assert_eq!(
         start.session,
         Some((created.clone(), false)),
         "the open one"
     );
-    let asked_nothing = store
-        .start_job(next, JobReads::default())
-        .await
-        .unwrap()
-        .expect("started again");
+    let asked_nothing = started(store.start_job(next, JobReads::default()).await.unwrap());
     assert_eq!(asked_nothing, JobStart::default(), "nothing read unasked");
     let pending = store.inbox_pending(10).await.unwrap();
     let attempts: Vec<(i64, i64)> = pending.iter().map(|r| (r.id, r.attempts)).collect();
@@ -274,7 +272,7 @@ async fn a_jobs_start_reads_the_open_session_and_the_owners_notes(store: Store) 
     assert!(store.end_session(&created.id, "test").await.unwrap());
     assert_eq!(
         store.start_job(next, reads).await.unwrap(),
-        None,
+        Started::Done,
         "a processed event is not started"
     );
     assert_eq!(
@@ -365,4 +363,40 @@ async fn a_commit_under_a_lost_lease_writes_nothing(store: Store) {
     );
     assert_eq!(store.messages(&session.id).await.unwrap().len(), 1);
     assert!(store.inbox_pending(10).await.unwrap().is_empty());
+}
+
+/// With several replicas a job starts only as its session's first event
+/// waiting (`first_of`): behind an earlier one (stored by another replica,
+/// its notice not here yet) it writes nothing and says so, in the same
+/// statement as the start; another session's events do not hold it back.
+async fn a_job_asked_to_be_first_waits_behind_an_earlier_event(store: Store) {
+    let key = "webhook:github:o/r:pr:1";
+    let earlier = event(&store, key, "github:d-1").await;
+    event(&store, "webhook:github:o/r:pr:2", "github:d-2").await;
+    let later = event(&store, key, "github:d-3").await;
+    let first = JobReads {
+        first_of: Some(key),
+        ..JobReads::default()
+    };
+    assert_eq!(
+        store.start_job(later, first).await.unwrap(),
+        Started::Behind
+    );
+    let attempts = |rows: Vec<switchboard::store::InboxRow>, id: i64| {
+        rows.iter().find(|r| r.id == id).map(|r| r.attempts)
+    };
+    assert_eq!(
+        attempts(store.inbox_pending(10).await.unwrap(), later),
+        Some(0),
+        "nothing written"
+    );
+    started(store.start_job(earlier, first).await.unwrap());
+    assert!(store.inbox_mark_processed(earlier, "ok").await.unwrap());
+    started(store.start_job(later, first).await.unwrap());
+    assert_eq!(
+        attempts(store.inbox_pending(10).await.unwrap(), later),
+        Some(1)
+    );
+    assert!(store.inbox_mark_processed(later, "ok").await.unwrap());
+    assert_eq!(store.start_job(later, first).await.unwrap(), Started::Done);
 }
