@@ -372,6 +372,59 @@ async fn a_replica_with_a_pool_of_one_connection_answers_every_event() {
     db.drop().await;
 }
 
+/// An event another replica stored for a session this one runs, its
+/// notice not here (lost, or still on its way), and a later event handed
+/// to the session's worker: the later one's start finds the earlier one
+/// waiting (in the same statement) and the worker runs both in the
+/// inbox's order, each once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_event_waits_for_an_earlier_one_whose_notice_never_came() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let (llm, asked) = marking_model().await;
+    let github = FakeGithub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = InProcess::start(
+        replica(dir.path(), "a", &db.config, &llm, &github, None),
+        env(),
+    )
+    .await;
+    let client = switchboard::http::client::client();
+    let first = common::pr_push(1, "marker-000");
+    assert_eq!(deliver(&client, &a.base, "order-0", first).await, Some(202));
+    let store = db.store().await;
+    eventually_within("the first answered", Duration::from_secs(20), || async {
+        store.inbox_pending(10).await.unwrap().is_empty() && !github.seen().is_empty()
+    })
+    .await;
+    // Another replica's event: stored, never noticed.
+    let row = store.inbox_latest("webhook", 10).await.unwrap().remove(0);
+    let stored = store
+        .inbox_insert(&switchboard::store::NewInboxEvent {
+            platform: &row.platform,
+            dedupe_key: "github:order-1",
+            session_key: &row.session_key,
+            payload: &row.payload.replace("marker-000", "marker-001"),
+        })
+        .await
+        .unwrap();
+    assert!(matches!(
+        stored,
+        switchboard::store::InboxInsert::Inserted(_)
+    ));
+    let later = common::pr_push(1, "marker-002");
+    assert_eq!(deliver(&client, &a.base, "order-2", later).await, Some(202));
+    let asks = answered_each_once(&store, &asked, &github, (1, 3)).await;
+    assert!(
+        asks[&1][0] < asks[&2][0],
+        "the earlier event first: {asks:?}"
+    );
+    a.shutdown().await;
+    store.close().await;
+    db.drop().await;
+}
+
 /// A burst over many pull requests, none of them live: their sessions are
 /// taken over together once the intake is quiet (#45), and every event is
 /// still run once, in its pull request's order.
