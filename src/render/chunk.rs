@@ -570,6 +570,30 @@ pub(crate) mod tests {
     }
 
     /// Markdown of the kinds models write, for the renderers' properties.
+    /// Checks that `parts` (a platform's way of splitting an answer) makes
+    /// text of markup that renders to nothing: every platform refuses a
+    /// message without text.
+    pub(crate) fn never_blank(parts: impl Fn(&str) -> Vec<String>) {
+        for src in [
+            "~~~sh\n\n~~~",
+            "```\n   \n```",
+            "<!-- a comment -->",
+            "[](https://x.io)",
+            "![](https://x.io/a.png)",
+            "***",
+            "<br>",
+            "[^1]: note",
+            "[docs]: https://x.io/a_b\n[more]: <https://y.io> \"t\"",
+            "| |\n|-|",
+        ] {
+            let parts = parts(src);
+            assert!(!parts.is_empty(), "{src:?}");
+            for part in parts {
+                assert!(!part.trim().is_empty(), "{src:?} gave {part:?}");
+            }
+        }
+    }
+
     pub(crate) fn markdownish() -> impl Strategy<Value = String> {
         let word = prop_oneof![
             4 => "[a-z]{1,12}",

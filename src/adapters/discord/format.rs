@@ -225,24 +225,7 @@ mod tests {
             chunks("[docs]: <https://x.io>\n", 2000),
             ["```\n[docs]: <https://x.io>\n```"]
         );
-        // Each platform refuses a message without text.
-        for src in [
-            "~~~sh\n\n~~~",
-            "```\n   \n```",
-            "<!-- a comment -->",
-            "[](https://x.io)",
-            "![](https://x.io/a.png)",
-            "***",
-            "<br>",
-            "[^1]: note",
-            "[docs]: https://x.io/a_b\n[more]: <https://y.io> \"t\"",
-        ] {
-            let parts = chunks(src, 2000);
-            assert!(!parts.is_empty(), "{src:?}");
-            for part in parts {
-                assert!(!part.trim().is_empty(), "{src:?} gave {part:?}");
-            }
-        }
+        crate::render::chunk::tests::never_blank(|src| chunks(src, 2000));
     }
 
     proptest::proptest! {

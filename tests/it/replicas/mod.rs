@@ -168,6 +168,17 @@ fn replica(
     config
 }
 
+/// Replica `a` alone on `storage`, and its directory.
+async fn one_replica(
+    storage: &StorageConfig,
+    llm: &FakeLlm,
+    github: &FakeGithub,
+) -> (InProcess, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let a = InProcess::start(replica(dir.path(), "a", storage, llm, github, None), env()).await;
+    (a, dir)
+}
+
 fn env() -> Env {
     Env::from_pairs([
         ("GITHUB_WEBHOOK_SECRET", SECRET),
@@ -346,16 +357,11 @@ async fn a_replica_with_a_pool_of_one_connection_answers_every_event() {
     };
     let (llm, asked) = marking_model().await;
     let github = FakeGithub::start().await;
-    let dir = tempfile::tempdir().unwrap();
     let storage = StorageConfig {
         max_connections: 1,
         ..db.config.clone()
     };
-    let a = InProcess::start(
-        replica(dir.path(), "a", &storage, &llm, &github, None),
-        env(),
-    )
-    .await;
+    let (a, _dir) = one_replica(&storage, &llm, &github).await;
     let client = switchboard::http::client::client();
     for k in 0..PER_PR {
         for pr in 0..PRS {
@@ -384,12 +390,7 @@ async fn a_later_event_waits_for_an_earlier_one_whose_notice_never_came() {
     };
     let (llm, asked) = marking_model().await;
     let github = FakeGithub::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let a = InProcess::start(
-        replica(dir.path(), "a", &db.config, &llm, &github, None),
-        env(),
-    )
-    .await;
+    let (a, _dir) = one_replica(&db.config, &llm, &github).await;
     let client = switchboard::http::client::client();
     let first = common::pr_push(1, "marker-000");
     assert_eq!(deliver(&client, &a.base, "order-0", first).await, Some(202));
@@ -437,12 +438,7 @@ async fn a_burst_over_many_pull_requests_is_taken_over_together_and_answered_onc
     };
     let (llm, asked) = marking_model().await;
     let github = FakeGithub::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let a = InProcess::start(
-        replica(dir.path(), "a", &db.config, &llm, &github, None),
-        env(),
-    )
-    .await;
+    let (a, _dir) = one_replica(&db.config, &llm, &github).await;
     let client = switchboard::http::client::client();
     let mut senders = tokio::task::JoinSet::new();
     for pr in 0..PRS {

@@ -17,9 +17,22 @@ struct Locked {
 /// A PostgreSQL store with one pooled connection, known to the server by
 /// the name returned, and a pool of the test's own.
 async fn one_connection(db: &crate::common::PgTestDb) -> (Store, sqlx::PgPool, String) {
+    one_connection_with(db, "").await
+}
+
+/// [`one_connection`] with server settings (`-c name=value`, URL-encoded,
+/// each ending in `%20`) before the schema's.
+async fn one_connection_with(
+    db: &crate::common::PgTestDb,
+    settings: &str,
+) -> (Store, sqlx::PgPool, String) {
     let name = format!("sb_{}", switchboard::store::new_id());
+    let url = db
+        .config
+        .url
+        .replace("options=", &format!("options={settings}"));
     let config = switchboard::config::StorageConfig {
-        url: format!("{}&application_name={name}", db.config.url),
+        url: format!("{url}&application_name={name}"),
         max_connections: 1,
         ..db.config.clone()
     };
@@ -134,21 +147,7 @@ async fn a_connection_ended_for_sitting_idle_is_storage_away() {
     let Some(db) = crate::common::PgTestDb::create().await else {
         return;
     };
-    let name = format!("sb_{}", switchboard::store::new_id());
-    let config = switchboard::config::StorageConfig {
-        url: format!(
-            "{}&application_name={name}",
-            db.config
-                .url
-                .replace("options=", "options=-c%20idle_session_timeout%3D200%20")
-        ),
-        max_connections: 1,
-        ..db.config.clone()
-    };
-    let store = Store::open(&config).await.unwrap();
-    let admin = sqlx::PgPool::connect(&crate::common::postgres_url())
-        .await
-        .unwrap();
+    let (store, admin, name) = one_connection_with(&db, "-c%20idle_session_timeout%3D200%20").await;
     let ended = || async {
         sqlx::query_scalar::<_, i64>(
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
