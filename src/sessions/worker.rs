@@ -322,7 +322,18 @@ pub(super) async fn run_worker(
         ))
         .await
         {
-            seeded = earlier;
+            // What was left of the jobs read before is read again, in
+            // order, with the earlier one: each counted once, its caller's
+            // wait moved to its copy.
+            for old in std::mem::replace(&mut seeded, earlier) {
+                state.unqueued();
+                inner.mailboxes.processed();
+                if let Some(copy) = seeded.iter_mut().find(|j| j.inbox_id == old.inbox_id)
+                    && copy.done.is_none()
+                {
+                    copy.done = old.done;
+                }
+            }
         }
         state
             .loaded
@@ -404,17 +415,6 @@ async fn run_job(
     let mut event = *event;
     // Its own turn starts: no other turn takes it in.
     state.steers.forget(inbox_id);
-    match state.revisions.start(inbox_id) {
-        Some(Change::Edited(text)) => event.text = text,
-        Some(Change::Deleted) => {
-            state.revisions.end(inbox_id);
-            if let Some(done) = done {
-                let _ = done.send(());
-            }
-            return None;
-        }
-        None => {}
-    }
     // The turn opens once a burst of deliveries is stored, a few turns at
     // a time (`pressure`): its start in storage is a write the burst's
     // batches would take turns with, one per session the burst opens.
@@ -439,8 +439,8 @@ async fn run_job(
         }
         Start::Behind => {
             // An earlier event of the session, stored by another replica,
-            // is still on its way here: the inbox's order comes first.
-            state.revisions.end(inbox_id);
+            // is still on its way here: the inbox's order comes first. An
+            // edit or deletion meanwhile stays for its copy.
             let mut earlier = super::ownership::catch_up(inner, key, state).await;
             if let Some(copy) = earlier.iter_mut().find(|j| j.inbox_id == inbox_id) {
                 copy.done = done;
@@ -448,6 +448,19 @@ async fn run_job(
             return Some(earlier);
         }
     };
+    // Started: what became of its message until now (later, an edit is a
+    // message of its own and a deletion cancels the turn).
+    match state.revisions.start(inbox_id) {
+        Some(Change::Edited(text)) => event.text = text,
+        Some(Change::Deleted) => {
+            state.revisions.end(inbox_id);
+            if let Some(done) = done {
+                let _ = done.send(());
+            }
+            return None;
+        }
+        None => {}
+    }
     if resumed || super::voice::audible(&event) {
         // Hearing a voice note, or finding what a broken-off turn showed,
         // waits on a service or a platform.

@@ -527,7 +527,9 @@ impl Store {
                     "AND $3 IS NOT NULL ON CONFLICT DO NOTHING RETURNING ",
                     super::sessions::session_columns!(),
                     ") SELECT (SELECT count(*) FROM started) AS started, ",
-                    "EXISTS (SELECT 1 FROM inbox WHERE id = $1 AND processed_at IS NULL) AS waiting, ",
+                    "($9::text IS NOT NULL AND EXISTS (SELECT 1 FROM inbox earlier ",
+                    "WHERE earlier.session_key = $9 AND earlier.processed_at IS NULL ",
+                    "AND earlier.id < $1)) AS behind, ",
                     "open.* FROM (SELECT 1) one ",
                     "LEFT JOIN (SELECT true AS fresh, ",
                     super::sessions::session_columns!(),
@@ -542,7 +544,7 @@ impl Store {
                     .fetch_one(pool)
                     .await?;
                 if row.try_get::<i64, _>("started")? == 0 {
-                    return Ok(match row.try_get::<bool, _>("waiting")? {
+                    return Ok(match row.try_get::<bool, _>("behind")? {
                         true => Started::Behind,
                         false => Started::Done,
                     });
