@@ -569,7 +569,6 @@ pub(crate) mod tests {
         assert_eq!(chars("a😀"), 2);
     }
 
-    /// Markdown of the kinds models write, for the renderers' properties.
     /// Checks that `parts` (a platform's way of splitting an answer) makes
     /// text of markup that renders to nothing: every platform refuses a
     /// message without text.
@@ -594,6 +593,7 @@ pub(crate) mod tests {
         }
     }
 
+    /// Markdown of the kinds models write, for the renderers' properties.
     pub(crate) fn markdownish() -> impl Strategy<Value = String> {
         let word = prop_oneof![
             4 => "[a-z]{1,12}",
