@@ -151,11 +151,26 @@ fn fit<D: Dialect>(block: Block, budget: usize) -> Vec<Block> {
             }
             out
         }
-        Block::Quote(inner) => inner
-            .into_iter()
-            .flat_map(|b| fit::<D>(b, budget.saturating_sub(4).max(16)))
-            .map(|b| Block::Quote(vec![b]))
-            .collect(),
+        Block::Quote(inner) => {
+            // Every line of a quote takes its prefix: a piece of many lines
+            // needs more room than the first guess leaves.
+            let mut room = budget.saturating_sub(4).max(16);
+            loop {
+                let pieces: Vec<Block> = (inner.iter().cloned())
+                    .flat_map(|b| fit::<D>(b, room))
+                    .map(|b| Block::Quote(vec![b]))
+                    .collect();
+                let over = (pieces.iter())
+                    .map(|p| size::<D>(std::slice::from_ref(p)))
+                    .max()
+                    .unwrap_or(0)
+                    .saturating_sub(budget);
+                if over == 0 || room == 16 {
+                    return pieces;
+                }
+                room = room.saturating_sub(over).max(16);
+            }
+        }
         Block::Para(spans) => split_spans::<D>(spans, budget, Block::Para),
         Block::Heading(level, spans) => {
             split_spans::<D>(spans, budget, |s| Block::Heading(level, s))

@@ -171,6 +171,18 @@ mod tests {
     }
 
     #[test]
+    fn a_quote_of_many_lines_fits_the_limit() {
+        // Found by the fuzzer: each line of a quote takes its prefix.
+        let src = format!(
+            "\n> quoted **bold `code`**\n[a](b)\r\n\0{}<details><summary>x</summary>",
+            " ".repeat(3883)
+        );
+        for piece in pieces(&src, 1000) {
+            assert!(piece.chars().count() <= 1000, "{}", piece.chars().count());
+        }
+    }
+
+    #[test]
     fn markup_that_renders_to_nothing_still_makes_a_message() {
         // An empty table after a full piece is no piece of its own.
         let long = format!("{}\n\n| |\n|-|", "a".repeat(3000));
