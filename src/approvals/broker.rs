@@ -19,8 +19,8 @@ use crate::config::identity;
 use crate::config::{ApprovalsConfig, ChatTarget};
 use crate::platform::{Actor, ChatCommand, ChatRef, Platforms, retrying};
 use crate::store::{
-    ApprovalRecord, ApprovalStatus, AuditEvent, AuditKind, PatternKeys, Store, StoreError, new_id,
-    now_ms,
+    ApprovalRecord, ApprovalStatus, AuditEvent, AuditKind, Grant, PatternKeys, Settlement, Store,
+    StoreError, new_id, now_ms,
 };
 use crate::telemetry::events;
 
@@ -183,29 +183,42 @@ impl Broker {
     async fn expire_left(&self, keys: Option<&[&str]>) -> crate::store::Result<usize> {
         let stale = self.store.pending_prompts(keys).await?;
         for p in &stale {
-            if self
-                .store
-                .decide_approval(
-                    &p.id,
-                    ApprovalStatus::Expired,
-                    None,
-                    Some("gateway restarted"),
-                )
-                .await?
-                && let Some(record) = self.store.approval(&p.id).await?
-            {
-                self.audit(
+            let Some(record) = self.store.approval(&p.id).await? else {
+                continue;
+            };
+            let keys = record.pattern_keys.0.join(",");
+            let settled = self
+                .settle(
                     &record.id,
-                    AuditKind::Expired,
-                    &record.session_id,
-                    &record.requester,
-                    Some("restart"),
-                    &record.command,
-                    &record.pattern_keys.0,
-                    "expired",
+                    &Settlement {
+                        status: ApprovalStatus::Expired,
+                        reason: Some("gateway restarted"),
+                        grant: Grant::Nothing,
+                        keys: &[],
+                        entry: AuditEvent {
+                            approval_id: &record.id,
+                            event: AuditKind::Expired,
+                            session_id: &record.session_id,
+                            requester: &record.requester,
+                            actor: Some("restart"),
+                            command: &record.command,
+                            pattern_keys: &keys,
+                            outcome: "expired",
+                        },
+                    },
                 )
-                .await
-                .ok();
+                .await;
+            if let Err(err) = settled {
+                // An expiry only denies: it stands without its entry.
+                tracing::error!(approval.id = %record.id, error = %err, "expiry not audited");
+                self.store
+                    .decide_approval(
+                        &record.id,
+                        ApprovalStatus::Expired,
+                        Some("restart"),
+                        Some("gateway restarted"),
+                    )
+                    .await?;
             }
         }
         let count = stale.len();
@@ -216,9 +229,10 @@ impl Broker {
         Ok(count)
     }
 
-    /// Appends an entry to the audit trail. A failure is logged and
-    /// returned: a request that could not be audited is refused; what
-    /// the other entries record (a decision, an expiry) stands.
+    /// Appends an entry to the audit trail (a decision goes with its
+    /// entry through [`settle`](Self::settle)). A failure is logged and
+    /// returned: a request that could not be audited is refused; a
+    /// refusal stands without its entry.
     #[allow(clippy::too_many_arguments)]
     async fn audit(
         &self,
@@ -252,6 +266,16 @@ impl Broker {
             tracing::error!(approval.id = id, error = %err, "audit append failed");
         }
         appended.map(|_| ())
+    }
+
+    /// Records a decision whole ([`Store::settle_approval`]), once more on
+    /// a storage error worth retrying (a connection the server ended).
+    async fn settle(&self, id: &str, settlement: &Settlement<'_>) -> Result<bool, StoreError> {
+        let mut settled = self.store.settle_approval(id, settlement).await;
+        if settled.as_ref().is_err_and(|e| e.is_retryable()) {
+            settled = self.store.settle_approval(id, settlement).await;
+        }
+        settled
     }
 
     /// Asks for a decision and waits for it (or the timeout, or `cancel`).
@@ -463,20 +487,6 @@ impl Broker {
         decision: &Decision,
         actor: Option<&str>,
     ) -> Result<bool, StoreError> {
-        let by = actor.unwrap_or("-");
-        match decision {
-            Decision::Session { .. } => {
-                self.store
-                    .grant_session(&waiter.session_id, &waiter.keys, by)
-                    .await?;
-            }
-            Decision::Always { .. } => {
-                for key in &waiter.keys {
-                    self.store.allow_pattern(key, by).await?;
-                }
-            }
-            _ => {}
-        }
         let reason = match decision {
             Decision::Denied { reason, .. } => reason.clone(),
             Decision::Expired => Some("timed out".into()),
@@ -484,32 +494,38 @@ impl Broker {
             Decision::NoApprover(why) => Some(why.clone()),
             _ => None,
         };
-        if !self
-            .store
-            .decide_approval(id, decision.status(), actor, reason.as_deref())
-            .await?
-        {
-            return Ok(false);
-        }
         let (kind, outcome) = match decision {
             Decision::Expired => (AuditKind::Expired, "timed_out"),
             Decision::Cancelled => (AuditKind::Expired, "cancelled"),
             Decision::NoApprover(_) => (AuditKind::Expired, "not_shown"),
             _ => (AuditKind::Decided, decision.status().as_str()),
         };
-        let requester = waiter.requester.clone().unwrap_or_else(|| "-".into());
-        self.audit(
-            id,
-            kind,
-            &waiter.session_id,
-            &requester,
-            actor,
-            &waiter.command,
-            &waiter.keys,
-            outcome,
-        )
-        .await
-        .ok();
+        let grant = match decision {
+            Decision::Session { .. } => Grant::Session(&waiter.session_id),
+            Decision::Always { .. } => Grant::Always,
+            _ => Grant::Nothing,
+        };
+        let requester = waiter.requester.as_deref().unwrap_or("-");
+        let keys = waiter.keys.join(",");
+        let settlement = Settlement {
+            status: decision.status(),
+            reason: reason.as_deref(),
+            grant,
+            keys: &waiter.keys,
+            entry: AuditEvent {
+                approval_id: id,
+                event: kind,
+                session_id: &waiter.session_id,
+                requester,
+                actor,
+                command: &waiter.command,
+                pattern_keys: &keys,
+                outcome,
+            },
+        };
+        if !self.settle(id, &settlement).await? {
+            return Ok(false);
+        }
         events::emit(events::ApprovalStep { outcome });
         Ok(true)
     }

@@ -14,7 +14,7 @@ use super::scripts::{self, AgentFile, agent_files};
 use crate::agent::message::ChatMessage;
 use crate::agent::provider::{ChatModel, ChatRequest};
 use crate::config::ApprovalMode;
-use crate::store::{AuditEvent, AuditKind, Store};
+use crate::store::{ApprovalStatus, AuditEvent, AuditKind, Store};
 use crate::tools::{ApprovalHook, ApprovalVerdict, ToolContext};
 
 /// What happens to a command.
@@ -206,6 +206,37 @@ impl ApprovalPolicy {
             .collect()
     }
 
+    /// Appends what the policy or the reviewer (`actor`) decided about
+    /// `command` to the audit trail; a failure is logged and returned.
+    async fn trail(
+        &self,
+        command: &str,
+        ctx: &ToolContext,
+        evaluation: &Evaluation,
+        actor: &str,
+        event: AuditKind,
+        outcome: &str,
+    ) -> crate::store::Result<()> {
+        let keys = evaluation.detection.keys().join(",");
+        let appended = self
+            .store
+            .append_audit(&AuditEvent {
+                approval_id: "-",
+                event,
+                session_id: &ctx.session_id,
+                requester: ctx.user.as_deref().unwrap_or("-"),
+                actor: Some(actor),
+                command,
+                pattern_keys: &keys,
+                outcome,
+            })
+            .await;
+        if let Err(err) = &appended {
+            tracing::error!(session.id = %ctx.session_id, error = %err, "audit append failed");
+        }
+        appended
+    }
+
     /// APPROVE / DENY / ESCALATE from the auxiliary model; anything else
     /// (an error included) escalates.
     async fn smart(&self, command: &str, evaluation: &Evaluation) -> Option<bool> {
@@ -285,19 +316,15 @@ impl ApprovalHook for ApprovalPolicy {
                 return ApprovalVerdict::Allow;
             }
             Verdict::HardBlocked => {
-                let keys = evaluation.detection.keys().join(",");
                 let _ = self
-                    .store
-                    .append_audit(&AuditEvent {
-                        approval_id: "-",
-                        event: AuditKind::HardBlocked,
-                        session_id: &ctx.session_id,
-                        requester: ctx.user.as_deref().unwrap_or("-"),
-                        actor: Some("policy"),
+                    .trail(
                         command,
-                        pattern_keys: &keys,
-                        outcome: "blocked",
-                    })
+                        ctx,
+                        &evaluation,
+                        "policy",
+                        AuditKind::HardBlocked,
+                        "blocked",
+                    )
                     .await;
                 return ApprovalVerdict::Deny {
                     reason: format!(
@@ -314,9 +341,31 @@ impl ApprovalHook for ApprovalPolicy {
         // files it runs, as they are now.
         let shown = scripts::shown(command, &files);
         if self.mode == ApprovalMode::Smart {
+            // The reviewer's decision is in the trail as a person's is;
+            // a command it allows runs only with its entry written.
+            let decided = |outcome: &'static str| {
+                self.trail(
+                    &shown,
+                    ctx,
+                    &evaluation,
+                    "reviewer",
+                    AuditKind::Decided,
+                    outcome,
+                )
+            };
             match self.smart(&shown, &evaluation).await {
-                Some(true) => return ApprovalVerdict::Allow,
+                Some(true) => {
+                    return match decided(ApprovalStatus::ApprovedOnce.as_str()).await {
+                        Ok(()) => ApprovalVerdict::Allow,
+                        Err(err) => ApprovalVerdict::Deny {
+                            reason: format!(
+                                "the automatic reviewer's approval could not be audited ({err})"
+                            ),
+                        },
+                    };
+                }
                 Some(false) => {
+                    let _ = decided(ApprovalStatus::Denied.as_str()).await;
                     return ApprovalVerdict::Deny {
                         reason: format!("the automatic reviewer refused it ({reasons})"),
                     };

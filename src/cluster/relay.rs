@@ -114,7 +114,11 @@ impl Relay {
         let mut listener = None;
         loop {
             if listener.is_none() {
-                match self.store.listen(&[ASK, ANSWER]).await {
+                let listening = tokio::select! {
+                    _ = stop.cancelled() => return,
+                    l = self.store.listen(&[ASK, ANSWER]) => l,
+                };
+                match listening {
                     Ok(Some(l)) => listener = Some(l),
                     Ok(None) => return,
                     Err(err) => {

@@ -145,51 +145,140 @@ macro_rules! pending_prompts {
     };
 }
 
+/// What a decision grants beside its status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grant<'a> {
+    /// Nothing more (once, denied, expired…).
+    Nothing,
+    /// The keys, for the rest of this session.
+    Session(&'a str),
+    /// The keys, on the permanent allowlist.
+    Always,
+}
+
+/// A decision on a pending request, recorded whole in one transaction by
+/// [`Store::settle_approval`]: its status, the grant it gives and its
+/// audit entry. The decider is the entry's `actor`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settlement<'a> {
+    /// The stored status.
+    pub status: super::ApprovalStatus,
+    /// Why (a denial's reason, a timeout).
+    pub reason: Option<&'a str>,
+    /// The grant.
+    pub grant: Grant<'a>,
+    /// The keys granted, one by one (the entry holds them joined).
+    pub keys: &'a [String],
+    /// The audit entry.
+    pub entry: AuditEvent<'a>,
+}
+
+/// Appends `$event` to the audit chain inside `$tx`, a write transaction
+/// of `$store` (the caller holds its `audit_lock`): on PostgreSQL the
+/// chain's advisory lock is taken here, so replicas append one at a time.
+macro_rules! append_in {
+    ($store:expr, $tx:expr, $event:expr) => {{
+        let event: &AuditEvent<'_> = $event;
+        let at = now_ms();
+        // Hashed as stored, so the chain verifies from the rows.
+        let command = super::storable(event.command);
+        if matches!($store.backend, Backend::Postgres(_)) {
+            sqlx::query("SELECT pg_advisory_xact_lock(7266001)")
+                .execute(&mut *$tx)
+                .await?;
+        }
+        let last: Option<String> =
+            sqlx::query_scalar("SELECT hash FROM approval_audit ORDER BY id DESC LIMIT 1")
+                .fetch_optional(&mut *$tx)
+                .await?;
+        let prev = last.as_deref().unwrap_or(GENESIS);
+        let hash = row_hash(
+            prev,
+            &[
+                event.approval_id,
+                event.event.as_str(),
+                event.session_id,
+                event.requester,
+                event.actor.unwrap_or(""),
+                &command,
+                event.pattern_keys,
+                event.outcome,
+            ],
+            at,
+        );
+        sqlx::query(
+            "INSERT INTO approval_audit (approval_id, event, session_id, requester, actor, command, \
+             pattern_keys, outcome, at, prev_hash, hash) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind(event.approval_id)
+        .bind(event.event.as_str())
+        .bind(event.session_id)
+        .bind(event.requester)
+        .bind(event.actor)
+        .bind(&*command)
+        .bind(event.pattern_keys)
+        .bind(event.outcome)
+        .bind(at)
+        .bind(prev)
+        .bind(&hash)
+        .execute(&mut *$tx)
+        .await?;
+    }};
+}
+
 impl Store {
     /// Appends an event to the audit chain. Appends are serialised (a
     /// process lock, plus an advisory lock on PostgreSQL for replicas).
     pub async fn append_audit(&self, event: &AuditEvent<'_>) -> Result<()> {
         let _guard = self.audit_lock.lock().await;
-        let at = now_ms();
-        // Hashed as stored, so the chain verifies from the rows.
-        let command = super::storable(event.command);
-        let insert = |prev: &str| {
-            let hash = row_hash(
-                prev,
-                &[
-                    event.approval_id,
-                    event.event.as_str(),
-                    event.session_id,
-                    event.requester,
-                    event.actor.unwrap_or(""),
-                    &command,
-                    event.pattern_keys,
-                    event.outcome,
-                ],
-                at,
-            );
-            (prev.to_string(), hash)
-        };
-        const LAST: &str = "SELECT hash FROM approval_audit ORDER BY id DESC LIMIT 1";
-        const INSERT: &str = "INSERT INTO approval_audit (approval_id, event, session_id, requester, actor, command, pattern_keys, outcome, at, prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
         with_pool!(self, pool => {
             // On SQLite the write lock is taken up front, so reading the
             // chain head and appending cannot be split by another writer.
             let mut tx = super::begin_write!(self, pool);
-            if matches!(self.backend, Backend::Postgres(_)) {
-                sqlx::query("SELECT pg_advisory_xact_lock(7266001)").execute(&mut *tx).await?;
-            }
-            let last: Option<String> = sqlx::query_scalar(LAST).fetch_optional(&mut *tx).await?;
-            let (prev, hash) = insert(last.as_deref().unwrap_or(GENESIS));
-            sqlx::query(INSERT)
-                .bind(event.approval_id).bind(event.event.as_str()).bind(event.session_id)
-                .bind(event.requester).bind(event.actor).bind(&*command)
-                .bind(event.pattern_keys).bind(event.outcome).bind(at)
-                .bind(prev).bind(hash)
-                .execute(&mut *tx).await?;
+            append_in!(self, tx, event);
             tx.commit().await?;
         });
         Ok(())
+    }
+
+    /// Records a decision on a pending request with its grant and its
+    /// audit entry, all or nothing: a grant never stands without its
+    /// decision and its entry, and a request decided elsewhere first
+    /// (another replica, the timeout) grants nothing. False when the
+    /// request does not exist or was decided already.
+    pub async fn settle_approval(&self, id: &str, settlement: &Settlement<'_>) -> Result<bool> {
+        let _guard = self.audit_lock.lock().await;
+        let by = settlement.entry.actor.unwrap_or("-");
+        let at = now_ms();
+        with_pool!(self, pool => {
+            let mut tx = super::begin_write!(self, pool);
+            let decided = sqlx::query(
+                "UPDATE approvals SET status = $1, approver = $2, reason = $3, decided_at = $4 \
+                 WHERE id = $5 AND status = 'pending'")
+                .bind(settlement.status.as_str()).bind(settlement.entry.actor)
+                .bind(settlement.reason).bind(at).bind(id)
+                .execute(&mut *tx).await?.rows_affected();
+            if decided != 1 {
+                return Ok(false);
+            }
+            for key in settlement.keys {
+                let granted = match settlement.grant {
+                    Grant::Nothing => break,
+                    Grant::Session(session_id) => sqlx::query(
+                        "INSERT INTO session_grants (session_id, pattern_key, granted_by, granted_at) \
+                         VALUES ($1, $2, $3, $4) ON CONFLICT (session_id, pattern_key) DO NOTHING")
+                        .bind(session_id),
+                    Grant::Always => sqlx::query(
+                        "INSERT INTO allowlist (pattern_key, added_by, added_at) VALUES ($1, $2, $3) \
+                         ON CONFLICT (pattern_key) DO NOTHING"),
+                };
+                granted.bind(key).bind(by).bind(at).execute(&mut *tx).await?;
+            }
+            append_in!(self, tx, &settlement.entry);
+            tx.commit().await?;
+        });
+        Ok(true)
     }
 
     /// The audit trail, oldest first.

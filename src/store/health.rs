@@ -23,6 +23,9 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 const FIRST_WAIT: Duration = Duration::from_millis(200);
 const LONGEST_WAIT: Duration = Duration::from_secs(5);
 
+/// How often a process waiting for storage says why it is away.
+const SAY_AWAY_EVERY: Duration = Duration::from_secs(60);
+
 /// Whether a database error means storage cannot take writes now but may
 /// later: SQLite's disk full (13) and I/O errors (10, with its extended
 /// codes); PostgreSQL's connection exceptions (class 08), insufficient
@@ -73,25 +76,42 @@ impl Store {
         Ok(())
     }
 
+    /// Why storage is away now (the probe failed or took over 2 s).
+    async fn probe(&self) -> Option<String> {
+        match tokio::time::timeout(PROBE_TIMEOUT, self.ping()).await {
+            Ok(Ok(())) => None,
+            Ok(Err(err)) => Some(err.to_string()),
+            Err(_) => Some(format!("no answer within {PROBE_TIMEOUT:?}")),
+        }
+    }
+
     /// Whether storage is away now (the probe failed or took over 2 s).
     pub async fn is_away(&self) -> bool {
-        tokio::time::timeout(PROBE_TIMEOUT, self.ping())
-            .await
-            .map_or(true, |answered| answered.is_err())
+        self.probe().await.is_some()
     }
 
     /// Waits until storage can take writes again, probing with doubling
-    /// waits (200 ms up to 5 s); false when `stop` comes first.
+    /// waits (200 ms up to 5 s); false when `stop` comes first. Why it is
+    /// away is logged once a minute for the whole process, however many
+    /// wait: an outage that does not pass (a dropped database) is said.
     pub async fn until_back(&self, stop: &CancellationToken) -> bool {
+        static SAID: std::sync::Mutex<Option<tokio::time::Instant>> = std::sync::Mutex::new(None);
         let mut wait = FIRST_WAIT;
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return false,
                 _ = tokio::time::sleep(wait) => {}
             }
-            if !self.is_away().await {
+            let Some(why) = self.probe().await else {
                 return true;
+            };
+            let now = tokio::time::Instant::now();
+            let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+            if said.is_none_or(|at| now.duration_since(at) >= SAY_AWAY_EVERY) {
+                *said = Some(now);
+                tracing::error!(error = %why, "storage away; work waits for it");
             }
+            drop(said);
             wait = (wait * 2).min(LONGEST_WAIT);
         }
     }

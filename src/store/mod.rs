@@ -29,7 +29,9 @@ mod turns;
 mod usage;
 
 pub use approvals::{AllowEntry, ApprovalRecord, ApprovalStatus, PatternKeys};
-pub use audit::{AuditEvent, AuditKind, AuditRow, ChainCheck, GENESIS, PromptRef};
+pub use audit::{
+    AuditEvent, AuditKind, AuditRow, ChainCheck, GENESIS, Grant, PromptRef, Settlement,
+};
 pub use console::ConsoleAudit;
 pub use cron::{CronJob, CronRun};
 pub use deliveries::DeliveryRow;

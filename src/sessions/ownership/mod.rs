@@ -321,12 +321,14 @@ impl SessionManager {
         share.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             if listener.is_none() {
-                match self
-                    .inner
-                    .store
-                    .listen(&[INBOX_CHANNEL, balance::HANDOFF_CHANNEL])
-                    .await
-                {
+                let listening = tokio::select! {
+                    _ = stop.cancelled() => {
+                        own.cluster.draining().await;
+                        return;
+                    }
+                    l = self.inner.store.listen(&[INBOX_CHANNEL, balance::HANDOFF_CHANNEL]) => l,
+                };
+                match listening {
                     Ok(l) => listener = l,
                     Err(err) => {
                         tracing::warn!(error = %err, "not listening for other replicas' events; sweeping only")

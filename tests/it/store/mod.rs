@@ -2,6 +2,7 @@
 
 use crate::backend_tests;
 
+mod approvals;
 mod checkpoints;
 mod connections;
 mod holds;
@@ -9,9 +10,10 @@ mod search;
 mod takeover;
 mod turns;
 
+use approvals::approval;
 use switchboard::store::{
-    ApprovalRecord, ApprovalStatus, InboxInsert, JobReads, NewInboxEvent, NewMessage, NewSession,
-    PairingRequest, Started, Store, new_id, now_ms,
+    ApprovalRecord, InboxInsert, JobReads, NewInboxEvent, NewMessage, NewSession, PairingRequest,
+    Started, Store, now_ms,
 };
 
 backend_tests!(
@@ -22,8 +24,6 @@ backend_tests!(
     inbox_dedupes_and_replays_unprocessed_in_order,
     concurrent_inbox_inserts_share_commits_and_still_dedupe,
     webhook_deliveries_past_their_window_are_forgotten_in_batches,
-    approvals_are_decided_once,
-    allowlist_add_list_revoke,
     pairing_approve_and_revoke,
     pairing_codes_expire,
     memory_notes_are_per_user,
@@ -273,96 +273,6 @@ async fn inbox_dedupes_and_replays_unprocessed_in_order(store: Store) {
     assert_eq!(keys, ["discord:1", "discord:2"], "newest two, in order");
     assert_eq!(store.inbox_latest("discord", 100).await.unwrap().len(), 3);
     assert!(store.inbox_latest("slack", 100).await.unwrap().is_empty());
-}
-
-pub(crate) fn approval(session_id: &str) -> ApprovalRecord {
-    ApprovalRecord {
-        id: new_id(),
-        session_id: session_id.into(),
-        session_key: "telegram:dm:1".into(),
-        requester: "telegram:1".into(),
-        command: "rm -rf build".into(),
-        pattern_keys: switchboard::store::PatternKeys(vec!["recursive_delete".into()]),
-        status: ApprovalStatus::Pending,
-        approver: None,
-        reason: None,
-        created_at: now_ms(),
-        expires_at: now_ms() + 300_000,
-        decided_at: None,
-    }
-}
-
-async fn approvals_are_decided_once(store: Store) {
-    let record = approval("s1");
-    store.insert_approval(&record).await.unwrap();
-    assert_eq!(store.approval(&record.id).await.unwrap().unwrap(), record);
-    assert!(
-        store
-            .decide_approval(
-                &record.id,
-                ApprovalStatus::Denied,
-                Some("telegram:9"),
-                Some("no")
-            )
-            .await
-            .unwrap()
-    );
-    assert!(
-        !store
-            .decide_approval(
-                &record.id,
-                ApprovalStatus::ApprovedOnce,
-                Some("telegram:1"),
-                None
-            )
-            .await
-            .unwrap(),
-        "a decided request cannot be decided again"
-    );
-    assert!(
-        !store
-            .decide_approval("forged", ApprovalStatus::ApprovedOnce, None, None)
-            .await
-            .unwrap()
-    );
-    let stored = store.approval(&record.id).await.unwrap().unwrap();
-    assert_eq!(stored.status, ApprovalStatus::Denied);
-    assert_eq!(stored.approver.as_deref(), Some("telegram:9"));
-    assert_eq!(stored.reason.as_deref(), Some("no"));
-    assert!(stored.decided_at.is_some());
-    assert_eq!(stored.pattern_keys.0, ["recursive_delete"]);
-    let second = approval("s2");
-    store.insert_approval(&second).await.unwrap();
-    assert_eq!(store.list_approvals(10).await.unwrap().len(), 2);
-}
-
-async fn allowlist_add_list_revoke(store: Store) {
-    assert!(
-        store
-            .allow_pattern("git_force_push", "telegram:1")
-            .await
-            .unwrap()
-    );
-    assert!(
-        !store
-            .allow_pattern("git_force_push", "telegram:2")
-            .await
-            .unwrap(),
-        "already there"
-    );
-    assert!(store.allow_pattern("docker_stop", "cli").await.unwrap());
-    let keys: Vec<String> = store
-        .allowlist()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.pattern_key)
-        .collect();
-    assert_eq!(keys, ["docker_stop", "git_force_push"]);
-    assert!(store.is_pattern_allowed("docker_stop").await.unwrap());
-    assert!(store.revoke_pattern("docker_stop").await.unwrap());
-    assert!(!store.revoke_pattern("docker_stop").await.unwrap());
-    assert!(!store.is_pattern_allowed("docker_stop").await.unwrap());
 }
 
 fn pairing(code: &str, user: &str, expires_in_ms: i64) -> PairingRequest {

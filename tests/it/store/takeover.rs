@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use switchboard::store::{InboxInsert, NewInboxEvent, Store};
 
-use super::{approval, dm};
+use super::approvals::approval;
+use super::dm;
 
 backend_tests!(
     leases_of_many_sessions_are_taken_at_once,

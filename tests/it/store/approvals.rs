@@ -1,0 +1,180 @@
+//! Approvals in storage: a request is decided once, and a decision is
+//! stored whole (its status, its grant, its audit entry) or not at all;
+//! the permanent allowlist.
+
+use crate::backend_tests;
+
+use switchboard::store::{
+    ApprovalRecord, ApprovalStatus, AuditEvent, AuditKind, Grant, Settlement, Store, new_id, now_ms,
+};
+
+backend_tests!(
+    approvals_are_decided_once,
+    a_decision_is_stored_with_its_grant_and_entry,
+    allowlist_add_list_revoke,
+);
+
+pub(crate) fn approval(session_id: &str) -> ApprovalRecord {
+    ApprovalRecord {
+        id: new_id(),
+        session_id: session_id.into(),
+        session_key: "telegram:dm:1".into(),
+        requester: "telegram:1".into(),
+        command: "rm -rf build".into(),
+        pattern_keys: switchboard::store::PatternKeys(vec!["recursive_delete".into()]),
+        status: ApprovalStatus::Pending,
+        approver: None,
+        reason: None,
+        created_at: now_ms(),
+        expires_at: now_ms() + 300_000,
+        decided_at: None,
+    }
+}
+
+async fn approvals_are_decided_once(store: Store) {
+    let record = approval("s1");
+    store.insert_approval(&record).await.unwrap();
+    assert_eq!(store.approval(&record.id).await.unwrap().unwrap(), record);
+    assert!(
+        store
+            .decide_approval(
+                &record.id,
+                ApprovalStatus::Denied,
+                Some("telegram:9"),
+                Some("no")
+            )
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .decide_approval(
+                &record.id,
+                ApprovalStatus::ApprovedOnce,
+                Some("telegram:1"),
+                None
+            )
+            .await
+            .unwrap(),
+        "a decided request cannot be decided again"
+    );
+    assert!(
+        !store
+            .decide_approval("forged", ApprovalStatus::ApprovedOnce, None, None)
+            .await
+            .unwrap()
+    );
+    let stored = store.approval(&record.id).await.unwrap().unwrap();
+    assert_eq!(stored.status, ApprovalStatus::Denied);
+    assert_eq!(stored.approver.as_deref(), Some("telegram:9"));
+    assert_eq!(stored.reason.as_deref(), Some("no"));
+    assert!(stored.decided_at.is_some());
+    assert_eq!(stored.pattern_keys.0, ["recursive_delete"]);
+    let second = approval("s2");
+    store.insert_approval(&second).await.unwrap();
+    assert_eq!(store.list_approvals(10).await.unwrap().len(), 2);
+}
+
+async fn allowlist_add_list_revoke(store: Store) {
+    assert!(
+        store
+            .allow_pattern("git_force_push", "telegram:1")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .allow_pattern("git_force_push", "telegram:2")
+            .await
+            .unwrap(),
+        "already there"
+    );
+    assert!(store.allow_pattern("docker_stop", "cli").await.unwrap());
+    let keys: Vec<String> = store
+        .allowlist()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.pattern_key)
+        .collect();
+    assert_eq!(keys, ["docker_stop", "git_force_push"]);
+    assert!(store.is_pattern_allowed("docker_stop").await.unwrap());
+    assert!(store.revoke_pattern("docker_stop").await.unwrap());
+    assert!(!store.revoke_pattern("docker_stop").await.unwrap());
+    assert!(!store.is_pattern_allowed("docker_stop").await.unwrap());
+}
+
+/// What the broker writes for "Always" and "Session": one transaction.
+/// A second decision on the same request writes nothing, not even its
+/// grant, and entries chain as appended ones do.
+async fn a_decision_is_stored_with_its_grant_and_entry(store: Store) {
+    let keys = vec!["recursive_delete".to_string(), "git_force_push".to_string()];
+    let settle = |id: &str, grant, status| {
+        let (store, keys, id) = (store.clone(), keys.clone(), id.to_string());
+        async move {
+            let joined = keys.join(",");
+            store
+                .settle_approval(
+                    &id,
+                    &Settlement {
+                        status,
+                        reason: None,
+                        grant,
+                        keys: &keys,
+                        entry: AuditEvent {
+                            approval_id: &id,
+                            event: AuditKind::Decided,
+                            session_id: "s1",
+                            requester: "telegram:1",
+                            actor: Some("telegram:9"),
+                            command: "rm -rf build && git push -f",
+                            pattern_keys: &joined,
+                            outcome: status.as_str(),
+                        },
+                    },
+                )
+                .await
+                .unwrap()
+        }
+    };
+    let always = approval("s1");
+    store.insert_approval(&always).await.unwrap();
+    assert!(settle(&always.id, Grant::Always, ApprovalStatus::ApprovedAlways).await);
+    let once_more = settle(
+        &always.id,
+        Grant::Session("s1"),
+        ApprovalStatus::ApprovedSession,
+    );
+    assert!(!once_more.await, "decided once");
+    let session = approval("s1");
+    store.insert_approval(&session).await.unwrap();
+    assert!(
+        settle(
+            &session.id,
+            Grant::Session("s1"),
+            ApprovalStatus::ApprovedSession
+        )
+        .await
+    );
+    assert!(!settle("forged", Grant::Always, ApprovalStatus::ApprovedAlways).await);
+
+    let allowed: Vec<String> = store
+        .allowlist()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.pattern_key)
+        .collect();
+    assert_eq!(allowed, ["git_force_push", "recursive_delete"]);
+    assert_eq!(
+        store.session_grants("s1").await.unwrap(),
+        ["git_force_push", "recursive_delete"]
+    );
+    let stored = store.approval(&always.id).await.unwrap().unwrap();
+    assert_eq!(stored.status, ApprovalStatus::ApprovedAlways);
+    assert_eq!(stored.approver.as_deref(), Some("telegram:9"));
+    let rows = store.audit_rows().await.unwrap();
+    let outcomes: Vec<_> = rows.iter().map(|r| r.outcome.as_str()).collect();
+    assert_eq!(outcomes, ["approved_always", "approved_session"]);
+    assert_eq!(store.verify_audit().await.unwrap().first_broken, None);
+}
