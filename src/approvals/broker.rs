@@ -35,6 +35,10 @@ enum NoChat {
     NoRoute,
 }
 
+/// How often a request that timed out or was cancelled while a press held
+/// it looks whether the press gave it back (its decision not recorded).
+const LOOK_AGAIN: Duration = Duration::from_millis(200);
+
 /// Longest command shown in a prompt.
 const PROMPT_COMMAND_CHARS: usize = 600;
 
@@ -192,6 +196,7 @@ impl Broker {
                     &record.id,
                     &Settlement {
                         status: ApprovalStatus::Expired,
+                        approver: None,
                         reason: Some("gateway restarted"),
                         grant: Grant::Nothing,
                         keys: &[],
@@ -215,7 +220,7 @@ impl Broker {
                     .decide_approval(
                         &record.id,
                         ApprovalStatus::Expired,
-                        Some("restart"),
+                        None,
                         Some("gateway restarted"),
                     )
                     .await?;
@@ -271,11 +276,19 @@ impl Broker {
     /// Records a decision whole ([`Store::settle_approval`]), once more on
     /// a storage error worth retrying (a connection the server ended).
     async fn settle(&self, id: &str, settlement: &Settlement<'_>) -> Result<bool, StoreError> {
-        let mut settled = self.store.settle_approval(id, settlement).await;
-        if settled.as_ref().is_err_and(|e| e.is_retryable()) {
-            settled = self.store.settle_approval(id, settlement).await;
+        let settled = self.store.settle_approval(id, settlement).await;
+        if !settled.as_ref().is_err_and(|e| e.is_retryable()) {
+            return settled;
         }
-        settled
+        if self.store.settle_approval(id, settlement).await? {
+            return Ok(true);
+        }
+        // The first try may have committed and lost its answer with its
+        // connection: then the stored decision is this one.
+        let stored = self.store.approval(id).await?;
+        Ok(stored.is_some_and(|r| {
+            r.status == settlement.status && r.approver.as_deref() == settlement.approver
+        }))
     }
 
     /// Asks for a decision and waits for it (or the timeout, or `cancel`).
@@ -408,16 +421,22 @@ impl Broker {
             }
         }
         let mut rx = rx;
-        tokio::select! {
-            decided = &mut rx => decided.unwrap_or(Decision::Expired),
-            _ = tokio::time::sleep(self.timeout) => match self.finish_unanswered(&id, Decision::Expired).await {
-                Some(d) => d,
-                None => rx.await.unwrap_or(Decision::Expired),
-            },
-            _ = cancel.cancelled() => match self.finish_unanswered(&id, Decision::Cancelled).await {
-                Some(d) => d,
-                None => rx.await.unwrap_or(Decision::Expired),
-            },
+        let ending = tokio::select! {
+            decided = &mut rx => return decided.unwrap_or(Decision::Expired),
+            _ = tokio::time::sleep(self.timeout) => Decision::Expired,
+            _ = cancel.cancelled() => Decision::Cancelled,
+        };
+        // A press may hold the request now: its decision comes through the
+        // channel, or, when it could not be recorded, the request is back
+        // and this ending applies.
+        loop {
+            if let Some(d) = self.finish_unanswered(&id, ending.clone()).await {
+                return d;
+            }
+            tokio::select! {
+                decided = &mut rx => return decided.unwrap_or(Decision::Expired),
+                _ = tokio::time::sleep(LOOK_AGAIN) => {}
+            }
         }
     }
 
@@ -509,6 +528,7 @@ impl Broker {
         let keys = waiter.keys.join(",");
         let settlement = Settlement {
             status: decision.status(),
+            approver: actor,
             reason: reason.as_deref(),
             grant,
             keys: &waiter.keys,

@@ -349,7 +349,7 @@ impl ApprovalHook for ApprovalPolicy {
                     ctx,
                     &evaluation,
                     "reviewer",
-                    AuditKind::Decided,
+                    AuditKind::Reviewed,
                     outcome,
                 )
             };

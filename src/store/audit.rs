@@ -22,6 +22,9 @@ pub enum AuditKind {
     Refused,
     /// A hard-blocked command was stopped by the policy.
     HardBlocked,
+    /// The automatic reviewer (smart mode) decided, with no request put
+    /// to a person.
+    Reviewed,
 }
 
 impl AuditKind {
@@ -33,6 +36,7 @@ impl AuditKind {
             Self::Expired => "expired",
             Self::Refused => "refused",
             Self::HardBlocked => "hard_blocked",
+            Self::Reviewed => "reviewed",
         }
     }
 }
@@ -158,11 +162,14 @@ pub enum Grant<'a> {
 
 /// A decision on a pending request, recorded whole in one transaction by
 /// [`Store::settle_approval`]: its status, the grant it gives and its
-/// audit entry. The decider is the entry's `actor`.
+/// audit entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settlement<'a> {
     /// The stored status.
     pub status: super::ApprovalStatus,
+    /// Who decided, stored with the status (`None` for the timeout, a
+    /// restart…; the entry's `actor` says which).
+    pub approver: Option<&'a str>,
     /// Why (a denial's reason, a timeout).
     pub reason: Option<&'a str>,
     /// The grant.
@@ -253,10 +260,16 @@ impl Store {
         let at = now_ms();
         with_pool!(self, pool => {
             let mut tx = super::begin_write!(self, pool);
+            if matches!(self.backend, Backend::Postgres(_)) {
+                // The chain's lock first: settlements take their grants one
+                // at a time, so two that insert the same keys in another
+                // order wait rather than deadlock.
+                sqlx::query("SELECT pg_advisory_xact_lock(7266001)").execute(&mut *tx).await?;
+            }
             let decided = sqlx::query(
                 "UPDATE approvals SET status = $1, approver = $2, reason = $3, decided_at = $4 \
                  WHERE id = $5 AND status = 'pending'")
-                .bind(settlement.status.as_str()).bind(settlement.entry.actor)
+                .bind(settlement.status.as_str()).bind(settlement.approver)
                 .bind(settlement.reason).bind(at).bind(id)
                 .execute(&mut *tx).await?.rows_affected();
             if decided != 1 {

@@ -12,10 +12,17 @@ use nix::sys::stat::Mode;
 
 use super::ToolError;
 
-/// The workspace directory of a session under `root`, created if missing.
-/// The key is made filesystem-safe; a hash suffix keeps distinct keys apart.
-/// It and a missing root are created `0700`.
+/// The workspace directory of a session under `root`, created if missing
+/// (it and a missing root `0700`), canonical.
 pub fn session_dir(root: &Path, session_key: &str) -> std::io::Result<PathBuf> {
+    let dir = session_path(root, session_key);
+    crate::private::private_dir(&dir)?;
+    dir.canonicalize()
+}
+
+/// Where the workspace of a session under `root` is, made or not: the key
+/// made filesystem-safe, a hash suffix keeping distinct keys apart.
+pub fn session_path(root: &Path, session_key: &str) -> PathBuf {
     let safe: String = session_key
         .chars()
         .map(|c| {
@@ -27,12 +34,10 @@ pub fn session_dir(root: &Path, session_key: &str) -> std::io::Result<PathBuf> {
         })
         .take(80)
         .collect();
-    let dir = root.join(format!(
+    root.join(format!(
         "{safe}-{:08x}",
         fnv1a(session_key.as_bytes()) as u32
-    ));
-    crate::private::private_dir(&dir)?;
-    dir.canonicalize()
+    ))
 }
 
 fn fnv1a(bytes: &[u8]) -> u64 {

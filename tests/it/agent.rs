@@ -240,6 +240,45 @@ async fn the_workspace_is_made_by_the_first_tool_call() {
     );
 }
 
+/// A workspace that cannot be made (a file where its directory goes) fails
+/// the tools that need one, with the reason; the agent's own tools in the
+/// same batch still run.
+#[tokio::test]
+async fn a_workspace_that_cannot_be_made_fails_only_the_tools_that_need_it() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[
+            (
+                "t",
+                "todo",
+                r#"{"todos": [{"id": "1", "content": "check the disk", "status": "pending"}]}"#,
+            ),
+            ("w", "write_file", r#"{"path": "a.txt", "content": "x"}"#),
+        ])),
+        Reply::Json(text("Noted.")),
+    ])
+    .await;
+    let mut h = harness(&llm).await;
+    std::fs::remove_dir(&h.workspace).unwrap();
+    std::fs::write(&h.workspace, "not a directory").unwrap();
+    h.conversation = h.reopen().await;
+    let out = h
+        .conversation
+        .run_turn("plan it", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.reply, "Noted.");
+    let results = tool_messages(&llm.requests()[1]);
+    assert!(results[0].1.contains("check the disk"), "{results:?}");
+    assert!(
+        results[1].1.contains("workspace could not be made"),
+        "{results:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&h.workspace).unwrap(),
+        "not a directory"
+    );
+}
+
 #[tokio::test]
 async fn write_then_read_of_one_path_run_in_order() {
     let llm = FakeLlm::start(vec![

@@ -54,7 +54,11 @@ impl Conversation {
                 self.workspace.get_or_init(|| dir).clone()
             }
         };
-        Ok(ToolContext {
+        Ok(self.context_in(workspace, cancel))
+    }
+
+    fn context_in(&self, workspace: std::path::PathBuf, cancel: &CancellationToken) -> ToolContext {
+        ToolContext {
             session_id: self.session.id.clone(),
             session_key: self.session.key.clone(),
             user: self
@@ -64,7 +68,7 @@ impl Conversation {
             workspace,
             approvals: self.approvals.clone(),
             cancel: cancel.clone(),
-        })
+        }
     }
 
     async fn run_one(&self, call: &ToolCall, args: &Value, ctx: &ToolContext) -> String {
@@ -128,7 +132,21 @@ impl Conversation {
                 let failed = error_json(&format!(
                     "Tool execution failed: the session's workspace could not be made ({err})"
                 ));
-                return vec![failed; calls.len()];
+                // The agent's own tools (its todo list, memory, the forge's
+                // reads…) touch no file: they still run, one by one, where
+                // the workspace would be (a large result is not spilled
+                // into a directory that does not exist).
+                let path = workspace::session_path(&self.deps.workspace_root, &self.session.key);
+                let ctx = self.context_in(path, cancel);
+                let mut out = Vec::with_capacity(calls.len());
+                for (call, args) in calls {
+                    out.push(if AGENT_TOOLS.contains(&call.name.as_str()) {
+                        self.run_one(call, args, &ctx).await
+                    } else {
+                        failed.clone()
+                    });
+                }
+                return out;
             }
         };
         if parallel_safe(calls, &self.deps.tools.registry) {

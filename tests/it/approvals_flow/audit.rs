@@ -169,7 +169,7 @@ async fn the_automatic_reviewers_decisions_are_audited() {
             (Some("reviewer"), "denied", "rm -rf src"),
         ]
     );
-    assert!(rows.iter().all(|r| r.event == "decided"
+    assert!(rows.iter().all(|r| r.event == "reviewed"
         && r.pattern_keys == "recursive_delete"
         && r.requester == "telegram:1"));
 
@@ -178,4 +178,49 @@ async fn the_automatic_reviewers_decisions_are_audited() {
     let err = out["error"].as_str().unwrap();
     assert!(err.contains("could not be audited"), "{out}");
     assert!(h.ctx.workspace.join("kept").exists(), "not run");
+}
+
+/// The turn is cancelled while a press holds its request, and the press
+/// then fails to record its decision (the trail refuses it) and gives the
+/// request back: the turn ends as cancelled, instead of waiting for a
+/// decision that never comes.
+#[tokio::test]
+async fn a_turn_cancelled_while_a_failing_press_holds_its_request_ends() {
+    let s = setup().await;
+    let sid = session(&s.store, "1").await;
+    let cancel = CancellationToken::new();
+    let waiting = {
+        let (broker, cancel) = (s.broker.clone(), cancel.clone());
+        let req = request(&sid, Some("1"), "rm -rf build");
+        tokio::spawn(async move { broker.request(req, &cancel).await })
+    };
+    let id = s.adapter.prompt(1).await.approval_id;
+    // The database's write lock, held while the press starts.
+    let url = format!("sqlite://{}", s._dir.path().join("test.db").display());
+    let raw = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let mut held = raw.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    let press = {
+        let broker = s.broker.clone();
+        let id = id.clone();
+        tokio::spawn(async move { broker.resolve(&id, Choice::Once, &actor("1"), None).await })
+    };
+    while s.broker.pending_count() == 1 {
+        tokio::task::yield_now().await;
+    }
+    // The press holds the request; the turn is cancelled and finds none.
+    cancel.cancel();
+    tokio::task::yield_now().await;
+    sqlx::query(
+        "CREATE TRIGGER refuse_audit BEFORE INSERT ON approval_audit \
+         WHEN NEW.event = 'decided' BEGIN SELECT RAISE(ABORT, 'the trail is refused'); END",
+    )
+    .execute(&mut *held)
+    .await
+    .unwrap();
+    held.commit().await.unwrap();
+    assert_eq!(press.await.unwrap(), Err(Refusal::Storage));
+    let ended = tokio::time::timeout(Duration::from_secs(20), waiting).await;
+    assert_eq!(ended.expect("the turn ended").unwrap(), Decision::Cancelled);
+    let stored = s.store.approval(&id).await.unwrap().unwrap();
+    assert_eq!(stored.status, ApprovalStatus::Expired);
 }

@@ -108,34 +108,10 @@ async fn allowlist_add_list_revoke(store: Store) {
 /// A second decision on the same request writes nothing, not even its
 /// grant, and entries chain as appended ones do.
 async fn a_decision_is_stored_with_its_grant_and_entry(store: Store) {
-    let keys = vec!["recursive_delete".to_string(), "git_force_push".to_string()];
+    let keys = ["recursive_delete".to_string(), "git_force_push".to_string()];
     let settle = |id: &str, grant, status| {
-        let (store, keys, id) = (store.clone(), keys.clone(), id.to_string());
-        async move {
-            let joined = keys.join(",");
-            store
-                .settle_approval(
-                    &id,
-                    &Settlement {
-                        status,
-                        reason: None,
-                        grant,
-                        keys: &keys,
-                        entry: AuditEvent {
-                            approval_id: &id,
-                            event: AuditKind::Decided,
-                            session_id: "s1",
-                            requester: "telegram:1",
-                            actor: Some("telegram:9"),
-                            command: "rm -rf build && git push -f",
-                            pattern_keys: &joined,
-                            outcome: status.as_str(),
-                        },
-                    },
-                )
-                .await
-                .unwrap()
-        }
+        let (store, id, keys) = (store.clone(), id.to_string(), keys.clone());
+        async move { settle(&store, &id, &keys, grant, status).await.unwrap() }
     };
     let always = approval("s1");
     store.insert_approval(&always).await.unwrap();
@@ -177,4 +153,68 @@ async fn a_decision_is_stored_with_its_grant_and_entry(store: Store) {
     let outcomes: Vec<_> = rows.iter().map(|r| r.outcome.as_str()).collect();
     assert_eq!(outcomes, ["approved_always", "approved_session"]);
     assert_eq!(store.verify_audit().await.unwrap().first_broken, None);
+}
+
+/// `status` with `grant` of `keys` on request `id`, decided by
+/// `telegram:9`.
+async fn settle(
+    store: &Store,
+    id: &str,
+    keys: &[String],
+    grant: Grant<'_>,
+    status: ApprovalStatus,
+) -> switchboard::store::Result<bool> {
+    let joined = keys.join(",");
+    store
+        .settle_approval(
+            id,
+            &Settlement {
+                status,
+                approver: Some("telegram:9"),
+                reason: None,
+                grant,
+                keys,
+                entry: AuditEvent {
+                    approval_id: id,
+                    event: AuditKind::Decided,
+                    session_id: "s1",
+                    requester: "telegram:1",
+                    actor: Some("telegram:9"),
+                    command: "rm -rf build && git push -f",
+                    pattern_keys: &joined,
+                    outcome: status.as_str(),
+                },
+            },
+        )
+        .await
+}
+
+/// Two replicas settle "Always" at once on requests whose keys came in
+/// opposite orders: both go through, every time (their grants would
+/// otherwise wait on each other's uncommitted rows, and PostgreSQL end one
+/// as a deadlock).
+#[tokio::test]
+async fn replicas_granting_the_same_keys_at_once_both_settle() {
+    let Some(db) = crate::common::PgTestDb::create().await else {
+        return;
+    };
+    let (one, other) = (db.store().await, db.store().await);
+    for round in 0..20 {
+        let keys = [format!("key-{round}-a"), format!("key-{round}-b")];
+        let reversed = [keys[1].clone(), keys[0].clone()];
+        let (first, second) = (approval("s1"), approval("s2"));
+        one.insert_approval(&first).await.unwrap();
+        one.insert_approval(&second).await.unwrap();
+        let always = ApprovalStatus::ApprovedAlways;
+        let (a, b) = tokio::join!(
+            settle(&one, &first.id, &keys, Grant::Always, always),
+            settle(&other, &second.id, &reversed, Grant::Always, always),
+        );
+        assert!(a.unwrap() && b.unwrap(), "round {round}");
+    }
+    assert_eq!(one.allowlist().await.unwrap().len(), 40);
+    assert_eq!(one.verify_audit().await.unwrap().first_broken, None);
+    one.close().await;
+    other.close().await;
+    db.drop().await;
 }
