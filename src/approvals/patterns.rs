@@ -379,8 +379,8 @@ pub const PATTERNS: &[Pattern] = &[
     ),
     p(
         "git_force_push",
-        "rewrites remote history (git push --force)",
-        r"^git\s(?:.*\s)?push\s(?:.*\s)?(?:-f|--force|--force-with-lease|--mirror|--delete)(?:=\S*)?(?:\s|$)|^git\s(?:.*\s)?push\s(?:.*\s)?\+\S+",
+        "rewrites or deletes remote history (git push --force, --delete)",
+        r"^git\s(?:.*\s)?push\s(?:.*\s)?(?:-[a-zA-Z0-9]*[fd][a-zA-Z0-9]*|--force|--force-with-lease|--mirror|--delete|--prune)(?:=\S*)?(?:\s|$)|^git\s(?:.*\s)?push\s(?:.*\s)?[+:]\S+",
         C,
         false,
     ),
@@ -394,7 +394,7 @@ pub const PATTERNS: &[Pattern] = &[
     p(
         "git_branch_delete",
         "force-deletes a branch (git branch -D)",
-        r"^git\s(?:.*\s)?branch\s(?:.*\s)?(?:-D|--delete\s+--force|--force\s+--delete)(?:\s|$)",
+        r"^git\s(?:.*\s)?branch\s(?:.*\s)?(?:-[a-zA-Z]*D[a-zA-Z]*|-[a-zA-Z]*(?:d[a-zA-Z]*f|f[a-zA-Z]*d)[a-zA-Z]*)(?:\s|$)|^git\s(?:.*\s)?branch\s(?:.*\s)?(?:-d|--delete)\s(?:.*\s)?(?:-f|--force)(?:\s|$)|^git\s(?:.*\s)?branch\s(?:.*\s)?(?:-f|--force)\s(?:.*\s)?(?:-d|--delete)(?:\s|$)",
         C,
         false,
     ),

@@ -60,6 +60,9 @@ fn interpreter(program: &str) -> bool {
     ) || program.starts_with("python")
 }
 
+/// How far a file's change time may lag the session's clock.
+const CLOCK_SLACK_MS: i64 = 2_000;
+
 /// Options of an interpreter that take the next word as their argument.
 fn takes_argument(option: &str) -> bool {
     matches!(option, "-o" | "+o" | "-O" | "+O" | "-W" | "-X" | "-I")
@@ -67,35 +70,50 @@ fn takes_argument(option: &str) -> bool {
 
 /// The files `command` would run that lie in `roots` (the workspace and
 /// the private temporary directory) and were changed at or after
-/// `since_ms` (every one when `None`), resolved from `workspace`.
+/// `since_ms` (every one when `None`), resolved from `workspace` and the
+/// directories `cd` on the line moves to.
 pub fn agent_files(
     command: &str,
     workspace: &Path,
     roots: &[&Path],
     since_ms: Option<i64>,
 ) -> Vec<AgentFile> {
+    use std::os::unix::fs::MetadataExt;
     let normalized = normalize(command);
-    let mut named: Vec<String> = Vec::new();
+    // Each name with the directory it is run from: `cd` on the line moves
+    // it (`cd w && ./x.sh`).
+    let mut named: Vec<(PathBuf, String)> = Vec::new();
+    let mut cats: Vec<(PathBuf, String)> = Vec::new();
     let mut reads_a_file = false;
+    let mut cwd = workspace.to_path_buf();
     for segment in &normalized.segments {
-        named.extend(run_by(segment, &mut reads_a_file));
+        let words = &segment.words;
+        match words.first().map(String::as_str) {
+            Some("cd") => {
+                if let Some(dir) = words.get(1) {
+                    cwd = cwd.join(dir);
+                }
+                continue;
+            }
+            // `sh -c "$(cat x)"`, `eval "$(cat x)"`: what `cat` prints may
+            // be run.
+            Some("cat") => cats.extend(
+                words[1..]
+                    .iter()
+                    .filter(|w| !w.starts_with('-'))
+                    .map(|w| (cwd.clone(), w.clone())),
+            ),
+            _ => {}
+        }
+        let here = run_by(segment, &mut reads_a_file);
+        named.extend(here.into_iter().map(|name| (cwd.clone(), name)));
     }
     if reads_a_file {
-        // `sh -c "$(cat x)"`, `eval "$(cat x)"`: what `cat` prints is run.
-        for segment in &normalized.segments {
-            if segment.words.first().map(String::as_str) == Some("cat") {
-                named.extend(
-                    segment.words[1..]
-                        .iter()
-                        .filter(|w| !w.starts_with('-'))
-                        .cloned(),
-                );
-            }
-        }
+        named.extend(cats);
     }
     let mut found: Vec<AgentFile> = Vec::new();
-    for name in named {
-        let path = workspace.join(&name);
+    for (dir, name) in named {
+        let path = dir.join(&name);
         let Ok(path) = path.canonicalize() else {
             continue;
         };
@@ -103,12 +121,14 @@ pub fn agent_files(
             continue;
         }
         if let Some(since) = since_ms {
+            // The change time, which a write or `touch` sets to now and
+            // nobody can set back (the modification time can be). The
+            // file system's clock runs up to a tick behind the session's:
+            // a file changed just before it started counts as changed in it.
             let changed = std::fs::metadata(&path)
-                .and_then(|m| m.modified())
                 .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map(|d| d.as_millis() as i64);
-            if changed.is_some_and(|changed| changed < since) {
+                .map(|m| m.ctime() * 1000 + m.ctime_nsec() / 1_000_000);
+            if changed.is_some_and(|changed| changed < since - CLOCK_SLACK_MS) {
                 continue;
             }
         }

@@ -141,8 +141,9 @@ fn dir_beneath(root: &Path, rel: &Path) -> std::io::Result<OwnedFd> {
 /// put there (a container's root can make one on the bind-mounted
 /// workspace) is never opened, and a directory is an `IsADirectory`
 /// error. `fifo`: a FIFO may be read (a tool the agent calls may wait on
-/// one; the daemon reading of its own accord may not). Opened without
-/// becoming the daemon's controlling terminal.
+/// one; the daemon reading of its own accord may not); it is opened
+/// without waiting for a writer (`O_NONBLOCK`), for [`read_fifo`]. Opened
+/// without becoming the daemon's controlling terminal.
 pub fn open_data_beneath(root: &Path, path: &Path, fifo: bool) -> std::io::Result<std::fs::File> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
@@ -154,11 +155,58 @@ pub fn open_data_beneath(root: &Path, path: &Path, fifo: bool) -> std::io::Resul
     if !(kind.is_file() || (fifo && kind.is_fifo())) {
         return Err(std::io::Error::other("not a regular file"));
     }
+    let nonblocking = if kind.is_fifo() { libc::O_NONBLOCK } else { 0 };
     // The very file looked at, opened for reading through its handle.
     std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOCTTY | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOCTTY | libc::O_CLOEXEC | nonblocking)
         .open(format!("/proc/self/fd/{}", handle.as_raw_fd()))
+}
+
+/// How long a tool waits for a FIFO's writer to finish.
+pub const FIFO_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Reads a FIFO [`open_data_beneath`] opened, until its writer closes it
+/// or `limit` bytes came, for at most `wait`: a FIFO nobody writes to holds
+/// a thread of the blocking pool no longer than that (thousands of reads
+/// waiting for good would hold them all, for every session).
+pub fn read_fifo(
+    file: &std::fs::File,
+    limit: u64,
+    wait: std::time::Duration,
+) -> std::io::Result<Vec<u8>> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::io::{ErrorKind, Read};
+    use std::os::fd::AsFd;
+    let deadline = std::time::Instant::now() + wait;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    while (out.len() as u64) <= limit {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(
+                ErrorKind::TimedOut,
+                format!("the FIFO's writer did not finish within {wait:?}"),
+            ));
+        }
+        let timeout = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
+        // Readable, or its writer came and went (until one comes, Linux
+        // reports neither).
+        let mut fds = [PollFd::new(file.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, timeout) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(err) => return Err(err.into()),
+        }
+        match (&*file).read(&mut buf) {
+            Ok(0) => return Ok(out),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(err) if matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(out)
 }
 
 fn open_beneath_with(root: &Path, path: &Path, extra: OFlag) -> std::io::Result<std::fs::File> {
@@ -256,6 +304,30 @@ mod tests {
         std::fs::write(root.join("sub/a.txt"), "a").unwrap();
         let root = root.canonicalize().unwrap();
         (dir, root)
+    }
+
+    /// A FIFO nobody writes to is opened at once and read for at most the
+    /// wait; one whose writer finishes is read whole.
+    #[test]
+    fn a_fifo_is_read_for_a_bounded_time() {
+        let (_dir, root) = ws();
+        let pipe = root.join("p");
+        nix::unistd::mkfifo(&pipe, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let silent = open_data_beneath(&root, &pipe, true).unwrap();
+        let err = read_fifo(&silent, 1024, std::time::Duration::from_millis(100)).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        let fed = open_data_beneath(&root, &pipe, true).unwrap();
+        let writer = {
+            let pipe = pipe.clone();
+            std::thread::spawn(move || std::fs::write(pipe, "fed\n").unwrap())
+        };
+        let read = read_fifo(&fed, 1024, std::time::Duration::from_secs(30)).unwrap();
+        writer.join().unwrap();
+        assert_eq!(read, b"fed\n");
+        assert!(
+            open_data_beneath(&root, &pipe, false).is_err(),
+            "not for the daemon's own reads"
+        );
     }
 
     #[test]

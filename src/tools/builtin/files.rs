@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use crate::tools::workspace::{display, open_data_beneath, resolve, write_beneath};
+use crate::tools::workspace::{self, display, open_data_beneath, resolve, write_beneath};
 use crate::tools::{
     Concurrency, Tool, ToolContext, ToolError, ToolSpec, arg_opt_str, arg_opt_u64, arg_str,
 };
@@ -53,6 +53,7 @@ async fn one_file<T: Send + 'static>(
 
 fn load_text(path: &Path, root: &Path) -> Result<String, ToolError> {
     use std::io::Read;
+    use std::os::unix::fs::FileTypeExt;
     let shown = |e: std::io::Error| failed(format!("{}: {e}", display(root, path)));
     let file = match open_data_beneath(root, path, true) {
         Ok(file) => file,
@@ -65,17 +66,28 @@ fn load_text(path: &Path, root: &Path) -> Result<String, ToolError> {
         Err(err) => return Err(shown(err)),
     };
     let meta = file.metadata().map_err(shown)?;
-    if meta.len() > MAX_FILE_BYTES {
+    let bytes = if meta.file_type().is_fifo() {
+        workspace::read_fifo(&file, MAX_FILE_BYTES, workspace::FIFO_WAIT).map_err(shown)?
+    } else {
+        if meta.len() > MAX_FILE_BYTES {
+            return Err(failed(format!(
+                "{} is {} bytes; the limit is {MAX_FILE_BYTES}",
+                display(root, path),
+                meta.len()
+            )));
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        file.take(MAX_FILE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(failed)?;
+        bytes
+    };
+    if bytes.len() as u64 > MAX_FILE_BYTES {
         return Err(failed(format!(
-            "{} is {} bytes; the limit is {MAX_FILE_BYTES}",
-            display(root, path),
-            meta.len()
+            "{} is over {MAX_FILE_BYTES} bytes, the limit",
+            display(root, path)
         )));
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(failed)?;
     if bytes.iter().take(8192).any(|b| *b == 0) {
         return Err(failed(format!("{} looks binary", display(root, path))));
     }

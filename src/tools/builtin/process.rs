@@ -226,7 +226,7 @@ impl ProcessManager {
             )));
         }
         let dir = resolve(&ctx.workspace, workdir.unwrap_or("."))?;
-        approve(command, ctx).await?;
+        approve(command, &dir, ctx).await?;
         let (mut child, outputs) = self.launcher.spawn(command, (&ctx.workspace, &dir), pty)?;
         let (exit_tx, exit_rx) = watch::channel(None);
         let id = format!("proc_{}", &crate::store::new_id()[..12]);

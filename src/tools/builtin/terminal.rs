@@ -279,10 +279,19 @@ pub fn kill_group(child: &Child) {
     }
 }
 
-/// Asks the approval hook; a denial becomes a refusal the model must not
-/// retry.
-pub async fn approve(command: &str, ctx: &ToolContext) -> Result<(), ToolError> {
-    match ctx.approvals.review(command, ctx).await {
+/// Asks the approval hook about `command` run in `workdir`; a denial
+/// becomes a refusal the model must not retry. A command run elsewhere than
+/// the workspace's top is reviewed (and shown to a person) as `cd <dir> &&
+/// <command>`: what it runs by a relative path is found where it runs.
+pub async fn approve(command: &str, workdir: &Path, ctx: &ToolContext) -> Result<(), ToolError> {
+    let reviewed = match workdir.strip_prefix(&ctx.workspace) {
+        Ok(rel) if !rel.as_os_str().is_empty() => {
+            let dir = rel.to_string_lossy().replace('\'', "'\\''");
+            std::borrow::Cow::Owned(format!("cd '{dir}' && {command}"))
+        }
+        _ => std::borrow::Cow::Borrowed(command),
+    };
+    match ctx.approvals.review(&reviewed, ctx).await {
         ApprovalVerdict::Allow => Ok(()),
         ApprovalVerdict::Deny { reason } => Err(ToolError::Refused(format!(
             "BLOCKED: {reason}. The command was not run. Do not retry it; tell the user instead."
@@ -360,7 +369,7 @@ impl Tool for Terminal {
             ));
         }
         let pty = args.get("pty").and_then(Value::as_bool).unwrap_or(false);
-        approve(command, ctx).await?;
+        approve(command, &workdir, ctx).await?;
 
         let started = Instant::now();
         let (mut child, outputs) = self

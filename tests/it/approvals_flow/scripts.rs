@@ -1,0 +1,73 @@
+//! Running a file the agent wrote asks a person wherever the file is run
+//! from, however its times were changed.
+
+use super::*;
+
+/// Runs `command` at the terminal in `workdir`, in the background.
+fn run_in(
+    h: &PolicyHarness,
+    command: &'static str,
+    workdir: &'static str,
+) -> tokio::task::JoinHandle<serde_json::Value> {
+    let (rt, ctx) = (h.runtime.clone(), h.ctx.clone());
+    tokio::spawn(async move {
+        let args = json!({"command": command, "workdir": workdir});
+        common::call(&rt, "terminal", args, &ctx).await
+    })
+}
+
+/// The agent's script in a subdirectory, run from there (the terminal's
+/// `workdir`, or `cd` on the line), and a script whose modification time
+/// was set back: each is shown to a person before it runs.
+#[tokio::test]
+async fn a_script_run_from_a_subdirectory_or_made_to_look_old_still_asks() {
+    let h = policy_harness(ApprovalMode::Manual, None).await;
+    let write = |path: &str| {
+        let args = json!({"path": path, "content": "echo ran-by-agent\n"});
+        let (rt, ctx) = (h.runtime.clone(), h.ctx.clone());
+        async move { common::call(&rt, "write_file", args, &ctx).await }
+    };
+    write("w/x.sh").await;
+    write("old.sh").await;
+    let attempts = [
+        ("bash x.sh", "w"),
+        ("cd w && bash x.sh", "."),
+        ("touch -d @0 old.sh && bash old.sh", "."),
+    ];
+    for (n, (command, workdir)) in attempts.into_iter().enumerate() {
+        let run = run_in(&h, command, workdir);
+        let shown = h.s.adapter.prompt(n + 1).await;
+        assert!(
+            shown.prompt.text.contains("echo ran-by-agent"),
+            "{command}: {}",
+            shown.prompt.text
+        );
+        h.s.broker
+            .resolve(&shown.approval_id, Choice::Deny, &actor("1"), None)
+            .await
+            .unwrap();
+        let out = run.await.unwrap();
+        assert!(
+            out["error"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("BLOCKED"),
+            "{command}: {out}"
+        );
+    }
+    // Once its time is set back, the next run of it alone still asks.
+    let touched = run_in(&h, "touch -d @0 old.sh", ".").await.unwrap();
+    assert_eq!(touched["exit_code"], 0, "{touched}");
+    let again = run_in(&h, "bash old.sh", ".");
+    let shown = h.s.adapter.prompt(4).await;
+    assert!(
+        shown.prompt.text.contains("old.sh"),
+        "{}",
+        shown.prompt.text
+    );
+    h.s.broker
+        .resolve(&shown.approval_id, Choice::Once, &actor("1"), None)
+        .await
+        .unwrap();
+    assert_eq!(again.await.unwrap()["output"], "ran-by-agent\n");
+}
