@@ -20,6 +20,8 @@
 //! Button presses come in through [`SessionManager::press`]: approval
 //! choices go to the broker, question choices to the questions.
 
+use std::time::{Duration, Instant};
+
 use tokio::sync::{mpsc, oneshot};
 
 use super::access::{self, Access};
@@ -157,6 +159,20 @@ impl SessionManager {
             other => (other, false),
         };
         if let Some(command) = command {
+            // A command runs for the message that brought it, once: not for
+            // an edit of it (nor Discord's thread made on an old message),
+            // and not again when the platform delivers it twice (Slack's
+            // `message` and `app_mention`, a retry). `/approve` without an
+            // id would decide whatever waits next.
+            if event.revision == Revision::Edited {
+                return Ok((Submitted::Ignored("an edited command is not run"), None));
+            }
+            if !inner
+                .commands_run
+                .first(format!("{}:{}", event.platform, event.event_id))
+            {
+                return Ok((Submitted::Duplicate, None));
+            }
             let reply = self.command(&key, &event, &command).await?;
             inner.replies.reply(&event, &reply).await;
             return Ok((Submitted::Command, None));
@@ -537,5 +553,34 @@ mod tests {
             note(&doc, Err(Unfetched::NotConnected)),
             "[The user attached log.txt (text/plain, 12 bytes): https://cdn.example/log.txt]"
         );
+    }
+}
+
+/// The commands run lately, by their message: one a platform delivers
+/// again within [`CommandsRun::KEEP`] is not run again.
+#[derive(Debug, Default)]
+pub(super) struct CommandsRun(std::sync::Mutex<std::collections::HashMap<String, Instant>>);
+
+impl CommandsRun {
+    const KEEP: Duration = Duration::from_secs(600);
+    const MOST: usize = 10_000;
+
+    /// Whether the command of message `key` runs now (its first delivery).
+    pub(super) fn first(&self, key: String) -> bool {
+        let now = Instant::now();
+        let mut run = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if run.len() >= Self::MOST {
+            run.retain(|_, at| now.duration_since(*at) < Self::KEEP);
+            if run.len() >= Self::MOST {
+                run.clear();
+            }
+        }
+        match run.get(&key) {
+            Some(at) if now.duration_since(*at) < Self::KEEP => false,
+            _ => {
+                run.insert(key, now);
+                true
+            }
+        }
     }
 }

@@ -148,6 +148,8 @@ pub(super) struct Inner {
     pub(super) ownership: Option<Ownership>,
     /// Per-sender and per-chat rate limits.
     pub(super) throttle: super::throttle::Throttle,
+    /// The commands run lately, so a message delivered twice runs once.
+    pub(super) commands_run: super::intake::CommandsRun,
     /// Where voice notes are heard (none: they are not).
     pub(super) transcriber: Option<crate::transcription::Transcriber>,
     /// Where a run's forge desk comes from (the webhook routes' forges).
@@ -253,6 +255,7 @@ impl SessionManager {
                 forges,
                 clock,
                 throttle,
+                commands_run: Default::default(),
                 cron_wake: Arc::new(tokio::sync::Notify::new()),
                 settings,
                 mailboxes: Mailboxes::default(),
