@@ -568,7 +568,7 @@ impl Broker {
 
     /// Whether `actor` is one of `approvals.approvers` (qualified: the
     /// same id on another platform is someone else).
-    fn approver(&self, actor: &Actor) -> bool {
+    pub fn approver(&self, actor: &Actor) -> bool {
         self.approvers
             .iter()
             .any(|a| identity::names(a, &actor.platform, &actor.user_id))
@@ -703,12 +703,14 @@ impl Broker {
             }
             Some(true) => {}
         }
-        let Some(waiter) = self
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id)
-        else {
+        let waiter = {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            if choice == Choice::Session && pending.get(id).is_some_and(|w| w.requester.is_none()) {
+                return Err(Refusal::SessionForUnattended);
+            }
+            pending.remove(id)
+        };
+        let Some(waiter) = waiter else {
             return Err(Refusal::AlreadyDecided("just now".into()));
         };
         let by = actor.shown();

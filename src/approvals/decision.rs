@@ -212,6 +212,12 @@ pub enum Refusal {
         "Only a configured approver can allow this permanently; choose Allow once or For this session."
     )]
     AlwaysForApprovers,
+    /// "For this session" on a run without a person (a webhook's): the
+    /// grant would cover what the next event on the change asks.
+    #[error(
+        "A run without a person gets no session grant (the next event on the change would run under it); choose Allow once."
+    )]
+    SessionForUnattended,
     /// Nothing is waiting in this chat.
     #[error("Nothing is waiting for approval here.")]
     NothingPending,

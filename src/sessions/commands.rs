@@ -82,6 +82,21 @@ impl SessionManager {
             .platforms()
             .profile(&chat.platform)
             .is_some_and(|p| p.approves_in(&chat.chat, actor));
+        // A chat's or a route's own approvers decide its requests; the
+        // permanent allowlist, which every session shares, is for
+        // `approvals.approvers` alone.
+        if listed
+            && matches!(
+                command,
+                ChatCommand::Approve {
+                    scope: crate::platform::ApproveScope::Always,
+                    ..
+                }
+            )
+            && !self.inner.broker.approver(actor)
+        {
+            return Err(Refusal::AlwaysForApprovers);
+        }
         self.inner
             .broker
             .decide_command(chat, actor, command, listed)

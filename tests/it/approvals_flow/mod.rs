@@ -481,12 +481,21 @@ async fn sessions_without_a_human_route_to_the_approver_chat_or_are_denied() {
             .await,
         Err(Refusal::NotAllowed)
     );
+    // A session grant would cover what the next event of the run asks.
+    assert_eq!(
+        routed
+            .broker
+            .resolve(&id, Choice::Session, &actor("99"), None)
+            .await,
+        Err(Refusal::SessionForUnattended)
+    );
     routed
         .broker
         .resolve(&id, Choice::Once, &actor("99"), None)
         .await
         .unwrap();
     assert!(matches!(waiting.await.unwrap(), Decision::Once { .. }));
+    assert!(routed.store.session_grants(&sid).await.unwrap().is_empty());
 }
 
 struct PolicyHarness {

@@ -362,6 +362,19 @@ async fn approvals_are_asked_on_the_pr_and_answered_by_an_approver_comment() {
         .await;
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["status"], "refused", "{v}");
+    // The route's approver decides its requests, not the allowlist every
+    // session shares; nor a session grant for a run without a person.
+    for scope in ["always", "session"] {
+        let r = d
+            .github(
+                "issue_comment",
+                &format!("a-{scope}"),
+                &comment("octo-admin", format!("/approve {id} {scope}")),
+            )
+            .await;
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["status"], "refused", "{scope}: {v}");
+    }
     let r = d
         .github(
             "issue_comment",
