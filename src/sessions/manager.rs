@@ -266,6 +266,11 @@ impl SessionManager {
         }
     }
 
+    /// Fires when the daemon stops.
+    pub fn stopping(&self) -> CancellationToken {
+        self.inner.stop.clone()
+    }
+
     /// Whether `err`, from submitting an event, is storage being away
     /// (the event can be submitted again once it is back), rather than
     /// something wrong with the event.

@@ -152,17 +152,29 @@ pub fn router(gateway: &Gateway) -> axum::Router<AppState> {
             .cloned()
         {
             let (own, name) = (state.own_login.clone(), route.name.clone());
+            let stop = gateway.sessions.stopping();
+            // Until it is known, approval comments are refused (the token's
+            // own comments, which the model may word, must not decide).
             gateway.tasks.spawn(async move {
-                let asked = tokio::time::timeout(std::time::Duration::from_secs(10), github.login());
-                match asked.await {
-                    Ok(Ok(login)) => {
-                        tracing::info!(route = %name, login, "the route's token belongs to this login");
-                        let _ = own.set(login);
+                let mut wait = std::time::Duration::from_secs(1);
+                loop {
+                    let asked = tokio::time::timeout(std::time::Duration::from_secs(10), github.login());
+                    match asked.await {
+                        Ok(Ok(login)) => {
+                            tracing::info!(route = %name, login, "the route's token belongs to this login");
+                            let _ = own.set(login);
+                            return;
+                        }
+                        Ok(Err(err)) => {
+                            tracing::warn!(route = %name, error = %err, "cannot learn the login of the route's token; trying again")
+                        }
+                        Err(_) => tracing::warn!(route = %name, "learning the login of the route's token timed out; trying again"),
                     }
-                    Ok(Err(err)) => {
-                        tracing::warn!(route = %name, error = %err, "cannot learn the login of the route's token")
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(wait) => {}
                     }
-                    Err(_) => tracing::warn!(route = %name, "learning the login of the route's token timed out"),
+                    wait = (wait * 2).min(std::time::Duration::from_secs(300));
                 }
             });
         }
@@ -440,6 +452,16 @@ async fn approval_comment(
         return answer(
             StatusCode::OK,
             json!({ "status": "ignored", "reason": "approval comments are off for this route" }),
+        );
+    }
+    if route.deliver.kind == crate::config::DeliverKind::GithubComment
+        && route.bot_login.is_none()
+        && state.own_login.get().is_none()
+    {
+        // Its token's own comments are not told apart yet.
+        return answer(
+            StatusCode::OK,
+            json!({ "status": "refused", "reason": "the login of the route's token is not known yet; try again shortly" }),
         );
     }
     // On a route serving many pull requests "the oldest pending" is

@@ -100,8 +100,12 @@ impl FakeGithub {
 /// The token's owner (not recorded: it is asked once, at start).
 pub const TOKEN_OWNER: &str = "gateway-token-owner";
 
-async fn who() -> Json<Value> {
-    Json(json!({"login": TOKEN_OWNER, "type": "User", "id": 1}))
+/// Fails only during an outage (`fail_next` is for the comments).
+async fn who(State(shared): State<Shared>) -> Response {
+    if let Some(failed) = shared.down.answer() {
+        return failed;
+    }
+    Json(json!({"login": TOKEN_OWNER, "type": "User", "id": 1})).into_response()
 }
 
 fn record(shared: &Shared, method: &'static str, path: String, headers: &HeaderMap, body: Value) {

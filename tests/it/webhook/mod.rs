@@ -396,6 +396,36 @@ async fn approvals_are_asked_on_the_pr_and_answered_by_an_approver_comment() {
     d.shutdown().await;
 }
 
+/// Until the daemon knows whose the route's token is, it cannot tell its
+/// own comments (which the model may word) from an approver's: approval
+/// comments are refused, and the daemon still stops at once.
+#[tokio::test]
+async fn approval_comments_wait_until_the_tokens_login_is_known() {
+    let llm = FakeLlm::start(vec![]).await;
+    let gh = FakeGithub::start().await;
+    gh.outage(503, Duration::from_secs(120), None);
+    let d = start(&llm, &gh, |c| {
+        let r = &mut c.webhook.routes[0];
+        r.approval_comments = true;
+        r.approvers = vec!["github:octo-admin".into()];
+        r.bot_login = None;
+    })
+    .await;
+    let mut c = fixture("issue_comment.created");
+    c["comment"]["user"] = json!({"login": "octo-admin", "type": "User"});
+    c["comment"]["body"] = json!(format!("/approve {}", "0".repeat(32)));
+    let r = d.github("issue_comment", "w-1", &bytes(&c)).await;
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["status"], "refused", "{v}");
+    assert!(
+        v["reason"].as_str().unwrap().contains("not known yet"),
+        "{v}"
+    );
+    tokio::time::timeout(Duration::from_secs(30), d.shutdown())
+        .await
+        .expect("stopped");
+}
+
 #[tokio::test]
 async fn webhook_test_signs_and_posts_a_payload_to_the_daemon() {
     let llm = FakeLlm::start(vec![Reply::Json(text("reviewed"))]).await;
