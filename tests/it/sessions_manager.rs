@@ -465,17 +465,21 @@ async fn the_inbox_cap_applies_across_sessions() {
     );
 }
 
-#[tokio::test]
-async fn approve_and_deny_reach_the_waiting_turn_past_the_queue() {
-    let llm = FakeLlm::start(vec![
+/// A model that runs `git reset --hard` (which asks), then says "ran it".
+fn resets_the_repo() -> Vec<Reply> {
+    vec![
         Reply::Json(calls(&[(
             "c1",
             "terminal",
             r#"{"command":"git reset --hard"}"#,
         )])),
         Reply::Json(text("ran it")),
-    ])
-    .await;
+    ]
+}
+
+#[tokio::test]
+async fn approve_and_deny_reach_the_waiting_turn_past_the_queue() {
+    let llm = FakeLlm::start(resets_the_repo()).await;
     let s = setup(&llm).await;
     s.manager
         .submit(dm("1", "p1", "reset the repo"))
@@ -521,15 +525,7 @@ async fn approve_and_deny_reach_the_waiting_turn_past_the_queue() {
 /// and an edit of it is not run (it would decide the next request).
 #[tokio::test]
 async fn a_decision_command_runs_once_for_its_message() {
-    let llm = FakeLlm::start(vec![
-        Reply::Json(calls(&[(
-            "c1",
-            "terminal",
-            r#"{"command":"git reset --hard"}"#,
-        )])),
-        Reply::Json(text("ran it")),
-    ])
-    .await;
+    let llm = FakeLlm::start(resets_the_repo()).await;
     let s = setup(&llm).await;
     s.manager.submit(dm("1", "p1", "reset")).await.unwrap();
     s.adapter

@@ -90,14 +90,7 @@ async fn allowlist_add_list_revoke(store: Store) {
         "already there"
     );
     assert!(store.allow_pattern("docker_stop", "cli").await.unwrap());
-    let keys: Vec<String> = store
-        .allowlist()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.pattern_key)
-        .collect();
-    assert_eq!(keys, ["docker_stop", "git_force_push"]);
+    assert_eq!(allowed(&store).await, ["docker_stop", "git_force_push"]);
     assert!(store.is_pattern_allowed("docker_stop").await.unwrap());
     assert!(store.revoke_pattern("docker_stop").await.unwrap());
     assert!(!store.revoke_pattern("docker_stop").await.unwrap());
@@ -134,14 +127,10 @@ async fn a_decision_is_stored_with_its_grant_and_entry(store: Store) {
     );
     assert!(!settle("forged", Grant::Always, ApprovalStatus::ApprovedAlways).await);
 
-    let allowed: Vec<String> = store
-        .allowlist()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.pattern_key)
-        .collect();
-    assert_eq!(allowed, ["git_force_push", "recursive_delete"]);
+    assert_eq!(
+        allowed(&store).await,
+        ["git_force_push", "recursive_delete"]
+    );
     assert_eq!(
         store.session_grants("s1").await.unwrap(),
         ["git_force_push", "recursive_delete"]
@@ -217,4 +206,10 @@ async fn replicas_granting_the_same_keys_at_once_both_settle() {
     one.close().await;
     other.close().await;
     db.drop().await;
+}
+
+/// The permanent allowlist's keys, sorted.
+async fn allowed(store: &Store) -> Vec<String> {
+    let entries = store.allowlist().await.unwrap();
+    entries.into_iter().map(|e| e.pattern_key).collect()
 }
