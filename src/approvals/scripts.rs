@@ -60,6 +60,10 @@ fn interpreter(program: &str) -> bool {
     ) || program.starts_with("python")
 }
 
+/// Most directories a line's names are looked for in (each `cd` on it
+/// adds its target under every one so far).
+const MAX_DIRS: usize = 16;
+
 /// How far a file's change time may lag the session's clock.
 const CLOCK_SLACK_MS: i64 = 2_000;
 
@@ -80,40 +84,42 @@ pub fn agent_files(
 ) -> Vec<AgentFile> {
     use std::os::unix::fs::MetadataExt;
     let normalized = normalize(command);
-    // Each name with the directory it is run from: `cd` on the line moves
-    // it (`cd w && ./x.sh`).
-    let mut named: Vec<(PathBuf, String)> = Vec::new();
-    let mut cats: Vec<(PathBuf, String)> = Vec::new();
+    // Every directory the line may run a name from: the workspace and each
+    // `cd` target on it (a `cd` may fail, or sit in a subshell, so none
+    // replaces another); a name is looked for in each.
+    let mut dirs = vec![workspace.to_path_buf()];
+    let mut named: Vec<String> = Vec::new();
+    let mut cats: Vec<String> = Vec::new();
     let mut reads_a_file = false;
-    let mut cwd = workspace.to_path_buf();
     for segment in &normalized.segments {
         let words = &segment.words;
         match words.first().map(String::as_str) {
             Some("cd") => {
-                if let Some(dir) = words.get(1) {
-                    cwd = cwd.join(dir);
+                let target = words[1..].iter().find(|w| !w.starts_with('-'));
+                if let Some(dir) = target
+                    && dirs.len() < MAX_DIRS
+                {
+                    let from: Vec<PathBuf> = dirs.iter().map(|d| d.join(dir)).collect();
+                    dirs.extend(from);
+                    dirs.truncate(MAX_DIRS);
                 }
                 continue;
             }
             // `sh -c "$(cat x)"`, `eval "$(cat x)"`: what `cat` prints may
             // be run.
-            Some("cat") => cats.extend(
-                words[1..]
-                    .iter()
-                    .filter(|w| !w.starts_with('-'))
-                    .map(|w| (cwd.clone(), w.clone())),
-            ),
+            Some("cat") => cats.extend(words[1..].iter().filter(|w| !w.starts_with('-')).cloned()),
             _ => {}
         }
-        let here = run_by(segment, &mut reads_a_file);
-        named.extend(here.into_iter().map(|name| (cwd.clone(), name)));
+        named.extend(run_by(segment, &mut reads_a_file));
     }
     if reads_a_file {
         named.extend(cats);
     }
     let mut found: Vec<AgentFile> = Vec::new();
-    for (dir, name) in named {
-        let path = dir.join(&name);
+    let candidates = named
+        .iter()
+        .flat_map(|name| dirs.iter().map(move |dir| dir.join(name)));
+    for path in candidates {
         let Ok(path) = path.canonicalize() else {
             continue;
         };

@@ -167,13 +167,18 @@ impl SessionManager {
             if event.revision == Revision::Edited {
                 return Ok((Submitted::Ignored("an edited command is not run"), None));
             }
-            if !inner
-                .commands_run
-                .first(format!("{}:{}", event.platform, event.event_id))
-            {
+            let run = format!("{}:{}", event.platform, event.event_id);
+            if !inner.commands_run.first(run.clone()) {
                 return Ok((Submitted::Duplicate, None));
             }
-            let reply = self.command(&key, &event, &command).await?;
+            let reply = match self.command(&key, &event, &command).await {
+                Ok(reply) => reply,
+                Err(err) => {
+                    // Not run: its next delivery runs it.
+                    inner.commands_run.forget(&run);
+                    return Err(err);
+                }
+            };
             inner.replies.reply(&event, &reply).await;
             return Ok((Submitted::Command, None));
         }
@@ -582,5 +587,10 @@ impl CommandsRun {
                 true
             }
         }
+    }
+
+    /// Message `key`'s command did not run after all.
+    pub(super) fn forget(&self, key: &str) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
     }
 }

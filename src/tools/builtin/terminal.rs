@@ -279,6 +279,9 @@ pub fn kill_group(child: &Child) {
     }
 }
 
+/// Longest `workdir` (relative to the workspace) a command may run in.
+const MAX_WORKDIR_CHARS: usize = 200;
+
 /// Asks the approval hook about `command` run in `workdir`; a denial
 /// becomes a refusal the model must not retry. A command run elsewhere than
 /// the workspace's top is reviewed (and shown to a person) as `cd <dir> &&
@@ -286,7 +289,14 @@ pub fn kill_group(child: &Child) {
 pub async fn approve(command: &str, workdir: &Path, ctx: &ToolContext) -> Result<(), ToolError> {
     let reviewed = match workdir.strip_prefix(&ctx.workspace) {
         Ok(rel) if !rel.as_os_str().is_empty() => {
-            let dir = rel.to_string_lossy().replace('\'', "'\\''");
+            let dir = rel.to_string_lossy();
+            // A person must see the command, not only where it runs.
+            if dir.chars().count() > MAX_WORKDIR_CHARS {
+                return Err(ToolError::InvalidArgs(format!(
+                    "workdir is over {MAX_WORKDIR_CHARS} characters; run from a shorter path"
+                )));
+            }
+            let dir = dir.replace('\'', "'\\''");
             std::borrow::Cow::Owned(format!("cd '{dir}' && {command}"))
         }
         _ => std::borrow::Cow::Borrowed(command),

@@ -17,8 +17,9 @@ fn run_in(
 }
 
 /// The agent's script in a subdirectory, run from there (the terminal's
-/// `workdir`, or `cd` on the line), and a script whose modification time
-/// was set back: each is shown to a person before it runs.
+/// `workdir`, or `cd` on the line), one run after a `cd` that fails, and a
+/// script whose modification time was set back: each is shown to a person
+/// before it runs.
 #[tokio::test]
 async fn a_script_run_from_a_subdirectory_or_made_to_look_old_still_asks() {
     let h = policy_harness(ApprovalMode::Manual, None).await;
@@ -32,8 +33,12 @@ async fn a_script_run_from_a_subdirectory_or_made_to_look_old_still_asks() {
     let attempts = [
         ("bash x.sh", "w"),
         ("cd w && bash x.sh", "."),
+        ("cd -- w && bash x.sh", "."),
+        // The `cd` fails: the script at the top runs.
+        ("cd nowhere; bash old.sh", "."),
         ("touch -d @0 old.sh && bash old.sh", "."),
     ];
+    let asked = attempts.len();
     for (n, (command, workdir)) in attempts.into_iter().enumerate() {
         let run = run_in(&h, command, workdir);
         let shown = h.s.adapter.prompt(n + 1).await;
@@ -59,7 +64,7 @@ async fn a_script_run_from_a_subdirectory_or_made_to_look_old_still_asks() {
     let touched = run_in(&h, "touch -d @0 old.sh", ".").await.unwrap();
     assert_eq!(touched["exit_code"], 0, "{touched}");
     let again = run_in(&h, "bash old.sh", ".");
-    let shown = h.s.adapter.prompt(4).await;
+    let shown = h.s.adapter.prompt(asked + 1).await;
     assert!(
         shown.prompt.text.contains("old.sh"),
         "{}",
@@ -70,4 +75,23 @@ async fn a_script_run_from_a_subdirectory_or_made_to_look_old_still_asks() {
         .await
         .unwrap();
     assert_eq!(again.await.unwrap()["output"], "ran-by-agent\n");
+}
+
+/// A workdir too long to show beside the command is refused: a person
+/// would see only where it runs.
+#[tokio::test]
+async fn a_workdir_too_long_to_show_is_refused() {
+    let h = policy_harness(ApprovalMode::Manual, None).await;
+    let long = "d".repeat(201);
+    std::fs::create_dir_all(h.ctx.workspace.join(&long)).unwrap();
+    let args = json!({"command": "rm -rf build", "workdir": long});
+    let out = common::call(&h.runtime, "terminal", args, &h.ctx).await;
+    assert!(
+        out["error"]
+            .as_str()
+            .unwrap()
+            .contains("workdir is over 200"),
+        "{out}"
+    );
+    assert!(h.s.adapter.shown.lock().unwrap().is_empty());
 }
