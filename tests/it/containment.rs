@@ -30,6 +30,8 @@ struct Host {
     dir: tempfile::TempDir,
     /// More `[tools.sandbox]` keys.
     sandbox: String,
+    /// The uid and gid the daemon runs as, when not the test's.
+    user: Option<u32>,
 }
 
 impl Host {
@@ -41,10 +43,34 @@ impl Host {
         let host = Self {
             dir: tempfile::tempdir().unwrap(),
             sandbox: keys.to_string(),
+            user: None,
         };
         std::fs::create_dir_all(host.outside()).unwrap();
         std::fs::write(host.outside().join("keep.txt"), "precious").unwrap();
         host
+    }
+
+    /// The daemon runs as `nobody` (when the test runs as root), whose
+    /// process limit Linux enforces, unlike root's.
+    fn run_by_nobody(mut self) -> Self {
+        if std::fs::metadata("/proc/self")
+            .is_ok_and(|me| std::os::unix::fs::MetadataExt::uid(&me) == 0)
+        {
+            const NOBODY: u32 = 65534;
+            let mut dirs = vec![self.path().to_path_buf()];
+            while let Some(dir) = dirs.pop() {
+                std::os::unix::fs::chown(&dir, Some(NOBODY), Some(NOBODY)).unwrap();
+                for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                    if entry.file_type().unwrap().is_dir() {
+                        dirs.push(entry.path());
+                    } else {
+                        std::os::unix::fs::chown(entry.path(), Some(NOBODY), Some(NOBODY)).unwrap();
+                    }
+                }
+            }
+            self.user = Some(NOBODY);
+        }
+        self
     }
 
     fn path(&self) -> &Path {
@@ -86,6 +112,10 @@ impl Host {
             .arg("--config")
             .arg(config)
             .current_dir(self.path());
+        if let Some(id) = self.user {
+            std::os::unix::process::CommandExt::uid(&mut cmd, id);
+            std::os::unix::process::CommandExt::gid(&mut cmd, id);
+        }
         cmd
     }
 
@@ -188,9 +218,17 @@ async fn the_daemons_environment_and_proc_entries_are_out_of_reach() {
             .run(
                 mode,
                 &[
-                    terminal("tr '\\0' '\\n' < /proc/$PPID/environ; echo status=$?"),
+                    // The daemon by its pid: the parent when commands share
+                    // its pid namespace, found by its command line when not.
+                    terminal(
+                        "d=$(grep -l 'switchboar[d]' /proc/[0-9]*/cmdline | cut -d/ -f3); echo daemons=$(echo $d | wc -w); \
+                         for p in $PPID $d; do tr '\\0' '\\n' < /proc/$p/environ && echo read-$p; done; echo end",
+                    ),
                     terminal("cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'; env"),
-                    terminal("kill -0 $PPID && echo signalled-the-daemon; echo end"),
+                    terminal(
+                        "for p in $PPID $(grep -l 'switchboar[d]' /proc/[0-9]*/cmdline | cut -d/ -f3); do \
+                         [ \"$p\" != 0 ] && kill -0 $p && echo signalled-$p; done; echo end",
+                    ),
                     terminal("grep -l 'switchboar[d]' /proc/[0-9]*/cmdline; echo end"),
                     terminal("cat /etc/shadow; ls /etc/ssh; echo end"),
                 ],
@@ -202,14 +240,9 @@ async fn the_daemons_environment_and_proc_entries_are_out_of_reach() {
         // Under bubblewrap $PPID is the sandbox's own init, in a pid
         // namespace where the daemon does not exist.
         if *mode == "landlock" {
-            assert!(results[0].contains("status=1"), "{mode}: {}", results[0]);
-        }
-        if *mode == "landlock" {
-            assert!(
-                !results[2].contains("signalled-the-daemon"),
-                "{mode}: {}",
-                results[2]
-            );
+            assert!(!results[0].contains("daemons=0"), "{mode}: {}", results[0]);
+            assert!(!results[0].contains("read-"), "{mode}: {}", results[0]);
+            assert!(!results[2].contains("signalled-"), "{mode}: {}", results[2]);
         } else {
             assert!(!results[3].contains("/cmdline"), "{mode}: {}", results[3]);
         }
@@ -369,6 +402,98 @@ async fn network_off_and_resource_limits_hold() {
     }
 }
 
+/// Processes whose command line holds `token`, by pid.
+fn running_with(token: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            String::from_utf8_lossy(&cmdline)
+                .contains(token)
+                .then_some(pid)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_commands_detached_processes_end_with_it() {
+    for mode in MODES {
+        let host = Host::new();
+        // Two sleeps no one else runs: one in a session of its own, one
+        // left in the background.
+        let token = format!("{}.{}", 2900 + std::process::id() % 97, mode.len());
+        let results = host
+            .run(
+                mode,
+                &[terminal(&format!(
+                    "setsid -f sleep {token}1; nohup sleep {token}2 >/dev/null 2>&1 & echo started"
+                ))],
+            )
+            .await;
+        assert!(results[0].contains("started"), "{mode}: {}", results[0]);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut left = running_with(&token);
+        while !left.is_empty() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            left = running_with(&token);
+        }
+        for pid in &left {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(*pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        assert!(left.is_empty(), "{mode}: still running: {left:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_commands_processes_are_counted_apart_from_the_others() {
+    // Forks until refused, leaving the children asleep.
+    let forks = "/usr/bin/python3 -c \"import os, time\nn = 0\nfor i in range(60):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\n    n += 1\nprint('forked', n)\"";
+    for mode in MODES {
+        let host = Host::with_sandbox("processes = 20\n").run_by_nobody();
+        let results = host
+            .run(mode, &[terminal(forks), terminal("echo next-command-ran")])
+            .await;
+        let forked: usize = results[0]
+            .split("forked ")
+            .nth(1)
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{mode}: {}", results[0]));
+        assert!((1..20).contains(&forked), "{mode}: {}", results[0]);
+        // The first command's children ended with it, and never counted
+        // against the next one.
+        assert!(
+            results[1].contains("next-command-ran"),
+            "{mode}: {}",
+            results[1]
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_command_under_landlock_makes_no_namespace_and_still_starts_threads() {
+    let host = Host::new();
+    let results = host
+        .run(
+            "landlock",
+            &[
+                terminal("unshare -U true; echo user=$?; unshare -r -p -f true; echo pid=$?"),
+                terminal(
+                    "/usr/bin/python3 -c \"import threading; t = threading.Thread(target=print, args=('thread-ran',)); t.start(); t.join()\"",
+                ),
+            ],
+        )
+        .await;
+    assert!(results[0].contains("user=1"), "{}", results[0]);
+    assert!(results[0].contains("pid=1"), "{}", results[0]);
+    assert!(results[1].contains("thread-ran"), "{}", results[1]);
+}
+
 #[tokio::test]
 async fn build_test_and_git_still_work_inside_the_workspace() {
     for mode in MODES {
@@ -413,6 +538,9 @@ async fn check_names_the_sandbox_it_chose_and_why() {
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(said.contains(expect), "{mode}: {said}");
+        if mode == "auto" {
+            assert!(said.contains("a pid namespace per command"), "{said}");
+        }
         if mode == "off" {
             assert!(said.contains("warning"), "{said}");
         }

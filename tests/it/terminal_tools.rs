@@ -135,7 +135,9 @@ async fn time_limit_kills_the_whole_process_group() {
     let out = call(
         &rt,
         "terminal",
-        json!({"command": "sleep 60 & echo $! > child.pid; sleep 60", "timeout": 1}),
+        // The child's pid as the daemon sees it (`$!` counts in the
+        // command's own pid namespace): its parent field, read by `cut`.
+        json!({"command": "sh -c 'cut -d\" \" -f4 /proc/self/stat > child.pid; exec sleep 60' & sleep 60", "timeout": 1}),
         &ctx,
     )
     .await;
@@ -253,7 +255,7 @@ async fn cancellation_stops_a_running_command() {
     let out = call(
         &rt,
         "terminal",
-        json!({"command": "echo $$ > shell.pid; sleep 60"}),
+        json!({"command": "cut -d' ' -f4 /proc/self/stat > shell.pid; sleep 60"}),
         &ctx,
     )
     .await;

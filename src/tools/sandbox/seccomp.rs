@@ -11,6 +11,12 @@
 //! - Kernel interfaces a command has no use for that widen the attack
 //!   surface: `bpf`, `perf_event_open`, `userfaultfd`, the key ring.
 //! - System calls of another architecture (x32, `int 0x80`'s socketcall).
+//! - Under Landlock, new namespaces (`unshare`, `clone` with a `CLONE_NEW*`
+//!   flag, `setns`): a user namespace gives a command every capability
+//!   inside it and much of the kernel to reach with them. `clone3`, whose
+//!   flags a filter cannot read, answers ENOSYS, and the C library falls
+//!   back to `clone`. (bubblewrap makes the namespaces itself after the
+//!   filter is in place, so it is not refused them.)
 
 /// The audit architecture of this build's system calls (seccomp(2)).
 #[cfg(target_arch = "x86_64")]
@@ -55,6 +61,17 @@ fn refused() -> Vec<i64> {
     calls
 }
 
+/// The flags of every kind of namespace; `CLONE_NEWTIME` only for
+/// `unshare` (in `clone`'s flags its bit is part of the exit signal).
+const NAMESPACES: u32 = (libc::CLONE_NEWNS
+    | libc::CLONE_NEWCGROUP
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUSER
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET) as u32;
+const CLONE_NEWTIME: u32 = 0x80;
+
 /// `chmod`-like calls and the index of their mode argument: refused when
 /// the mode sets the setuid or setgid bit.
 fn chmods() -> Vec<(i64, u32)> {
@@ -76,6 +93,7 @@ enum To {
     Allow,
     Eperm,
     Eacces,
+    Enosys,
 }
 
 const LD: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
@@ -93,8 +111,8 @@ fn arg(n: u32) -> u32 {
 }
 
 /// The program, built once in the daemon; the child only points the
-/// kernel at it.
-pub(super) fn program() -> Vec<libc::sock_filter> {
+/// kernel at it. `no_namespaces`: new namespaces are refused too.
+pub(super) fn program(no_namespaces: bool) -> Vec<libc::sock_filter> {
     let mut ops: Vec<(u16, u32, To, To)> = vec![
         (LD, ARCH, To::Next, To::Next),
         (JEQ, AUDIT_ARCH, To::Next, To::Eperm),
@@ -107,13 +125,24 @@ pub(super) fn program() -> Vec<libc::sock_filter> {
     ops.push((JEQ, libc::SYS_socket as u32, To::Next, To::Ahead(2)));
     ops.push((LD, arg(0), To::Next, To::Next));
     ops.push((JEQ, libc::AF_UNIX as u32, To::Eacces, To::Allow));
-    for (call, mode) in chmods() {
+    let mut flagged: Vec<(i64, u32, u32)> = chmods()
+        .into_iter()
+        .map(|(call, mode)| (call, mode, 0o6000))
+        .collect();
+    if no_namespaces {
+        ops.push((JEQ, libc::SYS_setns as u32, To::Eperm, To::Next));
+        ops.push((JEQ, libc::SYS_clone3 as u32, To::Enosys, To::Next));
+        flagged.push((libc::SYS_unshare, 0, NAMESPACES | CLONE_NEWTIME));
+        flagged.push((libc::SYS_clone, 0, NAMESPACES));
+    }
+    // Each ends the program: the accumulator then holds an argument.
+    for (call, at, bits) in flagged {
         ops.push((JEQ, call as u32, To::Next, To::Ahead(2)));
-        ops.push((LD, arg(mode), To::Next, To::Next));
-        ops.push((JSET, 0o6000, To::Eperm, To::Allow));
+        ops.push((LD, arg(at), To::Next, To::Next));
+        ops.push((JSET, bits, To::Eperm, To::Allow));
     }
     let allow = ops.len();
-    let (eperm, eacces) = (allow + 1, allow + 2);
+    let (eperm, eacces, enosys) = (allow + 1, allow + 2, allow + 3);
     let mut program: Vec<libc::sock_filter> = ops
         .iter()
         .enumerate()
@@ -125,6 +154,7 @@ pub(super) fn program() -> Vec<libc::sock_filter> {
                     To::Allow => allow,
                     To::Eperm => eperm,
                     To::Eacces => eacces,
+                    To::Enosys => enosys,
                 };
                 u8::try_from(target - i - 1).expect("the program is short")
             };
@@ -140,6 +170,7 @@ pub(super) fn program() -> Vec<libc::sock_filter> {
         libc::SECCOMP_RET_ALLOW,
         libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
         libc::SECCOMP_RET_ERRNO | libc::EACCES as u32,
+        libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
     ] {
         program.push(libc::sock_filter {
             code: RET,
