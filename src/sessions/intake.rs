@@ -20,8 +20,6 @@
 //! Button presses come in through [`SessionManager::press`]: approval
 //! choices go to the broker, question choices to the questions.
 
-use std::time::{Duration, Instant};
-
 use tokio::sync::{mpsc, oneshot};
 
 use super::access::{self, Access};
@@ -168,7 +166,7 @@ impl SessionManager {
                 return Ok((Submitted::Ignored("an edited command is not run"), None));
             }
             let run = format!("{}:{}", event.platform, event.event_id);
-            if !inner.commands_run.first(run.clone()) {
+            if !inner.commands_run.note(&run) {
                 return Ok((Submitted::Duplicate, None));
             }
             let reply = match self.command(&key, &event, &command).await {
@@ -558,39 +556,5 @@ mod tests {
             note(&doc, Err(Unfetched::NotConnected)),
             "[The user attached log.txt (text/plain, 12 bytes): https://cdn.example/log.txt]"
         );
-    }
-}
-
-/// The commands run lately, by their message: one a platform delivers
-/// again within [`CommandsRun::KEEP`] is not run again.
-#[derive(Debug, Default)]
-pub(super) struct CommandsRun(std::sync::Mutex<std::collections::HashMap<String, Instant>>);
-
-impl CommandsRun {
-    const KEEP: Duration = Duration::from_secs(600);
-    const MOST: usize = 10_000;
-
-    /// Whether the command of message `key` runs now (its first delivery).
-    pub(super) fn first(&self, key: String) -> bool {
-        let now = Instant::now();
-        let mut run = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if run.len() >= Self::MOST {
-            run.retain(|_, at| now.duration_since(*at) < Self::KEEP);
-            if run.len() >= Self::MOST {
-                run.clear();
-            }
-        }
-        match run.get(&key) {
-            Some(at) if now.duration_since(*at) < Self::KEEP => false,
-            _ => {
-                run.insert(key, now);
-                true
-            }
-        }
-    }
-
-    /// Message `key`'s command did not run after all.
-    pub(super) fn forget(&self, key: &str) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
     }
 }

@@ -20,6 +20,7 @@ mod outbox;
 mod ownership;
 mod pressure;
 pub mod questions;
+mod recent;
 mod reclaim;
 pub mod replies;
 pub mod reset;

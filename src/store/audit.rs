@@ -180,73 +180,10 @@ pub struct Settlement<'a> {
     pub entry: AuditEvent<'a>,
 }
 
-/// Appends `$event` to the audit chain inside `$tx`, a write transaction
-/// of `$store` (the caller holds its `audit_lock`): on PostgreSQL the
-/// chain's advisory lock is taken here, so replicas append one at a time.
-macro_rules! append_in {
-    ($store:expr, $tx:expr, $event:expr) => {{
-        let event: &AuditEvent<'_> = $event;
-        let at = now_ms();
-        // Hashed as stored, so the chain verifies from the rows.
-        let command = super::storable(event.command);
-        if matches!($store.backend, Backend::Postgres(_)) {
-            sqlx::query("SELECT pg_advisory_xact_lock(7266001)")
-                .execute(&mut *$tx)
-                .await?;
-        }
-        let last: Option<String> =
-            sqlx::query_scalar("SELECT hash FROM approval_audit ORDER BY id DESC LIMIT 1")
-                .fetch_optional(&mut *$tx)
-                .await?;
-        let prev = last.as_deref().unwrap_or(GENESIS);
-        let hash = row_hash(
-            prev,
-            &[
-                event.approval_id,
-                event.event.as_str(),
-                event.session_id,
-                event.requester,
-                event.actor.unwrap_or(""),
-                &command,
-                event.pattern_keys,
-                event.outcome,
-            ],
-            at,
-        );
-        sqlx::query(
-            "INSERT INTO approval_audit (approval_id, event, session_id, requester, actor, command, \
-             pattern_keys, outcome, at, prev_hash, hash) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-        )
-        .bind(event.approval_id)
-        .bind(event.event.as_str())
-        .bind(event.session_id)
-        .bind(event.requester)
-        .bind(event.actor)
-        .bind(&*command)
-        .bind(event.pattern_keys)
-        .bind(event.outcome)
-        .bind(at)
-        .bind(prev)
-        .bind(&hash)
-        .execute(&mut *$tx)
-        .await?;
-    }};
-}
-
 impl Store {
-    /// Appends an event to the audit chain. Appends are serialised (a
-    /// process lock, plus an advisory lock on PostgreSQL for replicas).
+    /// Appends an event to the audit chain.
     pub async fn append_audit(&self, event: &AuditEvent<'_>) -> Result<()> {
-        let _guard = self.audit_lock.lock().await;
-        with_pool!(self, pool => {
-            // On SQLite the write lock is taken up front, so reading the
-            // chain head and appending cannot be split by another writer.
-            let mut tx = super::begin_write!(self, pool);
-            append_in!(self, tx, event);
-            tx.commit().await?;
-        });
-        Ok(())
+        self.write_audited(None, event).await.map(drop)
     }
 
     /// Records a decision on a pending request with its grant and its
@@ -255,40 +192,95 @@ impl Store {
     /// (another replica, the timeout) grants nothing. False when the
     /// request does not exist or was decided already.
     pub async fn settle_approval(&self, id: &str, settlement: &Settlement<'_>) -> Result<bool> {
+        self.write_audited(Some((id, settlement)), &settlement.entry)
+            .await
+    }
+
+    /// In one write transaction: the decision on request `id` with its
+    /// grants, when `settle` names one (false, and nothing written, when it
+    /// was decided already), then `entry` appended to the chain. Appends
+    /// are serialised: a process lock, and on PostgreSQL the chain's
+    /// advisory lock as the transaction's first statement, so replicas
+    /// append one at a time and two settlements that insert the same keys
+    /// in another order wait rather than deadlock. On SQLite the write lock
+    /// is taken up front, so reading the chain head and appending cannot be
+    /// split by another writer.
+    async fn write_audited(
+        &self,
+        settle: Option<(&str, &Settlement<'_>)>,
+        entry: &AuditEvent<'_>,
+    ) -> Result<bool> {
         let _guard = self.audit_lock.lock().await;
-        let by = settlement.entry.actor.unwrap_or("-");
         let at = now_ms();
+        // Hashed as stored, so the chain verifies from the rows.
+        let command = super::storable(entry.command);
         with_pool!(self, pool => {
             let mut tx = super::begin_write!(self, pool);
             if matches!(self.backend, Backend::Postgres(_)) {
-                // The chain's lock first: settlements take their grants one
-                // at a time, so two that insert the same keys in another
-                // order wait rather than deadlock.
                 sqlx::query("SELECT pg_advisory_xact_lock(7266001)").execute(&mut *tx).await?;
             }
-            let decided = sqlx::query(
-                "UPDATE approvals SET status = $1, approver = $2, reason = $3, decided_at = $4 \
-                 WHERE id = $5 AND status = 'pending'")
-                .bind(settlement.status.as_str()).bind(settlement.approver)
-                .bind(settlement.reason).bind(at).bind(id)
-                .execute(&mut *tx).await?.rows_affected();
-            if decided != 1 {
-                return Ok(false);
+            if let Some((id, settlement)) = settle {
+                let decided = sqlx::query(
+                    "UPDATE approvals SET status = $1, approver = $2, reason = $3, decided_at = $4 \
+                     WHERE id = $5 AND status = 'pending'")
+                    .bind(settlement.status.as_str()).bind(settlement.approver)
+                    .bind(settlement.reason).bind(at).bind(id)
+                    .execute(&mut *tx).await?.rows_affected();
+                if decided != 1 {
+                    return Ok(false);
+                }
+                let by = settlement.entry.actor.unwrap_or("-");
+                for key in settlement.keys {
+                    let granted = match settlement.grant {
+                        Grant::Nothing => break,
+                        Grant::Session(session_id) => sqlx::query(
+                            "INSERT INTO session_grants (session_id, pattern_key, granted_by, granted_at) \
+                             VALUES ($1, $2, $3, $4) ON CONFLICT (session_id, pattern_key) DO NOTHING")
+                            .bind(session_id),
+                        Grant::Always => sqlx::query(
+                            "INSERT INTO allowlist (pattern_key, added_by, added_at) VALUES ($1, $2, $3) \
+                             ON CONFLICT (pattern_key) DO NOTHING"),
+                    };
+                    granted.bind(key).bind(by).bind(at).execute(&mut *tx).await?;
+                }
             }
-            for key in settlement.keys {
-                let granted = match settlement.grant {
-                    Grant::Nothing => break,
-                    Grant::Session(session_id) => sqlx::query(
-                        "INSERT INTO session_grants (session_id, pattern_key, granted_by, granted_at) \
-                         VALUES ($1, $2, $3, $4) ON CONFLICT (session_id, pattern_key) DO NOTHING")
-                        .bind(session_id),
-                    Grant::Always => sqlx::query(
-                        "INSERT INTO allowlist (pattern_key, added_by, added_at) VALUES ($1, $2, $3) \
-                         ON CONFLICT (pattern_key) DO NOTHING"),
-                };
-                granted.bind(key).bind(by).bind(at).execute(&mut *tx).await?;
-            }
-            append_in!(self, tx, &settlement.entry);
+            let last: Option<String> =
+                sqlx::query_scalar("SELECT hash FROM approval_audit ORDER BY id DESC LIMIT 1")
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            let prev = last.as_deref().unwrap_or(GENESIS);
+            let hash = row_hash(
+                prev,
+                &[
+                    entry.approval_id,
+                    entry.event.as_str(),
+                    entry.session_id,
+                    entry.requester,
+                    entry.actor.unwrap_or(""),
+                    &command,
+                    entry.pattern_keys,
+                    entry.outcome,
+                ],
+                at,
+            );
+            sqlx::query(
+                "INSERT INTO approval_audit (approval_id, event, session_id, requester, actor, command, \
+                 pattern_keys, outcome, at, prev_hash, hash) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            )
+            .bind(entry.approval_id)
+            .bind(entry.event.as_str())
+            .bind(entry.session_id)
+            .bind(entry.requester)
+            .bind(entry.actor)
+            .bind(&*command)
+            .bind(entry.pattern_keys)
+            .bind(entry.outcome)
+            .bind(at)
+            .bind(prev)
+            .bind(&hash)
+            .execute(&mut *tx)
+            .await?;
             tx.commit().await?;
         });
         Ok(true)

@@ -17,13 +17,13 @@
 pub(super) mod balance;
 mod takeover;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use tokio::sync::oneshot;
 
 use super::manager::{Inner, SessionManager, Submitted};
+use super::recent::Recent;
 use super::worker::Job;
 use crate::cluster::relay::Relay;
 use crate::cluster::{Cluster, Term};
@@ -52,8 +52,8 @@ pub(super) struct Ownership {
     cluster: Cluster,
     /// Where presses for questions asked on another replica go.
     relay: OnceLock<Arc<Relay>>,
-    /// Sessions lately found owned by another replica, until when.
-    elsewhere: Mutex<HashMap<String, Instant>>,
+    /// Sessions lately found owned by another replica.
+    elsewhere: Recent,
     /// The sessions handed to others.
     balance: balance::Balance,
     /// Serialises taking a session over, so it is started once here: a
@@ -74,7 +74,7 @@ impl Ownership {
         cluster.is_shared().then(|| Self {
             cluster,
             relay: OnceLock::new(),
-            elsewhere: Mutex::new(HashMap::new()),
+            elsewhere: Recent::new(OWNED_ELSEWHERE, ELSEWHERE_ENTRIES),
             balance: balance::Balance::default(),
             claiming: std::array::from_fn(|_| tokio::sync::Mutex::new(())),
             queue: takeover::Queue::default(),
@@ -112,19 +112,11 @@ impl Ownership {
 
     /// Whether session `key` was found owned by another replica lately.
     fn owned_elsewhere(&self, key: &str) -> bool {
-        let elsewhere = self.elsewhere.lock().unwrap_or_else(|e| e.into_inner());
-        elsewhere
-            .get(key)
-            .is_some_and(|until| *until > Instant::now())
+        self.elsewhere.holds(key)
     }
 
     fn seen_elsewhere(&self, key: &str) {
-        let now = Instant::now();
-        let mut elsewhere = self.elsewhere.lock().unwrap_or_else(|e| e.into_inner());
-        if elsewhere.len() >= ELSEWHERE_ENTRIES {
-            elsewhere.retain(|_, until| *until > now);
-        }
-        elsewhere.insert(key.to_string(), now + OWNED_ELSEWHERE);
+        self.elsewhere.note(key);
     }
 }
 
