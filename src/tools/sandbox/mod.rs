@@ -9,9 +9,7 @@
 //! - **Landlock** (ABI 6 or newer): a ruleset built in the daemon, applied in
 //!   the child between fork and exec ([`confine`]). Landlock also forbids
 //!   ptrace-class access (`/proc/<pid>/environ`, `mem`, `root`) and signals
-//!   to processes outside the child's domain. Where user namespaces allow,
-//!   each command also gets a pid namespace of its own ([`pids`]), so what
-//!   it starts ends with it.
+//!   to processes outside the child's domain.
 //! - **bubblewrap**: new namespaces (user, pid, ipc, uts, cgroup, and net
 //!   unless `network = true`) with a read-only view of the system.
 //!
@@ -21,7 +19,6 @@
 
 mod bwrap;
 mod landlock;
-mod pids;
 mod seccomp;
 
 use std::ffi::OsString;
@@ -80,19 +77,10 @@ pub struct Sandbox {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Choice {
-    Landlock(Pids),
+    Landlock,
     Bwrap(String),
     Off,
     Unavailable(String),
-}
-
-/// Whether commands under Landlock get a pid namespace of their own.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Pids {
-    /// Each runs as the first process of its own, under this `unshare`.
-    Own(PathBuf),
-    /// They share the daemon's, for this reason.
-    Shared(String),
 }
 
 /// What a sandboxed command may reach, beyond its own directories.
@@ -146,9 +134,9 @@ impl Sandbox {
         let policy = Arc::new(Policy::new(config, protected));
         let choice = match config.mode {
             SandboxMode::Off => Choice::Off,
-            SandboxMode::Landlock => probe_landlock(&policy),
+            SandboxMode::Landlock => probe(Choice::Landlock, &policy),
             SandboxMode::Bwrap => probe(Choice::Bwrap(config.bwrap_bin.clone()), &policy),
-            SandboxMode::Auto => match probe_landlock(&policy) {
+            SandboxMode::Auto => match probe(Choice::Landlock, &policy) {
                 Choice::Unavailable(landlock) => {
                     match probe(Choice::Bwrap(config.bwrap_bin.clone()), &policy) {
                         Choice::Unavailable(bwrap) => Choice::Unavailable(format!(
@@ -181,7 +169,7 @@ impl Sandbox {
     /// The mechanism in use (`landlock`, `bwrap`, `off`) or `unavailable`.
     pub fn mechanism(&self) -> &'static str {
         match self.choice {
-            Choice::Landlock(_) => "landlock",
+            Choice::Landlock => "landlock",
             Choice::Bwrap(_) => "bwrap",
             Choice::Off => "off",
             Choice::Unavailable(_) => "unavailable",
@@ -202,18 +190,10 @@ impl Sandbox {
             "network off"
         };
         match &self.choice {
-            Choice::Landlock(namespace) => {
-                let pids = match namespace {
-                    Pids::Own(_) => "a pid namespace per command".to_string(),
-                    Pids::Shared(why) => format!(
-                        "commands share the daemon's pid namespace, so their detached processes outlive them: {why}"
-                    ),
-                };
-                format!(
-                    "landlock (mode {asked}; kernel Landlock ABI {}; {network}; {pids})",
-                    landlock::kernel_abi()
-                )
-            }
+            Choice::Landlock => format!(
+                "landlock (mode {asked}; kernel Landlock ABI {}; {network})",
+                landlock::kernel_abi()
+            ),
             Choice::Bwrap(bin) => {
                 let why = if self.policy.mode == SandboxMode::Auto {
                     format!(
@@ -260,7 +240,6 @@ impl Sandbox {
         env: &[(String, String)],
     ) -> Result<Command, SandboxError> {
         let policy = &self.policy;
-        let mut ids = None;
         let (mut cmd, ruleset, tmp) = match &self.choice {
             Choice::Unavailable(reason) => return Err(SandboxError::Unavailable(reason.clone())),
             Choice::Off => {
@@ -268,17 +247,9 @@ impl Sandbox {
                 cmd.args(args).current_dir(dirs.workdir);
                 (cmd, None, dirs.tmp.as_os_str().to_owned())
             }
-            Choice::Landlock(namespace) => {
+            Choice::Landlock => {
                 let ruleset = landlock::ruleset(policy, dirs)?;
-                let mut cmd = match namespace {
-                    Pids::Own(unshare) => {
-                        ids = Some(pids::Ids::current());
-                        let mut cmd = Command::new(unshare);
-                        cmd.args(["--fork", "--kill-child", "--", program]);
-                        cmd
-                    }
-                    Pids::Shared(_) => Command::new(program),
-                };
+                let mut cmd = Command::new(program);
                 cmd.args(args).current_dir(dirs.workdir);
                 (cmd, Some(ruleset), dirs.tmp.as_os_str().to_owned())
             }
@@ -293,7 +264,7 @@ impl Sandbox {
             .env("HOME", dirs.workspace)
             .env("TMPDIR", tmp);
         if !self.is_off() {
-            confine(&mut cmd, policy.limits, ruleset, ids);
+            confine(&mut cmd, policy.limits, ruleset);
         }
         Ok(cmd)
     }
@@ -391,22 +362,9 @@ pub fn private_tmp(workspace: &Path) -> std::io::Result<PathBuf> {
     Ok(dir)
 }
 
-/// Landlock with a pid namespace per command where that works here, else
-/// without.
-fn probe_landlock(policy: &Arc<Policy>) -> Choice {
-    let why = match pids::unshare_bin() {
-        Some(unshare) => match probe(Choice::Landlock(Pids::Own(unshare)), policy) {
-            Choice::Unavailable(why) => why,
-            chosen => return chosen,
-        },
-        None => "util-linux's `unshare` is not on PATH".into(),
-    };
-    probe(Choice::Landlock(Pids::Shared(why)), policy)
-}
-
 /// Runs `true` through `choice` with `policy`, in a throwaway directory.
 fn probe(choice: Choice, policy: &Arc<Policy>) -> Choice {
-    if let Choice::Landlock(_) = choice
+    if let Choice::Landlock = choice
         && landlock::kernel_abi() < landlock::ABI_NEEDED as i64
     {
         return Choice::Unavailable(format!(
@@ -464,13 +422,12 @@ pub fn default_path() -> String {
     std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into())
 }
 
-/// Marks every inherited descriptor close-on-exec, enters a user and pid
-/// namespace of its own with `ids` ([`pids`]), sets `limits` (never above the
-/// daemon's own hard limits; after the namespace, so `processes` counts the
-/// command's own), applies Landlock with a ruleset, and the seccomp program
-/// ([`seccomp`]), in the child before it executes the command.
+/// Sets `limits` (never above the daemon's own hard limits), marks every
+/// inherited descriptor close-on-exec, applies Landlock with a ruleset, and
+/// the seccomp program ([`seccomp`]), in the child before it executes the
+/// command.
 #[allow(unsafe_code)]
-fn confine(cmd: &mut Command, limits: Limits, ruleset: Option<OwnedFd>, ids: Option<pids::Ids>) {
+fn confine(cmd: &mut Command, limits: Limits, ruleset: Option<OwnedFd>) {
     let cap = |resource: Resource, value: u64| {
         let hard = getrlimit(resource).map(|(_, hard)| hard).unwrap_or(value);
         (resource, value.min(hard))
@@ -486,8 +443,7 @@ fn confine(cmd: &mut Command, limits: Limits, ruleset: Option<OwnedFd>, ids: Opt
     let mut filter = seccomp::program(ruleset.is_some());
     // SAFETY: the closure runs in the forked child before exec, where only
     // async-signal-safe calls are sound. It makes raw system calls
-    // (close_range, unshare, open and write of the namespace's maps,
-    // setrlimit, prctl, landlock_restrict_self, the seccomp
+    // (close_range, setrlimit, prctl, landlock_restrict_self, the seccomp
     // filter whose program the closure owns) on values computed above,
     // allocates nothing and takes no lock; its errors are plain errno
     // values. It owns the ruleset's descriptor, so the descriptor stays
@@ -502,9 +458,6 @@ fn confine(cmd: &mut Command, limits: Limits, ruleset: Option<OwnedFd>, ids: Opt
                 u32::MAX,
                 libc::CLOSE_RANGE_CLOEXEC,
             );
-            if let Some(ids) = &ids {
-                pids::enter(ids)?;
-            }
             for (resource, value) in limits {
                 setrlimit(resource, value, value)
                     .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
