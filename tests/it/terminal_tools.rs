@@ -156,6 +156,28 @@ async fn time_limit_kills_the_whole_process_group() {
 }
 
 #[tokio::test]
+async fn what_a_command_leaves_in_the_background_ends_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = common::tools::ctx(dir.path());
+    let rt = runtime();
+    let out = call(
+        &rt,
+        "terminal",
+        json!({"command": "sh -c 'cut -d\" \" -f4 /proc/self/stat > bg.pid; exec sleep 60' > /dev/null & while [ ! -s bg.pid ]; do :; done; echo started"}),
+        &ctx,
+    )
+    .await;
+    assert_eq!(out["exit_code"], 0, "{out}");
+    assert!(out["output"].as_str().unwrap().contains("started"), "{out}");
+    let pid: i32 = std::fs::read_to_string(ctx.workspace.join("bg.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    common::eventually("the background job is gone", || async { !pid_alive(pid) }).await;
+}
+
+#[tokio::test]
 async fn output_is_capped_head_and_tail() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = common::tools::ctx(dir.path());

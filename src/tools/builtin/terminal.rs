@@ -269,9 +269,11 @@ fn find_program(program: &str) -> Result<(), Unavailable> {
     }
 }
 
-/// Kills a child's whole process group.
-pub fn kill_group(child: &Child) {
-    if let Some(pid) = child.id() {
+/// Kills the whole process group led by a child whose pid was `leader`
+/// (taken before the child was waited for: a reaped child has no pid,
+/// while its group lives on in what it left running).
+fn kill_group(leader: Option<u32>) {
+    if let Some(pid) = leader {
         let _ = nix::sys::signal::killpg(
             nix::unistd::Pid::from_raw(pid as i32),
             nix::sys::signal::Signal::SIGKILL,
@@ -385,6 +387,7 @@ impl Tool for Terminal {
         let (mut child, outputs) = self
             .launcher
             .spawn(command, (&ctx.workspace, &workdir), pty)?;
+        let leader = child.id();
         let capture = Arc::new(std::sync::Mutex::new(HeadTail::new(
             config.output_limit_bytes,
         )));
@@ -397,19 +400,17 @@ impl Tool for Terminal {
             status = child.wait() => Some(status.map_err(|e| ToolError::Failed(e.to_string()))?),
             _ = tokio::time::sleep(Duration::from_secs(limit)) => None,
             _ = ctx.cancel.cancelled() => {
-                kill_group(&child);
+                kill_group(leader);
                 let _ = child.wait().await;
                 return Err(ToolError::Cancelled);
             }
         };
         let timed_out = status.is_none();
+        // What the command left running in its group ends with it (the
+        // tool says so; `process` is for what should stay).
+        kill_group(leader);
         if timed_out {
-            kill_group(&child);
             let _ = child.wait().await;
-        } else {
-            // Background children of the command keep the pipes open; do not
-            // wait for them beyond the command itself.
-            kill_group(&child);
         }
         for mut reader in readers {
             if tokio::time::timeout(Duration::from_secs(2), &mut reader)
