@@ -107,6 +107,16 @@ async fn vision_sends_workspace_images_inline() {
     )
     .await;
     assert!(escape["error"].as_str().unwrap().contains("outside"));
+    // Over 20 MiB: refused by what is read, not by what the size said.
+    std::fs::File::create(ctx.workspace.join("huge.png"))
+        .unwrap()
+        .set_len(21 << 20)
+        .unwrap();
+    let huge = call(&rt, "vision_analyze", json!({"image": "huge.png"}), &ctx).await;
+    assert!(
+        huge["error"].as_str().unwrap().contains("larger than"),
+        "{huge}"
+    );
 
     let requests = seen.lock().unwrap().clone();
     assert_eq!(requests.len(), 2);

@@ -111,14 +111,19 @@ impl Tool for VisionAnalyze {
             let bytes = tokio::task::spawn_blocking(move || {
                 use std::io::Read;
                 let failed = |e: std::io::Error| ToolError::Failed(format!("{shown}: {e}"));
-                let mut opened = open_data_beneath(&root, &file, false).map_err(failed)?;
-                if opened.metadata().map_err(failed)?.len() > MAX_IMAGE_BYTES {
+                let opened = open_data_beneath(&root, &file, false).map_err(failed)?;
+                // Read no further than the limit, whatever its size said
+                // a moment ago (a command may still be writing it).
+                let mut bytes = Vec::new();
+                opened
+                    .take(MAX_IMAGE_BYTES + 1)
+                    .read_to_end(&mut bytes)
+                    .map_err(failed)?;
+                if bytes.len() as u64 > MAX_IMAGE_BYTES {
                     return Err(ToolError::Failed(format!(
                         "{shown} is larger than {MAX_IMAGE_BYTES} bytes"
                     )));
                 }
-                let mut bytes = Vec::new();
-                opened.read_to_end(&mut bytes).map_err(failed)?;
                 Ok(bytes)
             })
             .await
