@@ -393,8 +393,8 @@ pub const PATTERNS: &[Pattern] = &[
     ),
     p(
         "git_branch_delete",
-        "force-deletes a branch (git branch -D)",
-        r"^git\s(?:.*\s)?branch\s(?:.*\s)?(?:-[a-zA-Z]*D[a-zA-Z]*|-[a-zA-Z]*(?:d[a-zA-Z]*f|f[a-zA-Z]*d)[a-zA-Z]*)(?:\s|$)|^git\s(?:.*\s)?branch\s(?:.*\s)?(?:-d|--delete)\s(?:.*\s)?(?:-f|--force)(?:\s|$)|^git\s(?:.*\s)?branch\s(?:.*\s)?(?:-f|--force)\s(?:.*\s)?(?:-d|--delete)(?:\s|$)",
+        "force-deletes or overwrites a branch (git branch -D, -f, -M, -C)",
+        r"^git\s(?:.*\s)?branch\s(?:.*\s)?(?:-[a-zA-Z]*[DMCf][a-zA-Z]*|--force)(?:\s|$)",
         C,
         false,
     ),

@@ -262,6 +262,7 @@ fn long_options(command: &[String]) -> &'static [&'static str] {
                 "--force-with-lease",
                 "--mirror",
                 "--delete",
+                "--prune",
                 "--force-if-includes",
                 "--follow-tags",
             ],
@@ -344,6 +345,7 @@ pub(super) fn inline_scripts(words: &[String]) -> Vec<String> {
             .filter_map(|d| d.split_once('=').map(|(_, body)| body.to_string()))
             .collect(),
         "find" => find_exec(words),
+        "git" => git_scripts(words),
         _ if is_shell(name) || name == "su" => {
             let mut scripts = Vec::new();
             if let Some(at) = words
@@ -360,6 +362,128 @@ pub(super) fn inline_scripts(words: &[String]) -> Vec<String> {
         }
         _ => Vec::new(),
     }
+}
+
+/// The commands a `git` command line carries in its configuration: from
+/// `-c key=value` and `git config [set] key value`, the value of a key git
+/// runs as a command ([`git_runs`]); and the command of an `ext::` URL.
+fn git_scripts(words: &[String]) -> Vec<String> {
+    let mut settings: Vec<(&str, &str)> = Vec::new();
+    let mut at = 1;
+    while let Some(word) = words.get(at) {
+        match word.as_str() {
+            "-c" => {
+                settings.extend(words.get(at + 1).and_then(|s| s.split_once('=')));
+                at += 2;
+            }
+            "-C" | "--git-dir" | "--work-tree" | "--namespace" => at += 2,
+            w if w.starts_with('-') => at += 1,
+            "config" => {
+                let operands: Vec<&str> = words[at + 1..]
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|w| !w.starts_with('-'))
+                    .collect();
+                let operands = match operands.as_slice() {
+                    ["set", rest @ ..] => rest,
+                    all => all,
+                };
+                if let [key, value, ..] = operands {
+                    settings.push((key, value));
+                }
+                break;
+            }
+            _ => break,
+        }
+    }
+    let mut scripts: Vec<String> = settings
+        .into_iter()
+        .filter_map(|(key, value)| git_runs(key, value))
+        .collect();
+    scripts.extend(
+        words[1..]
+            .iter()
+            .filter_map(|w| w.strip_prefix("ext::"))
+            .map(ext_command),
+    );
+    scripts
+}
+
+/// The command line of an `ext::` URL's command, its words quoted: words
+/// are split at spaces, `% ` is a space inside a word and `%%` a `%`.
+fn ext_command(spec: &str) -> String {
+    let mut words = vec![String::new()];
+    let mut chars = spec.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, chars.peek()) {
+            ('%', Some(&next @ (' ' | '%'))) => {
+                chars.next();
+                words.last_mut().expect("one word at least").push(next);
+            }
+            (' ', _) => words.push(String::new()),
+            _ => words.last_mut().expect("one word at least").push(c),
+        }
+    }
+    words
+        .iter()
+        .filter(|w| !w.is_empty())
+        .map(|w| format!("'{}'", w.replace('\'', r"'\''")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The command git runs for configuration `key` set to `value`: an alias
+/// (`!…` a shell command, otherwise git with its words), a key whose value
+/// is a program (the pager, the editor, ssh, a filter, a diff or merge
+/// driver, a credential helper…), or the push a remote's forcing refspec
+/// or mirroring makes of every push.
+fn git_runs(key: &str, value: &str) -> Option<String> {
+    let key = key.to_ascii_lowercase();
+    if key.starts_with("alias.") {
+        return Some(match value.strip_prefix('!') {
+            Some(shell) => shell.to_string(),
+            None => format!("git {value}"),
+        });
+    }
+    let variable = key.rsplit('.').next().unwrap_or_default();
+    // A remote that forces every push, or mirrors: a plain `git push`
+    // then rewrites or deletes the remote's history.
+    if key.starts_with("remote.") {
+        match variable {
+            "push" if value.starts_with('+') => return Some("git push --force".into()),
+            "mirror" if value.eq_ignore_ascii_case("true") => {
+                return Some("git push --mirror".into());
+            }
+            _ => {}
+        }
+    }
+    let runs = matches!(
+        key.as_str(),
+        "core.sshcommand"
+            | "core.pager"
+            | "core.editor"
+            | "core.fsmonitor"
+            | "core.askpass"
+            | "sequence.editor"
+            | "diff.external"
+            | "interactive.difffilter"
+            | "uploadpack.packobjectshook"
+    ) || key.starts_with("pager.")
+        || matches!(
+            variable,
+            "textconv"
+                | "command"
+                | "driver"
+                | "clean"
+                | "smudge"
+                | "process"
+                | "program"
+                | "cmd"
+                | "helper"
+                | "uploadpack"
+                | "receivepack"
+        );
+    runs.then(|| value.strip_prefix('!').unwrap_or(value).to_string())
 }
 
 /// What follows the first operand of `words` (a target: ssh's host,
@@ -518,6 +642,35 @@ mod tests {
             ["rm -rf /data"]
         );
         assert!(inline_scripts(&words("ssh host")).is_empty());
+        assert_eq!(
+            inline_scripts(&[
+                "git".into(),
+                "-c".into(),
+                "alias.x=!rm -rf ~".into(),
+                "-c".into(),
+                "alias.p=push -f".into(),
+                "-c".into(),
+                "core.sshCommand=shred x".into(),
+                "-c".into(),
+                "user.name=a".into(),
+                "x".into(),
+            ]),
+            ["rm -rf ~", "git push -f", "shred x"]
+        );
+        assert_eq!(
+            inline_scripts(&words("git config --global filter.x.smudge !mkfs")),
+            ["mkfs"]
+        );
+        assert_eq!(
+            inline_scripts(&[
+                "git".into(),
+                "clone".into(),
+                "ext::sh -c reboot% now".into(),
+                "repo".into()
+            ]),
+            ["'sh' '-c' 'reboot now'"]
+        );
+        assert!(inline_scripts(&words("git config user.name alice")).is_empty());
         assert_eq!(
             inline_scripts(&words("find . -name *.log -exec shred -u {} ;")),
             ["shred -u ./*"]
