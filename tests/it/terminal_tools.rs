@@ -27,6 +27,15 @@ fn runtime() -> ToolRuntime {
     runtime_with(|_| {})
 }
 
+/// The pid a command wrote to `name` in `workspace`.
+fn written_pid(workspace: &Path, name: &str) -> i32 {
+    std::fs::read_to_string(workspace.join(name))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 fn pid_alive(pid: i32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
         && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -143,16 +152,8 @@ async fn time_limit_kills_the_whole_process_group() {
     .await;
     assert_eq!(out["timed_out"], true, "{out}");
     assert!(started.elapsed() < Duration::from_secs(10));
-    let pid: i32 = std::fs::read_to_string(ctx.workspace.join("child.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while pid_alive(pid) && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(!pid_alive(pid), "background child {pid} survived");
+    let pid = written_pid(&ctx.workspace, "child.pid");
+    common::eventually("the background child is gone", || async { !pid_alive(pid) }).await;
 }
 
 #[tokio::test]
@@ -169,11 +170,7 @@ async fn what_a_command_leaves_in_the_background_ends_with_it() {
     .await;
     assert_eq!(out["exit_code"], 0, "{out}");
     assert!(out["output"].as_str().unwrap().contains("started"), "{out}");
-    let pid: i32 = std::fs::read_to_string(ctx.workspace.join("bg.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = written_pid(&ctx.workspace, "bg.pid");
     common::eventually("the background job is gone", || async { !pid_alive(pid) }).await;
 }
 
@@ -283,11 +280,7 @@ async fn cancellation_stops_a_running_command() {
     .await;
     assert_eq!(out["error"], "Tool execution failed: cancelled");
     assert!(started.elapsed() < Duration::from_secs(5));
-    let pid: i32 = std::fs::read_to_string(ctx.workspace.join("shell.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = written_pid(&ctx.workspace, "shell.pid");
     crate::common::eventually("the shell is gone", || async { !pid_alive(pid) }).await;
 }
 
