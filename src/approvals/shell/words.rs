@@ -154,12 +154,14 @@ fn is_wrapper(name: &str) -> bool {
 /// Removes wrappers and assignments from the front of a simple command and
 /// reduces the program to its name.
 pub(super) fn peel(mut words: Vec<String>) -> Vec<String> {
+    // Variables set for the command (git reads configuration from some).
+    let mut assigned: Vec<String> = Vec::new();
     loop {
         let Some(first) = words.first().cloned() else {
             return words;
         };
         if is_assignment(&first) {
-            words.remove(0);
+            assigned.push(words.remove(0));
             continue;
         }
         if unshape(&mut words) {
@@ -168,6 +170,9 @@ pub(super) fn peel(mut words: Vec<String>) -> Vec<String> {
         }
         let name = program(&first).to_string();
         if !is_wrapper(&name) {
+            if name == "git" {
+                words.splice(1..1, git_environment(&assigned));
+            }
             words[0] = name;
             return words;
         }
@@ -192,7 +197,9 @@ pub(super) fn peel(mut words: Vec<String>) -> Vec<String> {
                 if takes_value(&name, &next) && !words.is_empty() {
                     words.remove(0);
                 }
-            } else if (name == "env" && is_assignment(&next)) || numeric {
+            } else if name == "env" && is_assignment(&next) {
+                assigned.push(words.remove(0));
+            } else if numeric {
                 words.remove(0);
             } else {
                 break;
@@ -369,12 +376,28 @@ pub(super) fn inline_scripts(words: &[String]) -> Vec<String> {
 /// runs as a command ([`git_runs`]); and the command of an `ext::` URL.
 fn git_scripts(words: &[String]) -> Vec<String> {
     let mut settings: Vec<(&str, &str)> = Vec::new();
+    let mut scripts = Vec::new();
     let mut at = 1;
     while let Some(word) = words.get(at) {
         match word.as_str() {
             "-c" => {
                 settings.extend(words.get(at + 1).and_then(|s| s.split_once('=')));
                 at += 2;
+            }
+            // The value is in a variable this line may not show: the
+            // command it names is a variable's, judged as such.
+            w if w.starts_with("--config-env") => {
+                let setting = match w.strip_prefix("--config-env=") {
+                    Some(setting) => Some(setting),
+                    None => {
+                        at += 1;
+                        words.get(at).map(String::as_str)
+                    }
+                };
+                if let Some((key, var)) = setting.and_then(|s| s.split_once('=')) {
+                    scripts.extend(git_runs(key, &format!("!${var}")));
+                }
+                at += 1;
             }
             "-C" | "--git-dir" | "--work-tree" | "--namespace" => at += 2,
             w if w.starts_with('-') => at += 1,
@@ -396,10 +419,11 @@ fn git_scripts(words: &[String]) -> Vec<String> {
             _ => break,
         }
     }
-    let mut scripts: Vec<String> = settings
-        .into_iter()
-        .filter_map(|(key, value)| git_runs(key, value))
-        .collect();
+    scripts.extend(
+        settings
+            .into_iter()
+            .filter_map(|(key, value)| git_runs(key, value)),
+    );
     scripts.extend(
         words[1..]
             .iter()
@@ -432,6 +456,70 @@ fn ext_command(spec: &str) -> String {
         .join(" ")
 }
 
+/// Git configuration the variables `assigned` for a git command set, as
+/// its `-c key=value` words: `GIT_SSH_COMMAND`, `GIT_PAGER` and the like,
+/// `GIT_CONFIG_KEY_n` with `GIT_CONFIG_VALUE_n`, `GIT_CONFIG_PARAMETERS`.
+fn git_environment(assigned: &[String]) -> Vec<String> {
+    const KEYS: &[(&str, &str)] = &[
+        ("GIT_SSH_COMMAND", "core.sshcommand"),
+        ("GIT_SSH", "core.sshcommand"),
+        ("GIT_PAGER", "core.pager"),
+        ("GIT_EDITOR", "core.editor"),
+        ("GIT_SEQUENCE_EDITOR", "sequence.editor"),
+        ("GIT_EXTERNAL_DIFF", "diff.external"),
+        ("GIT_ASKPASS", "core.askpass"),
+        ("GIT_PROXY_COMMAND", "core.gitproxy"),
+    ];
+    let vars: Vec<(&str, &str)> = assigned.iter().filter_map(|a| a.split_once('=')).collect();
+    let get = |name: &str| vars.iter().rev().find(|(n, _)| *n == name).map(|(_, v)| *v);
+    let mut settings: Vec<(String, String)> = KEYS
+        .iter()
+        .filter_map(|(var, key)| get(var).map(|value| (key.to_string(), value.to_string())))
+        .collect();
+    for (name, key) in &vars {
+        if let Some(n) = name.strip_prefix("GIT_CONFIG_KEY_")
+            && let Some(value) = get(&format!("GIT_CONFIG_VALUE_{n}"))
+        {
+            settings.push((key.to_string(), value.to_string()));
+        }
+    }
+    if let Some(parameters) = get("GIT_CONFIG_PARAMETERS") {
+        settings.extend(quoted_words(parameters).into_iter().filter_map(|w| {
+            w.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        }));
+    }
+    settings
+        .into_iter()
+        .flat_map(|(key, value)| ["-c".to_string(), format!("{key}={value}")])
+        .collect()
+}
+
+/// The words of `text` as a shell would split it with single quotes and
+/// backslashes (the form of `GIT_CONFIG_PARAMETERS`).
+fn quoted_words(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quoted = false;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => quoted = !quoted,
+            '\\' if !quoted => word.extend(chars.next()),
+            c if c.is_whitespace() && !quoted => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            c => word.push(c),
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
 /// The command git runs for configuration `key` set to `value`: an alias
 /// (`!…` a shell command, otherwise git with its words), a key whose value
 /// is a program (the pager, the editor, ssh, a filter, a diff or merge
@@ -460,6 +548,7 @@ fn git_runs(key: &str, value: &str) -> Option<String> {
     let runs = matches!(
         key.as_str(),
         "core.sshcommand"
+            | "core.gitproxy"
             | "core.pager"
             | "core.editor"
             | "core.fsmonitor"
@@ -671,6 +760,30 @@ mod tests {
             ["'sh' '-c' 'reboot now'"]
         );
         assert!(inline_scripts(&words("git config user.name alice")).is_empty());
+        let git = |line: &[&str]| {
+            let words: Vec<String> = line.iter().map(|w| w.to_string()).collect();
+            inline_scripts(&peel(words))
+        };
+        assert_eq!(
+            git(&["GIT_SSH_COMMAND=shred x", "git", "fetch"]),
+            ["shred x"]
+        );
+        assert_eq!(
+            git(&[
+                "env",
+                "GIT_CONFIG_COUNT=1",
+                "GIT_CONFIG_KEY_0=alias.x",
+                "GIT_CONFIG_VALUE_0=!mkfs /dev/sda",
+                "git",
+                "x"
+            ]),
+            ["mkfs /dev/sda"]
+        );
+        assert_eq!(
+            git(&["GIT_CONFIG_PARAMETERS='alias.y'='!reboot now'", "git", "y"]),
+            ["reboot now"]
+        );
+        assert_eq!(git(&["git", "--config-env=core.pager=P", "log"]), ["$P"]);
         assert_eq!(
             inline_scripts(&words("find . -name *.log -exec shred -u {} ;")),
             ["shred -u ./*"]
