@@ -5,12 +5,13 @@
 //! see [`lex`]), `$HOME` folded to `~`, compound commands split (`;` `&&`
 //! `||` `|` `&`, newlines), and the contents of `$(…)`, backticks, `(…)`,
 //! `<(…)`, functions, aliases, `sh -c '…'`, `eval …`, `find -exec`,
-//! `env -S` and here-strings into a shell analysed as commands of their
-//! own. Wrappers (`env`, `sudo`, `nice`, `timeout`, `xargs`, `flock`,
+//! `env -S`, here-strings into a shell and what git runs besides itself
+//! (see [`git`]) analysed as commands of their own. Wrappers (`env`, `sudo`, `nice`, `timeout`, `xargs`, `flock`,
 //! `parallel`…) are peeled off, absolute program paths reduced to their
 //! names, and long options given by a prefix spelled out (see [`words`]).
 
 mod braces;
+mod git;
 mod lex;
 mod words;
 
@@ -71,14 +72,19 @@ const MAX_DEPTH: usize = 8;
 /// Normalises a command line.
 pub fn normalize(command: &str) -> Normalized {
     let mut out = Normalized::default();
-    let mut queue = vec![(clean(command), 0usize)];
+    // Each text with its depth, and whether its first command reads a
+    // pipe (a script run by a command that does: `… | git -c alias.x=!sh x`).
+    let mut queue = vec![(clean(command), 0usize, false)];
     let mut first = true;
     let mut budget = lex::Budget::new(lex::EXPANSION_BUDGET);
-    while let Some((text, depth)) = queue.pop() {
-        let lexed = lex::lex(&text, &mut budget);
+    while let Some((text, depth, fed)) = queue.pop() {
+        let mut lexed = lex::lex(&text, &mut budget);
         if first {
             out.whole = lexed.whole.clone();
             first = false;
+        }
+        if let Some(opening) = lexed.segments.first_mut() {
+            opening.piped |= fed;
         }
         for lex::Words { words, piped } in lexed.segments {
             let raw = words.join(" ");
@@ -87,7 +93,7 @@ pub fn normalize(command: &str) -> Normalized {
                 queue.extend(
                     words::inline_scripts(&command_words)
                         .into_iter()
-                        .map(|script| (script, depth + 1)),
+                        .map(|script| (script, depth + 1, piped)),
                 );
             }
             let command = command_words.join(" ");
@@ -99,7 +105,7 @@ pub fn normalize(command: &str) -> Normalized {
             });
         }
         if depth < MAX_DEPTH {
-            queue.extend(lexed.nested.into_iter().map(|n| (n, depth + 1)));
+            queue.extend(lexed.nested.into_iter().map(|n| (n, depth + 1, false)));
         }
     }
     out.over_budget = budget.exhausted();

@@ -171,7 +171,7 @@ pub(super) fn peel(mut words: Vec<String>) -> Vec<String> {
         let name = program(&first).to_string();
         if !is_wrapper(&name) {
             if name == "git" {
-                words.splice(1..1, git_environment(&assigned));
+                words.splice(1..1, super::git::environment(&assigned));
             }
             words[0] = name;
             return words;
@@ -263,7 +263,7 @@ fn long_options(command: &[String]) -> &'static [&'static str] {
             "--from",
         ],
         "pkill" | "killall" | "kill" => &["--signal"],
-        "git" => match git_subcommand(command) {
+        "git" => match super::git::subcommand(command) {
             Some("push") => &[
                 "--force",
                 "--force-with-lease",
@@ -280,21 +280,6 @@ fn long_options(command: &[String]) -> &'static [&'static str] {
         },
         _ => &[],
     }
-}
-
-/// The subcommand of a `git` command line (after `-C dir`, `-c k=v`).
-fn git_subcommand(command: &[String]) -> Option<&str> {
-    let mut words = command.iter().skip(1);
-    while let Some(word) = words.next() {
-        match word.as_str() {
-            "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" => {
-                words.next();
-            }
-            w if w.starts_with('-') => {}
-            w => return Some(w),
-        }
-    }
-    None
 }
 
 /// `command` with its long options spelled out in full.
@@ -352,7 +337,7 @@ pub(super) fn inline_scripts(words: &[String]) -> Vec<String> {
             .filter_map(|d| d.split_once('=').map(|(_, body)| body.to_string()))
             .collect(),
         "find" => find_exec(words),
-        "git" => git_scripts(words),
+        "git" => super::git::scripts(words),
         _ if is_shell(name) || name == "su" => {
             let mut scripts = Vec::new();
             if let Some(at) = words
@@ -369,210 +354,6 @@ pub(super) fn inline_scripts(words: &[String]) -> Vec<String> {
         }
         _ => Vec::new(),
     }
-}
-
-/// The commands a `git` command line carries in its configuration: from
-/// `-c key=value` and `git config [set] key value`, the value of a key git
-/// runs as a command ([`git_runs`]); and the command of an `ext::` URL.
-fn git_scripts(words: &[String]) -> Vec<String> {
-    let mut settings: Vec<(&str, &str)> = Vec::new();
-    let mut scripts = Vec::new();
-    let mut at = 1;
-    while let Some(word) = words.get(at) {
-        match word.as_str() {
-            "-c" => {
-                settings.extend(words.get(at + 1).and_then(|s| s.split_once('=')));
-                at += 2;
-            }
-            // The value is in a variable this line may not show: the
-            // command it names is a variable's, judged as such.
-            w if w.starts_with("--config-env") => {
-                let setting = match w.strip_prefix("--config-env=") {
-                    Some(setting) => Some(setting),
-                    None => {
-                        at += 1;
-                        words.get(at).map(String::as_str)
-                    }
-                };
-                if let Some((key, var)) = setting.and_then(|s| s.split_once('=')) {
-                    scripts.extend(git_runs(key, &format!("!${var}")));
-                }
-                at += 1;
-            }
-            "-C" | "--git-dir" | "--work-tree" | "--namespace" => at += 2,
-            w if w.starts_with('-') => at += 1,
-            "config" => {
-                let operands: Vec<&str> = words[at + 1..]
-                    .iter()
-                    .map(String::as_str)
-                    .filter(|w| !w.starts_with('-'))
-                    .collect();
-                let operands = match operands.as_slice() {
-                    ["set", rest @ ..] => rest,
-                    all => all,
-                };
-                if let [key, value, ..] = operands {
-                    settings.push((key, value));
-                }
-                break;
-            }
-            _ => break,
-        }
-    }
-    scripts.extend(
-        settings
-            .into_iter()
-            .filter_map(|(key, value)| git_runs(key, value)),
-    );
-    scripts.extend(
-        words[1..]
-            .iter()
-            .filter_map(|w| w.strip_prefix("ext::"))
-            .map(ext_command),
-    );
-    scripts
-}
-
-/// The command line of an `ext::` URL's command, its words quoted: words
-/// are split at spaces, `% ` is a space inside a word and `%%` a `%`.
-fn ext_command(spec: &str) -> String {
-    let mut words = vec![String::new()];
-    let mut chars = spec.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (c, chars.peek()) {
-            ('%', Some(&next @ (' ' | '%'))) => {
-                chars.next();
-                words.last_mut().expect("one word at least").push(next);
-            }
-            (' ', _) => words.push(String::new()),
-            _ => words.last_mut().expect("one word at least").push(c),
-        }
-    }
-    words
-        .iter()
-        .filter(|w| !w.is_empty())
-        .map(|w| format!("'{}'", w.replace('\'', r"'\''")))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// Git configuration the variables `assigned` for a git command set, as
-/// its `-c key=value` words: `GIT_SSH_COMMAND`, `GIT_PAGER` and the like,
-/// `GIT_CONFIG_KEY_n` with `GIT_CONFIG_VALUE_n`, `GIT_CONFIG_PARAMETERS`.
-fn git_environment(assigned: &[String]) -> Vec<String> {
-    const KEYS: &[(&str, &str)] = &[
-        ("GIT_SSH_COMMAND", "core.sshcommand"),
-        ("GIT_SSH", "core.sshcommand"),
-        ("GIT_PAGER", "core.pager"),
-        ("GIT_EDITOR", "core.editor"),
-        ("GIT_SEQUENCE_EDITOR", "sequence.editor"),
-        ("GIT_EXTERNAL_DIFF", "diff.external"),
-        ("GIT_ASKPASS", "core.askpass"),
-        ("GIT_PROXY_COMMAND", "core.gitproxy"),
-    ];
-    let vars: Vec<(&str, &str)> = assigned.iter().filter_map(|a| a.split_once('=')).collect();
-    let get = |name: &str| vars.iter().rev().find(|(n, _)| *n == name).map(|(_, v)| *v);
-    let mut settings: Vec<(String, String)> = KEYS
-        .iter()
-        .filter_map(|(var, key)| get(var).map(|value| (key.to_string(), value.to_string())))
-        .collect();
-    for (name, key) in &vars {
-        if let Some(n) = name.strip_prefix("GIT_CONFIG_KEY_")
-            && let Some(value) = get(&format!("GIT_CONFIG_VALUE_{n}"))
-        {
-            settings.push((key.to_string(), value.to_string()));
-        }
-    }
-    if let Some(parameters) = get("GIT_CONFIG_PARAMETERS") {
-        settings.extend(quoted_words(parameters).into_iter().filter_map(|w| {
-            w.split_once('=')
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-        }));
-    }
-    settings
-        .into_iter()
-        .flat_map(|(key, value)| ["-c".to_string(), format!("{key}={value}")])
-        .collect()
-}
-
-/// The words of `text` as a shell would split it with single quotes and
-/// backslashes (the form of `GIT_CONFIG_PARAMETERS`).
-fn quoted_words(text: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut quoted = false;
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' => quoted = !quoted,
-            '\\' if !quoted => word.extend(chars.next()),
-            c if c.is_whitespace() && !quoted => {
-                if !word.is_empty() {
-                    words.push(std::mem::take(&mut word));
-                }
-            }
-            c => word.push(c),
-        }
-    }
-    if !word.is_empty() {
-        words.push(word);
-    }
-    words
-}
-
-/// The command git runs for configuration `key` set to `value`: an alias
-/// (`!…` a shell command, otherwise git with its words), a key whose value
-/// is a program (the pager, the editor, ssh, a filter, a diff or merge
-/// driver, a credential helper…), or the push a remote's forcing refspec
-/// or mirroring makes of every push.
-fn git_runs(key: &str, value: &str) -> Option<String> {
-    let key = key.to_ascii_lowercase();
-    if key.starts_with("alias.") {
-        return Some(match value.strip_prefix('!') {
-            Some(shell) => shell.to_string(),
-            None => format!("git {value}"),
-        });
-    }
-    let variable = key.rsplit('.').next().unwrap_or_default();
-    // A remote that forces every push, or mirrors: a plain `git push`
-    // then rewrites or deletes the remote's history.
-    if key.starts_with("remote.") {
-        match variable {
-            "push" if value.starts_with('+') => return Some("git push --force".into()),
-            "mirror" if value.eq_ignore_ascii_case("true") => {
-                return Some("git push --mirror".into());
-            }
-            _ => {}
-        }
-    }
-    let runs = matches!(
-        key.as_str(),
-        "core.sshcommand"
-            | "core.gitproxy"
-            | "core.pager"
-            | "core.editor"
-            | "core.fsmonitor"
-            | "core.askpass"
-            | "sequence.editor"
-            | "diff.external"
-            | "interactive.difffilter"
-            | "uploadpack.packobjectshook"
-    ) || key.starts_with("pager.")
-        || matches!(
-            variable,
-            "textconv"
-                | "command"
-                | "driver"
-                | "clean"
-                | "smudge"
-                | "process"
-                | "program"
-                | "cmd"
-                | "helper"
-                | "uploadpack"
-                | "receivepack"
-        );
-    runs.then(|| value.strip_prefix('!').unwrap_or(value).to_string())
 }
 
 /// What follows the first operand of `words` (a target: ssh's host,
@@ -732,59 +513,6 @@ mod tests {
         );
         assert!(inline_scripts(&words("ssh host")).is_empty());
         assert_eq!(
-            inline_scripts(&[
-                "git".into(),
-                "-c".into(),
-                "alias.x=!rm -rf ~".into(),
-                "-c".into(),
-                "alias.p=push -f".into(),
-                "-c".into(),
-                "core.sshCommand=shred x".into(),
-                "-c".into(),
-                "user.name=a".into(),
-                "x".into(),
-            ]),
-            ["rm -rf ~", "git push -f", "shred x"]
-        );
-        assert_eq!(
-            inline_scripts(&words("git config --global filter.x.smudge !mkfs")),
-            ["mkfs"]
-        );
-        assert_eq!(
-            inline_scripts(&[
-                "git".into(),
-                "clone".into(),
-                "ext::sh -c reboot% now".into(),
-                "repo".into()
-            ]),
-            ["'sh' '-c' 'reboot now'"]
-        );
-        assert!(inline_scripts(&words("git config user.name alice")).is_empty());
-        let git = |line: &[&str]| {
-            let words: Vec<String> = line.iter().map(|w| w.to_string()).collect();
-            inline_scripts(&peel(words))
-        };
-        assert_eq!(
-            git(&["GIT_SSH_COMMAND=shred x", "git", "fetch"]),
-            ["shred x"]
-        );
-        assert_eq!(
-            git(&[
-                "env",
-                "GIT_CONFIG_COUNT=1",
-                "GIT_CONFIG_KEY_0=alias.x",
-                "GIT_CONFIG_VALUE_0=!mkfs /dev/sda",
-                "git",
-                "x"
-            ]),
-            ["mkfs /dev/sda"]
-        );
-        assert_eq!(
-            git(&["GIT_CONFIG_PARAMETERS='alias.y'='!reboot now'", "git", "y"]),
-            ["reboot now"]
-        );
-        assert_eq!(git(&["git", "--config-env=core.pager=P", "log"]), ["$P"]);
-        assert_eq!(
             inline_scripts(&words("find . -name *.log -exec shred -u {} ;")),
             ["shred -u ./*"]
         );
@@ -796,6 +524,10 @@ mod tests {
         };
         assert_eq!(split("sudo env -S rm -rf /"), "rm -rf /");
         assert_eq!(peel(words("env FOO=1 ls")).join(" "), "ls");
+        assert_eq!(
+            peel(words("GIT_PAGER=less env LANG=C git log")).join(" "),
+            "git -c core.pager=less log"
+        );
         assert!(peel(words("env -S")).is_empty());
     }
 }
