@@ -5,6 +5,8 @@
 //! `filter-branch --tree-filter`…, `bisect run`, `submodule foreach`), and
 //! `ext::` URLs. Each is a script analysed like `sh -c`'s.
 
+use super::words::quote;
+
 /// Options before the subcommand whose value is the next word.
 const VALUED: &[&str] = &[
     "-C",
@@ -117,11 +119,6 @@ fn alias_run(settings: &[(String, String)], name: &str, rest: &[String]) -> Opti
     };
     line.extend(rest.iter().map(|w| quote(w)));
     Some(line.join(" "))
-}
-
-/// `word` in single quotes.
-fn quote(word: &str) -> String {
-    format!("'{}'", word.replace('\'', r"'\''"))
 }
 
 /// `git config`'s setting: `[set] key value` after its options (those

@@ -13,6 +13,7 @@
 mod braces;
 mod git;
 mod lex;
+mod valued;
 mod words;
 
 pub use words::is_shell;

@@ -80,9 +80,17 @@ fn takes_value(wrapper: &str, option: &str) -> bool {
                 | "-r"
                 | "-t"
                 | "-D"
+                | "-T"
                 | "--user"
                 | "--group"
                 | "--prompt"
+                | "--host"
+                | "--role"
+                | "--type"
+                | "--other-user"
+                | "--chdir"
+                | "--command-timeout"
+                | "--close-from"
         ),
         "env" => matches!(option, "-u" | "--unset" | "-C" | "--chdir"),
         "nice" => matches!(option, "-n" | "--adjustment"),
@@ -102,13 +110,43 @@ fn takes_value(wrapper: &str, option: &str) -> bool {
                 | "--delimiter"
                 | "--arg-file"
         ),
-        "watch" => matches!(option, "-n" | "--interval"),
-        "stdbuf" => matches!(option, "-i" | "-o" | "-e"),
+        "watch" => matches!(option, "-n" | "--interval" | "-q" | "--equexit"),
+        "stdbuf" => matches!(
+            option,
+            "-i" | "-o" | "-e" | "--input" | "--output" | "--error"
+        ),
+        "time" => matches!(option, "-o" | "-f" | "--output" | "--format"),
+        "strace" | "ltrace" => matches!(option, "-o" | "-e" | "-p" | "-s" | "-u" | "-E"),
+        "systemd-run" => matches!(
+            option,
+            "-p" | "--property" | "-u" | "--unit" | "-E" | "--setenv" | "-M" | "--machine"
+        ),
+        "nsenter" => matches!(option, "-t" | "--target" | "-S" | "-G" | "-r" | "-w"),
+        "unshare" => matches!(option, "-S" | "--setuid" | "-G" | "--setgid" | "-R" | "-w"),
+        "pkexec" => option == "--user",
+        "sshpass" => matches!(option, "-p" | "-f" | "-d"),
+        "cpulimit" => matches!(option, "-l" | "--limit" | "-p" | "--pid"),
+        "xvfb-run" => matches!(option, "-n" | "-s" | "-f" | "-e" | "--server-args"),
+        "proxychains" | "proxychains4" => option == "-f",
+        "fakeroot" => matches!(option, "-s" | "-i"),
+        "caffeinate" => matches!(option, "-t" | "-w"),
         "exec" => option == "-a",
         "flock" => matches!(option, "-w" | "--timeout" | "-E" | "--conflict-exit-code"),
         "parallel" => matches!(
             option,
-            "-j" | "--jobs" | "-S" | "--sshlogin" | "--joblog" | "-N" | "-n" | "--max-args"
+            "-j" | "--jobs"
+                | "-S"
+                | "--sshlogin"
+                | "--joblog"
+                | "-N"
+                | "-n"
+                | "--max-args"
+                | "--timeout"
+                | "--delay"
+                | "--retries"
+                | "--halt"
+                | "-a"
+                | "--arg-file"
         ),
         "runuser" | "su" => matches!(option, "-u" | "-g" | "-G" | "--user" | "--group"),
         _ => false,
@@ -148,6 +186,21 @@ fn is_wrapper(name: &str) -> bool {
             | "firejail"
             | "fakeroot"
             | "runuser"
+            | "chroot"
+            | "unshare"
+            | "nsenter"
+            | "pkexec"
+            | "systemd-run"
+            | "strace"
+            | "ltrace"
+            | "valgrind"
+            | "eatmydata"
+            | "faketime"
+            | "cpulimit"
+            | "rlwrap"
+            | "xvfb-run"
+            | "dbus-run-session"
+            | "sshpass"
     )
 }
 
@@ -191,7 +244,9 @@ pub(super) fn peel(mut words: Vec<String>) -> Vec<String> {
             }
             let is_option = next.starts_with('-') && next.len() > 1;
             let numeric = matches!(name.as_str(), "chrt" | "taskset")
-                && next.chars().all(|c| c.is_ascii_hexdigit() || c == ',');
+                && next
+                    .chars()
+                    .all(|c| c.is_ascii_hexdigit() || matches!(c, ',' | '-' | 'x'));
             if is_option {
                 words.remove(0);
                 if takes_value(&name, &next) && !words.is_empty() {
@@ -207,10 +262,14 @@ pub(super) fn peel(mut words: Vec<String>) -> Vec<String> {
         }
         match name.as_str() {
             "timeout"
-                if words
-                    .first()
-                    .is_some_and(|w| w.starts_with(|c: char| c.is_ascii_digit())) =>
+                if words.first().is_some_and(|w| {
+                    w.starts_with(|c: char| c.is_ascii_digit()) || w == "infinity"
+                }) =>
             {
+                words.remove(0);
+            }
+            // `chroot NEWROOT command…`, `faketime TIME command…`.
+            "chroot" | "faketime" if words.len() > 1 => {
                 words.remove(0);
             }
             // `flock FILE command…` (`flock FD` runs nothing).
@@ -310,7 +369,7 @@ pub(super) fn spell_out(mut command: Vec<String>) -> Vec<String> {
 }
 
 const SHELLS: &[&str] = &[
-    "sh", "bash", "zsh", "dash", "ksh", "fish", "ash", "mksh", "yash",
+    "sh", "bash", "zsh", "dash", "ksh", "fish", "ash", "mksh", "yash", "csh", "tcsh", "ksh93",
 ];
 
 /// Whether `name` is a shell.
@@ -325,6 +384,13 @@ pub(super) fn inline_scripts(words: &[String]) -> Vec<String> {
     let Some(name) = words.first().map(String::as_str) else {
         return Vec::new();
     };
+    let mut scripts = super::valued::scripts(words);
+    scripts.extend(own_scripts(name, words));
+    scripts
+}
+
+/// The scripts of [`inline_scripts`] that `name`'s own syntax holds.
+fn own_scripts(name: &str, words: &[String]) -> Vec<String> {
     match name {
         "eval" => vec![words[1..].join(" ")],
         // A command run elsewhere is still a command.
@@ -344,8 +410,14 @@ pub(super) fn inline_scripts(words: &[String]) -> Vec<String> {
                 .iter()
                 .position(|w| w.starts_with('-') && !w.starts_with("--") && w.contains('c'))
             {
-                let script = words[at + 1..].iter().find(|w| *w != "--");
-                scripts.extend(script.cloned());
+                // `-c SCRIPT`, `-xc SCRIPT`, or attached: `-cSCRIPT`.
+                let (_, attached) = words[at].split_once('c').unwrap_or_default();
+                let script = if attached.is_empty() {
+                    words[at + 1..].iter().find(|w| *w != "--").cloned()
+                } else {
+                    Some(attached.to_string())
+                };
+                scripts.extend(script);
             }
             if let Some(at) = words.iter().position(|w| w == "<<<") {
                 scripts.extend(words.get(at + 1).cloned());
@@ -356,29 +428,64 @@ pub(super) fn inline_scripts(words: &[String]) -> Vec<String> {
     }
 }
 
+/// `words` as a command line whose words are those words.
+fn quoted(words: &[String]) -> String {
+    words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ")
+}
+
+/// `word` in single quotes.
+pub(super) fn quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+/// `words` as ssh sends them: joined by spaces, for the remote shell to
+/// split again.
+fn joined(words: &[String]) -> String {
+    words.join(" ")
+}
+
 /// What follows the first operand of `words` (a target: ssh's host,
 /// exec's container) after options, of which those `takes_value` says
-/// are followed by their value: the command run there.
-fn after_target(words: &[String], takes_value: impl Fn(&str) -> bool) -> Option<String> {
-    let mut rest = words.iter();
-    while let Some(word) = rest.next() {
-        if word.starts_with('-') {
-            if takes_value(word) {
-                rest.next();
+/// are followed by their value, and after the options and `--` right
+/// after the target: the command run there, as `line` makes it of its
+/// words.
+fn after_target(
+    words: &[String],
+    line: fn(&[String]) -> String,
+    takes_value: impl Fn(&str) -> bool,
+) -> Option<String> {
+    let mut at = 0;
+    let mut target = false;
+    while let Some(word) = words.get(at) {
+        if word == "--" {
+            at += 1;
+            if target {
+                break;
             }
             continue;
         }
-        let command: Vec<&str> = rest.map(String::as_str).collect();
-        return (!command.is_empty()).then(|| command.join(" "));
+        if word.starts_with('-') {
+            at += if takes_value(word) { 2 } else { 1 };
+            continue;
+        }
+        if target {
+            break;
+        }
+        target = true;
+        at += 1;
     }
-    None
+    let command = words.get(at..).unwrap_or_default();
+    if !target || command.is_empty() {
+        return None;
+    }
+    Some(line(command))
 }
 
 /// The command `ssh [options] host command…` runs on the host.
 fn remote_command(words: &[String]) -> Option<String> {
     // Options that take a value (`-p 22`, `-i key`, `-o Opt=v`…).
-    after_target(&words[1..], |option| {
-        option.len() == 2 && "bcDEeFIiJLlmOopQRSWw".contains(&option[1..])
+    after_target(&words[1..], joined, |option| {
+        option.len() == 2 && "BbcDEeFIiJLlmOoPpQRSWw".contains(&option[1..])
     })
 }
 
@@ -387,9 +494,9 @@ fn remote_command(words: &[String]) -> Option<String> {
 fn exec_command(words: &[String]) -> Option<String> {
     if let Some(at) = words.iter().position(|w| w == "--") {
         let command = &words[at + 1..];
-        return (!command.is_empty()).then(|| command.join(" "));
+        return (!command.is_empty()).then(|| quoted(command));
     }
-    after_target(words, |option| {
+    after_target(words, quoted, |option| {
         matches!(
             option,
             "-u" | "--user"
@@ -420,10 +527,17 @@ fn find_exec(words: &[String]) -> Vec<String> {
     let mut rest = words.iter().skip(1);
     while let Some(word) = rest.next() {
         if matches!(word.as_str(), "-exec" | "-execdir" | "-ok" | "-okdir") {
+            // Each word as it was, `{}` as the glob of what is found.
             let command: Vec<String> = rest
                 .by_ref()
                 .take_while(|w| !matches!(w.as_str(), ";" | "+" | "\\;"))
-                .map(|w| w.replace("{}", &found))
+                .map(|w| {
+                    if w.contains("{}") {
+                        w.replace("{}", &found)
+                    } else {
+                        quote(w)
+                    }
+                })
                 .collect();
             scripts.push(command.join(" "));
         }
@@ -505,16 +619,21 @@ mod tests {
         );
         assert_eq!(
             inline_scripts(&words("docker exec -it -u root web rm -rf /data")),
-            ["rm -rf /data"]
+            ["'rm' '-rf' '/data'"]
         );
         assert_eq!(
             inline_scripts(&words("kubectl exec -n prod api -- rm -rf /data")),
-            ["rm -rf /data"]
+            ["'rm' '-rf' '/data'"]
         );
+        assert_eq!(
+            inline_scripts(&words("ssh -t host -- rm -rf /srv")),
+            ["rm -rf /srv"]
+        );
+        assert_eq!(inline_scripts(&words("bash -crm")), ["rm"]);
         assert!(inline_scripts(&words("ssh host")).is_empty());
         assert_eq!(
             inline_scripts(&words("find . -name *.log -exec shred -u {} ;")),
-            ["shred -u ./*"]
+            ["'shred' '-u' ./*"]
         );
         let split = |line: &str| {
             let mut w = words(line);

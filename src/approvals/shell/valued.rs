@@ -1,0 +1,182 @@
+//! Commands handed to a program as an option's value, which it runs:
+//! `tar --to-command=…`, `rsync -e …`, `ssh -o ProxyCommand=…`,
+//! `script -c …`, `nc -e …`, `socat EXEC:…`. Each value is a script
+//! analysed like `sh -c`'s.
+
+/// For a program, its options whose value is a command line: long ones
+/// (`--opt VALUE`, `--opt=VALUE`) and short ones (`-o VALUE`, `-oVALUE`).
+const OPTIONS: &[(&str, &[&str])] = &[
+    (
+        "tar",
+        &[
+            "--to-command",
+            "--use-compress-program",
+            "--info-script",
+            "--new-volume-script",
+            "--rsh-command",
+            "-I",
+            "-F",
+        ],
+    ),
+    ("rsync", &["-e", "--rsh", "--rsync-path"]),
+    ("scp", &["-S"]),
+    ("sftp", &["-S"]),
+    ("script", &["-c", "--command"]),
+    ("flock", &["-c", "--command"]),
+    ("su", &["-c", "--command", "--session-command"]),
+    ("runuser", &["-c", "--command", "--session-command"]),
+    ("sg", &["-c"]),
+    ("nc", &["-e", "-c"]),
+    ("ncat", &["-e", "-c", "--exec", "--sh-exec", "--lua-exec"]),
+    ("netcat", &["-e", "-c"]),
+    ("man", &["-P", "--pager", "-H", "--html"]),
+    ("zip", &["-TT", "--unzip-command"]),
+    ("rg", &["--pre"]),
+    ("fd", &["-x", "--exec", "-X", "--exec-batch"]),
+    ("fdfind", &["-x", "--exec", "-X", "--exec-batch"]),
+    ("watchexec", &["--shell"]),
+    ("nodemon", &["--exec", "-x"]),
+    (
+        "hyperfine",
+        &["--prepare", "-p", "--setup", "-s", "--cleanup", "-c"],
+    ),
+    ("npm", &["-c", "--call"]),
+    ("npx", &["-c", "--call"]),
+    ("go", &["-exec", "-toolexec"]),
+];
+
+/// `ssh -o` settings whose value is a command.
+const SSH_COMMANDS: &[&str] = &["proxycommand", "localcommand", "knownhostscommand"];
+
+/// The commands `words` (a peeled command) hands to its program as option
+/// values.
+pub(super) fn scripts(words: &[String]) -> Vec<String> {
+    let Some(name) = words.first().map(String::as_str) else {
+        return Vec::new();
+    };
+    let mut scripts = Vec::new();
+    if let Some((_, options)) = OPTIONS.iter().find(|(program, _)| *program == name) {
+        let mut rest = words[1..].iter();
+        while let Some(word) = rest.next() {
+            if let Some(value) = value_of(word, options, || rest.next()) {
+                scripts.push(value);
+            }
+        }
+    }
+    match name {
+        // `-o ProxyCommand=…` (also `-oProxyCommand=…`, `-o "ProxyCommand …"`).
+        "ssh" | "scp" | "sftp" => {
+            let mut rest = words[1..].iter();
+            while let Some(word) = rest.next() {
+                let setting = match word.strip_prefix("-o") {
+                    Some("") => rest.next().map(String::as_str),
+                    Some(inline) => Some(inline),
+                    None => None,
+                };
+                if let Some((key, value)) = setting.and_then(|s| s.split_once(['=', ' ']))
+                    && SSH_COMMANDS.contains(&key.trim().to_ascii_lowercase().as_str())
+                {
+                    scripts.push(value.trim().to_string());
+                }
+            }
+        }
+        // `EXEC:cmd` / `SYSTEM:cmd` addresses (options after a comma).
+        "socat" => scripts.extend(words[1..].iter().filter_map(|w| {
+            let (kind, rest) = w.split_once(':')?;
+            matches!(kind.to_ascii_uppercase().as_str(), "EXEC" | "SYSTEM")
+                .then(|| rest.split(',').next().unwrap_or_default().to_string())
+        })),
+        // `--checkpoint-action=exec=…`.
+        "tar" => scripts.extend(
+            words[1..]
+                .iter()
+                .filter_map(|w| w.strip_prefix("--checkpoint-action=exec="))
+                .map(str::to_string),
+        ),
+        // `-o APT::Update::Pre-Invoke::=…`, `-o DPkg::Post-Invoke::=…`.
+        "apt" | "apt-get" => scripts.extend(
+            words[1..]
+                .iter()
+                .filter(|w| w.to_ascii_lowercase().contains("invoke"))
+                .filter_map(|w| w.split_once('=').map(|(_, command)| command.to_string())),
+        ),
+        _ => {}
+    }
+    scripts
+}
+
+/// The value of `word` when it is one of `options` (`--opt=V`, `-oV`, or
+/// the next word, taken from `next`, after `--opt`, `-o` or `-qo`).
+fn value_of<'a>(
+    word: &str,
+    options: &[&str],
+    next: impl FnOnce() -> Option<&'a String>,
+) -> Option<String> {
+    // The option itself, or last in a cluster of short ones (`-qc`).
+    let clustered = |option: &&str| {
+        option.len() == 2
+            && word.len() > 2
+            && !word.starts_with("--")
+            && word.starts_with('-')
+            && word.ends_with(&option[1..])
+            && word[1..].chars().all(|c| c.is_ascii_alphabetic())
+    };
+    if options.contains(&word) || options.iter().any(clustered) {
+        return next().cloned();
+    }
+    options.iter().find_map(|option| {
+        if option.starts_with("--") {
+            word.strip_prefix(*option)?
+                .strip_prefix('=')
+                .map(str::to_string)
+        } else if option.len() == 2 && !word.starts_with("--") {
+            word.strip_prefix(*option)
+                .filter(|value| !value.is_empty())
+                .map(str::to_string)
+        } else {
+            None
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &[&str]) -> Vec<String> {
+        line.iter().map(|w| w.to_string()).collect()
+    }
+
+    #[test]
+    fn option_values_that_are_commands_are_found() {
+        assert_eq!(
+            scripts(&words(&["tar", "xf", "a.tar", "--to-command=sh x"])),
+            ["sh x"]
+        );
+        assert_eq!(
+            scripts(&words(&[
+                "tar",
+                "cf",
+                "/dev/null",
+                "--checkpoint-action=exec=reboot"
+            ])),
+            ["reboot"]
+        );
+        assert_eq!(
+            scripts(&words(&["rsync", "-e", "sh -c reboot", "a", "b:"])),
+            ["sh -c reboot"]
+        );
+        assert_eq!(
+            scripts(&words(&["ssh", "-o", "ProxyCommand=reboot", "h"])),
+            ["reboot"]
+        );
+        assert_eq!(scripts(&words(&["script", "-qc", "reboot"])), ["reboot"]);
+        assert_eq!(scripts(&words(&["script", "-creboot"])), ["reboot"]);
+        assert_eq!(
+            scripts(&words(&["socat", "-", "EXEC:reboot now,pty"])),
+            ["reboot now"]
+        );
+        assert!(scripts(&words(&["tar", "xzf", "a.tgz"])).is_empty());
+        assert!(scripts(&words(&["rsync", "-av", "src/", "dst/"])).is_empty());
+    }
+}
