@@ -86,6 +86,54 @@ pub(super) fn scripts(words: &[String]) -> Vec<String> {
             matches!(kind.to_ascii_uppercase().as_str(), "EXEC" | "SYSTEM")
                 .then(|| rest.split(',').next().unwrap_or_default().to_string())
         })),
+        // `-c '!cmd'`, `--cmd ':!cmd'`, `+'!cmd'`: an editor's shell escape.
+        "vim" | "vi" | "nvim" | "ex" | "view" | "vimdiff" | "gvim" => {
+            let mut rest = words[1..].iter();
+            while let Some(word) = rest.next() {
+                let command = match word.as_str() {
+                    "-c" | "--cmd" => rest.next().map(String::as_str),
+                    w => w.strip_prefix('+'),
+                };
+                if let Some(shell) = command
+                    .map(|c| c.trim_start_matches([':', ' ']))
+                    .and_then(|c| c.strip_prefix('!'))
+                {
+                    scripts.push(shell.to_string());
+                }
+            }
+        }
+        // The command of a new session, window or pane, or of `run-shell`:
+        // the words after the subcommand's options.
+        "tmux" => {
+            const RUNS: &[&str] = &[
+                "new-session",
+                "new",
+                "new-window",
+                "neww",
+                "split-window",
+                "splitw",
+                "run-shell",
+                "run",
+                "respawn-pane",
+                "respawnp",
+                "respawn-window",
+                "respawnw",
+            ];
+            if let Some(at) = words.iter().position(|w| RUNS.contains(&w.as_str())) {
+                let mut rest = words[at + 1..].iter().enumerate();
+                while let Some((i, word)) = rest.next() {
+                    if let Some(option) = word.strip_prefix('-') {
+                        // Options with a value: -s -n -t -c -x -y -F -e -f -l.
+                        if option.len() == 1 && "sntcxyFefl".contains(option) {
+                            rest.next();
+                        }
+                        continue;
+                    }
+                    scripts.push(words[at + 1 + i..].join(" "));
+                    break;
+                }
+            }
+        }
         // `--checkpoint-action=exec=…`.
         "tar" => scripts.extend(
             words[1..]
@@ -176,6 +224,14 @@ mod tests {
             scripts(&words(&["socat", "-", "EXEC:reboot now,pty"])),
             ["reboot now"]
         );
+        assert_eq!(scripts(&words(&["vim", "-c", ":!reboot", "x"])), ["reboot"]);
+        assert_eq!(scripts(&words(&["vim", "+!reboot"])), ["reboot"]);
+        assert_eq!(
+            scripts(&words(&["tmux", "new", "-d", "-s", "w", "reboot now"])),
+            ["reboot now"]
+        );
+        assert!(scripts(&words(&["vim", "+42", "notes.txt"])).is_empty());
+        assert!(scripts(&words(&["tmux", "new", "-s", "work"])).is_empty());
         assert!(scripts(&words(&["tar", "xzf", "a.tgz"])).is_empty());
         assert!(scripts(&words(&["rsync", "-av", "src/", "dst/"])).is_empty());
     }
