@@ -352,7 +352,7 @@ pub const PATTERNS: &[Pattern] = &[
     p(
         "script_exec",
         "runs an inline script (sh -c, python -c, eval, heredoc)",
-        r"^(?:sh|bash|zsh|dash|ksh|fish|ash|su)\s(?:.*\s)?-[a-zA-Z]*c[a-zA-Z]*(?:\s|$)|^(?:python[\d.]*|pypy[\d.]*|ipython\d*)(?:\s+(?:-[WXQ]\s+\S+|-\S+))*?\s+-[a-zA-Z]*c\S*(?:\s|$)|^(?:perl|ruby)(?:\s+(?:-[rIxCE]\s+\S+|-\S+))*?\s+-[a-zA-Z]*[eE]\S*(?:\s|$)|^(?:node|nodejs|bun)(?:\s+(?:-[rC]\s+\S+|--require\s+\S+|-\S+))*?\s+(?:-[a-z]*[ep][a-z]*\S*|--eval|--print)(?:[\s=]|$)|^php(?:\s+(?:-[cdz]\s+\S+|-\S+))*?\s+-[rBRE]\S*(?:\s|$)|^(?:lua[\d.]*|luajit|Rscript|R|julia|osascript)(?:\s+-\S+)*?\s+(?:-e\S*|--eval)(?:\s|$)|^deno\s+eval(?:\s|$)|^eval(?:\s|$)|^(?:sh|bash|zsh|dash|ksh|python[\d.]*|perl|ruby|node|php)\s(?:-\S*\s+)*(?:<<|<<<)|^(?:sh|bash|zsh|dash)\s+-s(?:\s|$)|^source\s+/dev/stdin",
+        r"^(?:sh|bash|zsh|dash|ksh|fish|ash|su)\s(?:.*\s)?-[a-zA-Z]*c[a-zA-Z]*(?:\s|$)|^(?:python[\d.]*|pypy[\d.]*|ipython\d*)(?:\s+-\S+(?:\s+[^-\s]\S*)?)*?\s+-[a-zA-Z]*c\S*(?:\s|$)|^(?:perl|ruby)(?:\s+-\S+(?:\s+[^-\s]\S*)?)*?\s+-[a-zA-Z]*[eE]\S*(?:\s|$)|^(?:node|nodejs|bun)(?:\s+-\S+(?:\s+[^-\s]\S*)?)*?\s+(?:-[a-z]*[ep][a-z]*\S*|--eval|--print)(?:[\s=]|$)|^php(?:\s+-\S+(?:\s+[^-\s]\S*)?)*?\s+-[rBRE]\S*(?:\s|$)|^(?:lua[\d.]*|luajit|Rscript|R|julia|osascript)(?:\s+-\S+(?:\s+[^-\s]\S*)?)*?\s+(?:-e\S*|--eval)(?:\s|$)|^deno\s+eval(?:\s|$)|^eval(?:\s|$)|^(?:sh|bash|zsh|dash|ksh|python[\d.]*|perl|ruby|node|php)\s(?:-\S*\s+)*(?:<<|<<<)|^(?:sh|bash|zsh|dash)\s+-s(?:\s|$)|^source\s+/dev/stdin",
         C,
         false,
     ),
@@ -415,7 +415,7 @@ pub const PATTERNS: &[Pattern] = &[
     p(
         "sudo_stdin_shell",
         "sudo reading a password from stdin, opening a shell, or using an askpass helper",
-        r"(?:^|\s)(?:sudo|doas)(?:\s+(?:-[ugCDhprtTU]|--user|--group|--prompt|--host|--role|--type|--other-user|--chdir|--command-timeout|--close-from)\s+\S+|\s+-\S+)*?\s+(?:-[a-zA-Z]*[SsAi][a-zA-Z]*|--stdin|--shell|--askpass|--login)(?:\s|$)",
+        r"(?:^|\s)(?:sudo|doas)(?:\s+(?:-[ugCDhprtTU]|--user|--group|--prompt|--host|--role|--type|--other-user|--chdir|--command-timeout|--close-from)\s+.*?|\s+-\S+)*?\s+(?:-[a-zA-Z]*[SsAi][a-zA-Z]*|--stdin|--shell|--askpass|--login)(?:\s|$)",
         R,
         false,
     ),

@@ -5,6 +5,7 @@
 //! `filter-branch --tree-filter`…, `bisect run`, `submodule foreach`), and
 //! `ext::` URLs. Each is a script analysed like `sh -c`'s.
 
+use super::valued::takes_next;
 use super::words::quote;
 
 /// Options before the subcommand whose value is the next word.
@@ -85,39 +86,57 @@ pub(super) fn scripts(words: &[String]) -> Vec<String> {
         }
     }
     scripts.extend(settings.iter().filter_map(|(key, value)| runs(key, value)));
-    scripts.extend(
-        words[1..]
+    // An `ext::` URL: a word, a setting's value (`remote.x.url`), or the
+    // URL a `url.<base>.insteadOf` setting names.
+    let urls = words[1..].iter().map(String::as_str).chain(
+        settings
             .iter()
-            .filter_map(|w| w.find("ext::").map(|i| ext_command(&w[i + 5..]))),
+            .flat_map(|(key, value)| [key.strip_prefix("url.").unwrap_or(""), value.as_str()]),
+    );
+    scripts.extend(
+        urls.filter_map(|w| w.strip_prefix("ext::"))
+            .map(ext_command),
     );
     scripts
 }
 
+/// Longest chain of aliases followed (git refuses a loop).
+const ALIAS_CHAIN: usize = 64;
+
 /// What alias `name`, if `settings` define it, runs with the words `rest`
 /// after it: a shell alias (`!…`) gets them as its arguments; another is
-/// git with the alias's words, then them (the line's aliases carried, for
-/// one that names another).
+/// git with the alias's words, then them, followed here through every
+/// alias it names in turn.
 fn alias_run(settings: &[(String, String)], name: &str, rest: &[String]) -> Option<String> {
-    let wanted = format!("alias.{}", name.to_ascii_lowercase());
-    let (_, value) = settings
-        .iter()
-        .rev()
-        .find(|(key, _)| key.to_ascii_lowercase() == wanted)?;
+    let alias = |name: &str| {
+        let wanted = format!("alias.{}", name.to_ascii_lowercase());
+        settings
+            .iter()
+            .rev()
+            .find(|(key, _)| key.to_ascii_lowercase() == wanted)
+            .map(|(_, value)| value.as_str())
+    };
+    let mut value = alias(name)?;
+    let mut before: Vec<String> = Vec::new();
+    for _ in 0..ALIAS_CHAIN {
+        if value.starts_with('!') {
+            break;
+        }
+        let mut words = value.split_whitespace();
+        let Some(next) = words
+            .next()
+            .and_then(|first| alias(first).map(|v| (first, v)))
+        else {
+            break;
+        };
+        before.splice(0..0, words.map(str::to_string));
+        value = next.1;
+    }
     let mut line: Vec<String> = match value.strip_prefix('!') {
         Some(shell) => vec![shell.to_string()],
-        None => {
-            let mut git = vec!["git".to_string()];
-            for (key, value) in settings {
-                if key.to_ascii_lowercase().starts_with("alias.") {
-                    git.push("-c".into());
-                    git.push(quote(&format!("{key}={value}")));
-                }
-            }
-            git.push(value.clone());
-            git
-        }
+        None => vec!["git".to_string(), value.to_string()],
     };
-    line.extend(rest.iter().map(|w| quote(w)));
+    line.extend(before.iter().chain(rest).map(|w| quote(w)));
     Some(line.join(" "))
 }
 
@@ -201,9 +220,16 @@ fn option_commands(name: &str, rest: &[String]) -> Vec<String> {
             Some((option, value)) if option.starts_with("--") => (option, Some(value)),
             _ => (word.as_str(), None),
         };
-        if LONG.contains(&option) || short == Some(option) {
+        let clustered = short.is_some_and(|s| takes_next(word, &s[1..]));
+        if LONG.contains(&option) || clustered {
             let value = inline.or_else(|| words.next().map(String::as_str));
             commands.extend(value.map(str::to_string));
+        } else if let Some(attached) = short
+            .and_then(|s| word.strip_prefix(s))
+            .filter(|value| !value.is_empty())
+        {
+            // `-x'make test'`.
+            commands.push(attached.to_string());
         }
     }
     let after = |marker: &str| {
@@ -411,7 +437,7 @@ mod tests {
                 "--force",
                 "origin"
             ])),
-            ["git -c 'alias.p=push' push '--force' 'origin'", "git push"]
+            ["git push '--force' 'origin'", "git push"]
         );
         assert_eq!(
             scripts(&words(&[
@@ -432,6 +458,23 @@ mod tests {
             scripts(&words(&["git", "rebase", "-x", "make test", "main"])),
             ["make test"]
         );
+        assert_eq!(
+            scripts(&words(&["git", "rebase", "-ix", "make test", "main"])),
+            ["make test"]
+        );
+        let chain: Vec<String> = (0..12)
+            .flat_map(|i| ["-c".to_string(), format!("alias.a{i}=a{}", i + 1)])
+            .chain([
+                "-c".into(),
+                "alias.a12=push".into(),
+                "a0".into(),
+                "-f".into(),
+            ])
+            .collect();
+        let mut line = vec!["git".to_string()];
+        line.extend(chain);
+        assert!(scripts(&line).contains(&"git push '-f'".to_string()));
+        assert!(scripts(&words(&["git", "commit", "-m", "fix context::reboot"])).is_empty());
         assert_eq!(
             scripts(&words(&["git", "bisect", "run", "./check.sh", "x"])),
             ["./check.sh x"]

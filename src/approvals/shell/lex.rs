@@ -162,9 +162,9 @@ impl Lexer<'_> {
 
     fn end_segment(&mut self, op: &str) {
         self.end_word();
+        // Leading keywords (`time -p` too) go in unshape.
         let mut words: Vec<String> = std::mem::take(&mut self.words)
             .into_iter()
-            .skip_while(|w| is_keyword(w))
             .filter(|w| !matches!(w.as_str(), "{" | "}"))
             .collect();
         super::words::unshape(&mut words);

@@ -78,6 +78,8 @@ pub fn normalize(command: &str) -> Normalized {
     let mut queue = vec![(clean(command), 0usize, false)];
     let mut first = true;
     let mut budget = lex::Budget::new(lex::EXPANSION_BUDGET);
+    // A script nested past MAX_DEPTH is not read: the line cannot be judged.
+    let mut too_deep = false;
     while let Some((text, depth, fed)) = queue.pop() {
         let mut lexed = lex::lex(&text, &mut budget);
         if first {
@@ -90,12 +92,11 @@ pub fn normalize(command: &str) -> Normalized {
         for lex::Words { words, piped } in lexed.segments {
             let raw = words.join(" ");
             let command_words = words::spell_out(words::peel(words));
+            let scripts = words::inline_scripts(&command_words);
             if depth < MAX_DEPTH {
-                queue.extend(
-                    words::inline_scripts(&command_words)
-                        .into_iter()
-                        .map(|script| (script, depth + 1, piped)),
-                );
+                queue.extend(scripts.into_iter().map(|script| (script, depth + 1, piped)));
+            } else {
+                too_deep |= !scripts.is_empty();
             }
             let command = command_words.join(" ");
             out.segments.push(Segment {
@@ -107,9 +108,11 @@ pub fn normalize(command: &str) -> Normalized {
         }
         if depth < MAX_DEPTH {
             queue.extend(lexed.nested.into_iter().map(|n| (n, depth + 1, false)));
+        } else {
+            too_deep |= !lexed.nested.is_empty();
         }
     }
-    out.over_budget = budget.exhausted();
+    out.over_budget = budget.exhausted() || too_deep;
     out
 }
 

@@ -68,10 +68,10 @@ pub(super) fn scripts(words: &[String]) -> Vec<String> {
         "ssh" | "scp" | "sftp" => {
             let mut rest = words[1..].iter();
             while let Some(word) = rest.next() {
-                let setting = match word.strip_prefix("-o") {
-                    Some("") => rest.next().map(String::as_str),
-                    Some(inline) => Some(inline),
-                    None => None,
+                let setting = if takes_next(word, "o") {
+                    rest.next().map(String::as_str)
+                } else {
+                    word.strip_prefix("-o")
                 };
                 if let Some((key, value)) = setting.and_then(|s| s.split_once(['=', ' ']))
                     && SSH_COMMANDS.contains(&key.trim().to_ascii_lowercase().as_str())
@@ -120,11 +120,17 @@ pub(super) fn scripts(words: &[String]) -> Vec<String> {
                 "respawnw",
             ];
             if let Some(at) = words.iter().position(|w| RUNS.contains(&w.as_str())) {
+                let valued = if matches!(words[at].as_str(), "run-shell" | "run") {
+                    "sntcxyFefld"
+                } else {
+                    "sntcxyFefl"
+                };
                 let mut rest = words[at + 1..].iter().enumerate();
                 while let Some((i, word)) = rest.next() {
-                    if let Some(option) = word.strip_prefix('-') {
-                        // Options with a value: -s -n -t -c -x -y -F -e -f -l.
-                        if option.len() == 1 && "sntcxyFefl".contains(option) {
+                    if word.starts_with('-') {
+                        // Options with a value: -s -n -t -c -x -y -F -e -f -l,
+                        // and run-shell's -d.
+                        if takes_next(word, valued) {
                             rest.next();
                         }
                         continue;
@@ -153,6 +159,18 @@ pub(super) fn scripts(words: &[String]) -> Vec<String> {
     scripts
 }
 
+/// Whether short option `word` (alone, `-o`, or last in a cluster, `-vo`)
+/// is one of `letters`, which take the next word as their value.
+pub(super) fn takes_next(word: &str, letters: &str) -> bool {
+    let Some(cluster) = word.strip_prefix('-') else {
+        return false;
+    };
+    !cluster.is_empty()
+        && !cluster.starts_with('-')
+        && cluster.chars().all(|c| c.is_ascii_alphabetic())
+        && cluster.ends_with(|c: char| letters.contains(c))
+}
+
 /// The value of `word` when it is one of `options` (`--opt=V`, `-oV`, or
 /// the next word, taken from `next`, after `--opt`, `-o` or `-qo`).
 fn value_of<'a>(
@@ -161,19 +179,12 @@ fn value_of<'a>(
     next: impl FnOnce() -> Option<&'a String>,
 ) -> Option<String> {
     // The option itself, or last in a cluster of short ones (`-qc`).
-    let clustered = |option: &&str| {
-        option.len() == 2
-            && word.len() > 2
-            && !word.starts_with("--")
-            && word.starts_with('-')
-            && word.ends_with(&option[1..])
-            && word[1..].chars().all(|c| c.is_ascii_alphabetic())
-    };
+    let clustered = |option: &&str| option.len() == 2 && takes_next(word, &option[1..]);
     if options.contains(&word) || options.iter().any(clustered) {
         return next().cloned();
     }
     options.iter().find_map(|option| {
-        if option.starts_with("--") {
+        if option.len() > 2 {
             word.strip_prefix(*option)?
                 .strip_prefix('=')
                 .map(str::to_string)
@@ -232,6 +243,18 @@ mod tests {
         );
         assert!(scripts(&words(&["vim", "+42", "notes.txt"])).is_empty());
         assert!(scripts(&words(&["tmux", "new", "-s", "work"])).is_empty());
+        assert_eq!(
+            scripts(&words(&["tmux", "new", "-ds", "w", "reboot now"])),
+            ["reboot now"]
+        );
+        assert_eq!(
+            scripts(&words(&["ssh", "-vo", "ProxyCommand=reboot", "h"])),
+            ["reboot"]
+        );
+        assert_eq!(
+            scripts(&words(&["go", "test", "-exec=reboot", "./..."])),
+            ["reboot"]
+        );
         assert!(scripts(&words(&["tar", "xzf", "a.tgz"])).is_empty());
         assert!(scripts(&words(&["rsync", "-av", "src/", "dst/"])).is_empty());
     }

@@ -14,7 +14,12 @@ pub(super) fn unshape(words: &mut Vec<String>) -> bool {
     let before = words.len();
     while let Some(first) = words.first() {
         if is_keyword(first) {
+            let time = first == "time";
             words.remove(0);
+            // `time -p command`: the keyword's one option.
+            if time && words.first().is_some_and(|w| w == "-p") {
+                words.remove(0);
+            }
         } else if first == "case" {
             match words.iter().position(|w| w.ends_with(')')) {
                 Some(arm) => drop(words.drain(..=arm)),
@@ -242,6 +247,14 @@ pub(super) fn peel(mut words: Vec<String>) -> Vec<String> {
                 words.splice(0..0, split);
                 break;
             }
+            // `flock FILE -c SCRIPT`, `runuser -c SCRIPT`: a shell's script.
+            if matches!(name.as_str(), "flock" | "runuser")
+                && matches!(next.as_str(), "-c" | "--command")
+            {
+                words[0] = "-c".into();
+                words.insert(0, "sh".into());
+                break;
+            }
             let is_option = next.starts_with('-') && next.len() > 1;
             let numeric = matches!(name.as_str(), "chrt" | "taskset")
                 && next
@@ -272,9 +285,14 @@ pub(super) fn peel(mut words: Vec<String>) -> Vec<String> {
             "chroot" | "faketime" if words.len() > 1 => {
                 words.remove(0);
             }
-            // `flock FILE command…` (`flock FD` runs nothing).
+            // `flock FILE command…` (`flock FD` runs nothing), `flock FILE
+            // -c SCRIPT`: a shell's script.
             "flock" if words.len() > 1 => {
                 words.remove(0);
+                if words.first().is_some_and(|w| w == "-c" || w == "--command") {
+                    words[0] = "-c".into();
+                    words.insert(0, "sh".into());
+                }
             }
             // `parallel command ::: arguments…`: each argument is a run.
             "parallel" => {
@@ -385,7 +403,12 @@ pub(super) fn inline_scripts(words: &[String]) -> Vec<String> {
         return Vec::new();
     };
     let mut scripts = super::valued::scripts(words);
-    scripts.extend(own_scripts(name, words));
+    for script in own_scripts(name, words) {
+        // Found twice (`su -c` by its option and by its syntax): once.
+        if !scripts.contains(&script) {
+            scripts.push(script);
+        }
+    }
     scripts
 }
 
@@ -485,17 +508,13 @@ fn after_target(
 fn remote_command(words: &[String]) -> Option<String> {
     // Options that take a value (`-p 22`, `-i key`, `-o Opt=v`…).
     after_target(&words[1..], joined, |option| {
-        option.len() == 2 && "BbcDEeFIiJLlmOoPpQRSWw".contains(&option[1..])
+        super::valued::takes_next(option, "BbcDEeFIiJLlmOoPpQRSWw")
     })
 }
 
 /// The command of `docker exec [options] container command…` (and
 /// podman's, kubectl's `exec pod -- command…`).
 fn exec_command(words: &[String]) -> Option<String> {
-    if let Some(at) = words.iter().position(|w| w == "--") {
-        let command = &words[at + 1..];
-        return (!command.is_empty()).then(|| quoted(command));
-    }
     after_target(words, quoted, |option| {
         matches!(
             option,
@@ -531,13 +550,7 @@ fn find_exec(words: &[String]) -> Vec<String> {
             let command: Vec<String> = rest
                 .by_ref()
                 .take_while(|w| !matches!(w.as_str(), ";" | "+" | "\\;"))
-                .map(|w| {
-                    if w.contains("{}") {
-                        w.replace("{}", &found)
-                    } else {
-                        quote(w)
-                    }
-                })
+                .map(|w| quote(&w.replace("{}", &found)))
                 .collect();
             scripts.push(command.join(" "));
         }
@@ -633,7 +646,7 @@ mod tests {
         assert!(inline_scripts(&words("ssh host")).is_empty());
         assert_eq!(
             inline_scripts(&words("find . -name *.log -exec shred -u {} ;")),
-            ["'shred' '-u' ./*"]
+            ["'shred' '-u' './*'"]
         );
         let split = |line: &str| {
             let mut w = words(line);
