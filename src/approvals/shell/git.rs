@@ -5,7 +5,7 @@
 //! `filter-branch --tree-filter`…, `bisect run`, `submodule foreach`), and
 //! `ext::` URLs. Each is a script analysed like `sh -c`'s.
 
-use super::valued::takes_next;
+use super::valued::value_of;
 use super::words::quote;
 
 /// Options before the subcommand whose value is the next word.
@@ -208,29 +208,16 @@ fn option_commands(name: &str, rest: &[String]) -> Vec<String> {
         "--tag-name-filter",
         "--setup",
     ];
-    let short = match name {
-        "rebase" | "difftool" | "mergetool" => Some("-x"),
-        "clone" => Some("-u"),
-        _ => None,
-    };
+    let mut options = LONG.to_vec();
+    match name {
+        "rebase" | "difftool" | "mergetool" => options.push("-x"),
+        "clone" => options.push("-u"),
+        _ => {}
+    }
     let mut commands = Vec::new();
     let mut words = rest.iter();
     while let Some(word) = words.next() {
-        let (option, inline) = match word.split_once('=') {
-            Some((option, value)) if option.starts_with("--") => (option, Some(value)),
-            _ => (word.as_str(), None),
-        };
-        let clustered = short.is_some_and(|s| takes_next(word, &s[1..]));
-        if LONG.contains(&option) || clustered {
-            let value = inline.or_else(|| words.next().map(String::as_str));
-            commands.extend(value.map(str::to_string));
-        } else if let Some(attached) = short
-            .and_then(|s| word.strip_prefix(s))
-            .filter(|value| !value.is_empty())
-        {
-            // `-x'make test'`.
-            commands.push(attached.to_string());
-        }
+        commands.extend(value_of(word, &options, || words.next()));
     }
     let after = |marker: &str| {
         rest.iter()

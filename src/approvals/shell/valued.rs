@@ -173,7 +173,7 @@ pub(super) fn takes_next(word: &str, letters: &str) -> bool {
 
 /// The value of `word` when it is one of `options` (`--opt=V`, `-oV`, or
 /// the next word, taken from `next`, after `--opt`, `-o` or `-qo`).
-fn value_of<'a>(
+pub(super) fn value_of<'a>(
     word: &str,
     options: &[&str],
     next: impl FnOnce() -> Option<&'a String>,
