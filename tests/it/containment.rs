@@ -417,28 +417,14 @@ fn running_with(token: &str) -> Vec<i32> {
         .collect()
 }
 
-#[tokio::test]
-async fn under_bubblewrap_a_commands_detached_processes_end_with_it() {
-    // Under Landlock they outlive it (docs/security.md).
-    let mode = "bwrap";
-    let host = Host::new();
-    // Two sleeps no one else runs: one in a session of its own, one
-    // left in the background.
-    let token = format!("{}.{}", 2900 + std::process::id() % 97, mode.len());
-    let results = host
-        .run(
-            mode,
-            &[terminal(&format!(
-                "setsid -f sleep {token}1; nohup sleep {token}2 >/dev/null 2>&1 & echo started"
-            ))],
-        )
-        .await;
-    assert!(results[0].contains("started"), "{mode}: {}", results[0]);
+/// Waits up to 10 s for no process to hold `token`; kills and names those
+/// that still do.
+async fn none_left_with(mode: &str, token: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let mut left = running_with(&token);
+    let mut left = running_with(token);
     while !left.is_empty() && std::time::Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        left = running_with(&token);
+        left = running_with(token);
     }
     for pid in &left {
         let _ = nix::sys::signal::kill(
@@ -450,29 +436,86 @@ async fn under_bubblewrap_a_commands_detached_processes_end_with_it() {
 }
 
 #[tokio::test]
-async fn under_bubblewrap_a_commands_processes_are_counted_apart_from_the_others() {
+async fn a_commands_detached_processes_end_with_it() {
+    for mode in MODES {
+        let host = Host::new();
+        // Sleeps no one else runs: one in a session of its own, one left
+        // in the background, one detached after the command tried to end
+        // what watches it (under Landlock its reaper, its parent).
+        let token = format!("{}.{}", 2900 + std::process::id() % 97, mode.len());
+        let results = host
+            .run(
+                mode,
+                &[terminal(&format!(
+                    "setsid -f sleep {token}1; nohup sleep {token}2 >/dev/null 2>&1 & \
+                     kill -KILL $PPID; echo kill=$?; setsid -f sleep {token}3; echo started"
+                ))],
+            )
+            .await;
+        assert!(results[0].contains("started"), "{mode}: {}", results[0]);
+        if *mode == "landlock" {
+            assert!(results[0].contains("kill=1"), "{mode}: {}", results[0]);
+        }
+        none_left_with(mode, &token).await;
+    }
+}
+
+#[tokio::test]
+async fn a_commands_end_leaves_other_commands_running() {
+    // A background process of the session, then a command that leaves
+    // something behind: its end kills what it left, not the other.
+    for mode in MODES {
+        let host = Host::new();
+        let token = format!("{}.{}", 3100 + std::process::id() % 97, mode.len());
+        let start = serde_json::json!({"action": "start", "command": format!("sleep {token}1")});
+        let results = host
+            .run(
+                mode,
+                &[
+                    ("process", start.to_string()),
+                    terminal(&format!("setsid -f sleep {token}2; echo left")),
+                    terminal(&format!(
+                        "pgrep -f 'slee[p] {token}1' >/dev/null && echo first=alive; \
+                         pgrep -f 'slee[p] {token}2' >/dev/null || echo second=gone"
+                    )),
+                ],
+            )
+            .await;
+        assert!(results[1].contains("left"), "{mode}: {}", results[1]);
+        // (Under bubblewrap a command sees no other command's processes.)
+        if *mode == "landlock" {
+            assert!(results[2].contains("first=alive"), "{mode}: {}", results[2]);
+        }
+        assert!(results[2].contains("second=gone"), "{mode}: {}", results[2]);
+        // The daemon's stop ended the background process.
+        none_left_with(mode, &token).await;
+    }
+}
+
+#[tokio::test]
+async fn a_commands_processes_are_ended_with_it_and_leave_the_next_command_room() {
     // Forks until refused, leaving the children asleep.
-    let forks = "/usr/bin/python3 -c \"import os, time\nn = 0\nfor i in range(60):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\n    n += 1\nprint('forked', n)\"";
-    // Under Landlock a command shares its user's count.
-    let mode = "bwrap";
-    let host = Host::with_sandbox("processes = 20\n").run_by_nobody();
-    let results = host
-        .run(mode, &[terminal(forks), terminal("echo next-command-ran")])
-        .await;
-    let forked: usize = results[0]
-        .split("forked ")
-        .nth(1)
-        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{mode}: {}", results[0]));
-    assert!((1..20).contains(&forked), "{mode}: {}", results[0]);
-    // The first command's children ended with it, and never counted
-    // against the next one.
-    assert!(
-        results[1].contains("next-command-ran"),
-        "{mode}: {}",
-        results[1]
-    );
+    let forks = "/usr/bin/python3 -c \"import os, time\nn = 0\nfor i in range(60):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n    if pid == 0:\n        os.setsid()\n        time.sleep(30)\n        os._exit(0)\n    n += 1\nprint('forked', n)\"";
+    for mode in MODES {
+        let host = Host::with_sandbox("processes = 20\n").run_by_nobody();
+        let results = host
+            .run(mode, &[terminal(forks), terminal("echo next-command-ran")])
+            .await;
+        let forked: usize = results[0]
+            .split("forked ")
+            .nth(1)
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{mode}: {}", results[0]));
+        assert!((1..20).contains(&forked), "{mode}: {}", results[0]);
+        // The first command's children, in sessions of their own, ended
+        // with it, and never counted against the next one.
+        assert!(
+            results[1].contains("next-command-ran"),
+            "{mode}: {}",
+            results[1]
+        );
+    }
 }
 
 #[tokio::test]

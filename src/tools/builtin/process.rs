@@ -62,6 +62,8 @@ struct Managed {
     session_id: String,
     command: String,
     pid: Option<u32>,
+    /// How it is ended: through its reaper, or its process group.
+    ending: crate::tools::sandbox::Ending,
     started_at: i64,
     log: Mutex<RingLog>,
     read_offset: Mutex<u64>,
@@ -231,6 +233,7 @@ impl ProcessManager {
         let (exit_tx, exit_rx) = watch::channel(None);
         let id = format!("proc_{}", &crate::store::new_id()[..12]);
         let pid = child.id();
+        let ending = self.launcher.ending(pid);
         let started_at = crate::store::now_ms();
         let reporting = (on_exit || !patterns.is_empty()).then(|| Reporting {
             watch: ProcessWatch {
@@ -257,6 +260,7 @@ impl ProcessManager {
             session_id: ctx.session_id.clone(),
             command: command.to_string(),
             pid,
+            ending,
             started_at,
             log: Mutex::new(RingLog::new(self.launcher.config().process_log_bytes)),
             read_offset: Mutex::new(0),
@@ -306,21 +310,14 @@ impl ProcessManager {
         Ok(managed.summary())
     }
 
-    fn signal(pid: Option<u32>, signal: nix::sys::signal::Signal) {
-        if let Some(pid) = pid {
-            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), signal);
-        }
-    }
-
     async fn kill(&self, managed: &Managed) -> Value {
-        use nix::sys::signal::Signal;
         if managed.exit.borrow().is_none() {
-            Self::signal(managed.pid, Signal::SIGTERM);
+            managed.ending.ask();
             let mut exit = managed.exit.clone();
             let stopped =
                 tokio::time::timeout(Duration::from_secs(3), exit.wait_for(Option::is_some)).await;
             if stopped.is_err() {
-                Self::signal(managed.pid, Signal::SIGKILL);
+                managed.ending.force();
             }
         }
         managed.summary()
@@ -337,7 +334,7 @@ impl ProcessManager {
             .cloned()
             .collect();
         for managed in &all {
-            Self::signal(managed.pid, nix::sys::signal::Signal::SIGKILL);
+            managed.ending.force();
         }
         for managed in all {
             let mut exit = managed.exit.clone();

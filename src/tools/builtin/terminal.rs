@@ -18,7 +18,7 @@ use tokio::process::{Child, Command};
 
 use super::output::HeadTail;
 use crate::config::{TerminalBackend, TerminalConfig};
-use crate::tools::sandbox::{Dirs, Sandbox, default_path, private_tmp};
+use crate::tools::sandbox::{Dirs, Ending, Sandbox, default_path, private_tmp};
 use crate::tools::workspace::resolve;
 use crate::tools::{
     ApprovalVerdict, Tool, ToolContext, ToolError, ToolSpec, Unavailable, arg_opt_str, arg_opt_u64,
@@ -62,6 +62,16 @@ impl Launcher {
     /// The sandbox of the local backend.
     pub fn sandbox(&self) -> &Sandbox {
         &self.sandbox
+    }
+
+    /// How to end a command this launcher started as process `leader`.
+    pub fn ending(&self, leader: Option<u32>) -> Ending {
+        Ending::new(leader, self.reaps())
+    }
+
+    /// Whether its commands are ended through their reaper.
+    fn reaps(&self) -> bool {
+        self.config.backend == TerminalBackend::Local && self.sandbox.reaps()
     }
 
     /// Whether the backend can run at all, with the reason when not.
@@ -119,7 +129,7 @@ impl Launcher {
 
     /// Starts `script` with the backend in `workdir` (a path inside
     /// `workspace`), its whole process group killed when the child is
-    /// dropped. With `pty` it runs in a pseudo-terminal (its stdin, stdout
+    /// dropped (a reaper's caller ends it, see [`Ending::until_finished`]). With `pty` it runs in a pseudo-terminal (its stdin, stdout
     /// and stderr are the terminal, so it sees a TTY; docker and ssh are
     /// asked for one too): its output is then the terminal's, to be read
     /// as [`screen_text`](crate::render::terminal::screen_text).
@@ -237,7 +247,8 @@ impl Launcher {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
-            .kill_on_drop(true);
+            // SIGKILL would end a reaper alone.
+            .kill_on_drop(!self.reaps());
         Ok(cmd)
     }
 }
@@ -266,18 +277,6 @@ fn find_program(program: &str) -> Result<(), Unavailable> {
         Ok(())
     } else {
         Err(Unavailable(format!("`{program}` is not on PATH")))
-    }
-}
-
-/// Kills the whole process group led by a child whose pid was `leader`
-/// (taken before the child was waited for: a reaped child has no pid,
-/// while its group lives on in what it left running).
-fn kill_group(leader: Option<u32>) {
-    if let Some(pid) = leader {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
     }
 }
 
@@ -387,7 +386,10 @@ impl Tool for Terminal {
         let (mut child, outputs) = self
             .launcher
             .spawn(command, (&ctx.workspace, &workdir), pty)?;
-        let leader = child.id();
+        // Its pid is taken before the child is waited for: a reaped child
+        // has none, while its group lives on in what it left running.
+        let ending = self.launcher.ending(child.id());
+        let unfinished = ending.until_finished();
         let capture = Arc::new(std::sync::Mutex::new(HeadTail::new(
             config.output_limit_bytes,
         )));
@@ -400,18 +402,22 @@ impl Tool for Terminal {
             status = child.wait() => Some(status.map_err(|e| ToolError::Failed(e.to_string()))?),
             _ = tokio::time::sleep(Duration::from_secs(limit)) => None,
             _ = ctx.cancel.cancelled() => {
-                kill_group(leader);
+                ending.force();
                 let _ = child.wait().await;
+                unfinished.finished();
                 return Err(ToolError::Cancelled);
             }
         };
         let timed_out = status.is_none();
-        // What the command left running in its group ends with it (the
-        // tool says so; `process` is for what should stay).
-        kill_group(leader);
         if timed_out {
+            ending.force();
             let _ = child.wait().await;
+        } else {
+            // What the command left running ends with it (the tool says
+            // so; `process` is for what should stay).
+            ending.leftovers();
         }
+        unfinished.finished();
         for mut reader in readers {
             if tokio::time::timeout(Duration::from_secs(2), &mut reader)
                 .await

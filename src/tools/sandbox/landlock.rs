@@ -106,6 +106,17 @@ pub(super) fn ruleset(policy: &Policy, dirs: Dirs<'_>) -> Result<OwnedFd, Sandbo
     Option::<OwnedFd>::from(created).ok_or(SandboxError::NoRuleset)
 }
 
+/// The ruleset of the domain a command runs in inside its reaper's
+/// ([`super::reaper`]): it only scopes signals and abstract sockets, so
+/// that the command cannot signal its reaper.
+pub(super) fn nested() -> Result<OwnedFd, SandboxError> {
+    let created = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .scope(Scope::from_all(ABI_NEEDED))?
+        .create()?;
+    Option::<OwnedFd>::from(created).ok_or(SandboxError::NoRuleset)
+}
+
 /// `created` with `access` granted beneath `path`; a path that does not
 /// exist grants nothing.
 fn allow(

@@ -9,7 +9,8 @@
 //! - **Landlock** (ABI 6 or newer): a ruleset built in the daemon, applied in
 //!   the child between fork and exec ([`confine`]). Landlock also forbids
 //!   ptrace-class access (`/proc/<pid>/environ`, `mem`, `root`) and signals
-//!   to processes outside the child's domain.
+//!   to processes outside the child's domain. The child is the command's
+//!   reaper ([`reaper`]): every process of the command ends with it.
 //! - **bubblewrap**: new namespaces (user, pid, ipc, uts, cgroup, and net
 //!   unless `network = true`) with a read-only view of the system.
 //!
@@ -19,7 +20,10 @@
 
 mod bwrap;
 mod landlock;
+mod reaper;
 mod seccomp;
+
+pub use reaper::{Ending, Unfinished};
 
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -161,6 +165,12 @@ impl Sandbox {
         }
     }
 
+    /// Whether a command's process is its reaper ([`reaper`]), to be ended
+    /// through it.
+    pub fn reaps(&self) -> bool {
+        self.choice == Choice::Landlock
+    }
+
     /// Whether commands run unsandboxed (the operator's explicit `off`).
     pub fn is_off(&self) -> bool {
         self.choice == Choice::Off
@@ -240,7 +250,7 @@ impl Sandbox {
         env: &[(String, String)],
     ) -> Result<Command, SandboxError> {
         let policy = &self.policy;
-        let (mut cmd, ruleset, tmp) = match &self.choice {
+        let (mut cmd, rulesets, tmp) = match &self.choice {
             Choice::Unavailable(reason) => return Err(SandboxError::Unavailable(reason.clone())),
             Choice::Off => {
                 let mut cmd = Command::new(program);
@@ -248,10 +258,10 @@ impl Sandbox {
                 (cmd, None, dirs.tmp.as_os_str().to_owned())
             }
             Choice::Landlock => {
-                let ruleset = landlock::ruleset(policy, dirs)?;
+                let rulesets = (landlock::ruleset(policy, dirs)?, landlock::nested()?);
                 let mut cmd = Command::new(program);
                 cmd.args(args).current_dir(dirs.workdir);
-                (cmd, Some(ruleset), dirs.tmp.as_os_str().to_owned())
+                (cmd, Some(rulesets), dirs.tmp.as_os_str().to_owned())
             }
             Choice::Bwrap(bin) => (
                 bwrap::command(bin, policy, dirs, program, args),
@@ -264,7 +274,7 @@ impl Sandbox {
             .env("HOME", dirs.workspace)
             .env("TMPDIR", tmp);
         if !self.is_off() {
-            confine(&mut cmd, policy.limits, ruleset);
+            confine(&mut cmd, policy.limits, rulesets);
         }
         Ok(cmd)
     }
@@ -423,11 +433,13 @@ pub fn default_path() -> String {
 }
 
 /// Sets `limits` (never above the daemon's own hard limits), marks every
-/// inherited descriptor close-on-exec, applies Landlock with a ruleset, and
-/// the seccomp program ([`seccomp`]), in the child before it executes the
-/// command.
+/// inherited descriptor close-on-exec, applies Landlock with the command's
+/// ruleset and splits the child into its reaper and the command, whose
+/// domain is nested in the reaper's ([`reaper`]; `rulesets`: the command's
+/// and the nested one), and applies the seccomp program ([`seccomp`]), in
+/// the child before it executes the command.
 #[allow(unsafe_code)]
-fn confine(cmd: &mut Command, limits: Limits, ruleset: Option<OwnedFd>) {
+fn confine(cmd: &mut Command, limits: Limits, rulesets: Option<(OwnedFd, OwnedFd)>) {
     let cap = |resource: Resource, value: u64| {
         let hard = getrlimit(resource).map(|(_, hard)| hard).unwrap_or(value);
         (resource, value.min(hard))
@@ -439,18 +451,20 @@ fn confine(cmd: &mut Command, limits: Limits, ruleset: Option<OwnedFd>) {
         cap(Resource::RLIMIT_FSIZE, limits.file_bytes),
         cap(Resource::RLIMIT_NOFILE, limits.open_files),
     ];
-    let fd = ruleset.as_ref().map(AsRawFd::as_raw_fd);
-    let mut filter = seccomp::program(ruleset.is_some());
+    let fds = rulesets
+        .as_ref()
+        .map(|(own, nested)| (own.as_raw_fd(), nested.as_raw_fd()));
+    let mut filter = seccomp::program(rulesets.is_some());
     // SAFETY: the closure runs in the forked child before exec, where only
     // async-signal-safe calls are sound. It makes raw system calls
-    // (close_range, setrlimit, prctl, landlock_restrict_self, the seccomp
-    // filter whose program the closure owns) on values computed above,
-    // allocates nothing and takes no lock; its errors are plain errno
-    // values. It owns the ruleset's descriptor, so the descriptor stays
-    // open until the command is dropped (it is close-on-exec in the child).
+    // (close_range, setrlimit, prctl, landlock_restrict_self, the reaper's,
+    // the seccomp filter whose program the closure owns) on values computed
+    // above, allocates nothing and takes no lock; its errors are plain errno
+    // values. It owns the rulesets' descriptors, so they stay open until the
+    // command is dropped (they are close-on-exec in the child).
     unsafe {
         cmd.pre_exec(move || {
-            let _ruleset = &ruleset;
+            let _rulesets = &rulesets;
             // Descriptors the daemon itself inherited reach no command.
             libc::syscall(
                 libc::SYS_close_range,
@@ -462,13 +476,14 @@ fn confine(cmd: &mut Command, limits: Limits, ruleset: Option<OwnedFd>) {
                 setrlimit(resource, value, value)
                     .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
             }
-            if let Some(fd) = fd {
+            if let Some((own, nested)) = fds {
                 drop_capabilities()?;
                 nix::sys::prctl::set_no_new_privs()
                     .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
-                if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0 {
+                if libc::syscall(libc::SYS_landlock_restrict_self, own, 0u32) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
+                reaper::split(nested)?;
             } else {
                 nix::sys::prctl::set_no_new_privs()
                     .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
