@@ -461,6 +461,23 @@ async fn a_commands_detached_processes_end_with_it() {
 }
 
 #[tokio::test]
+async fn a_commands_reaper_is_bound_by_none_of_its_limits() {
+    // Out of CPU time, the reaper would die and leave what the command
+    // started running: the limits are the command's alone.
+    let host = Host::with_sandbox("cpu_secs = 77\n");
+    let results = host
+        .run(
+            "landlock",
+            &[terminal(
+                "echo own=$(ulimit -t); grep 'Max cpu time' /proc/$PPID/limits",
+            )],
+        )
+        .await;
+    assert!(results[0].contains("own=77"), "{}", results[0]);
+    assert!(results[0].contains("unlimited"), "{}", results[0]);
+}
+
+#[tokio::test]
 async fn a_commands_end_leaves_other_commands_running() {
     // A background process of the session, then a command that leaves
     // something behind: its end kills what it left, not the other.

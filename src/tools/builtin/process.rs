@@ -64,6 +64,8 @@ struct Managed {
     pid: Option<u32>,
     /// How it is ended: through its reaper, or its process group.
     ending: crate::tools::sandbox::Ending,
+    /// Its process was waited for: its pid may be another's now.
+    waited: AtomicBool,
     started_at: i64,
     log: Mutex<RingLog>,
     read_offset: Mutex<u64>,
@@ -74,6 +76,18 @@ struct Managed {
 }
 
 impl Managed {
+    /// Asks it to stop, or kills it (`force`), unless it was waited for.
+    fn end(&self, force: bool) {
+        if self.waited.load(Ordering::SeqCst) {
+            return;
+        }
+        if force {
+            self.ending.force();
+        } else {
+            self.ending.ask();
+        }
+    }
+
     /// Output of the process as the model reads it.
     fn shown(&self, raw: String) -> String {
         if self.pty {
@@ -234,6 +248,8 @@ impl ProcessManager {
         let id = format!("proc_{}", &crate::store::new_id()[..12]);
         let pid = child.id();
         let ending = self.launcher.ending(pid);
+        // Ended should this call be dropped before its waiting task has it.
+        let unfinished = ending.until_finished();
         let started_at = crate::store::now_ms();
         let reporting = (on_exit || !patterns.is_empty()).then(|| Reporting {
             watch: ProcessWatch {
@@ -261,6 +277,7 @@ impl ProcessManager {
             command: command.to_string(),
             pid,
             ending,
+            waited: AtomicBool::new(false),
             started_at,
             log: Mutex::new(RingLog::new(self.launcher.config().process_log_bytes)),
             read_offset: Mutex::new(0),
@@ -276,6 +293,8 @@ impl ProcessManager {
         let stopping = self.stopping.clone();
         tokio::spawn(async move {
             let status = child.wait().await;
+            ending.waited.store(true, Ordering::SeqCst);
+            unfinished.finished();
             for mut reader in readers {
                 if tokio::time::timeout(Duration::from_secs(1), &mut reader)
                     .await
@@ -312,12 +331,12 @@ impl ProcessManager {
 
     async fn kill(&self, managed: &Managed) -> Value {
         if managed.exit.borrow().is_none() {
-            managed.ending.ask();
+            managed.end(false);
             let mut exit = managed.exit.clone();
             let stopped =
                 tokio::time::timeout(Duration::from_secs(3), exit.wait_for(Option::is_some)).await;
             if stopped.is_err() {
-                managed.ending.force();
+                managed.end(true);
             }
         }
         managed.summary()
@@ -334,7 +353,7 @@ impl ProcessManager {
             .cloned()
             .collect();
         for managed in &all {
-            managed.ending.force();
+            managed.end(true);
         }
         for managed in all {
             let mut exit = managed.exit.clone();

@@ -280,6 +280,13 @@ fn find_program(program: &str) -> Result<(), Unavailable> {
     }
 }
 
+/// Waits for a command that was killed, a while: its reaper waits for every
+/// process of it, and one stuck in the kernel (on a hung mount) must not
+/// hold the turn. Given up, the runtime reaps it later.
+async fn end_wait(child: &mut Child) {
+    let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+}
+
 /// Longest `workdir` (relative to the workspace) a command may run in.
 const MAX_WORKDIR_CHARS: usize = 200;
 
@@ -403,7 +410,7 @@ impl Tool for Terminal {
             _ = tokio::time::sleep(Duration::from_secs(limit)) => None,
             _ = ctx.cancel.cancelled() => {
                 ending.force();
-                let _ = child.wait().await;
+                end_wait(&mut child).await;
                 unfinished.finished();
                 return Err(ToolError::Cancelled);
             }
@@ -411,7 +418,7 @@ impl Tool for Terminal {
         let timed_out = status.is_none();
         if timed_out {
             ending.force();
-            let _ = child.wait().await;
+            end_wait(&mut child).await;
         } else {
             // What the command left running ends with it (the tool says
             // so; `process` is for what should stay).

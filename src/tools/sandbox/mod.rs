@@ -472,10 +472,6 @@ fn confine(cmd: &mut Command, limits: Limits, rulesets: Option<(OwnedFd, OwnedFd
                 u32::MAX,
                 libc::CLOSE_RANGE_CLOEXEC,
             );
-            for (resource, value) in limits {
-                setrlimit(resource, value, value)
-                    .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
-            }
             if let Some((own, nested)) = fds {
                 drop_capabilities()?;
                 nix::sys::prctl::set_no_new_privs()
@@ -486,6 +482,12 @@ fn confine(cmd: &mut Command, limits: Limits, rulesets: Option<(OwnedFd, OwnedFd
                 reaper::split(nested)?;
             } else {
                 nix::sys::prctl::set_no_new_privs()
+                    .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
+            }
+            // The command's limits, not its reaper's: a reaper out of CPU
+            // time would die, and leave what the command started running.
+            for (resource, value) in limits {
+                setrlimit(resource, value, value)
                     .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
             }
             let program = libc::sock_fprog {

@@ -38,16 +38,31 @@ pub(super) fn split(nested: RawFd) -> std::io::Result<()> {
     // allocator's locks, which another thread of the daemon may have held
     // when this child was forked from it.
     unsafe {
-        if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0 {
+        // A fork of the daemon holds its memory: nothing may read it
+        // through /proc or a core dump, whatever signal the command passes
+        // on to it when it ends (exec makes the command dumpable again).
+        if libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) != 0
+            || libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0
+        {
             return Err(std::io::Error::last_os_error());
         }
-        // Children must be waited for, not discarded.
-        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+        // Children are waited for, not discarded, and only their ends wake
+        // the reaper (not their stops and continues, which a command could
+        // make by the thousand).
+        let mut child: libc::sigaction = std::mem::zeroed();
+        child.sa_sigaction = libc::SIG_DFL;
+        child.sa_flags = libc::SA_NOCLDSTOP;
+        if libc::sigaction(libc::SIGCHLD, &child, std::ptr::null_mut()) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
         let mut watched: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut watched);
+        // The terminal's stop signals are taken in and ignored.
+        let ignored = [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
         for signal in [libc::SIGCHLD, FORCE as libc::c_int]
             .into_iter()
             .chain(PASSED_ON)
+            .chain(ignored)
         {
             libc::sigaddset(&mut watched, signal);
         }
@@ -85,7 +100,7 @@ unsafe fn reap(command: libc::pid_t, watched: &libc::sigset_t) -> ! {
         loop {
             loop {
                 let mut status = 0;
-                let pid = libc::waitpid(-1, &mut status, libc::WNOHANG);
+                let pid = libc::waitpid(-1, &mut status, libc::WNOHANG | libc::__WALL);
                 if pid == command {
                     ended = Some(status);
                     libc::kill(-1, libc::SIGKILL);
