@@ -2,8 +2,9 @@
 //! through the docker CLI, or over ssh. Every command passes the approval
 //! hook first; on the local backend it runs in the OS sandbox
 //! ([`crate::tools::sandbox`]); the child gets an environment built from an
-//! allowlist, a time limit, and a bounded output capture; its whole process group dies on timeout or
-//! cancellation.
+//! allowlist, a time limit, and a bounded output capture; every process it
+//! started ends with it, on timeout or cancellation too (the sandbox's
+//! reaper; the process group elsewhere).
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
