@@ -478,6 +478,36 @@ async fn a_commands_reaper_is_bound_by_none_of_its_limits() {
 }
 
 #[tokio::test]
+async fn a_command_changes_no_other_process_limits_or_scheduling() {
+    // A CPU limit the daemon has already spent would kill it; so would
+    // its reaper's. Each change writes what harms nothing, were it let
+    // through.
+    let calls = "/usr/bin/python3 -c \"import os, resource\nr = os.getppid()\nd = int(open('/proc/%d/stat' % r).read().rsplit(')', 1)[1].split()[1])\ndef t(name, f):\n    try:\n        f()\n        print(name + '=allowed')\n    except OSError:\n        print(name + '=refused')\nt('limit-reaper', lambda: resource.prlimit(r, resource.RLIMIT_CORE, (0, 0)))\nt('limit-daemon', lambda: resource.prlimit(d, resource.RLIMIT_CORE, (0, 0)))\nt('priority-daemon', lambda: os.setpriority(os.PRIO_PROCESS, d, os.getpriority(os.PRIO_PROCESS, d)))\nt('affinity-daemon', lambda: os.sched_setaffinity(d, os.sched_getaffinity(d)))\nt('limit-own', lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))\nt('priority-own', lambda: os.setpriority(os.PRIO_PROCESS, 0, 5))\nt('affinity-own', lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)))\"; nice -n 3 true && echo nice=ran";
+    let host = Host::new();
+    let results = host.run("landlock", &[terminal(calls)]).await;
+    for refused in [
+        "limit-reaper",
+        "limit-daemon",
+        "priority-daemon",
+        "affinity-daemon",
+    ] {
+        assert!(
+            results[0].contains(&format!("{refused}=refused")),
+            "{}",
+            results[0]
+        );
+    }
+    for allowed in [
+        "limit-own=allowed",
+        "priority-own=allowed",
+        "affinity-own=allowed",
+        "nice=ran",
+    ] {
+        assert!(results[0].contains(allowed), "{}", results[0]);
+    }
+}
+
+#[tokio::test]
 async fn a_commands_end_leaves_other_commands_running() {
     // A background process of the session, then a command that leaves
     // something behind: its end kills what it left, not the other.

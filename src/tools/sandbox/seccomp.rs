@@ -10,6 +10,12 @@
 //!   a command of a daemon running as root still owns root's files.
 //! - Kernel interfaces a command has no use for that widen the attack
 //!   surface: `bpf`, `perf_event_open`, `userfaultfd`, the key ring.
+//! - Calls that change another process of the same user, which Landlock
+//!   does not govern: its resource limits (`prlimit64`: a CPU limit already
+//!   spent kills it), its scheduling, CPU affinity, priority and I/O
+//!   priority. A command may change its own (`ulimit`, `nice`, `taskset
+//!   cmd`); naming any other process, the daemon and its reapers included,
+//!   is refused.
 //! - System calls of another architecture (x32, `int 0x80`'s socketcall).
 //! - Under Landlock, new namespaces (`unshare`, `clone` with a `CLONE_NEW*`
 //!   flag, `setns`): a user namespace gives a command every capability
@@ -85,6 +91,24 @@ fn chmods() -> Vec<(i64, u32)> {
     calls
 }
 
+/// Calls that may name only the calling process: each `(argument,
+/// value)` must hold, or the call is refused. `0` names the caller, and so
+/// do `setpriority`'s `PRIO_PROCESS` and `ioprio_set`'s
+/// `IOPRIO_WHO_PROCESS` with `0` (by user or by process group they would
+/// reach the daemon, or the reaper, which shares the group).
+fn own_only() -> Vec<(i64, Vec<(u32, u32)>)> {
+    const IOPRIO_WHO_PROCESS: u32 = 1;
+    vec![
+        (libc::SYS_prlimit64, vec![(0, 0)]),
+        (libc::SYS_sched_setscheduler, vec![(0, 0)]),
+        (libc::SYS_sched_setparam, vec![(0, 0)]),
+        (libc::SYS_sched_setattr, vec![(0, 0)]),
+        (libc::SYS_sched_setaffinity, vec![(0, 0)]),
+        (libc::SYS_setpriority, vec![(0, libc::PRIO_PROCESS), (1, 0)]),
+        (libc::SYS_ioprio_set, vec![(0, IOPRIO_WHO_PROCESS), (1, 0)]),
+    ]
+}
+
 /// Where a jump goes.
 #[derive(Clone, Copy)]
 enum To {
@@ -121,6 +145,19 @@ pub(super) fn program(no_namespaces: bool) -> Vec<libc::sock_filter> {
     ];
     for call in refused() {
         ops.push((JEQ, call as u32, To::Eperm, To::Next));
+    }
+    for (call, holds) in own_only() {
+        let skip = u8::try_from(2 * holds.len()).expect("a few arguments");
+        ops.push((JEQ, call as u32, To::Next, To::Ahead(skip)));
+        for (i, &(at, value)) in holds.iter().enumerate() {
+            let then = if i + 1 == holds.len() {
+                To::Allow
+            } else {
+                To::Next
+            };
+            ops.push((LD, arg(at), To::Next, To::Next));
+            ops.push((JEQ, value, then, To::Eperm));
+        }
     }
     ops.push((JEQ, libc::SYS_socket as u32, To::Next, To::Ahead(2)));
     ops.push((LD, arg(0), To::Next, To::Next));
