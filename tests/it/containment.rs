@@ -482,7 +482,7 @@ async fn a_command_changes_no_other_process_limits_or_scheduling() {
     // A CPU limit the daemon has already spent would kill it; so would
     // its reaper's. Each change writes what harms nothing, were it let
     // through.
-    let calls = "/usr/bin/python3 -c \"import os, resource\nr = os.getppid()\nd = int(open('/proc/%d/stat' % r).read().rsplit(')', 1)[1].split()[1])\ndef t(name, f):\n    try:\n        f()\n        print(name + '=allowed')\n    except OSError:\n        print(name + '=refused')\nt('limit-reaper', lambda: resource.prlimit(r, resource.RLIMIT_CORE, (0, 0)))\nt('limit-daemon', lambda: resource.prlimit(d, resource.RLIMIT_CORE, (0, 0)))\nt('priority-daemon', lambda: os.setpriority(os.PRIO_PROCESS, d, os.getpriority(os.PRIO_PROCESS, d)))\nt('affinity-daemon', lambda: os.sched_setaffinity(d, os.sched_getaffinity(d)))\nt('limit-own', lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))\nt('priority-own', lambda: os.setpriority(os.PRIO_PROCESS, 0, 5))\nt('affinity-own', lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)))\"; nice -n 3 true && echo nice=ran";
+    let calls = "/usr/bin/python3 -c \"import os, resource\nr = os.getppid()\nd = int(open('/proc/%d/stat' % r).read().rsplit(')', 1)[1].split()[1])\ndef t(name, f):\n    try:\n        f()\n        print(name + '=allowed')\n    except OSError:\n        print(name + '=refused')\nt('limit-reaper', lambda: resource.prlimit(r, resource.RLIMIT_CORE, (0, 0)))\nt('limit-daemon', lambda: resource.prlimit(d, resource.RLIMIT_CORE, (0, 0)))\nt('priority-daemon', lambda: os.setpriority(os.PRIO_PROCESS, d, os.getpriority(os.PRIO_PROCESS, d)))\nt('affinity-daemon', lambda: os.sched_setaffinity(d, os.sched_getaffinity(d)))\nt('limit-own', lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))\nt('limit-read', lambda: resource.prlimit(d, resource.RLIMIT_CORE))\nt('priority-own', lambda: os.setpriority(os.PRIO_PROCESS, 0, 5))\nt('affinity-own', lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)))\"; nice -n 3 true && echo nice=ran";
     let host = Host::new();
     let results = host.run("landlock", &[terminal(calls)]).await;
     for refused in [
@@ -499,11 +499,29 @@ async fn a_command_changes_no_other_process_limits_or_scheduling() {
     }
     for allowed in [
         "limit-own=allowed",
+        "limit-read=allowed",
         "priority-own=allowed",
         "affinity-own=allowed",
         "nice=ran",
     ] {
         assert!(results[0].contains(allowed), "{}", results[0]);
+    }
+}
+
+#[tokio::test]
+async fn a_command_takes_no_file_lease_and_no_host_ipc() {
+    // A lease on a file it owns would hold every other opener; System V
+    // objects are the host's, not the command's (each made is removed at
+    // once, were it let through).
+    let calls = "/usr/bin/python3 -c \"import ctypes, fcntl, os\nlibc = ctypes.CDLL(None, use_errno=True)\nopen('leased', 'w').close()\nfd = os.open('leased', os.O_RDONLY)\ntry:\n    fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)\n    print('lease=taken')\nexcept OSError:\n    print('lease=refused')\nn = libc.shmget(0, 4096, 0o1600)\nif n >= 0:\n    libc.shmctl(n, 0, None)\nprint('shm=' + ('made' if n >= 0 else 'refused'))\nn = libc.semget(0, 1, 0o1600)\nif n >= 0:\n    libc.semctl(n, 0, 0)\nprint('sem=' + ('made' if n >= 0 else 'refused'))\nlibc.mq_unlink(b'/switchboard-none')\nprint('mq_unlink=' + ('reached' if ctypes.get_errno() == 2 else 'refused'))\"";
+    let host = Host::new();
+    let results = host.run("landlock", &[terminal(calls)]).await;
+    for refused in ["lease", "shm", "sem", "mq_unlink"] {
+        assert!(
+            results[0].contains(&format!("{refused}=refused")),
+            "{}",
+            results[0]
+        );
     }
 }
 

@@ -14,8 +14,14 @@
 //!   does not govern: its resource limits (`prlimit64`: a CPU limit already
 //!   spent kills it), its scheduling, CPU affinity, priority and I/O
 //!   priority. A command may change its own (`ulimit`, `nice`, `taskset
-//!   cmd`); naming any other process, the daemon and its reapers included,
-//!   is refused.
+//!   cmd`) and read another's limits; naming any other process, the daemon
+//!   and its reapers included, is refused (a thread named by its id too).
+//! - File leases (`fcntl(F_SETLEASE)`): a command's lease on a file it can
+//!   read and owns makes every other opener, the daemon included, wait.
+//! - Under Landlock, System V IPC and `mq_unlink`: they are not paths, so
+//!   Landlock does not govern them, and the command shares the host's IPC
+//!   namespace, whose objects of its user it could read, remove, or leave
+//!   behind. (Under bubblewrap its IPC namespace is its own.)
 //! - System calls of another architecture (x32, `int 0x80`'s socketcall).
 //! - Under Landlock, new namespaces (`unshare`, `clone` with a `CLONE_NEW*`
 //!   flag, `setns`): a user namespace gives a command every capability
@@ -99,13 +105,31 @@ fn chmods() -> Vec<(i64, u32)> {
 fn own_only() -> Vec<(i64, Vec<(u32, u32)>)> {
     const IOPRIO_WHO_PROCESS: u32 = 1;
     vec![
-        (libc::SYS_prlimit64, vec![(0, 0)]),
         (libc::SYS_sched_setscheduler, vec![(0, 0)]),
         (libc::SYS_sched_setparam, vec![(0, 0)]),
         (libc::SYS_sched_setattr, vec![(0, 0)]),
         (libc::SYS_sched_setaffinity, vec![(0, 0)]),
         (libc::SYS_setpriority, vec![(0, libc::PRIO_PROCESS), (1, 0)]),
         (libc::SYS_ioprio_set, vec![(0, IOPRIO_WHO_PROCESS), (1, 0)]),
+    ]
+}
+
+/// System V IPC and message queues' unlinking, refused under Landlock.
+fn host_ipc() -> Vec<i64> {
+    vec![
+        libc::SYS_shmget,
+        libc::SYS_shmat,
+        libc::SYS_shmctl,
+        libc::SYS_shmdt,
+        libc::SYS_semget,
+        libc::SYS_semop,
+        libc::SYS_semtimedop,
+        libc::SYS_semctl,
+        libc::SYS_msgget,
+        libc::SYS_msgsnd,
+        libc::SYS_msgrcv,
+        libc::SYS_msgctl,
+        libc::SYS_mq_unlink,
     ]
 }
 
@@ -146,6 +170,20 @@ pub(super) fn program(no_namespaces: bool) -> Vec<libc::sock_filter> {
     for call in refused() {
         ops.push((JEQ, call as u32, To::Eperm, To::Next));
     }
+    // `prlimit64` changes only the caller's limits; it reads anyone's
+    // (its new limits, a pointer, NULL in both halves).
+    ops.extend([
+        (JEQ, libc::SYS_prlimit64 as u32, To::Next, To::Ahead(6)),
+        (LD, arg(0), To::Next, To::Next),
+        (JEQ, 0, To::Allow, To::Next),
+        (LD, arg(2), To::Next, To::Next),
+        (JEQ, 0, To::Next, To::Eperm),
+        (LD, arg(2) + 4, To::Next, To::Next),
+        (JEQ, 0, To::Allow, To::Eperm),
+    ]);
+    ops.push((JEQ, libc::SYS_fcntl as u32, To::Next, To::Ahead(2)));
+    ops.push((LD, arg(1), To::Next, To::Next));
+    ops.push((JEQ, libc::F_SETLEASE as u32, To::Eperm, To::Allow));
     for (call, holds) in own_only() {
         let skip = u8::try_from(2 * holds.len()).expect("a few arguments");
         ops.push((JEQ, call as u32, To::Next, To::Ahead(skip)));
@@ -167,6 +205,9 @@ pub(super) fn program(no_namespaces: bool) -> Vec<libc::sock_filter> {
         .map(|(call, mode)| (call, mode, 0o6000))
         .collect();
     if no_namespaces {
+        for call in host_ipc() {
+            ops.push((JEQ, call as u32, To::Eperm, To::Next));
+        }
         ops.push((JEQ, libc::SYS_setns as u32, To::Eperm, To::Next));
         ops.push((JEQ, libc::SYS_clone3 as u32, To::Enosys, To::Next));
         flagged.push((libc::SYS_unshare, 0, NAMESPACES | CLONE_NEWTIME));
