@@ -130,10 +130,11 @@ impl Launcher {
 
     /// Starts `script` with the backend in `workdir` (a path inside
     /// `workspace`), its whole process group killed when the child is
-    /// dropped (a reaper's caller ends it, see [`Ending::until_finished`]). With `pty` it runs in a pseudo-terminal (its stdin, stdout
-    /// and stderr are the terminal, so it sees a TTY; docker and ssh are
-    /// asked for one too): its output is then the terminal's, to be read
-    /// as [`screen_text`](crate::render::terminal::screen_text).
+    /// dropped (a reaper's caller ends it: [`Ending::until_finished`]).
+    /// With `pty` it runs in a pseudo-terminal (its stdin, stdout and
+    /// stderr are the terminal, so it sees a TTY; docker and ssh are asked
+    /// for one too): its output is then the terminal's, to be read as
+    /// [`screen_text`](crate::render::terminal::screen_text).
     pub fn spawn(
         &self,
         script: &str,
