@@ -125,6 +125,11 @@ pub struct SandboxConfig {
     pub file_size_mb: u64,
     /// Open files of each process.
     pub open_files: u64,
+    /// Free space, in MiB, that commands must leave on every filesystem
+    /// they can write (the workspace's is often the database's too): a
+    /// command does not start below it and is ended when it falls below
+    /// it. `0` turns the reserve off.
+    pub disk_reserve_mb: u64,
 }
 
 impl Default for SandboxConfig {
@@ -151,6 +156,7 @@ impl Default for SandboxConfig {
             processes: 1024,
             file_size_mb: 1024,
             open_files: 1024,
+            disk_reserve_mb: 1024,
         }
     }
 }

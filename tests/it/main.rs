@@ -26,6 +26,7 @@ mod daemon;
 mod deploy;
 mod discord;
 mod discord_buttons;
+mod disk_reserve;
 mod explain;
 mod file_tools;
 mod fuzz;

@@ -73,6 +73,8 @@ struct Managed {
     reporting: Option<Reporting>,
     /// It runs in a pseudo-terminal: its output is read as a screen's.
     pty: bool,
+    /// Why the gateway ended it, when it did (the disk's reserve).
+    stopped: OnceLock<String>,
 }
 
 impl Managed {
@@ -106,6 +108,9 @@ impl Managed {
                     code.and_then(|c| super::exit_codes::explain(&self.command, c))
                 {
                     state["exit_meaning"] = json!(meaning);
+                }
+                if let Some(why) = self.stopped.get() {
+                    state["stopped"] = json!(format!("ended by the gateway: {why}"));
                 }
                 state
             }
@@ -243,7 +248,8 @@ impl ProcessManager {
         }
         let dir = resolve(&ctx.workspace, workdir.unwrap_or("."))?;
         approve(command, &dir, ctx).await?;
-        let (mut child, outputs) = self.launcher.spawn(command, (&ctx.workspace, &dir), pty)?;
+        let (mut child, outputs, reserve) =
+            self.launcher.spawn(command, (&ctx.workspace, &dir), pty)?;
         let (exit_tx, exit_rx) = watch::channel(None);
         let id = format!("proc_{}", &crate::store::new_id()[..12]);
         let pid = child.id();
@@ -284,6 +290,7 @@ impl ProcessManager {
             exit: exit_rx,
             reporting,
             pty,
+            stopped: OnceLock::new(),
         });
         let readers: Vec<_> = outputs
             .into_iter()
@@ -292,7 +299,15 @@ impl ProcessManager {
         let ending = managed.clone();
         let stopping = self.stopping.clone();
         tokio::spawn(async move {
-            let status = child.wait().await;
+            let status = tokio::select! {
+                status = child.wait() => status,
+                why = reserve.breached() => {
+                    tracing::warn!(process = %ending.id, reason = %why, "background process ended: the disk's reserve");
+                    let _ = ending.stopped.set(why);
+                    ending.end(true);
+                    child.wait().await
+                }
+            };
             ending.waited.store(true, Ordering::SeqCst);
             unfinished.finished();
             for mut reader in readers {
@@ -309,12 +324,13 @@ impl ProcessManager {
             if let (Some(r), Some(reports)) = (&ending.reporting, &reports)
                 && r.on_exit
             {
-                let how = match code {
+                let how = match (code, ending.stopped.get()) {
                     _ if stopping.load(Ordering::Relaxed) => {
                         "was stopped because the gateway shut down".to_string()
                     }
-                    Some(code) => format!("exited with code {code}"),
-                    None => "was ended by a signal".to_string(),
+                    (_, Some(why)) => format!("was ended by the gateway because {why}"),
+                    (Some(code), None) => format!("exited with code {code}"),
+                    (None, None) => "was ended by a signal".to_string(),
                 };
                 reports
                     .tell(&r.watch, "exit", &exit_report(&ending, &how), true)

@@ -19,7 +19,7 @@ use tokio::process::{Child, Command};
 
 use super::output::HeadTail;
 use crate::config::{TerminalBackend, TerminalConfig};
-use crate::tools::sandbox::{Dirs, Ending, Sandbox, default_path, private_tmp};
+use crate::tools::sandbox::{Dirs, Ending, Reserve, Sandbox, default_path, private_tmp};
 use crate::tools::workspace::resolve;
 use crate::tools::{
     ApprovalVerdict, Tool, ToolContext, ToolError, ToolSpec, Unavailable, arg_opt_str, arg_opt_u64,
@@ -134,14 +134,19 @@ impl Launcher {
     /// With `pty` it runs in a pseudo-terminal (its stdin, stdout and
     /// stderr are the terminal, so it sees a TTY; docker and ssh are asked
     /// for one too): its output is then the terminal's, to be read as
-    /// [`screen_text`](crate::render::terminal::screen_text).
+    /// [`screen_text`](crate::render::terminal::screen_text). Returns the
+    /// child, its output, and the free space it must leave, for the caller
+    /// to end it by once it does not (none off the local backend).
     pub fn spawn(
         &self,
         script: &str,
         (workspace, workdir): (&Path, &Path),
         pty: bool,
-    ) -> Result<(Child, Vec<Output>), ToolError> {
-        let mut cmd = self.command(script, workspace, workdir, pty)?;
+    ) -> Result<(Child, Vec<Output>, Reserve), ToolError> {
+        let (mut cmd, mut reserve) = self.command(script, workspace, workdir, pty)?;
+        reserve.start().map_err(|why| {
+            ToolError::Failed(format!("not started: {why}. Free space on it first."))
+        })?;
         let failed = |e: std::io::Error| ToolError::Failed(format!("cannot start the shell: {e}"));
         if !pty {
             let mut child = cmd.spawn().map_err(failed)?;
@@ -149,7 +154,7 @@ impl Launcher {
                 child.stdout.take().map(|s| Box::new(s) as Output),
                 child.stderr.take().map(|s| Box::new(s) as Output),
             ];
-            return Ok((child, outputs.into_iter().flatten().collect()));
+            return Ok((child, outputs.into_iter().flatten().collect(), reserve));
         }
         let (master, slave) = super::pty::open().map_err(failed)?;
         let end = || slave.try_clone().map(Stdio::from);
@@ -161,21 +166,22 @@ impl Launcher {
         // the terminal: the daemon keeps no copy of their side.
         drop(cmd);
         drop(slave);
-        Ok((child, vec![Box::new(master)]))
+        Ok((child, vec![Box::new(master)], reserve))
     }
 
     /// A command that runs `script` with the backend, starting in `workdir`
-    /// (a path inside `workspace`); `pty`: docker and ssh are asked for a
-    /// terminal.
+    /// (a path inside `workspace`), and the free space it must leave;
+    /// `pty`: docker and ssh are asked for a terminal.
     fn command(
         &self,
         script: &str,
         workspace: &Path,
         workdir: &Path,
         pty: bool,
-    ) -> Result<Command, ToolError> {
+    ) -> Result<(Command, Reserve), ToolError> {
         let rel = workdir.strip_prefix(workspace).unwrap_or(Path::new(""));
         let env = self.child_env(pty);
+        let mut reserve = Reserve::default();
         let mut cmd = match self.config.backend {
             TerminalBackend::Local => {
                 let tmp = private_tmp(workspace).map_err(|e| {
@@ -186,6 +192,7 @@ impl Launcher {
                     tmp: &tmp,
                     workdir,
                 };
+                reserve = self.sandbox.reserve(dirs);
                 Command::from(
                     self.sandbox
                         .command("bash", &["-c", script], dirs, &env)
@@ -251,7 +258,7 @@ impl Launcher {
             .process_group(0)
             // SIGKILL would end a reaper alone.
             .kill_on_drop(!self.reaps());
-        Ok(cmd)
+        Ok((cmd, reserve))
     }
 }
 
@@ -392,9 +399,9 @@ impl Tool for Terminal {
         approve(command, &workdir, ctx).await?;
 
         let started = Instant::now();
-        let (mut child, outputs) = self
-            .launcher
-            .spawn(command, (&ctx.workspace, &workdir), pty)?;
+        let (mut child, outputs, reserve) =
+            self.launcher
+                .spawn(command, (&ctx.workspace, &workdir), pty)?;
         // Its pid is taken before the child is waited for: a reaped child
         // has none, while its group lives on in what it left running.
         let ending = self.launcher.ending(child.id());
@@ -407,9 +414,15 @@ impl Tool for Terminal {
             .map(|s| tokio::spawn(drain(s, capture.clone())))
             .collect();
 
+        let mut stopped = None;
         let status = tokio::select! {
             status = child.wait() => Some(status.map_err(|e| ToolError::Failed(e.to_string()))?),
             _ = tokio::time::sleep(Duration::from_secs(limit)) => None,
+            why = reserve.breached() => {
+                tracing::warn!(session.key = %ctx.session_key, reason = %why, "command ended: the disk's reserve");
+                stopped = Some(why);
+                None
+            }
             _ = ctx.cancel.cancelled() => {
                 ending.force();
                 end_wait(&mut child).await;
@@ -417,8 +430,8 @@ impl Tool for Terminal {
                 return Err(ToolError::Cancelled);
             }
         };
-        let timed_out = status.is_none();
-        if timed_out {
+        let timed_out = status.is_none() && stopped.is_none();
+        if status.is_none() {
             ending.force();
             end_wait(&mut child).await;
         } else {
@@ -455,6 +468,9 @@ impl Tool for Terminal {
         };
         if let Some(meaning) = meaning {
             result["exit_meaning"] = json!(meaning);
+        }
+        if let Some(why) = stopped {
+            result["stopped"] = json!(format!("ended by the gateway: {why}"));
         }
         Ok(result.to_string())
     }

@@ -19,10 +19,12 @@
 //! `off` runs unsandboxed only when the operator says so.
 
 mod bwrap;
+mod disk;
 mod landlock;
 mod reaper;
 mod seccomp;
 
+pub use disk::Reserve;
 pub use reaper::{Ending, Unfinished};
 
 use std::ffi::OsString;
@@ -105,6 +107,8 @@ struct Policy {
     hidden: Vec<PathBuf>,
     network: bool,
     limits: Limits,
+    /// Bytes every filesystem a command writes keeps free.
+    disk_reserve: u64,
 }
 
 /// Resource limits of a sandboxed command, applied before exec.
@@ -240,6 +244,17 @@ impl Sandbox {
             .join(":")
     }
 
+    /// The free space a command confined to `dirs` leaves on what it can
+    /// write: its workspace, its temporary directory, `read_write`.
+    pub fn reserve(&self, dirs: Dirs<'_>) -> Reserve {
+        let paths = [dirs.workspace, dirs.tmp]
+            .into_iter()
+            .map(Path::to_path_buf)
+            .chain(self.policy.read_write.iter().cloned())
+            .collect();
+        Reserve::new(self.policy.disk_reserve, paths)
+    }
+
     /// A command running `program args` confined to `dirs`, with exactly
     /// `env` plus `HOME` (the workspace) and `TMPDIR`.
     pub fn command(
@@ -325,6 +340,7 @@ impl Policy {
                 file_bytes: config.file_size_mb.saturating_mul(1 << 20),
                 open_files: config.open_files,
             },
+            disk_reserve: config.disk_reserve_mb.saturating_mul(1 << 20),
         }
     }
 }

@@ -1,0 +1,166 @@
+//! The free space commands leave (`tools.sandbox.disk_reserve_mb`): a
+//! command that writes past it is ended, the next may remove what it wrote,
+//! none starts below half of it, and a background process is ended the same
+//! way — under Landlock and under bubblewrap. Each test sets the reserve just under what its own temporary
+//! directory's filesystem has free, so the commands write a few hundred
+//! MiB inside that directory and nothing else is touched.
+
+use crate::common;
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use switchboard::config::{Config, Env, SandboxMode};
+use switchboard::tools::ToolRuntime;
+
+use common::call;
+
+const MODES: [SandboxMode; 2] = [SandboxMode::Landlock, SandboxMode::Bwrap];
+
+/// What the script writes, at most: far past the room each test leaves.
+const FILL: &str =
+    "for i in $(seq 1 16); do head -c 128M /dev/zero > fill$i.bin || break; done; echo finished";
+
+/// MiB free to unprivileged writers on the filesystem of `path`.
+fn free_mib(path: &Path) -> u64 {
+    let stat = nix::sys::statvfs::statvfs(path).unwrap();
+    (stat.blocks_available() * stat.fragment_size()) >> 20
+}
+
+/// MiB of files directly in `dir`.
+fn written_mib(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum::<u64>()
+        >> 20
+}
+
+fn runtime(mode: SandboxMode, reserve_mb: u64) -> ToolRuntime {
+    let mut config = Config::default();
+    config.tools.sandbox.mode = mode;
+    config.tools.sandbox.disk_reserve_mb = reserve_mb;
+    ToolRuntime::build(
+        &config,
+        &Env::default(),
+        switchboard::adapters::platforms(&config),
+    )
+    .unwrap()
+}
+
+/// A runtime whose reserve leaves `room` MiB on `dir`'s filesystem.
+fn leaving(mode: SandboxMode, dir: &Path, room: u64) -> ToolRuntime {
+    let free = free_mib(dir);
+    assert!(
+        free > room + 64,
+        "{free} MiB free is too little for the test"
+    );
+    runtime(mode, free - room)
+}
+
+#[tokio::test]
+async fn a_command_filling_the_disk_is_ended_at_the_reserve() {
+    for mode in MODES {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = common::tools::ctx(dir.path());
+        let rt = leaving(mode, dir.path(), 256);
+        let out = call(
+            &rt,
+            "terminal",
+            json!({"command": FILL, "timeout": 120}),
+            &ctx,
+        )
+        .await;
+        let stopped = out["stopped"].as_str().unwrap_or_default();
+        assert!(
+            stopped.contains("tools.sandbox.disk_reserve_mb"),
+            "{mode:?}: {out}"
+        );
+        assert_eq!(out["timed_out"], false, "{mode:?}: {out}");
+        assert!(
+            !out["output"].as_str().unwrap().contains("finished"),
+            "{mode:?}: {out}"
+        );
+        // Ended within a few polls of the reserve, far short of 2 GiB
+        // (other tests writing beside it may leave it less room).
+        let written = written_mib(&ctx.workspace);
+        assert!(written < 1024, "{mode:?}: {written} MiB written");
+        // Below the reserve now, a command may still remove what it wrote.
+        let out = call(
+            &rt,
+            "terminal",
+            json!({"command": "rm fill*.bin && echo removed"}),
+            &ctx,
+        )
+        .await;
+        assert_eq!(out["output"], "removed\n", "{mode:?}: {out}");
+        assert_eq!(written_mib(&ctx.workspace), 0, "{mode:?}");
+    }
+}
+
+#[tokio::test]
+async fn no_command_starts_below_half_the_reserve() {
+    for mode in MODES {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = common::tools::ctx(dir.path());
+        // Less than half the reserve free.
+        let rt = runtime(mode, 2 * free_mib(dir.path()) + 1024);
+        let ran = ctx.workspace.join("ran");
+        let command = format!("touch {}", ran.display());
+        let out = call(&rt, "terminal", json!({ "command": command }), &ctx).await;
+        let text = out["error"].as_str().unwrap_or_default();
+        assert!(
+            text.contains("not started") && text.contains("disk_reserve_mb"),
+            "{mode:?}: {out}"
+        );
+        let out = call(
+            &rt,
+            "process",
+            json!({"action": "start", "command": command}),
+            &ctx,
+        )
+        .await;
+        let text = out["error"].as_str().unwrap_or_default();
+        assert!(text.contains("not started"), "{mode:?}: {out}");
+        assert!(!ran.exists(), "{mode:?}: a command ran");
+        // A reserve of 0 is none.
+        let rt = runtime(mode, 0);
+        let out = call(&rt, "terminal", json!({ "command": command }), &ctx).await;
+        assert_eq!(out["exit_code"], 0, "{mode:?}: {out}");
+    }
+}
+
+#[tokio::test]
+async fn a_background_process_filling_the_disk_is_ended_at_the_reserve() {
+    for mode in MODES {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = common::tools::ctx(dir.path());
+        let rt = leaving(mode, dir.path(), 256);
+        let started = call(
+            &rt,
+            "process",
+            json!({"action": "start", "command": format!("{FILL}; sleep 600")}),
+            &ctx,
+        )
+        .await;
+        let id = started["process_id"].as_str().unwrap().to_string();
+        let done: Value = call(
+            &rt,
+            "process",
+            json!({"action": "wait", "process_id": id, "timeout": 60}),
+            &ctx,
+        )
+        .await;
+        assert_eq!(done["running"], false, "{mode:?}: {done}");
+        assert!(
+            done["stopped"]
+                .as_str()
+                .is_some_and(|s| s.contains("disk_reserve_mb")),
+            "{mode:?}: {done}"
+        );
+        let written = written_mib(&ctx.workspace);
+        assert!(written < 1024, "{mode:?}: {written} MiB written");
+    }
+}
