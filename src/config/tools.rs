@@ -130,6 +130,8 @@ pub struct SandboxConfig {
     /// command does not start below it and is ended when it falls below
     /// it. `0` turns the reserve off.
     pub disk_reserve_mb: u64,
+    /// Inodes (files, directories, links) kept free the same way.
+    pub disk_reserve_inodes: u64,
 }
 
 impl Default for SandboxConfig {
@@ -157,6 +159,7 @@ impl Default for SandboxConfig {
             file_size_mb: 1024,
             open_files: 1024,
             disk_reserve_mb: 1024,
+            disk_reserve_inodes: 65_536,
         }
     }
 }

@@ -38,10 +38,20 @@ fn written_mib(dir: &Path) -> u64 {
         >> 20
 }
 
+/// Inodes free to unprivileged writers on the filesystem of `path`.
+fn free_inodes(path: &Path) -> u64 {
+    nix::sys::statvfs::statvfs(path).unwrap().files_available()
+}
+
 fn runtime(mode: SandboxMode, reserve_mb: u64) -> ToolRuntime {
+    runtime_keeping(mode, reserve_mb, 0)
+}
+
+fn runtime_keeping(mode: SandboxMode, reserve_mb: u64, reserve_inodes: u64) -> ToolRuntime {
     let mut config = Config::default();
     config.tools.sandbox.mode = mode;
     config.tools.sandbox.disk_reserve_mb = reserve_mb;
+    config.tools.sandbox.disk_reserve_inodes = reserve_inodes;
     ToolRuntime::build(
         &config,
         &Env::default(),
@@ -162,5 +172,59 @@ async fn a_background_process_filling_the_disk_is_ended_at_the_reserve() {
         );
         let written = written_mib(&ctx.workspace);
         assert!(written < 1024, "{mode:?}: {written} MiB written");
+    }
+}
+
+/// What the script creates, at most: empty files, far past the room the
+/// test leaves.
+const MANY: &str = "for i in $(seq 1 30000); do : > empty$i; done; echo finished";
+
+#[tokio::test]
+async fn a_command_making_files_without_end_is_ended_at_the_inode_reserve() {
+    for mode in MODES {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = common::tools::ctx(dir.path());
+        let free = free_inodes(dir.path());
+        assert!(
+            free > 100_000,
+            "{free} free inodes are too few for the test"
+        );
+        let rt = runtime_keeping(mode, 0, free - 3000);
+        let out = call(
+            &rt,
+            "terminal",
+            json!({"command": MANY, "timeout": 120}),
+            &ctx,
+        )
+        .await;
+        assert!(
+            out["stopped"]
+                .as_str()
+                .is_some_and(|s| s.contains("tools.sandbox.disk_reserve_inodes")),
+            "{mode:?}: {out}"
+        );
+        assert!(
+            !out["output"].as_str().unwrap().contains("finished"),
+            "{mode:?}: {out}"
+        );
+        let made = std::fs::read_dir(&ctx.workspace).unwrap().count();
+        assert!(made < 30_000, "{mode:?}: {made} files made");
+    }
+}
+
+#[tokio::test]
+async fn fallocate_takes_no_space_unwritten_and_posix_fallocate_still_works() {
+    // `fallocate` would take gigabytes between two looks at the reserve.
+    let script = "fallocate -l 8M taken.bin; echo fallocate=$?; \
+         python3 -c \"import os; fd = os.open('written.bin', os.O_CREAT | os.O_WRONLY); \
+         os.posix_fallocate(fd, 0, 1 << 20); print('size', os.fstat(fd).st_size)\"";
+    for mode in MODES {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = common::tools::ctx(dir.path());
+        let rt = runtime(mode, 1024);
+        let out = call(&rt, "terminal", json!({ "command": script }), &ctx).await;
+        let output = out["output"].as_str().unwrap_or_default();
+        assert!(output.contains("fallocate=1"), "{mode:?}: {out}");
+        assert!(output.contains("size 1048576"), "{mode:?}: {out}");
     }
 }

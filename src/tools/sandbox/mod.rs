@@ -107,8 +107,8 @@ struct Policy {
     hidden: Vec<PathBuf>,
     network: bool,
     limits: Limits,
-    /// Bytes every filesystem a command writes keeps free.
-    disk_reserve: u64,
+    /// What every filesystem a command writes keeps free.
+    disk_reserve: disk::Free,
 }
 
 /// Resource limits of a sandboxed command, applied before exec.
@@ -340,7 +340,10 @@ impl Policy {
                 file_bytes: config.file_size_mb.saturating_mul(1 << 20),
                 open_files: config.open_files,
             },
-            disk_reserve: config.disk_reserve_mb.saturating_mul(1 << 20),
+            disk_reserve: disk::Free {
+                bytes: config.disk_reserve_mb.saturating_mul(1 << 20),
+                inodes: config.disk_reserve_inodes,
+            },
         }
     }
 }

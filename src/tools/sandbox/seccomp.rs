@@ -18,6 +18,10 @@
 //!   and its reapers included, is refused (a thread named by its id too).
 //! - File leases (`fcntl(F_SETLEASE)`): a command's lease on a file it can
 //!   read and owns makes every other opener, the daemon included, wait.
+//! - `fallocate`, which takes disk space without writing it, faster than
+//!   the disk's reserve is looked at ([`super::disk`]): it answers
+//!   `EOPNOTSUPP`, as on a filesystem without it, and the C library's
+//!   `posix_fallocate` writes the space instead.
 //! - Under Landlock, System V IPC and `mq_unlink`: they are not paths, so
 //!   Landlock does not govern them, and the command shares the host's IPC
 //!   namespace, whose objects of its user it could read, remove, or leave
@@ -142,6 +146,7 @@ enum To {
     Eperm,
     Eacces,
     Enosys,
+    Eopnotsupp,
 }
 
 const LD: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
@@ -181,6 +186,7 @@ pub(super) fn program(no_namespaces: bool) -> Vec<libc::sock_filter> {
         (LD, arg(2) + 4, To::Next, To::Next),
         (JEQ, 0, To::Allow, To::Eperm),
     ]);
+    ops.push((JEQ, libc::SYS_fallocate as u32, To::Eopnotsupp, To::Next));
     ops.push((JEQ, libc::SYS_fcntl as u32, To::Next, To::Ahead(2)));
     ops.push((LD, arg(1), To::Next, To::Next));
     ops.push((JEQ, libc::F_SETLEASE as u32, To::Eperm, To::Allow));
@@ -220,7 +226,7 @@ pub(super) fn program(no_namespaces: bool) -> Vec<libc::sock_filter> {
         ops.push((JSET, bits, To::Eperm, To::Allow));
     }
     let allow = ops.len();
-    let (eperm, eacces, enosys) = (allow + 1, allow + 2, allow + 3);
+    let (eperm, eacces, enosys, eopnotsupp) = (allow + 1, allow + 2, allow + 3, allow + 4);
     let mut program: Vec<libc::sock_filter> = ops
         .iter()
         .enumerate()
@@ -233,6 +239,7 @@ pub(super) fn program(no_namespaces: bool) -> Vec<libc::sock_filter> {
                     To::Eperm => eperm,
                     To::Eacces => eacces,
                     To::Enosys => enosys,
+                    To::Eopnotsupp => eopnotsupp,
                 };
                 u8::try_from(target - i - 1).expect("the program is short")
             };
@@ -249,6 +256,7 @@ pub(super) fn program(no_namespaces: bool) -> Vec<libc::sock_filter> {
         libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
         libc::SECCOMP_RET_ERRNO | libc::EACCES as u32,
         libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
+        libc::SECCOMP_RET_ERRNO | libc::EOPNOTSUPP as u32,
     ] {
         program.push(libc::sock_filter {
             code: RET,
