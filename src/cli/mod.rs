@@ -320,6 +320,9 @@ pub fn check_report(config: &Config, source: &ConfigSource, env: &Env) -> String
                         "  warning: terminal and process commands run unsandboxed with the daemon's rights ([tools.sandbox] mode = \"off\"); see docs/security.md"
                     );
                 }
+                if let Some(why) = config.storage_open_to_commands() {
+                    let _ = writeln!(out, "  warning: {why}");
+                }
             }
             let open = [
                 ("telegram", config.telegram.enabled && config.telegram.open),

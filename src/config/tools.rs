@@ -277,3 +277,77 @@ pub struct SendMessageConfig {
     /// Named targets, e.g. `ops = { platform = "slack", chat = "C0123" }`.
     pub targets: BTreeMap<String, super::ChatTarget>,
 }
+
+impl super::Config {
+    /// Why commands could reach the gateway's own database, when they
+    /// could: storage on PostgreSQL over TCP on loopback, with no password
+    /// in its URL (the server lets local connections in without one, so it
+    /// would let a command in as the same role), and commands of the local,
+    /// sandboxed backend allowed the network. A command could then change
+    /// any state of the gateway, approvals included.
+    pub fn storage_open_to_commands(&self) -> Option<String> {
+        let url = url::Url::parse(&self.storage.url).ok()?;
+        // `postgres:` is not a scheme the URL standard knows: its host
+        // stays text, an address in it unparsed.
+        let local = match url.host()? {
+            url::Host::Domain(name) => {
+                name == "localhost"
+                    || name
+                        .trim_start_matches('[')
+                        .trim_end_matches(']')
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback())
+            }
+            url::Host::Ipv4(ip) => ip.is_loopback(),
+            url::Host::Ipv6(ip) => ip.is_loopback(),
+        };
+        let open = matches!(url.scheme(), "postgres" | "postgresql")
+            && local
+            && url.password().is_none()
+            && self.tools.terminal.backend == TerminalBackend::Local
+            && self.tools.sandbox.mode != SandboxMode::Off
+            && self.tools.sandbox.network;
+        open.then(|| {
+            format!(
+                "storage is PostgreSQL on {} with no password in its URL, and commands may use the network ([tools.sandbox] network = true): a command can connect to it as the gateway does and change its state, approvals included; make the server ask for a password on local TCP connections (pg_hba.conf) or set network = false",
+                url.host_str().unwrap_or_default()
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Config;
+    use super::*;
+
+    fn on(url: &str, edit: impl FnOnce(&mut Config)) -> Option<String> {
+        let mut config = Config::default();
+        config.storage.url = url.into();
+        edit(&mut config);
+        config.storage_open_to_commands()
+    }
+
+    #[test]
+    fn a_passwordless_loopback_postgres_is_open_to_commands_with_the_network() {
+        for url in [
+            "postgres://postgres@127.0.0.1:5432/test",
+            "postgresql://gw@localhost/gw",
+            "postgres://gw@[::1]/gw",
+        ] {
+            let why = on(url, |_| {}).unwrap_or_default();
+            assert!(why.contains("network = false"), "{url}: {why}");
+        }
+    }
+
+    #[test]
+    fn a_password_another_host_sqlite_or_no_network_close_it() {
+        assert_eq!(on("postgres://gw:secret@127.0.0.1/gw", |_| {}), None);
+        assert_eq!(on("postgres://gw@db.internal/gw", |_| {}), None);
+        assert_eq!(on("sqlite://data/switchboard.db", |_| {}), None);
+        let cut = |c: &mut Config| c.tools.sandbox.network = false;
+        assert_eq!(on("postgres://gw@127.0.0.1/gw", cut), None);
+        let remote = |c: &mut Config| c.tools.terminal.backend = TerminalBackend::Docker;
+        assert_eq!(on("postgres://gw@127.0.0.1/gw", remote), None);
+    }
+}

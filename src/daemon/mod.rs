@@ -435,6 +435,9 @@ impl Parts {
         } else {
             tracing::info!(sandbox = sandbox.mechanism(), "{}", sandbox.describe());
         }
+        if let Some(why) = config.storage_open_to_commands() {
+            tracing::warn!("{why}");
+        }
         for server in &config.mcp.servers {
             runtime.tracker.spawn(mcp::supervise(
                 server.clone(),
