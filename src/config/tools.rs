@@ -158,7 +158,7 @@ impl Default for SandboxConfig {
             processes: 1024,
             file_size_mb: 1024,
             open_files: 1024,
-            disk_reserve_mb: 1024,
+            disk_reserve_mb: 512,
             disk_reserve_inodes: 65_536,
         }
     }
