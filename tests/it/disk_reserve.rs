@@ -212,12 +212,20 @@ async fn a_command_making_files_without_end_is_ended_at_the_inode_reserve() {
     }
 }
 
+/// `FS_IOC_RESVSP64` of 64 MiB (a `struct space_resv`): what `fallocate`
+/// does, by `ioctl`.
+const RESVSP: &str = "python3 -c \"import fcntl, os, struct; fd = os.open('reserved.bin', os.O_CREAT | os.O_WRONLY); \
+     fcntl.ioctl(fd, 0x4030582a, struct.pack('hhxxxxqqiI4i', 0, 0, 0, 64 << 20, 0, 0, 0, 0, 0, 0))\"; \
+     echo resvsp=$?";
+
 #[tokio::test]
 async fn fallocate_takes_no_space_unwritten_and_posix_fallocate_still_works() {
     // `fallocate` would take gigabytes between two looks at the reserve.
-    let script = "fallocate -l 8M taken.bin; echo fallocate=$?; \
+    let script = format!(
+        "fallocate -l 8M taken.bin; echo fallocate=$?; {RESVSP}; \
          python3 -c \"import os; fd = os.open('written.bin', os.O_CREAT | os.O_WRONLY); \
-         os.posix_fallocate(fd, 0, 1 << 20); print('size', os.fstat(fd).st_size)\"";
+         os.posix_fallocate(fd, 0, 1 << 20); print('size', os.fstat(fd).st_size)\""
+    );
     for mode in MODES {
         let dir = tempfile::tempdir().unwrap();
         let ctx = common::tools::ctx(dir.path());
@@ -225,6 +233,16 @@ async fn fallocate_takes_no_space_unwritten_and_posix_fallocate_still_works() {
         let out = call(&rt, "terminal", json!({ "command": script }), &ctx).await;
         let output = out["output"].as_str().unwrap_or_default();
         assert!(output.contains("fallocate=1"), "{mode:?}: {out}");
+        assert!(
+            output.contains("Errno 95") && output.contains("resvsp=1"),
+            "{mode:?}: {out}"
+        );
+        let reserved = std::fs::metadata(ctx.workspace.join("reserved.bin")).unwrap();
+        assert_eq!(
+            std::os::unix::fs::MetadataExt::blocks(&reserved),
+            0,
+            "{mode:?}"
+        );
         assert!(output.contains("size 1048576"), "{mode:?}: {out}");
     }
 }

@@ -18,10 +18,11 @@
 //!   and its reapers included, is refused (a thread named by its id too).
 //! - File leases (`fcntl(F_SETLEASE)`): a command's lease on a file it can
 //!   read and owns makes every other opener, the daemon included, wait.
-//! - `fallocate`, which takes disk space without writing it, faster than
-//!   the disk's reserve is looked at ([`super::disk`]): it answers
-//!   `EOPNOTSUPP`, as on a filesystem without it, and the C library's
-//!   `posix_fallocate` writes the space instead.
+//! - `fallocate` and the `ioctl`s that do the same (`FS_IOC_RESVSP` and
+//!   kin), which take disk space without writing it, faster than the disk's
+//!   reserve is looked at ([`super::disk`]): they answer `EOPNOTSUPP`, as on
+//!   a filesystem without them, and the C library's `posix_fallocate`
+//!   writes the space instead.
 //! - Under Landlock, System V IPC and `mq_unlink`: they are not paths, so
 //!   Landlock does not govern them, and the command shares the host's IPC
 //!   namespace, whose objects of its user it could read, remove, or leave
@@ -118,6 +119,20 @@ fn own_only() -> Vec<(i64, Vec<(u32, u32)>)> {
     ]
 }
 
+/// `ioctl` requests that take or give back disk space without writing, as
+/// `fallocate` does (and without the file size limit): `FS_IOC_RESVSP`,
+/// `FS_IOC_RESVSP64`, `FS_IOC_UNRESVSP`, `FS_IOC_UNRESVSP64`,
+/// `FS_IOC_ZERO_RANGE` (`_IOW('X', n, struct space_resv)`).
+fn space_ioctls() -> [u32; 5] {
+    [
+        0x4030_5828,
+        0x4030_582a,
+        0x4030_5829,
+        0x4030_582b,
+        0x4030_5839,
+    ]
+}
+
 /// System V IPC and message queues' unlinking, refused under Landlock.
 fn host_ipc() -> Vec<i64> {
     vec![
@@ -187,6 +202,19 @@ pub(super) fn program(no_namespaces: bool) -> Vec<libc::sock_filter> {
         (JEQ, 0, To::Allow, To::Eperm),
     ]);
     ops.push((JEQ, libc::SYS_fallocate as u32, To::Eopnotsupp, To::Next));
+    // The kernel reads `ioctl`'s request as 32 bits: the low half is it.
+    let reserving = space_ioctls();
+    let skip = u8::try_from(reserving.len() + 1).expect("a few requests");
+    ops.push((JEQ, libc::SYS_ioctl as u32, To::Next, To::Ahead(skip)));
+    ops.push((LD, arg(1), To::Next, To::Next));
+    for (i, request) in reserving.into_iter().enumerate() {
+        let other = if i + 1 == reserving.len() {
+            To::Allow
+        } else {
+            To::Next
+        };
+        ops.push((JEQ, request, To::Eopnotsupp, other));
+    }
     ops.push((JEQ, libc::SYS_fcntl as u32, To::Next, To::Ahead(2)));
     ops.push((LD, arg(1), To::Next, To::Next));
     ops.push((JEQ, libc::F_SETLEASE as u32, To::Eperm, To::Allow));
