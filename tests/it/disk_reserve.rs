@@ -1,9 +1,10 @@
 //! The free space commands leave (`tools.sandbox.disk_reserve_mb`): a
 //! command that writes past it is ended, the next may remove what it wrote,
-//! none starts below half of it, and a background process is ended the same
-//! way — under Landlock and under bubblewrap. Each test sets the reserve just under what its own temporary
-//! directory's filesystem has free, so the commands write a few hundred
-//! MiB inside that directory and nothing else is touched.
+//! below half of it a command may only remove, and a background process is
+//! ended the same way — under Landlock and under bubblewrap. Each test sets
+//! the reserve just under what its own temporary directory's filesystem has
+//! free, so the commands write a few hundred MiB inside that directory and
+//! nothing else is touched.
 
 use crate::common;
 
@@ -110,35 +111,61 @@ async fn a_command_filling_the_disk_is_ended_at_the_reserve() {
     }
 }
 
+/// Appends to a file, then removes it.
+const APPEND_THEN_REMOVE: &str =
+    "head -c 1000 /dev/zero >> kept.bin; echo append=$?; rm kept.bin && echo removed";
+
 #[tokio::test]
-async fn no_command_starts_below_half_the_reserve() {
+async fn below_half_the_reserve_a_command_may_only_remove() {
     for mode in MODES {
         let dir = tempfile::tempdir().unwrap();
         let ctx = common::tools::ctx(dir.path());
+        std::fs::write(ctx.workspace.join("kept.bin"), [0u8; 4096]).unwrap();
         // Less than half the reserve free.
         let rt = runtime(mode, 2 * free_mib(dir.path()) + 1024);
-        let ran = ctx.workspace.join("ran");
-        let command = format!("touch {}", ran.display());
-        let out = call(&rt, "terminal", json!({ "command": command }), &ctx).await;
-        let text = out["error"].as_str().unwrap_or_default();
-        assert!(
-            text.contains("not started") && text.contains("disk_reserve_mb"),
-            "{mode:?}: {out}"
-        );
         let out = call(
             &rt,
-            "process",
-            json!({"action": "start", "command": command}),
+            "terminal",
+            json!({ "command": APPEND_THEN_REMOVE }),
             &ctx,
         )
         .await;
-        let text = out["error"].as_str().unwrap_or_default();
-        assert!(text.contains("not started"), "{mode:?}: {out}");
-        assert!(!ran.exists(), "{mode:?}: a command ran");
+        let said = out["disk"].as_str().unwrap_or_default();
+        assert!(
+            said.contains("could remove files but not write them")
+                && said.contains("disk_reserve_mb"),
+            "{mode:?}: {out}"
+        );
+        let output = out["output"].as_str().unwrap_or_default();
+        assert!(
+            output.contains("removed") && !output.contains("append=0"),
+            "{mode:?}: {out}"
+        );
+        assert!(!ctx.workspace.join("kept.bin").exists(), "{mode:?}");
+        let out = call(
+            &rt,
+            "process",
+            json!({"action": "start", "command": "true"}),
+            &ctx,
+        )
+        .await;
+        assert!(
+            out["disk"]
+                .as_str()
+                .is_some_and(|s| s.contains("could remove files")),
+            "{mode:?}: {out}"
+        );
         // A reserve of 0 is none.
         let rt = runtime(mode, 0);
-        let out = call(&rt, "terminal", json!({ "command": command }), &ctx).await;
+        let out = call(
+            &rt,
+            "terminal",
+            json!({ "command": "echo x > new.txt" }),
+            &ctx,
+        )
+        .await;
         assert_eq!(out["exit_code"], 0, "{mode:?}: {out}");
+        assert_eq!(out.get("disk"), None, "{mode:?}: {out}");
     }
 }
 

@@ -75,6 +75,8 @@ struct Managed {
     pty: bool,
     /// Why the gateway ended it, when it did (the disk's reserve).
     stopped: OnceLock<String>,
+    /// Why it may only remove files, when the disk was nearly full.
+    disk: Option<String>,
 }
 
 impl Managed {
@@ -124,6 +126,9 @@ impl Managed {
             "pid": self.pid,
             "started_at": self.started_at,
         });
+        if let Some(why) = &self.disk {
+            v["disk"] = json!(why);
+        }
         if let (Some(obj), Value::Object(state)) = (v.as_object_mut(), self.state()) {
             obj.extend(state);
         }
@@ -291,6 +296,7 @@ impl ProcessManager {
             reporting,
             pty,
             stopped: OnceLock::new(),
+            disk: reserve.removing_only().map(str::to_string),
         });
         let readers: Vec<_> = outputs
             .into_iter()

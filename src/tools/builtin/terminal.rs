@@ -136,17 +136,15 @@ impl Launcher {
     /// for one too): its output is then the terminal's, to be read as
     /// [`screen_text`](crate::render::terminal::screen_text). Returns the
     /// child, its output, and the free space it must leave, for the caller
-    /// to end it by once it does not (none off the local backend).
+    /// to end it by once it does not (none off the local backend; on a
+    /// nearly full disk the command may only remove files).
     pub fn spawn(
         &self,
         script: &str,
         (workspace, workdir): (&Path, &Path),
         pty: bool,
     ) -> Result<(Child, Vec<Output>, Reserve), ToolError> {
-        let (mut cmd, mut reserve) = self.command(script, workspace, workdir, pty)?;
-        reserve.start().map_err(|why| {
-            ToolError::Failed(format!("not started: {why}. Free space on it first."))
-        })?;
+        let (mut cmd, reserve) = self.command(script, workspace, workdir, pty)?;
         let failed = |e: std::io::Error| ToolError::Failed(format!("cannot start the shell: {e}"));
         if !pty {
             let mut child = cmd.spawn().map_err(failed)?;
@@ -193,9 +191,11 @@ impl Launcher {
                     workdir,
                 };
                 reserve = self.sandbox.reserve(dirs);
+                reserve.start();
+                let may_write = reserve.removing_only().is_none();
                 Command::from(
                     self.sandbox
-                        .command("bash", &["-c", script], dirs, &env)
+                        .command("bash", &["-c", script], dirs, &env, may_write)
                         .map_err(|e| ToolError::Failed(e.to_string()))?,
                 )
             }
@@ -471,6 +471,9 @@ impl Tool for Terminal {
         }
         if let Some(why) = stopped {
             result["stopped"] = json!(format!("ended by the gateway: {why}"));
+        }
+        if let Some(why) = reserve.removing_only() {
+            result["disk"] = json!(why);
         }
         Ok(result.to_string())
     }

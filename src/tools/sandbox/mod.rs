@@ -256,13 +256,16 @@ impl Sandbox {
     }
 
     /// A command running `program args` confined to `dirs`, with exactly
-    /// `env` plus `HOME` (the workspace) and `TMPDIR`.
+    /// `env` plus `HOME` (the workspace) and `TMPDIR`; unless `may_write`,
+    /// with a file size limit of zero (it may remove files, not write
+    /// them: the disk is nearly full).
     pub fn command(
         &self,
         program: &str,
         args: &[&str],
         dirs: Dirs<'_>,
         env: &[(String, String)],
+        may_write: bool,
     ) -> Result<Command, SandboxError> {
         let policy = &self.policy;
         let (mut cmd, rulesets, tmp) = match &self.choice {
@@ -289,7 +292,11 @@ impl Sandbox {
             .env("HOME", dirs.workspace)
             .env("TMPDIR", tmp);
         if !self.is_off() {
-            confine(&mut cmd, policy.limits, rulesets);
+            let mut limits = policy.limits;
+            if !may_write {
+                limits.file_bytes = 0;
+            }
+            confine(&mut cmd, limits, rulesets);
         }
         Ok(cmd)
     }
@@ -421,7 +428,7 @@ fn probe(choice: Choice, policy: &Arc<Policy>) -> Choice {
             workdir: &workspace,
         };
         let output = sandbox
-            .command("true", &[], dirs, &[("PATH".into(), default_path())])
+            .command("true", &[], dirs, &[("PATH".into(), default_path())], true)
             .map_err(|e| e.to_string())?
             .stdin(Stdio::null())
             .stdout(Stdio::null())
