@@ -273,3 +273,35 @@ async fn fallocate_takes_no_space_unwritten_and_posix_fallocate_still_works() {
         assert!(output.contains("size 1048576"), "{mode:?}: {out}");
     }
 }
+
+/// Writes a file in each place named, saying which it could.
+const TOUCH_EACH: &str = "for p in / /dev /dev/shm \"$HIDDEN\" \"$TMPDIR\" .; do touch \"$p/made\" 2>/dev/null && echo \"wrote $p\"; done; true";
+
+#[tokio::test]
+async fn under_bubblewrap_no_file_system_in_memory_is_writable() {
+    // A command filling them would fill the host's memory; the disk's
+    // reserve does not look at them.
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = common::tools::ctx(dir.path());
+    let shown = dir.path().join("shown");
+    let hidden = shown.join("hidden");
+    std::fs::create_dir_all(&hidden).unwrap();
+    let mut config = Config::default();
+    config.tools.sandbox.mode = SandboxMode::Bwrap;
+    config.tools.sandbox.read_only = vec![shown.clone()];
+    config.tools.sandbox.hidden = vec![hidden.clone()];
+    let rt = ToolRuntime::build(
+        &config,
+        &Env::default(),
+        switchboard::adapters::platforms(&config),
+    )
+    .unwrap();
+    let command = format!("HIDDEN={}; {TOUCH_EACH}", hidden.display());
+    let out = call(&rt, "terminal", json!({ "command": command }), &ctx).await;
+    let wrote: Vec<&str> = out["output"]
+        .as_str()
+        .expect(&out.to_string())
+        .lines()
+        .collect();
+    assert_eq!(wrote, ["wrote /tmp", "wrote ."], "{out}");
+}

@@ -2,9 +2,10 @@
 //! too unless `network = true`), the system mounted read-only with hidden
 //! paths covered, a fresh `/proc` of the command's own pid namespace, a
 //! minimal `/dev`, the session's workspace read-write at its own path and
-//! its private temporary directory as `/tmp`.
+//! its private temporary directory as `/tmp`; nothing else writable (the
+//! file systems in memory it makes are remounted read-only).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::{Dirs, Policy};
@@ -39,6 +40,10 @@ pub(super) fn command(
             Err(_) => {}
         }
     }
+    // The file systems in memory bubblewrap makes: read-only once every
+    // mount point on them is made, or a command could fill the host's
+    // memory through them (the root's and `/dev`'s are as large as it).
+    let mut memory = vec![Path::new("/"), Path::new("/dev")];
     for hidden in &policy.hidden {
         let under_a_root = policy
             .read_roots
@@ -50,6 +55,7 @@ pub(super) fn command(
         }
         if hidden.is_dir() {
             cmd.arg("--tmpfs").arg(hidden);
+            memory.push(hidden.as_path());
         } else if hidden.exists() {
             cmd.arg("--ro-bind").arg("/dev/null").arg(hidden);
         }
@@ -62,6 +68,16 @@ pub(super) fn command(
     for dir in &policy.read_write {
         if dir.exists() {
             cmd.arg("--bind").arg(dir).arg(dir);
+        }
+    }
+    // (One under a later mount is out of reach, and gone from the tree.)
+    let later = [Path::new("/tmp"), dirs.workspace]
+        .into_iter()
+        .chain(policy.read_write.iter().map(PathBuf::as_path));
+    let shadowed: Vec<&Path> = later.collect();
+    for dir in memory {
+        if dir == Path::new("/") || !shadowed.iter().any(|above| dir.starts_with(above)) {
+            cmd.arg("--remount-ro").arg(dir);
         }
     }
     cmd.arg("--chdir")

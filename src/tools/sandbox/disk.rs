@@ -7,7 +7,7 @@
 //! local backend is ended once a filesystem it can write falls below it.
 //! One started below it (to remove what an ended one wrote, say) may take
 //! [`SLACK`] more. Below half of it a command may only remove: it runs with
-//! a file size limit of zero and is ended by any space it takes.
+//! a file size limit of zero.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -77,7 +77,7 @@ impl Reserve {
 
     /// Takes the free space as the command is made, each filesystem's
     /// floor the reserve or, below it, [`SLACK`] under what is free now;
-    /// below half of it, what is free now, and the command may only remove
+    /// below half of it the command may only remove
     /// ([`removing_only`](Self::removing_only)).
     pub fn start(&mut self) {
         let keep = self.keep;
@@ -97,20 +97,20 @@ impl Reserve {
             } else {
                 None
             };
-            *floor = match short {
-                Some(short) => {
-                    self.removing_only.get_or_insert_with(|| {
-                        format!(
-                            "the disk holding {} has {short}: this command could remove files but not write them",
-                            path.display()
-                        )
-                    });
-                    free
-                }
-                None => Free {
-                    bytes: keep.bytes.min(free.bytes.saturating_sub(SLACK.bytes)),
-                    inodes: keep.inodes.min(free.inodes.saturating_sub(SLACK.inodes)),
-                },
+            if let Some(short) = short {
+                self.removing_only.get_or_insert_with(|| {
+                    format!(
+                        "the disk holding {} has {short}: this command could remove files but not write them",
+                        path.display()
+                    )
+                });
+            }
+            // Below the reserve, others write meanwhile (the gateway's
+            // storage too), and a command without a file size can still
+            // make files and directories.
+            *floor = Free {
+                bytes: keep.bytes.min(free.bytes.saturating_sub(SLACK.bytes)),
+                inodes: keep.inodes.min(free.inodes.saturating_sub(SLACK.inodes)),
             };
         }
     }
