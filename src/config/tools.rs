@@ -127,8 +127,8 @@ pub struct SandboxConfig {
     pub open_files: u64,
     /// Free space, in MiB, that commands must leave on every filesystem
     /// they can write (the workspace's is often the database's too): a
-    /// command does not start below it and is ended when it falls below
-    /// it. `0` turns the reserve off.
+    /// command is ended when it falls below it, and one started below half
+    /// of it may only remove files. `0` turns the reserve off.
     pub disk_reserve_mb: u64,
     /// Inodes (files, directories, links) kept free the same way.
     pub disk_reserve_inodes: u64,
@@ -159,7 +159,7 @@ impl Default for SandboxConfig {
             file_size_mb: 1024,
             open_files: 1024,
             disk_reserve_mb: 512,
-            disk_reserve_inodes: 65_536,
+            disk_reserve_inodes: 8192,
         }
     }
 }
@@ -287,33 +287,46 @@ impl super::Config {
     /// any state of the gateway, approvals included.
     pub fn storage_open_to_commands(&self) -> Option<String> {
         let url = url::Url::parse(&self.storage.url).ok()?;
-        // `postgres:` is not a scheme the URL standard knows: its host
-        // stays text, an address in it unparsed.
-        let local = match url.host()? {
-            url::Host::Domain(name) => {
-                name == "localhost"
-                    || name
-                        .trim_start_matches('[')
-                        .trim_end_matches(']')
-                        .parse::<std::net::IpAddr>()
-                        .is_ok_and(|ip| ip.is_loopback())
+        // The host, or the hosts of its `host` and `hostaddr` parameters
+        // (a path there is a UNIX socket's directory, which commands
+        // cannot connect to).
+        let mut hosts: Vec<String> = url.host_str().map(str::to_string).into_iter().collect();
+        for (key, value) in url.query_pairs() {
+            if key == "host" || key == "hostaddr" {
+                hosts.extend(value.split(',').map(str::to_string));
             }
-            url::Host::Ipv4(ip) => ip.is_loopback(),
-            url::Host::Ipv6(ip) => ip.is_loopback(),
-        };
+        }
+        let local = hosts.iter().find(|host| loopback(host))?;
+        let password = url.password().is_some() || url.query_pairs().any(|(k, _)| k == "password");
         let open = matches!(url.scheme(), "postgres" | "postgresql")
-            && local
-            && url.password().is_none()
+            && !password
             && self.tools.terminal.backend == TerminalBackend::Local
             && self.tools.sandbox.mode != SandboxMode::Off
             && self.tools.sandbox.network;
         open.then(|| {
             format!(
                 "storage is PostgreSQL on {} with no password in its URL, and commands may use the network ([tools.sandbox] network = true): a command can connect to it as the gateway does and change its state, approvals included; make the server ask for a password on local TCP connections (pg_hba.conf) or set network = false",
-                url.host_str().unwrap_or_default()
+                local
             )
         })
     }
+}
+
+/// Whether `host` (a name or an address, as a PostgreSQL URL writes it)
+/// is this machine's loopback.
+fn loopback(host: &str) -> bool {
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .trim_end_matches('.')
+        .to_ascii_lowercase();
+    host == "localhost"
+        || host.ends_with(".localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| {
+            ip.is_loopback()
+                || ip.is_unspecified()
+                || matches!(ip, std::net::IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()))
+        })
 }
 
 #[cfg(test)]
@@ -334,6 +347,10 @@ mod tests {
             "postgres://postgres@127.0.0.1:5432/test",
             "postgresql://gw@localhost/gw",
             "postgres://gw@[::1]/gw",
+            "postgres://gw@LOCALHOST./gw",
+            "postgres:///gw?host=127.0.0.1",
+            "postgres://gw@db.internal/gw?hostaddr=127.0.0.1",
+            "postgres://gw@[::ffff:127.0.0.1]/gw",
         ] {
             let why = on(url, |_| {}).unwrap_or_default();
             assert!(why.contains("network = false"), "{url}: {why}");
@@ -343,6 +360,11 @@ mod tests {
     #[test]
     fn a_password_another_host_sqlite_or_no_network_close_it() {
         assert_eq!(on("postgres://gw:secret@127.0.0.1/gw", |_| {}), None);
+        assert_eq!(
+            on("postgres://gw@127.0.0.1/gw?password=secret", |_| {}),
+            None
+        );
+        assert_eq!(on("postgres:///gw?host=/var/run/postgresql", |_| {}), None);
         assert_eq!(on("postgres://gw@db.internal/gw", |_| {}), None);
         assert_eq!(on("sqlite://data/switchboard.db", |_| {}), None);
         let cut = |c: &mut Config| c.tools.sandbox.network = false;

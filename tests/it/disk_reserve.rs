@@ -111,9 +111,11 @@ async fn a_command_filling_the_disk_is_ended_at_the_reserve() {
     }
 }
 
-/// Appends to a file, then removes it.
-const APPEND_THEN_REMOVE: &str =
-    "head -c 1000 /dev/zero >> kept.bin; echo append=$?; rm kept.bin && echo removed";
+/// Appends to a file, maps it shared (a write through the mapping knows
+/// no file size limit), then removes it.
+const APPEND_THEN_REMOVE: &str = "head -c 1000 /dev/zero >> kept.bin; echo append=$?; \
+     python3 -c \"import mmap, os; mmap.mmap(os.open('kept.bin', os.O_RDWR), 4096)\" 2>/dev/null; echo map=$?; \
+     rm kept.bin && echo removed";
 
 #[tokio::test]
 async fn below_half_the_reserve_a_command_may_only_remove() {
@@ -141,6 +143,7 @@ async fn below_half_the_reserve_a_command_may_only_remove() {
             output.contains("removed") && !output.contains("append=0"),
             "{mode:?}: {out}"
         );
+        assert!(output.contains("map=1"), "{mode:?}: {out}");
         assert!(!ctx.workspace.join("kept.bin").exists(), "{mode:?}");
         let out = call(
             &rt,
@@ -274,11 +277,14 @@ async fn fallocate_takes_no_space_unwritten_and_posix_fallocate_still_works() {
     }
 }
 
-/// Writes a file in each place named, saying which it could.
-const TOUCH_EACH: &str = "for p in / /dev /dev/shm \"$HIDDEN\" \"$TMPDIR\" .; do touch \"$p/made\" 2>/dev/null && echo \"wrote $p\"; done; true";
+/// Writes a file in each place named, saying which it could, then makes a
+/// user namespace (where a tmpfs of its own could be mounted), saying if
+/// it could.
+const TOUCH_EACH: &str = "for p in / /dev /dev/shm \"$HIDDEN\" \"$TMPDIR\" .; do touch \"$p/made\" 2>/dev/null && echo \"wrote $p\"; done; \
+     unshare -U true 2>/dev/null && echo 'made a user namespace'; true";
 
 #[tokio::test]
-async fn under_bubblewrap_no_file_system_in_memory_is_writable() {
+async fn under_bubblewrap_no_file_system_in_memory_is_writable_or_can_be_made() {
     // A command filling them would fill the host's memory; the disk's
     // reserve does not look at them.
     let dir = tempfile::tempdir().unwrap();

@@ -26,6 +26,9 @@ pub(super) fn command(
         "--cap-drop",
         "ALL",
     ]);
+    if disables_user_namespaces(bin) {
+        cmd.args(["--unshare-user", "--disable-userns"]);
+    }
     if policy.network {
         cmd.arg("--share-net");
     }
@@ -87,4 +90,22 @@ pub(super) fn command(
         .args(args)
         .current_dir(Path::new("/"));
     cmd
+}
+
+/// Whether `bin` can keep a command from making user namespaces of its
+/// own (`--disable-userns`, bubblewrap 0.8): a daemon not running as root
+/// otherwise lets one mount a file system in memory as large as the host's
+/// (`unshare -Urm`, then `mount -t tmpfs`). Asked once per binary.
+pub(super) fn disables_user_namespaces(bin: &str) -> bool {
+    static KNOWN: std::sync::Mutex<Vec<(String, bool)>> = std::sync::Mutex::new(Vec::new());
+    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, can)) = known.iter().find(|(b, _)| b == bin) {
+        return *can;
+    }
+    let can = Command::new(bin)
+        .arg("--help")
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("--disable-userns"));
+    known.push((bin.to_string(), can));
+    can
 }

@@ -6,8 +6,10 @@
 //! `disk_reserve_mb` and `disk_reserve_inodes`): a running command of the
 //! local backend is ended once a filesystem it can write falls below it.
 //! One started below it (to remove what an ended one wrote, say) may take
-//! [`SLACK`] more. Below half of it a command may only remove: it runs with
-//! a file size limit of zero.
+//! [`SLACK`] more, down to half of it, no further. Below half of it a
+//! command may only remove: it runs with a file size limit of zero and
+//! maps no file shared (a write through such a mapping knows no file size
+//! limit), and may take [`CLEANING`] more.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -24,6 +26,28 @@ const SLACK: Free = Free {
     bytes: 32 << 20,
     inodes: 1024,
 };
+
+/// What a command started below half the reserve may take: others write
+/// meanwhile (the gateway's storage too), and a command without a file
+/// size can still make directories and links.
+const CLEANING: Free = Free {
+    bytes: 1 << 20,
+    inodes: 64,
+};
+
+/// The floor of one measure (bytes or inodes) for a command started with
+/// `free`: the reserve `keep`; below it, `slack` under what is free, never
+/// below half of it; below half of it, `cleaning` under what is free (or
+/// half of what is, when less), never nothing while anything is free.
+fn floor_of(keep: u64, free: u64, slack: u64, cleaning: u64) -> u64 {
+    if keep == 0 {
+        0
+    } else if free >= keep / 2 {
+        keep.min(free.saturating_sub(slack).max(keep / 2))
+    } else {
+        free - cleaning.min(free / 2)
+    }
+}
 
 /// What a filesystem has free to unprivileged writers, or is to keep.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -76,9 +100,8 @@ impl Reserve {
     }
 
     /// Takes the free space as the command is made, each filesystem's
-    /// floor the reserve or, below it, [`SLACK`] under what is free now;
-    /// below half of it the command may only remove
-    /// ([`removing_only`](Self::removing_only)).
+    /// floor by [`floor_of`]; below half of the reserve the command may only
+    /// remove ([`removing_only`](Self::removing_only)).
     pub fn start(&mut self) {
         let keep = self.keep;
         for (path, floor) in &mut self.paths {
@@ -105,12 +128,9 @@ impl Reserve {
                     )
                 });
             }
-            // Below the reserve, others write meanwhile (the gateway's
-            // storage too), and a command without a file size can still
-            // make files and directories.
             *floor = Free {
-                bytes: keep.bytes.min(free.bytes.saturating_sub(SLACK.bytes)),
-                inodes: keep.inodes.min(free.inodes.saturating_sub(SLACK.inodes)),
+                bytes: floor_of(keep.bytes, free.bytes, SLACK.bytes, CLEANING.bytes),
+                inodes: floor_of(keep.inodes, free.inodes, SLACK.inodes, CLEANING.inodes),
             };
         }
     }
@@ -161,5 +181,26 @@ impl Reserve {
             }
             tokio::time::sleep(wait).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_command_takes_a_floor_below_half_the_reserve_and_none_is_nothing() {
+        const MIB: u64 = 1 << 20;
+        let floor = |free| floor_of(512 * MIB, free * MIB, 32 * MIB, MIB) as f64 / MIB as f64;
+        assert_eq!(floor(10_000), 512.0);
+        assert_eq!(floor(530), 498.0);
+        // Command after command below the reserve, each taking its slack:
+        // half of it holds.
+        assert_eq!(floor(280), 256.0);
+        assert_eq!(floor(256), 256.0);
+        assert_eq!(floor(255), 254.0);
+        assert_eq!(floor(1), 0.5);
+        assert_eq!(floor_of(512 * MIB, 0, 32 * MIB, MIB), 0);
+        assert_eq!(floor_of(0, 10 * MIB, 32 * MIB, MIB), 0);
     }
 }

@@ -218,7 +218,12 @@ impl Sandbox {
                 } else {
                     String::new()
                 };
-                format!("bwrap (mode {asked}; {why}{bin} works; {network})")
+                let userns = if bwrap::disables_user_namespaces(bin) {
+                    ""
+                } else {
+                    "; it cannot keep commands from making user namespaces (needs bubblewrap 0.8)"
+                };
+                format!("bwrap (mode {asked}; {why}{bin} works; {network}{userns})")
             }
             Choice::Off => {
                 "off: commands run unsandboxed, as the daemon's user ([tools.sandbox] mode = \"off\")"
@@ -466,6 +471,7 @@ pub fn default_path() -> String {
 /// the child before it executes the command.
 #[allow(unsafe_code)]
 fn confine(cmd: &mut Command, limits: Limits, rulesets: Option<(OwnedFd, OwnedFd)>) {
+    let no_file_writes = limits.file_bytes == 0;
     let cap = |resource: Resource, value: u64| {
         let hard = getrlimit(resource).map(|(_, hard)| hard).unwrap_or(value);
         (resource, value.min(hard))
@@ -480,7 +486,7 @@ fn confine(cmd: &mut Command, limits: Limits, rulesets: Option<(OwnedFd, OwnedFd
     let fds = rulesets
         .as_ref()
         .map(|(own, nested)| (own.as_raw_fd(), nested.as_raw_fd()));
-    let mut filter = seccomp::program(rulesets.is_some());
+    let mut filter = seccomp::program(rulesets.is_some(), no_file_writes);
     // SAFETY: the closure runs in the forked child before exec, where only
     // async-signal-safe calls are sound. It makes raw system calls
     // (close_range, setrlimit, prctl, landlock_restrict_self, the reaper's,

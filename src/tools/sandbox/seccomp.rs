@@ -180,7 +180,10 @@ fn arg(n: u32) -> u32 {
 
 /// The program, built once in the daemon; the child only points the
 /// kernel at it. `no_namespaces`: new namespaces are refused too.
-pub(super) fn program(no_namespaces: bool) -> Vec<libc::sock_filter> {
+/// `no_file_writes` (a command that may only remove, [`super::disk`]):
+/// files are not mapped shared either, as a write through such a mapping
+/// knows no file size limit.
+pub(super) fn program(no_namespaces: bool, no_file_writes: bool) -> Vec<libc::sock_filter> {
     let mut ops: Vec<(u16, u32, To, To)> = vec![
         (LD, ARCH, To::Next, To::Next),
         (JEQ, AUDIT_ARCH, To::Next, To::Eperm),
@@ -202,6 +205,16 @@ pub(super) fn program(no_namespaces: bool) -> Vec<libc::sock_filter> {
         (JEQ, 0, To::Allow, To::Eperm),
     ]);
     ops.push((JEQ, libc::SYS_fallocate as u32, To::Eopnotsupp, To::Next));
+    if no_file_writes {
+        // Shared, and not anonymous (no descriptor, -1 in the low half).
+        ops.extend([
+            (JEQ, libc::SYS_mmap as u32, To::Next, To::Ahead(4)),
+            (LD, arg(3), To::Next, To::Next),
+            (JSET, libc::MAP_SHARED as u32, To::Next, To::Allow),
+            (LD, arg(4), To::Next, To::Next),
+            (JEQ, u32::MAX, To::Allow, To::Eacces),
+        ]);
+    }
     // The kernel reads `ioctl`'s request as 32 bits: the low half is it.
     let reserving = space_ioctls();
     let skip = u8::try_from(reserving.len() + 1).expect("a few requests");
