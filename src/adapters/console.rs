@@ -117,6 +117,7 @@ impl Console {
                 platform: ID.into(),
                 user_id: at.chat.clone(),
                 name: at.chat.clone(),
+                account: None,
             },
             data: data.to_string(),
         };

@@ -571,7 +571,7 @@ impl Broker {
     pub fn approver(&self, actor: &Actor) -> bool {
         self.approvers
             .iter()
-            .any(|a| identity::names(a, &actor.platform, &actor.user_id))
+            .any(|a| identity::names(a, &actor.platform, &actor.user_id, actor.account))
     }
 
     /// Resolves an approval from a button press.

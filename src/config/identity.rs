@@ -2,7 +2,9 @@
 //! `discord:…`, `slack:U…`, `github:login`, `gitlab:user`, `cli:user` (the
 //! person at the terminal of `switchboard chat --user user`) — and matches
 //! only that platform's user: a Slack user id and a GitHub login that
-//! happen to be spelled alike are different people.
+//! happen to be spelled alike are different people. On a forge a login can
+//! be renamed and then taken by someone else; `github:#583231` (`gitlab:#42`)
+//! names the account by its number, which stays with it.
 
 /// The platforms a person can be named on.
 pub const PLATFORMS: &[&str] = &["telegram", "discord", "slack", "github", "gitlab", "cli"];
@@ -17,6 +19,16 @@ pub fn check(value: &str, hint: Option<&str>) -> Result<(), String> {
         Some((platform, id)) if PLATFORMS.contains(&platform) => {
             if id.trim_start_matches('@').trim().is_empty() {
                 Err(format!("{value:?} names no user after the platform"))
+            } else if let Some(number) = id.strip_prefix('#') {
+                match platform {
+                    "github" | "gitlab" if number.parse::<u64>().is_ok() => Ok(()),
+                    "github" | "gitlab" => Err(format!(
+                        "{value:?}: an account number is digits ({platform}:#583231)"
+                    )),
+                    _ => Err(format!(
+                        "{value:?}: only a forge's accounts are named by number (github:#…, gitlab:#…)"
+                    )),
+                }
             } else {
                 Ok(())
             }
@@ -39,9 +51,11 @@ pub fn check(value: &str, hint: Option<&str>) -> Result<(), String> {
     }
 }
 
-/// Whether the qualified identity `listed` names user `id` of `platform`
-/// (forge logins compare without case and without a leading `@`).
-pub fn names(listed: &str, platform: &str, id: &str) -> bool {
+/// Whether the qualified identity `listed` names user `id` of `platform`,
+/// whose forge account number is `account` when the event gave it (forge
+/// logins compare without case and without a leading `@`; `#…` compares
+/// the number, and names no one whose number is not known).
+pub fn names(listed: &str, platform: &str, id: &str, account: Option<u64>) -> bool {
     let Some((listed_platform, listed_id)) = listed.split_once(':') else {
         return false;
     };
@@ -49,9 +63,12 @@ pub fn names(listed: &str, platform: &str, id: &str) -> bool {
         return false;
     }
     match platform {
-        "github" | "gitlab" => listed_id
-            .trim_start_matches('@')
-            .eq_ignore_ascii_case(id.trim_start_matches('@')),
+        "github" | "gitlab" => match listed_id.strip_prefix('#') {
+            Some(number) => account.is_some_and(|a| number.parse() == Ok(a)),
+            None => listed_id
+                .trim_start_matches('@')
+                .eq_ignore_ascii_case(id.trim_start_matches('@')),
+        },
         _ => listed_id == id,
     }
 }
@@ -62,11 +79,24 @@ mod tests {
 
     #[test]
     fn only_the_same_platform_matches() {
-        assert!(names("slack:U024BE7LH", "slack", "U024BE7LH"));
-        assert!(!names("slack:U024BE7LH", "github", "U024BE7LH"));
-        assert!(!names("U024BE7LH", "github", "U024BE7LH"));
-        assert!(names("github:@Octo-Admin", "github", "octo-admin"));
-        assert!(!names("telegram:12", "telegram", "123"));
+        assert!(names("slack:U024BE7LH", "slack", "U024BE7LH", None));
+        assert!(!names("slack:U024BE7LH", "github", "U024BE7LH", None));
+        assert!(!names("U024BE7LH", "github", "U024BE7LH", None));
+        assert!(names("github:@Octo-Admin", "github", "octo-admin", None));
+        assert!(!names("telegram:12", "telegram", "123", None));
+    }
+
+    #[test]
+    fn a_forge_account_named_by_number_matches_its_number_not_its_login() {
+        assert!(names("github:#583231", "github", "octocat", Some(583231)));
+        // The login it had, now someone else's account.
+        assert!(!names("github:#583231", "github", "octocat", Some(9)));
+        assert!(!names("github:#583231", "github", "#583231", None));
+        assert!(!names("gitlab:#583231", "github", "x", Some(583231)));
+        assert!(names("gitlab:#42", "gitlab", "ann", Some(42)));
+        assert!(check("github:#583231", None).is_ok());
+        assert!(check("github:#octocat", None).is_err());
+        assert!(check("slack:#U024BE7LH", None).is_err());
     }
 
     #[test]

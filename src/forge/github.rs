@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::api::{Api, Failure};
 use super::diff::FileDiff;
 use super::host::{
-    Anchored, ChangeState, Check, Compared, Dismissed, Host, change, dismissals, id_of,
+    Anchored, ChangeState, Check, Compared, Dismissed, Host, User, change, dismissals, id_of,
 };
 use super::scope::{ChangeInfo, Scope};
 use crate::render::template::lookup_str;
@@ -406,7 +406,7 @@ impl Host for Github {
         let nodes = self
             .review_threads(
                 scope,
-                "isResolved resolvedBy{login} path comments(first:30){nodes{databaseId body author{login}}}",
+                "isResolved resolvedBy{login databaseId} path comments(first:30){nodes{databaseId body author{login ...on User{databaseId}}}}",
             )
             .await?;
         let mut dismissed = Vec::new();
@@ -422,21 +422,18 @@ impl Host for Github {
             if !id.is_some_and(|id| own.contains(&id)) {
                 continue;
             }
-            fn login(c: &Value) -> &str {
-                lookup_str(c, "author.login").unwrap_or("")
-            }
-            let bot = login(first);
+            let author = |c: &Value| User::read(c, "author.login", "author.databaseId");
+            let bot = author(first).login;
             let resolver = (thread.get("isResolved") == Some(&Value::Bool(true)))
-                .then(|| lookup_str(thread, "resolvedBy.login"))
-                .flatten();
+                .then(|| User::read(thread, "resolvedBy.login", "resolvedBy.databaseId"));
             let replies = comments[1..]
                 .iter()
-                .map(|c| (login(c), lookup_str(c, "body").unwrap_or("")));
-            for (by, how) in dismissals(bot, resolver, replies) {
+                .map(|c| (author(c), lookup_str(c, "body").unwrap_or("")));
+            for (by, how) in dismissals(&bot, resolver, replies) {
                 dismissed.push(Dismissed {
                     path: lookup_str(thread, "path").unwrap_or("").to_string(),
                     said: lookup_str(first, "body").unwrap_or("").to_string(),
-                    by: by.to_string(),
+                    by,
                     how,
                 });
             }

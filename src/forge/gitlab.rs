@@ -10,7 +10,7 @@ use super::api::{Api, Failure};
 use super::diff::{FileDiff, Side};
 use super::github::CHECK_NAME;
 use super::host::{
-    Anchored, ChangeState, Check, Compared, Dismissed, Host, change, dismissals, id_of,
+    Anchored, ChangeState, Check, Compared, Dismissed, Host, User, change, dismissals, id_of,
 };
 use super::scope::{ChangeInfo, Scope};
 use crate::render::template::lookup_str;
@@ -400,23 +400,20 @@ impl Host for Gitlab {
                 .map(Vec::as_slice)
                 .unwrap_or_default();
             let Some(first) = notes.first() else { continue };
-            fn login(n: &Value) -> &str {
-                lookup_str(n, "author.username").unwrap_or("")
-            }
-            let bot = login(first);
+            let author = |n: &Value| User::read(n, "author.username", "author.id");
+            let bot = author(first).login;
             let resolver = (first.get("resolved").and_then(Value::as_bool) == Some(true))
-                .then(|| lookup_str(first, "resolved_by.username"))
-                .flatten();
+                .then(|| User::read(first, "resolved_by.username", "resolved_by.id"));
             let replies = notes[1..]
                 .iter()
-                .map(|n| (login(n), lookup_str(n, "body").unwrap_or("")));
-            for (by, how) in dismissals(bot, resolver, replies) {
+                .map(|n| (author(n), lookup_str(n, "body").unwrap_or("")));
+            for (by, how) in dismissals(&bot, resolver, replies) {
                 dismissed.push(Dismissed {
                     path: lookup_str(first, "position.new_path")
                         .unwrap_or("")
                         .to_string(),
                     said: lookup_str(first, "body").unwrap_or("").to_string(),
-                    by: by.to_string(),
+                    by,
                     how,
                 });
             }

@@ -18,6 +18,29 @@ pub fn id_of(v: &Value) -> Option<String> {
     }
 }
 
+/// Someone on the forge as a payload names them: their login and, when it
+/// is given, their account's number, which stays with the account when the
+/// login is renamed or taken by someone else (`github:#583231`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct User {
+    /// The login (`user.login`, GitLab's `username`).
+    pub login: String,
+    /// The account's number (`user.id`, GraphQL's `databaseId`).
+    pub account: Option<u64>,
+}
+
+impl User {
+    /// The user whose login is at `login` and number at `number` in `v`
+    /// (dotted paths).
+    pub fn read(v: &Value, login: &str, number: &str) -> Self {
+        use crate::render::template::{lookup, lookup_str};
+        Self {
+            login: lookup_str(v, login).unwrap_or_default().to_string(),
+            account: lookup(v, number).and_then(Value::as_u64),
+        }
+    }
+}
+
 /// The change (pull / merge request) a run is about, or why there is none.
 pub fn change(scope: &Scope) -> Result<u64, Failure> {
     scope
@@ -68,7 +91,7 @@ pub struct Dismissed {
     /// The bot's comment.
     pub said: String,
     /// Who set it aside.
-    pub by: String,
+    pub by: User,
     /// How.
     pub how: SetAside,
 }
@@ -105,17 +128,18 @@ pub fn declines(reply: &str) -> bool {
 /// reply (author, text) that [`declines`] it.
 pub fn dismissals<'a>(
     bot: &str,
-    resolver: Option<&'a str>,
-    replies: impl Iterator<Item = (&'a str, &'a str)>,
-) -> Vec<(&'a str, SetAside)> {
-    let mut all: Vec<(&str, SetAside)> = resolver
-        .filter(|by| !by.is_empty() && *by != bot)
+    resolver: Option<User>,
+    replies: impl Iterator<Item = (User, &'a str)>,
+) -> Vec<(User, SetAside)> {
+    let other = |who: &User| !who.login.is_empty() && who.login != bot;
+    let mut all: Vec<(User, SetAside)> = resolver
+        .filter(other)
         .map(|by| (by, SetAside::Resolved))
         .into_iter()
         .collect();
     all.extend(
         replies
-            .filter(|(who, text)| !who.is_empty() && *who != bot && declines(text))
+            .filter(|(who, text)| other(who) && declines(text))
             .map(|(who, _)| (who, SetAside::Declined)),
     );
     all
@@ -262,11 +286,19 @@ mod tests {
         assert!(!declines("Is this by design?"));
         assert!(!declines("> won't fix\nNo, fix it before merging."));
         assert!(!declines(""));
-        let replies = [("bot", "won't fix"), ("ann", "Won't fix."), ("bob", "lgtm")];
+        let user = |login: &str| User {
+            login: login.into(),
+            account: None,
+        };
+        let replies = [("bot", "won't fix"), ("ann", "Won't fix."), ("bob", "lgtm")]
+            .map(|(who, said)| (user(who), said));
         assert_eq!(
-            dismissals("bot", Some("carol"), replies.into_iter()),
-            vec![("carol", SetAside::Resolved), ("ann", SetAside::Declined)]
+            dismissals("bot", Some(user("carol")), replies.into_iter()),
+            vec![
+                (user("carol"), SetAside::Resolved),
+                (user("ann"), SetAside::Declined)
+            ]
         );
-        assert!(dismissals("bot", Some("bot"), std::iter::empty()).is_empty());
+        assert!(dismissals("bot", Some(user("bot")), std::iter::empty()).is_empty());
     }
 }

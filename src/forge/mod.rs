@@ -35,7 +35,7 @@ use crate::platform::InboundEvent;
 use crate::store::Store;
 use api::{Api, Dialect};
 use auth::{App, Credentials};
-use host::Host;
+use host::{Host, User};
 pub use scope::{Scope, Task};
 
 /// GitHub's public API.
@@ -255,22 +255,22 @@ impl Forges {
 }
 
 impl Forge {
-    /// Whether `login` (of this forge) may give the bot commands, and set
+    /// Whether `user` (of this forge) may give the bot commands, and set
     /// its findings aside.
-    pub fn trusts(&self, login: &str) -> bool {
-        self.named(&self.trusted.0, login)
+    pub fn trusts(&self, user: &User) -> bool {
+        self.named(&self.trusted.0, user)
     }
 
-    /// Whether `login` is one of the route's approvers, whose "won't fix"
+    /// Whether `user` is one of the route's approvers, whose "won't fix"
     /// lifts the gate.
-    pub fn approves(&self, login: &str) -> bool {
-        self.named(&self.trusted.1, login)
+    pub fn approves(&self, user: &User) -> bool {
+        self.named(&self.trusted.1, user)
     }
 
-    fn named(&self, names: &[String], login: &str) -> bool {
+    fn named(&self, names: &[String], user: &User) -> bool {
         names
             .iter()
-            .any(|a| crate::config::identity::names(a, self.trusted.2, login))
+            .any(|a| crate::config::identity::names(a, self.trusted.2, &user.login, user.account))
     }
 
     /// Stores `scope` as what event `event_id` (about `entity`) runs on.

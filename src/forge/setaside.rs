@@ -35,7 +35,7 @@ impl Forge {
         match self.host.dismissed(scope, own).await {
             Ok(all) => all
                 .into_iter()
-                .filter(|d| scope.by_author(&d.by) || self.trusts(&d.by))
+                .filter(|d| scope.by_author(&d.by.login) || self.trusts(&d.by))
                 .collect(),
             Err(err) => {
                 tracing::warn!(route = %self.route, entity, error = %err, "the threads set aside could not be read");
@@ -68,7 +68,7 @@ impl Forge {
             };
             sifted.set_aside += 1;
             let lifted = std::iter::once(first).chain(matching).any(|d| {
-                d.how == SetAside::Declined && self.approves(&d.by) && !scope.by_author(&d.by)
+                d.how == SetAside::Declined && self.approves(&d.by) && !scope.by_author(&d.by.login)
             });
             if !lifted {
                 sifted.gating.push(f);

@@ -60,6 +60,7 @@ fn operator() -> Actor {
         platform: "console".into(),
         user_id: "operator".into(),
         name: "console".into(),
+        account: None,
     }
 }
 

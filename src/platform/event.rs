@@ -153,6 +153,7 @@ impl InboundEvent {
             platform: self.platform.clone(),
             user_id: self.user_id.clone(),
             name: self.user_name.clone(),
+            account: None,
         }
     }
 }
@@ -166,6 +167,10 @@ pub struct Actor {
     pub user_id: String,
     /// Display name.
     pub name: String,
+    /// A forge account's number, when the event gave it: it stays with the
+    /// account when its login (`user_id`) is renamed or taken by another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<u64>,
 }
 
 impl Actor {

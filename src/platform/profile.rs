@@ -117,9 +117,9 @@ impl Profile {
     /// `chat`.
     pub fn approves_in(&self, chat: &str, actor: &super::Actor) -> bool {
         self.approvers.get(chat).is_some_and(|listed| {
-            listed
-                .iter()
-                .any(|a| crate::config::identity::names(a, &actor.platform, &actor.user_id))
+            listed.iter().any(|a| {
+                crate::config::identity::names(a, &actor.platform, &actor.user_id, actor.account)
+            })
         })
     }
 

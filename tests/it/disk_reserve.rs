@@ -305,5 +305,29 @@ async fn under_bubblewrap_no_file_system_in_memory_is_writable_or_can_be_made() 
     let command = format!("HIDDEN={}; {TOUCH_EACH}", hidden.display());
     let out = call(&rt, "terminal", json!({ "command": command }), &ctx).await;
     let wrote: Vec<&str> = out["output"].as_str().unwrap_or_default().lines().collect();
-    assert_eq!(wrote, ["wrote /tmp", "wrote ."], "{out}");
+    // /dev/shm is a tmpfs of its own, bounded (below).
+    assert_eq!(wrote, ["wrote /dev/shm", "wrote /tmp", "wrote ."], "{out}");
+}
+
+/// Fills /dev/shm past its bound, says how much it holds, then takes a
+/// POSIX semaphore there as Python's multiprocessing does.
+const FILL_SHM: &str = "head -c 100M /dev/zero > /dev/shm/fill 2>/dev/null || echo 'fill failed'; \
+     echo \"holds $(stat -c %s /dev/shm/fill)\"; rm -f /dev/shm/fill; \
+     python3 -c 'import multiprocessing as m; l = m.Lock(); l.acquire(); l.release(); print(\"locked\")'";
+
+#[tokio::test]
+async fn under_bubblewrap_dev_shm_is_there_and_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = common::tools::ctx(dir.path());
+    let mut config = Config::default();
+    config.tools.sandbox.mode = SandboxMode::Bwrap;
+    let rt = ToolRuntime::build(
+        &config,
+        &Env::default(),
+        switchboard::adapters::platforms(&config),
+    )
+    .unwrap();
+    let out = call(&rt, "terminal", json!({ "command": FILL_SHM }), &ctx).await;
+    let said: Vec<&str> = out["output"].as_str().unwrap_or_default().lines().collect();
+    assert_eq!(said, ["fill failed", "holds 67108864", "locked"], "{out}");
 }

@@ -53,6 +53,7 @@ fn person(platform: &str, id: &str) -> Actor {
         platform: platform.into(),
         user_id: id.into(),
         name: format!("{platform}-{id}"),
+        account: None,
     }
 }
 

@@ -646,6 +646,7 @@ async fn a_question_is_answered_by_the_next_message_or_a_press_and_closed() {
             platform: "telegram".into(),
             user_id: user.into(),
             name: user.into(),
+            account: None,
         },
         data: data.into(),
     };
@@ -703,6 +704,7 @@ async fn a_button_that_is_no_prompt_of_ours_is_refused() {
             platform: "telegram".into(),
             user_id: "1".into(),
             name: "Ann".into(),
+            account: None,
         },
         data: "xx:forged".into(),
     };

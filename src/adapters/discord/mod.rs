@@ -455,6 +455,7 @@ impl Discord {
                     &press.user,
                     press.member.as_ref().and_then(|m| m.nick.as_deref()),
                 ),
+                account: None,
             },
             data: press.data.custom_id.clone(),
         };

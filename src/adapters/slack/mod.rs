@@ -352,6 +352,7 @@ impl Slack {
                     platform: ID.into(),
                     user_id: user.clone(),
                     name: name.clone(),
+                    account: None,
                 },
                 data: action["value"].as_str().unwrap_or_default().to_string(),
             };

@@ -244,6 +244,7 @@ impl Telegram {
                 platform: ID.into(),
                 user_id: query.from.id.0.to_string(),
                 name: query.from.full_name(),
+                account: None,
             },
             data: query.data.clone().unwrap_or_default(),
         };

@@ -87,6 +87,8 @@ pub enum Classified {
         text: String,
         /// Its author's login.
         login: String,
+        /// Its author's account number (`comment.user.id`).
+        account: Option<u64>,
     },
     /// Acknowledged, nothing to do.
     Skip(&'static str),
@@ -158,6 +160,7 @@ pub fn classify(
             return Classified::Approval {
                 text: first.to_string(),
                 login: login.to_string(),
+                account: lookup(payload, "comment.user.id").and_then(Value::as_u64),
             };
         }
     }

@@ -258,9 +258,11 @@ async fn receive(
                 json!({ "status": "ignored", "reason": reason }),
             )
         }
-        Classified::Approval { text, login } => {
-            approval_comment(&state, &payload, &text, &login).await
-        }
+        Classified::Approval {
+            text,
+            login,
+            account,
+        } => approval_comment(&state, &payload, &text, (&login, account)).await,
         Classified::Run {
             entity,
             prompt,
@@ -445,7 +447,7 @@ async fn approval_comment(
     state: &RouteState,
     payload: &Value,
     text: &str,
-    login: &str,
+    (login, account): (&str, Option<u64>),
 ) -> Response {
     let route = &state.route;
     if !route.approval_comments {
@@ -487,6 +489,7 @@ async fn approval_comment(
         platform: "github".into(),
         user_id: login.to_string(),
         name: format!("@{login}"),
+        account,
     };
     let result = state.gateway.sessions.decide(&chat, &actor, &command).await;
     let number = crate::render::template::lookup(payload, "issue.number").and_then(Value::as_u64);
@@ -578,7 +581,10 @@ impl Platform for Routes {
             .approvers
             .iter()
             .filter_map(|a| a.strip_prefix("github:"))
-            .map(|login| format!("@{}", login.trim_start_matches('@')))
+            .map(|who| match who.strip_prefix('#') {
+                Some(number) => format!("account {number}"),
+                None => format!("@{}", who.trim_start_matches('@')),
+            })
             .collect();
         let body = format!(
             "{}\n\n{} can answer with a comment: `/approve {id}`, `/approve {id} session`, \

@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use crate::config::{SignatureScheme, WebhookRoute};
+use crate::forge::host::User;
 use crate::forge::{Forge, Scope, Task};
 use crate::render::template::{Renderer, lookup_str};
 
@@ -77,17 +78,18 @@ pub enum Intake {
 }
 
 /// The comment of an `issue_comment` / `note` event and its author.
-fn comment(scheme: SignatureScheme, payload: &Value) -> Option<(&str, &str)> {
-    match scheme {
-        SignatureScheme::Gitlab => Some((
+fn comment(scheme: SignatureScheme, payload: &Value) -> Option<(&str, User)> {
+    let (body, author) = match scheme {
+        SignatureScheme::Gitlab => (
             lookup_str(payload, "object_attributes.note")?,
-            lookup_str(payload, "user.username")?,
-        )),
-        _ => Some((
+            User::read(payload, "user.username", "user.id"),
+        ),
+        _ => (
             lookup_str(payload, "comment.body")?,
-            lookup_str(payload, "comment.user.login")?,
-        )),
-    }
+            User::read(payload, "comment.user.login", "comment.user.id"),
+        ),
+    };
+    (!author.login.is_empty()).then_some((body, author))
 }
 
 /// Decides what a delivery on forge route `route` does and stores the
@@ -103,7 +105,7 @@ pub async fn intake(
     let mut task = None;
     let mut asked = None;
     if comment_event {
-        let Some(((body, login), bot)) =
+        let Some(((body, author), bot)) =
             comment(route.scheme, payload).zip(route.bot_login.as_deref())
         else {
             return Ok(Intake::Skip("no comment or no bot_login"));
@@ -111,7 +113,8 @@ pub async fn intake(
         let Some(command) = command(body, bot) else {
             return Ok(Intake::Skip("comment does not address the bot"));
         };
-        if !forge.trusts(login) {
+        let login = author.login.as_str();
+        if !forge.trusts(&author) {
             crate::telemetry::events::emit(crate::telemetry::events::ForgeCommandIgnored {
                 route: &route.name,
                 login,

@@ -2,8 +2,9 @@
 //! too unless `network = true`), the system mounted read-only with hidden
 //! paths covered, a fresh `/proc` of the command's own pid namespace, a
 //! minimal `/dev`, the session's workspace read-write at its own path and
-//! its private temporary directory as `/tmp`; nothing else writable (the
-//! file systems in memory it makes are remounted read-only).
+//! its private temporary directory as `/tmp`, a `/dev/shm` of bounded size;
+//! nothing else writable (the other file systems in memory it makes are
+//! remounted read-only).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,6 +14,7 @@ use super::{Dirs, Policy};
 /// `bin … -- program args` for a command in `dirs` under `policy`.
 pub(super) fn command(
     bin: &str,
+    can: Features,
     policy: &Policy,
     dirs: Dirs<'_>,
     program: &str,
@@ -26,7 +28,7 @@ pub(super) fn command(
         "--cap-drop",
         "ALL",
     ]);
-    if disables_user_namespaces(bin) {
+    if can.disables_userns {
         cmd.args(["--unshare-user", "--disable-userns"]);
     }
     if policy.network {
@@ -64,6 +66,14 @@ pub(super) fn command(
         }
     }
     cmd.args(["--proc", "/proc", "--dev", "/dev"]);
+    if can.sizes_tmpfs {
+        // POSIX semaphores and shared memory live here (Python's
+        // `multiprocessing.Lock`); bounded, as the host's memory is shared.
+        let size = SHM_BYTES.min(policy.limits.data_bytes);
+        cmd.args(["--perms", "1777", "--size"])
+            .arg(size.to_string())
+            .args(["--tmpfs", "/dev/shm"]);
+    }
     // /tmp first: a workspace under /tmp is then mounted over it, not hidden
     // by it.
     cmd.arg("--bind").arg(dirs.tmp).arg("/tmp");
@@ -74,12 +84,12 @@ pub(super) fn command(
         }
     }
     // (One under a later mount is out of reach, and gone from the tree.)
-    let later = [Path::new("/tmp"), dirs.workspace]
+    let later: Vec<&Path> = [Path::new("/tmp"), dirs.workspace]
         .into_iter()
-        .chain(policy.read_write.iter().map(PathBuf::as_path));
-    let shadowed: Vec<&Path> = later.collect();
+        .chain(policy.read_write.iter().map(PathBuf::as_path))
+        .collect();
     for dir in memory {
-        if dir == Path::new("/") || !shadowed.iter().any(|above| dir.starts_with(above)) {
+        if !later.iter().any(|above| dir.starts_with(above)) {
             cmd.arg("--remount-ro").arg(dir);
         }
     }
@@ -92,20 +102,34 @@ pub(super) fn command(
     cmd
 }
 
-/// Whether `bin` can keep a command from making user namespaces of its
-/// own (`--disable-userns`, bubblewrap 0.8): a daemon not running as root
-/// otherwise lets one mount a file system in memory as large as the host's
-/// (`unshare -Urm`, then `mount -t tmpfs`). Asked once per binary.
-pub(super) fn disables_user_namespaces(bin: &str) -> bool {
-    static KNOWN: std::sync::Mutex<Vec<(String, bool)>> = std::sync::Mutex::new(Vec::new());
-    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, can)) = known.iter().find(|(b, _)| b == bin) {
-        return *can;
+/// The most a command's `/dev/shm` holds (Docker's default), and never
+/// more than its `memory_mb`.
+const SHM_BYTES: u64 = 64 << 20;
+
+/// What a bubblewrap binary can do, read from its `--help` when the sandbox
+/// is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Features {
+    /// Keep a command from making user namespaces of its own
+    /// (`--disable-userns`, bubblewrap 0.8): a daemon not running as root
+    /// otherwise lets one mount a file system in memory as large as the
+    /// host's (`unshare -Urm`, then `mount -t tmpfs`).
+    pub disables_userns: bool,
+    /// Bound a tmpfs's size (`--size`, bubblewrap 0.5), for `/dev/shm`;
+    /// without it the command has none.
+    pub sizes_tmpfs: bool,
+}
+
+impl Features {
+    pub(super) fn of(bin: &str) -> Self {
+        let help = Command::new(bin)
+            .arg("--help")
+            .output()
+            .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+            .unwrap_or_default();
+        Self {
+            disables_userns: help.contains("--disable-userns"),
+            sizes_tmpfs: help.contains("--size") && help.contains("--perms"),
+        }
     }
-    let can = Command::new(bin)
-        .arg("--help")
-        .output()
-        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("--disable-userns"));
-    known.push((bin.to_string(), can));
-    can
 }

@@ -84,7 +84,11 @@ pub struct Sandbox {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Choice {
     Landlock,
-    Bwrap(String),
+    /// bubblewrap at `bin`, and what this version of it can do.
+    Bwrap {
+        bin: String,
+        can: bwrap::Features,
+    },
     Off,
     Unavailable(String),
 }
@@ -143,10 +147,10 @@ impl Sandbox {
         let choice = match config.mode {
             SandboxMode::Off => Choice::Off,
             SandboxMode::Landlock => probe(Choice::Landlock, &policy),
-            SandboxMode::Bwrap => probe(Choice::Bwrap(config.bwrap_bin.clone()), &policy),
+            SandboxMode::Bwrap => probe(Choice::bwrap(&config.bwrap_bin), &policy),
             SandboxMode::Auto => match probe(Choice::Landlock, &policy) {
                 Choice::Unavailable(landlock) => {
-                    match probe(Choice::Bwrap(config.bwrap_bin.clone()), &policy) {
+                    match probe(Choice::bwrap(&config.bwrap_bin), &policy) {
                         Choice::Unavailable(bwrap) => Choice::Unavailable(format!(
                             "no sandbox can be applied here (landlock: {landlock}; bwrap: {bwrap}); set [tools.sandbox] mode = \"off\" to run commands unsandboxed knowingly"
                         )),
@@ -184,7 +188,7 @@ impl Sandbox {
     pub fn mechanism(&self) -> &'static str {
         match self.choice {
             Choice::Landlock => "landlock",
-            Choice::Bwrap(_) => "bwrap",
+            Choice::Bwrap { .. } => "bwrap",
             Choice::Off => "off",
             Choice::Unavailable(_) => "unavailable",
         }
@@ -208,7 +212,7 @@ impl Sandbox {
                 "landlock (mode {asked}; kernel Landlock ABI {}; {network})",
                 landlock::kernel_abi()
             ),
-            Choice::Bwrap(bin) => {
+            Choice::Bwrap { bin, can } => {
                 let why = if self.policy.mode == SandboxMode::Auto {
                     format!(
                         "Landlock ABI {} unavailable (needs {}), ",
@@ -218,12 +222,17 @@ impl Sandbox {
                 } else {
                     String::new()
                 };
-                let userns = if bwrap::disables_user_namespaces(bin) {
+                let userns = if can.disables_userns {
                     ""
                 } else {
                     "; it cannot keep commands from making user namespaces (needs bubblewrap 0.8)"
                 };
-                format!("bwrap (mode {asked}; {why}{bin} works; {network}{userns})")
+                let shm = if can.sizes_tmpfs {
+                    ""
+                } else {
+                    "; no /dev/shm (a tmpfs of bounded size needs bubblewrap 0.5)"
+                };
+                format!("bwrap (mode {asked}; {why}{bin} works; {network}{userns}{shm})")
             }
             Choice::Off => {
                 "off: commands run unsandboxed, as the daemon's user ([tools.sandbox] mode = \"off\")"
@@ -286,8 +295,8 @@ impl Sandbox {
                 cmd.args(args).current_dir(dirs.workdir);
                 (cmd, Some(rulesets), dirs.tmp.as_os_str().to_owned())
             }
-            Choice::Bwrap(bin) => (
-                bwrap::command(bin, policy, dirs, program, args),
+            Choice::Bwrap { bin, can } => (
+                bwrap::command(bin, *can, policy, dirs, program, args),
                 None,
                 OsString::from("/tmp"),
             ),
@@ -404,6 +413,15 @@ pub fn private_tmp(workspace: &Path) -> std::io::Result<PathBuf> {
 }
 
 /// Runs `true` through `choice` with `policy`, in a throwaway directory.
+impl Choice {
+    fn bwrap(bin: &str) -> Self {
+        Self::Bwrap {
+            bin: bin.to_string(),
+            can: bwrap::Features::of(bin),
+        }
+    }
+}
+
 fn probe(choice: Choice, policy: &Arc<Policy>) -> Choice {
     if let Choice::Landlock = choice
         && landlock::kernel_abi() < landlock::ABI_NEEDED as i64

@@ -49,6 +49,7 @@ fn actor(user: &str) -> Actor {
         platform: "telegram".into(),
         user_id: user.into(),
         name: format!("user{user}"),
+        account: None,
     }
 }
 
@@ -282,6 +283,7 @@ async fn only_the_requester_or_an_approver_may_decide() {
         platform: "slack".into(),
         user_id: "1".into(),
         name: "imposter".into(),
+        account: None,
     };
     assert_eq!(
         s.broker

@@ -170,8 +170,9 @@ impl FakeGitlab {
         }
     }
 
-    /// `username` replies `body` in discussion `discussion`.
-    pub fn reply(&self, discussion: &str, username: &str, body: &str) {
+    /// `author` (`{"username", "id"}`) replies `body` in discussion
+    /// `discussion`.
+    pub fn reply(&self, discussion: &str, author: Value, body: &str) {
         let mut p = self.project();
         p.next_id += 1;
         let id = p.next_id;
@@ -179,7 +180,7 @@ impl FakeGitlab {
             && let Some(notes) = d["notes"].as_array_mut()
         {
             notes.push(json!({"id": id, "type": "DiffNote", "body": body,
-                              "author": {"username": username}, "resolvable": true, "resolved": false}));
+                              "author": author, "resolvable": true, "resolved": false}));
         }
     }
 }

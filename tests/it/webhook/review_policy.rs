@@ -340,6 +340,40 @@ async fn a_resolved_thread_keeps_its_point_and_only_it_off_the_diff() {
 /// not raised again after a push, and no longer failing the gate.
 #[tokio::test]
 async fn a_wont_fix_from_a_maintainer_sets_a_gitlab_finding_aside() {
+    let (gitlab, states) = wont_fix_on_gitlab("gitlab:ann", json!({"username": "ann"})).await;
+    assert_eq!(gitlab.discussions().len(), 1, "not raised again");
+    assert_eq!(
+        states,
+        ["failed", "success"],
+        "set aside by a maintainer, it no longer fails the gate"
+    );
+    let summary = gitlab
+        .notes()
+        .iter()
+        .filter_map(|n| n["body"].as_str())
+        .find(|b| b.contains("Review of"))
+        .unwrap()
+        .to_string();
+    assert!(summary.contains("answered \"won't fix\""), "{summary}");
+}
+
+/// A maintainer named by account number is known by it: their "won't fix"
+/// counts under a new login, and the login they had, now another
+/// account's, counts for nothing.
+#[tokio::test]
+async fn a_maintainer_named_by_account_number_is_known_by_it_not_by_login() {
+    let renamed = json!({"username": "ann-renamed", "id": 42});
+    let (_, states) = wont_fix_on_gitlab("gitlab:#42", renamed).await;
+    assert_eq!(states, ["failed", "success"]);
+    let old_login = json!({"username": "ann", "id": 7});
+    let (_, states) = wont_fix_on_gitlab("gitlab:#42", old_login).await;
+    assert_eq!(states, ["failed", "failed"], "not set aside");
+}
+
+/// A merge request reviewed with a blocking finding, `author` answering
+/// it "won't fix" with `approver` the route's approver, then reviewed
+/// again after a push: the forge, and the gate's two final states.
+async fn wont_fix_on_gitlab(approver: &str, author: Value) -> (FakeGitlab, Vec<String>) {
     let gitlab = FakeGitlab::start().await;
     let patch = "@@ -1,2 +1,3 @@\n fn main() {\n+    let v = input().unwrap();\n }";
     let moved = "@@ -1,2 +1,4 @@\n fn main() {\n+    // Reads.\n+    let v = input().unwrap();\n }";
@@ -365,7 +399,12 @@ async fn a_wont_fix_from_a_maintainer_sets_a_gitlab_finding_aside() {
         ),
     ])
     .await;
-    let d = start_at(&llm, &gitlab.url, gl::route(&gitlab)).await;
+    let route = gl::route(&gitlab);
+    let d = start_at(&llm, &gitlab.url, |config| {
+        route(config);
+        config.webhook.routes[0].approvers = vec![approver.into()];
+    })
+    .await;
     let opened = gl::mr_event("open", gl::HEAD1, None);
     assert_eq!(
         gl::send(&d, "Merge Request Hook", "w-1", &opened).await.0,
@@ -375,8 +414,7 @@ async fn a_wont_fix_from_a_maintainer_sets_a_gitlab_finding_aside() {
     assert_eq!(gitlab.discussions().len(), 1);
     settled(&d).await;
     let discussion = gitlab.discussions()[0]["id"].as_str().unwrap().to_string();
-    // ann is one of the route's approvers.
-    gitlab.reply(&discussion, "ann", "Won't fix: the input is always there.");
+    gitlab.reply(&discussion, author, "Won't fix: the input is always there.");
 
     gitlab.set_mr(4, mr(gl::HEAD2, moved));
     gitlab.set_merge_base(gl::HEAD1, gl::HEAD2, gl::HEAD1);
@@ -392,20 +430,8 @@ async fn a_wont_fix_from_a_maintainer_sets_a_gitlab_finding_aside() {
         202
     );
     wait_for("the second gate", || gl::final_states(&gitlab).len() == 2).await;
-    assert_eq!(gitlab.discussions().len(), 1, "not raised again");
-    assert_eq!(
-        gl::final_states(&gitlab),
-        ["failed", "success"],
-        "set aside by a maintainer, it no longer fails the gate"
-    );
-    let summary = gitlab
-        .notes()
-        .iter()
-        .filter_map(|n| n["body"].as_str())
-        .find(|b| b.contains("Review of"))
-        .unwrap()
-        .to_string();
-    assert!(summary.contains("answered \"won't fix\""), "{summary}");
+    let states = gl::final_states(&gitlab);
+    (gitlab, states)
 }
 
 /// A review answered before every file was read is asked again; the

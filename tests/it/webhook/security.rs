@@ -373,6 +373,70 @@ async fn nothing_the_gateway_or_a_bot_writes_approves_anything() {
     d.shutdown().await;
 }
 
+/// A login can be renamed and then registered by someone else: an approver
+/// named by account number is matched by it, whatever login comes with it.
+#[tokio::test]
+async fn an_approver_named_by_account_number_is_matched_by_it_not_by_login() {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[(
+            "c1",
+            "terminal",
+            r#"{"command":"git reset --hard"}"#,
+        )])),
+        Reply::Json(text("Reset done.")),
+    ])
+    .await;
+    let gh = FakeGithub::start().await;
+    let d = start(&llm, &gh, |c| {
+        let r = &mut c.webhook.routes[0];
+        r.toolsets = Some(vec!["terminal".into()]);
+        r.approval_comments = true;
+        r.approvers = vec!["github:#583231".into()];
+    })
+    .await;
+    let body = bytes(&fixture("pull_request.opened"));
+    assert_eq!(d.github("pull_request", "n-1", &body).await.status(), 202);
+    let prompt = gh.wait(1).await[0].body["body"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(prompt.contains("account 583231 can answer"), "{prompt}");
+    let id: String = prompt
+        .split("/approve ")
+        .nth(1)
+        .unwrap()
+        .chars()
+        .take(32)
+        .collect();
+    let comment = |user: Value| {
+        let mut c = fixture("issue_comment.created");
+        c["comment"]["user"] = user;
+        c["comment"]["body"] = json!(format!("/approve {id}"));
+        bytes(&c)
+    };
+    let strangers = [
+        // The approver's old login, now another account's.
+        json!({"login": "octo-admin", "id": 9, "type": "User"}),
+        // A login spelled as the number, and no number at all.
+        json!({"login": "583231", "id": 10, "type": "User"}),
+        json!({"login": "octo-admin", "type": "User"}),
+    ];
+    for (i, user) in strangers.into_iter().enumerate() {
+        let r = d
+            .github("issue_comment", &format!("n-s{i}"), &comment(user.clone()))
+            .await;
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["status"], "refused", "{user}: {v}");
+    }
+    let renamed = json!({"login": "octo-admin-renamed", "id": 583231, "type": "User"});
+    let r = d.github("issue_comment", "n-a", &comment(renamed)).await;
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["status"], "decided", "{v}");
+    let seen = gh.wait(3).await;
+    assert_eq!(seen[2].body["body"], "Reset done.");
+    d.shutdown().await;
+}
+
 #[tokio::test]
 async fn an_answer_that_reads_as_a_command_is_posted_behind_a_marker_line() {
     let llm = FakeLlm::start(vec![Reply::Json(text("/approve 0123456789abcdef always"))]).await;
