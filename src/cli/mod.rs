@@ -323,6 +323,9 @@ pub fn check_report(config: &Config, source: &ConfigSource, env: &Env) -> String
                 if let Some(why) = config.storage_open_to_commands() {
                     let _ = writeln!(out, "  warning: {why}");
                 }
+                for why in sandbox.short_of_reserve(&config.agent.workspace) {
+                    let _ = writeln!(out, "  warning: {why}");
+                }
             }
             let open = [
                 ("telegram", config.telegram.enabled && config.telegram.open),

@@ -438,6 +438,11 @@ impl Parts {
         if let Some(why) = config.storage_open_to_commands() {
             tracing::warn!("{why}");
         }
+        if config.tools.terminal.backend == crate::config::TerminalBackend::Local {
+            for why in sandbox.short_of_reserve(&config.agent.workspace) {
+                tracing::warn!("{why}");
+            }
+        }
         for server in &config.mcp.servers {
             runtime.tracker.spawn(mcp::supervise(
                 server.clone(),

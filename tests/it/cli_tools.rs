@@ -182,6 +182,31 @@ fn check_warns_when_commands_could_reach_the_gateways_postgres() {
     assert!(!out.contains("storage is PostgreSQL"), "{out}");
 }
 
+/// A disk already below the reserve holds every writing command back:
+/// `check` says so before the first one is ended.
+#[test]
+fn check_warns_when_the_workspaces_disk_is_below_the_reserve() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = |reserve_mb: u64| {
+        format!(
+            "[agent]\nworkspace = \"{}\"\n[tools.sandbox]\ndisk_reserve_mb = {reserve_mb}\n",
+            dir.path().join("ws").display()
+        )
+    };
+    std::fs::write(dir.path().join("gateway.toml"), config(1 << 40)).unwrap();
+    let (code, out, err) = run(dir.path(), &["check"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines().any(|l| l.contains("warning: the disk holding")
+            && l.contains("commands must leave (tools.sandbox.disk_reserve_mb)")),
+        "{out}"
+    );
+    std::fs::write(dir.path().join("gateway.toml"), config(1)).unwrap();
+    let (code, out, err) = run(dir.path(), &["check"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("the disk holding"), "{out}");
+}
+
 #[test]
 fn pairing_cli_lists_approves_and_revokes() {
     let dir = tempfile::tempdir().unwrap();

@@ -77,6 +77,33 @@ fn free(path: &Path) -> Option<Free> {
     })
 }
 
+/// Why commands writing under `dir` (or its nearest existing ancestor)
+/// are held back now: its filesystem has less free than `keep`, so a
+/// command that writes is ended soon after it starts (and below half of
+/// `keep`, may only remove files).
+pub fn short_of(keep: Free, dir: &Path) -> Option<String> {
+    let on = dir.ancestors().find(|d| d.exists())?;
+    let free = free(on)?;
+    let short = if free.bytes < keep.bytes {
+        format!(
+            "{} MiB free, less than the {} MiB commands must leave (tools.sandbox.disk_reserve_mb)",
+            free.bytes >> 20,
+            keep.bytes >> 20
+        )
+    } else if free.inodes < keep.inodes {
+        format!(
+            "room for {} more files, less than the {} commands must leave (tools.sandbox.disk_reserve_inodes)",
+            free.inodes, keep.inodes
+        )
+    } else {
+        return None;
+    };
+    Some(format!(
+        "the disk holding {} has {short}: a command that writes there is ended, and below half of it commands may only remove files; free some space or lower the reserve",
+        dir.display()
+    ))
+}
+
 /// The filesystems one command can write, and the free space it leaves on
 /// each.
 #[derive(Debug, Clone, Default)]

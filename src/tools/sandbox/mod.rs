@@ -269,6 +269,16 @@ impl Sandbox {
         Reserve::new(self.policy.disk_reserve, paths)
     }
 
+    /// Why commands writing under `workspaces` or `read_write` are held
+    /// back now by the disk's reserve (their disk is that full), for
+    /// `check` and the daemon's start.
+    pub fn short_of_reserve(&self, workspaces: &Path) -> Vec<String> {
+        std::iter::once(workspaces)
+            .chain(self.policy.read_write.iter().map(PathBuf::as_path))
+            .filter_map(|dir| disk::short_of(self.policy.disk_reserve, dir))
+            .collect()
+    }
+
     /// A command running `program args` confined to `dirs`, with exactly
     /// `env` plus `HOME` (the workspace) and `TMPDIR`; unless `may_write`,
     /// with a file size limit of zero (it may remove files, not write
