@@ -224,7 +224,13 @@ async fn dispatch(
             Ok(0)
         }
         Command::Check => {
-            print!("{}", check_report(&config, &source, &env));
+            let lets_in = match config.storage_open_to_commands(Some(true)) {
+                Some(_) => crate::store::postgres_lets_in_without_password(&config.storage.url)
+                    .await
+                    .ok(),
+                None => None,
+            };
+            print!("{}", check_report(&config, &source, &env, lets_in));
             Ok(0)
         }
         Command::Chat { once, user } => {
@@ -278,8 +284,15 @@ async fn open_store(config: &Config) -> crate::store::Result<Store> {
     Store::open(&config.storage).await
 }
 
-/// The text `switchboard check` prints for a valid configuration.
-pub fn check_report(config: &Config, source: &ConfigSource, env: &Env) -> String {
+/// The text `switchboard check` prints for a valid configuration;
+/// `storage_lets_in` is whether PostgreSQL storage let this host in
+/// without a password, when that was tried.
+pub fn check_report(
+    config: &Config,
+    source: &ConfigSource,
+    env: &Env,
+    storage_lets_in: Option<bool>,
+) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     let origin = match source {
@@ -320,7 +333,7 @@ pub fn check_report(config: &Config, source: &ConfigSource, env: &Env) -> String
                         "  warning: terminal and process commands run unsandboxed with the daemon's rights ([tools.sandbox] mode = \"off\"); see docs/security.md"
                     );
                 }
-                if let Some(why) = config.storage_open_to_commands() {
+                if let Some(why) = config.storage_open_to_commands(storage_lets_in) {
                     let _ = writeln!(out, "  warning: {why}");
                 }
                 for why in sandbox.short_of_reserve(&config.agent.workspace) {

@@ -280,35 +280,51 @@ pub struct SendMessageConfig {
 
 impl super::Config {
     /// Why commands could reach the gateway's own database, when they
-    /// could: storage on PostgreSQL over TCP on loopback, with no password
-    /// in its URL (the server lets local connections in without one, so it
-    /// would let a command in as the same role), and commands of the local,
-    /// sandboxed backend allowed the network. A command could then change
-    /// any state of the gateway, approvals included.
-    pub fn storage_open_to_commands(&self) -> Option<String> {
+    /// could: storage on PostgreSQL, commands of the local, sandboxed
+    /// backend allowed the network, and the server letting this host in
+    /// without a password (`lets_in`, as tried by
+    /// [`postgres_lets_in_without_password`](crate::store::postgres_lets_in_without_password);
+    /// when that is not known, judged from the URL: loopback over TCP with
+    /// no password in it). A command would connect from the same address
+    /// as the same role, and could change any state of the gateway,
+    /// approvals included.
+    pub fn storage_open_to_commands(&self, lets_in: Option<bool>) -> Option<String> {
         let url = url::Url::parse(&self.storage.url).ok()?;
-        // The host, or the hosts of its `host` and `hostaddr` parameters
-        // (a path there is a UNIX socket's directory, which commands
-        // cannot connect to).
-        let mut hosts: Vec<String> = url.host_str().map(str::to_string).into_iter().collect();
-        for (key, value) in url.query_pairs() {
-            if key == "host" || key == "hostaddr" {
-                hosts.extend(value.split(',').map(str::to_string));
-            }
-        }
-        let local = hosts.iter().find(|host| loopback(host))?;
-        let password = url.password().is_some() || url.query_pairs().any(|(k, _)| k == "password");
-        let open = matches!(url.scheme(), "postgres" | "postgresql")
-            && !password
+        let reachable = matches!(url.scheme(), "postgres" | "postgresql")
             && self.tools.terminal.backend == TerminalBackend::Local
             && self.tools.sandbox.mode != SandboxMode::Off
             && self.tools.sandbox.network;
-        open.then(|| {
-            format!(
-                "storage is PostgreSQL on {} with no password in its URL, and commands may use the network ([tools.sandbox] network = true): a command can connect to it as the gateway does and change its state, approvals included; make the server ask for a password on local TCP connections (pg_hba.conf) or set network = false",
-                local
-            )
-        })
+        if !reachable {
+            return None;
+        }
+        const FIX: &str = "a command can connect to it as the gateway does and change its state, approvals included; make the server ask for a password on TCP connections from this host (pg_hba.conf) or set network = false";
+        match lets_in {
+            Some(true) => Some(format!(
+                "storage's PostgreSQL lets this host in as {:?} without a password, and commands may use the network ([tools.sandbox] network = true): {FIX}",
+                url.username()
+            )),
+            Some(false) => None,
+            None => {
+                // The host, or the hosts of its `host` and `hostaddr`
+                // parameters (a path there is a UNIX socket's directory,
+                // which commands cannot connect to).
+                let mut hosts: Vec<String> =
+                    url.host_str().map(str::to_string).into_iter().collect();
+                for (key, value) in url.query_pairs() {
+                    if key == "host" || key == "hostaddr" {
+                        hosts.extend(value.split(',').map(str::to_string));
+                    }
+                }
+                let local = hosts.iter().find(|host| loopback(host))?;
+                let password =
+                    url.password().is_some() || url.query_pairs().any(|(k, _)| k == "password");
+                (!password).then(|| {
+                    format!(
+                        "storage is PostgreSQL on {local} with no password in its URL, and commands may use the network ([tools.sandbox] network = true): {FIX}"
+                    )
+                })
+            }
+        }
     }
 }
 
@@ -338,7 +354,7 @@ mod tests {
         let mut config = Config::default();
         config.storage.url = url.into();
         edit(&mut config);
-        config.storage_open_to_commands()
+        config.storage_open_to_commands(None)
     }
 
     #[test]
@@ -371,5 +387,17 @@ mod tests {
         assert_eq!(on("postgres://gw@127.0.0.1/gw", cut), None);
         let remote = |c: &mut Config| c.tools.terminal.backend = TerminalBackend::Docker;
         assert_eq!(on("postgres://gw@127.0.0.1/gw", remote), None);
+    }
+
+    #[test]
+    fn what_the_server_said_outweighs_the_url() {
+        let mut config = Config::default();
+        config.storage.url = "postgres://gw:secret@db.internal/gw".into();
+        let why = config.storage_open_to_commands(Some(true)).unwrap();
+        assert!(why.contains("lets this host in as \"gw\""), "{why}");
+        config.storage.url = "postgres://gw@127.0.0.1/gw".into();
+        assert_eq!(config.storage_open_to_commands(Some(false)), None);
+        config.tools.sandbox.network = false;
+        assert_eq!(config.storage_open_to_commands(Some(true)), None);
     }
 }

@@ -435,8 +435,15 @@ impl Parts {
         } else {
             tracing::info!(sandbox = sandbox.mechanism(), "{}", sandbox.describe());
         }
-        if let Some(why) = config.storage_open_to_commands() {
-            tracing::warn!("{why}");
+        if config.storage_open_to_commands(Some(true)).is_some() {
+            let config = config.clone();
+            runtime.tracker.spawn(async move {
+                let url = &config.storage.url;
+                let lets_in = crate::store::postgres_lets_in_without_password(url).await;
+                if let Some(why) = config.storage_open_to_commands(lets_in.ok()) {
+                    tracing::warn!("{why}");
+                }
+            });
         }
         if config.tools.terminal.backend == crate::config::TerminalBackend::Local {
             for why in sandbox.short_of_reserve(&config.agent.workspace) {

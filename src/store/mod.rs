@@ -44,6 +44,7 @@ pub use log_index::LogMark;
 pub use memory::MemoryNote;
 pub use outbox::{Draft, Outbound, OutboxRow};
 pub use pairing::{PairedUser, PairingRequest};
+pub use pools::postgres_lets_in_without_password;
 pub use processes::ProcessWatch;
 pub use sessions::{MessageHit, NewMessage, NewSession, Session, StoredMessage};
 pub use turns::{Committed, Completion, TurnCommit, TurnRecord};

@@ -59,6 +59,29 @@ pub(super) fn listener_options(
     ])
 }
 
+/// Whether the PostgreSQL server at `url` lets this host in as the URL's
+/// role with no password (its `pg_hba.conf` trusts the address): a command
+/// allowed the network could then connect as the gateway does. `Err` when
+/// it could not be told (the URL unreadable, the server not answering).
+pub async fn postgres_lets_in_without_password(url: &str) -> Result<bool, String> {
+    use sqlx::ConnectOptions;
+    let options: sqlx::postgres::PgConnectOptions = url.parse().map_err(|e| format!("{e}"))?;
+    let options = options.password("");
+    match tokio::time::timeout(Duration::from_secs(3), options.connect()).await {
+        Err(_) => Err("no answer within 3 s".into()),
+        Ok(Ok(conn)) => {
+            use sqlx::Connection;
+            let _ = conn.close().await;
+            Ok(true)
+        }
+        // Class 28: the server refused the role without a password.
+        Ok(Err(sqlx::Error::Database(e))) if e.code().is_some_and(|c| c.starts_with("28")) => {
+            Ok(false)
+        }
+        Ok(Err(e)) => Err(e.to_string()),
+    }
+}
+
 /// Whether a SQLite URL names a database in memory (`sqlite::memory:`,
 /// `mode=memory`): sqlx gives it a file name of its own making, and no
 /// file holds it.

@@ -266,15 +266,15 @@ fn check_warns_when_an_open_platform_can_reach_a_shell() {
     config.slack.enabled = true;
     let env = switchboard::config::Env::default();
     let source = switchboard::config::ConfigSource::Defaults;
-    let closed = switchboard::cli::check_report(&config, &source, &env);
+    let closed = switchboard::cli::check_report(&config, &source, &env, None);
     assert!(!closed.contains("slack.open"), "{closed}");
     config.slack.open = true;
-    let open = switchboard::cli::check_report(&config, &source, &env);
+    let open = switchboard::cli::check_report(&config, &source, &env, None);
     assert!(
         open.contains("warning: slack.open = true lets anyone who can message the bot use terminal and process"),
         "{open}"
     );
     config.slack.toolsets = Some(vec!["web".into()]);
-    let safe = switchboard::cli::check_report(&config, &source, &env);
+    let safe = switchboard::cli::check_report(&config, &source, &env, None);
     assert!(!safe.contains("warning: slack.open"), "{safe}");
 }

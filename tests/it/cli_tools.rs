@@ -155,31 +155,36 @@ fn check_rejects_unknown_toolsets_by_name() {
     );
 }
 
-/// A loopback PostgreSQL the daemon reaches without a password lets any
-/// command with the network in as well: `check` says so, and says nothing
-/// once commands have no network.
+/// A PostgreSQL server that lets this host in without a password lets any
+/// command with the network in as well, whatever password the URL holds
+/// (the tests' server trusts 127.0.0.1): `check` tries it and says so, and
+/// says nothing once commands have no network.
 #[test]
 fn check_warns_when_commands_could_reach_the_gateways_postgres() {
     let dir = tempfile::tempdir().unwrap();
-    let storage = "[storage]\nurl = \"postgres://postgres@127.0.0.1:5432/test\"\n";
-    std::fs::write(dir.path().join("gateway.toml"), storage).unwrap();
-    let (code, out, err) = run(dir.path(), &["check"]);
-    assert_eq!(code, 0, "{err}");
-    assert!(
-        out.lines().any(
-            |l| l.contains("warning: storage is PostgreSQL on 127.0.0.1")
-                && l.contains("network = false")
-        ),
-        "{out}"
-    );
-    std::fs::write(
-        dir.path().join("gateway.toml"),
-        format!("{storage}[tools.sandbox]\nnetwork = false\n"),
-    )
-    .unwrap();
-    let (code, out, err) = run(dir.path(), &["check"]);
-    assert_eq!(code, 0, "{err}");
-    assert!(!out.contains("storage is PostgreSQL"), "{out}");
+    let url = crate::common::postgres_url();
+    let mut with_password = url::Url::parse(&url).unwrap();
+    with_password.set_password(Some("not-asked-for")).unwrap();
+    for url in [url, with_password.to_string()] {
+        let storage = format!("[storage]\nurl = \"{url}\"\n");
+        std::fs::write(dir.path().join("gateway.toml"), &storage).unwrap();
+        let (code, out, err) = run(dir.path(), &["check"]);
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            out.lines().any(|l| l.contains(
+                "warning: storage's PostgreSQL lets this host in as \"postgres\" without a password"
+            ) && l.contains("network = false")),
+            "{url}: {out}"
+        );
+        std::fs::write(
+            dir.path().join("gateway.toml"),
+            format!("{storage}[tools.sandbox]\nnetwork = false\n"),
+        )
+        .unwrap();
+        let (code, out, err) = run(dir.path(), &["check"]);
+        assert_eq!(code, 0, "{err}");
+        assert!(!out.contains("PostgreSQL lets"), "{out}");
+    }
 }
 
 /// A disk already below the reserve holds every writing command back:
