@@ -165,15 +165,30 @@ impl SessionManager {
             if event.revision == Revision::Edited {
                 return Ok((Submitted::Ignored("an edited command is not run"), None));
             }
+            // The claim is stored: a replay after a restart or on another
+            // replica is a duplicate too.
             let run = format!("{}:{}", event.platform, event.event_id);
-            if !inner.commands_run.note(&run) {
+            let payload = serde_json::to_string(&event).unwrap_or_default();
+            let claimed = inner
+                .store
+                .inbox_claim_command(&NewInboxEvent {
+                    platform: &event.platform,
+                    dedupe_key: &run,
+                    session_key: &key,
+                    payload: &payload,
+                })
+                .await?;
+            if !claimed {
                 return Ok((Submitted::Duplicate, None));
             }
             let reply = match self.command(&key, &event, &command).await {
                 Ok(reply) => reply,
                 Err(err) => {
-                    // Not run: its next delivery runs it.
-                    inner.commands_run.forget(&run);
+                    // Not run: its next delivery runs it (if the claim
+                    // cannot be given up either, it is not run twice).
+                    if let Err(also) = inner.store.inbox_release_command(&run).await {
+                        tracing::warn!(run, error = %also, "a failed command's claim stays: its next delivery is dropped");
+                    }
                     return Err(err);
                 }
             };

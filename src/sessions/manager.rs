@@ -148,9 +148,6 @@ pub(super) struct Inner {
     pub(super) ownership: Option<Ownership>,
     /// Per-sender and per-chat rate limits.
     pub(super) throttle: super::throttle::Throttle,
-    /// The commands run lately, by their message (`platform:event id`),
-    /// so a message delivered twice within ten minutes runs once.
-    pub(super) commands_run: super::recent::Recent,
     /// Where voice notes are heard (none: they are not).
     pub(super) transcriber: Option<crate::transcription::Transcriber>,
     /// Where a run's forge desk comes from (the webhook routes' forges).
@@ -256,7 +253,6 @@ impl SessionManager {
                 forges,
                 clock,
                 throttle,
-                commands_run: super::recent::Recent::new(Duration::from_secs(600), 10_000),
                 cron_wake: Arc::new(tokio::sync::Notify::new()),
                 settings,
                 mailboxes: Mailboxes::default(),

@@ -1,5 +1,4 @@
-//! Keys seen lately, each for a while, in a bounded map: the commands run
-//! for a message (so one delivered twice runs once) and the sessions found
+//! Keys seen lately, each for a while, in a bounded map: the sessions found
 //! owned by another replica.
 
 use std::collections::HashMap;
@@ -50,14 +49,6 @@ impl Recent {
         seen.insert(key.to_string(), now);
         true
     }
-
-    /// Forgets `key`.
-    pub(super) fn forget(&self, key: &str) {
-        self.seen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
-    }
 }
 
 #[cfg(test)]
@@ -70,9 +61,8 @@ mod tests {
         assert!(recent.note("a"));
         assert!(!recent.note("a"), "noted already");
         assert!(recent.holds("a"));
-        recent.forget("a");
-        assert!(!recent.holds("a"));
-        for key in ["a", "b", "c", "d"] {
+        assert!(!recent.holds("b"));
+        for key in ["b", "c", "d"] {
             assert!(recent.note(key));
         }
         // Full of live keys: they went, and the newest stays.

@@ -374,6 +374,32 @@ impl Store {
             .map_err(|_| super::StoreError::Unavailable(sqlx::Error::PoolClosed))?
     }
 
+    /// Claims the run of a chat command carried by `event` (its dedupe key
+    /// is the message's), for every replica and across restarts: true when
+    /// this call claimed it, false when it was claimed before (a platform's
+    /// redelivery, Discord's catch-up after a restart, Slack's second event
+    /// for one message on another replica). Kept as an inbox event already
+    /// processed, which no worker takes.
+    pub async fn inbox_claim_command(&self, event: &NewInboxEvent<'_>) -> Result<bool> {
+        let n = with_pool!(self, pool => sqlx::query(
+            "INSERT INTO inbox (platform, dedupe_key, session_key, payload, received_at, processed_at, outcome) \
+             VALUES ($1, $2, $3, $4, $5, $5, 'command') ON CONFLICT (dedupe_key) DO NOTHING")
+            .bind(event.platform).bind(event.dedupe_key).bind(event.session_key)
+            .bind(event.payload).bind(now_ms())
+            .execute(pool).await?.rows_affected());
+        Ok(n == 1)
+    }
+
+    /// Gives up the claim of a command that failed before it ran
+    /// ([`inbox_claim_command`](Self::inbox_claim_command)): its next
+    /// delivery runs it.
+    pub async fn inbox_release_command(&self, dedupe_key: &str) -> Result<()> {
+        with_pool!(self, pool => sqlx::query(
+            "DELETE FROM inbox WHERE dedupe_key = $1 AND outcome = 'command'")
+            .bind(dedupe_key).execute(pool).await.map(|_| ()))?;
+        Ok(())
+    }
+
     /// Marks an event processed. Returns false if it already was.
     pub async fn inbox_mark_processed(&self, id: i64, outcome: &str) -> Result<bool> {
         let n = with_pool!(self, pool => sqlx::query(

@@ -14,6 +14,7 @@ mod approvals_obfuscation;
 mod budgets;
 mod chat;
 mod cli_tools;
+mod commands_once;
 mod common;
 mod compliance;
 mod config;

@@ -27,7 +27,7 @@ pub(crate) struct Setup {
     pub(crate) dir: tempfile::TempDir,
 }
 
-async fn setup(llm: &FakeLlm) -> Setup {
+pub(crate) async fn setup(llm: &FakeLlm) -> Setup {
     setup_with(llm, |_| {}, |_| {}).await
 }
 
@@ -466,7 +466,7 @@ async fn the_inbox_cap_applies_across_sessions() {
 }
 
 /// A model that runs `git reset --hard` (which asks), then says "ran it".
-fn resets_the_repo() -> Vec<Reply> {
+pub(crate) fn resets_the_repo() -> Vec<Reply> {
     vec![
         Reply::Json(calls(&[(
             "c1",
@@ -518,37 +518,6 @@ async fn approve_and_deny_reach_the_waiting_turn_past_the_queue() {
         s.adapter.wait(4).await[3].1,
         "Nothing is waiting for approval here."
     );
-}
-
-/// A decision command runs for its message once: delivered again (Slack's
-/// `message` and `app_mention` of one message, a retry) it is a duplicate,
-/// and an edit of it is not run (it would decide the next request).
-#[tokio::test]
-async fn a_decision_command_runs_once_for_its_message() {
-    let llm = FakeLlm::start(resets_the_repo()).await;
-    let s = setup(&llm).await;
-    s.manager.submit(dm("1", "p1", "reset")).await.unwrap();
-    s.adapter
-        .until(|a| a.shown.lock().unwrap().first().cloned())
-        .await;
-    let mut edited = dm("1", "p2", "/deny");
-    edited.revision = switchboard::platform::Revision::Edited;
-    assert!(matches!(
-        s.manager.submit(edited).await.unwrap(),
-        Submitted::Ignored(_)
-    ));
-    let approve = dm("1", "p3", "/approve");
-    assert_eq!(
-        s.manager.submit(approve.clone()).await.unwrap(),
-        Submitted::Command
-    );
-    assert_eq!(
-        s.manager.submit(approve).await.unwrap(),
-        Submitted::Duplicate
-    );
-    let sent = s.adapter.wait(2).await;
-    assert!(sent[0].1.starts_with("Done: approved"), "{sent:?}");
-    assert_eq!(sent[1].1, "ran it");
 }
 
 pub(crate) fn group(user: &str, id: &str, text: &str, thread: Option<&str>) -> InboundEvent {
