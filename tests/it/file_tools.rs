@@ -227,3 +227,64 @@ async fn every_file_tool_stays_inside_the_workspace() {
     }
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "secret");
 }
+
+/// A `.gitignore` is read as the agent's other files are: one that is a
+/// link out of the workspace (to `/dev/zero`, which filled the daemon's
+/// memory) or a FIFO (which held a thread for good) is not read, a search
+/// of a subdirectory obeys the workspace's, a `!` rule lets a file back
+/// in, and none outside the workspace counts.
+#[tokio::test]
+async fn search_reads_no_gitignore_outside_the_workspace_or_that_is_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = common::tools::ctx(dir.path());
+    let rt = runtime();
+    let ws = &ctx.workspace;
+    std::fs::write(dir.path().join(".gitignore"), "*.rs\n").unwrap();
+    std::fs::write(ws.join(".gitignore"), "gen/\n*.log\n!keep.log\n").unwrap();
+    for sub in ["zero", "pipe", "src/gen"] {
+        std::fs::create_dir_all(ws.join(sub)).unwrap();
+    }
+    std::os::unix::fs::symlink("/dev/zero", ws.join("zero/.gitignore")).unwrap();
+    nix::unistd::mkfifo(
+        &ws.join("pipe/.gitignore"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    for (file, text) in [
+        ("zero/a.rs", "MARK zero\n"),
+        ("pipe/b.rs", "MARK pipe\n"),
+        ("src/c.rs", "MARK src\n"),
+        ("src/gen/d.rs", "MARK gen\n"),
+        ("src/e.log", "MARK log\n"),
+        ("src/keep.log", "MARK keep\n"),
+    ] {
+        std::fs::write(ws.join(file), text).unwrap();
+    }
+    let search = |args| {
+        let (rt, ctx) = (&rt, &ctx);
+        async move {
+            let found = tokio::time::timeout(
+                std::time::Duration::from_secs(30),
+                call(rt, "search_files", args, ctx),
+            )
+            .await
+            .expect("the search returns");
+            let mut paths: Vec<String> = found["matches"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{found}"))
+                .iter()
+                .map(|m| m["path"].as_str().unwrap().to_string())
+                .collect();
+            paths.sort();
+            paths
+        }
+    };
+    assert_eq!(
+        search(json!({"pattern": "MARK"})).await,
+        ["pipe/b.rs", "src/c.rs", "src/keep.log", "zero/a.rs"]
+    );
+    assert_eq!(
+        search(json!({"pattern": "MARK", "path": "src"})).await,
+        ["src/c.rs", "src/keep.log"]
+    );
+}

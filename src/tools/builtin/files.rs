@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
+use super::gitignore::Ignored;
 use crate::tools::workspace::{self, display, open_data_beneath, resolve, write_beneath};
 use crate::tools::{
     Concurrency, Tool, ToolContext, ToolError, ToolSpec, arg_opt_str, arg_opt_u64, arg_str,
@@ -52,10 +53,16 @@ async fn one_file<T: Send + 'static>(
 }
 
 fn load_text(path: &Path, root: &Path) -> Result<String, ToolError> {
+    load_text_from(path, root, true)
+}
+
+/// [`load_text`], reading a FIFO only when `fifo` (a search reading file
+/// after file does not wait on one).
+fn load_text_from(path: &Path, root: &Path, fifo: bool) -> Result<String, ToolError> {
     use std::io::Read;
     use std::os::unix::fs::FileTypeExt;
     let shown = |e: std::io::Error| failed(format!("{}: {e}", display(root, path)));
-    let file = match open_data_beneath(root, path, true) {
+    let file = match open_data_beneath(root, path, fifo) {
         Ok(file) => file,
         Err(err) if err.kind() == std::io::ErrorKind::IsADirectory => {
             return Err(ToolError::InvalidArgs(format!(
@@ -336,11 +343,17 @@ impl Tool for Patch {
 #[derive(Debug, Default)]
 pub struct SearchFiles;
 
-fn walker(dir: &Path) -> ignore::Walk {
+/// The entries under `dir`, in the workspace at `root`, that its
+/// `.gitignore` files leave (read by [`Ignored`], not by the walker), `.git`
+/// left out; symlinks are not followed.
+fn walker(root: &Path, dir: &Path) -> ignore::Walk {
+    let ignored = Ignored::new(root);
     ignore::WalkBuilder::new(dir)
-        .hidden(false)
-        .require_git(false)
-        .filter_entry(|e| e.file_name() != ".git")
+        .standard_filters(false)
+        .filter_entry(move |e| {
+            let dir = e.file_type().is_some_and(|t| t.is_dir());
+            e.file_name() != ".git" && !ignored.ignored(e.path(), dir)
+        })
         .build()
 }
 
@@ -378,7 +391,7 @@ fn search(
             .build()
             .map_err(|e| ToolError::InvalidArgs(format!("bad glob {pattern:?}: {e}")))?
             .compile_matcher();
-        for entry in walker(dir).flatten() {
+        for entry in walker(root, dir).flatten() {
             let path = entry.path();
             let rel_to_dir = path.strip_prefix(dir).unwrap_or(path);
             if path == dir
@@ -399,12 +412,12 @@ fn search(
             .size_limit(1 << 20)
             .build()
             .map_err(|e| ToolError::InvalidArgs(format!("bad regex: {e}")))?;
-        'files: for entry in walker(dir).flatten() {
+        'files: for entry in walker(root, dir).flatten() {
             let path = entry.path();
             if !entry.file_type().is_some_and(|t| t.is_file()) || !name_ok(path) {
                 continue;
             }
-            let Ok(text) = load_text(path, root) else {
+            let Ok(text) = load_text_from(path, root, false) else {
                 continue;
             };
             for (i, line) in text.lines().enumerate() {

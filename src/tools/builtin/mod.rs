@@ -5,6 +5,7 @@
 mod agent;
 mod exit_codes;
 mod files;
+mod gitignore;
 mod messaging;
 mod output;
 mod process;
