@@ -39,8 +39,17 @@ enum NoChat {
 /// it looks whether the press gave it back (its decision not recorded).
 const LOOK_AGAIN: Duration = Duration::from_millis(200);
 
-/// Longest command shown in a prompt.
-const PROMPT_COMMAND_CHARS: usize = 600;
+/// Longest command shown in a prompt (with the files it runs, bounded
+/// by [`scripts::shown`](super::scripts::shown)).
+const PROMPT_COMMAND_CHARS: usize = super::scripts::SHOWN_MAX;
+
+/// The keys of `keys` a session grant or the allowlist may hold.
+fn grantable(keys: &[String]) -> Vec<String> {
+    keys.iter()
+        .filter(|k| !super::policy::ONCE_ONLY.contains(&k.as_str()))
+        .cloned()
+        .collect()
+}
 
 /// A request from a tool call.
 #[derive(Debug, Clone)]
@@ -526,12 +535,13 @@ impl Broker {
         };
         let requester = waiter.requester.as_deref().unwrap_or("-");
         let keys = waiter.keys.join(",");
+        let granted = grantable(&waiter.keys);
         let settlement = Settlement {
             status: decision.status(),
             approver: actor,
             reason: reason.as_deref(),
             grant,
-            keys: &waiter.keys,
+            keys: &granted,
             entry: AuditEvent {
                 approval_id: id,
                 event: kind,
@@ -709,6 +719,14 @@ impl Broker {
                 return Err(Refusal::SessionForUnattended);
             }
             pending.remove(id)
+        };
+        // What is only known when it runs is allowed once, whatever scope
+        // was chosen ([`ONCE_ONLY`](super::policy::ONCE_ONLY)).
+        let choice = match (&waiter, choice) {
+            (Some(w), Choice::Session | Choice::Always) if grantable(&w.keys).is_empty() => {
+                Choice::Once
+            }
+            _ => choice,
         };
         let Some(waiter) = waiter else {
             return Err(Refusal::AlreadyDecided("just now".into()));

@@ -56,6 +56,21 @@ pub struct Evaluation {
     pub uncovered: Vec<&'static str>,
 }
 
+/// Keys saying that what a line runs is only known when it runs: a grant
+/// of one would let every later line of that shape through, whatever it
+/// then runs (`$CMD …`, or anything past the expansion budget). They are
+/// allowed once, never for a session or always, and no grant or allowlist
+/// entry covers them. (A file the agent wrote is granted by its content,
+/// not by its key: [`scripts`].)
+pub const ONCE_ONLY: &[&str] = &[
+    "dynamic_command",
+    "dynamic_argument",
+    "pipe_to_interpreter",
+    "download_and_run",
+    "expansion_budget",
+    "analysis_timeout",
+];
+
 /// Decides a command given the permanent allowlist and the session's
 /// grants. Pure: it reads nothing and runs nothing.
 pub fn evaluate(command: &str, allowlist: &[String], session_grants: &[String]) -> Evaluation {
@@ -63,7 +78,11 @@ pub fn evaluate(command: &str, allowlist: &[String], session_grants: &[String]) 
     let uncovered: Vec<&'static str> = detection
         .matches
         .iter()
-        .filter(|m| m.hard || !allowlist.iter().chain(session_grants).any(|k| k == m.key))
+        .filter(|m| {
+            m.hard
+                || ONCE_ONLY.contains(&m.key)
+                || !allowlist.iter().chain(session_grants).any(|k| k == m.key)
+        })
         .map(|m| m.key)
         .collect();
     let verdict = if detection.matches.is_empty() {

@@ -12,8 +12,16 @@ use super::shell::{Segment, normalize};
 
 /// Lines of a file shown in the prompt.
 const SHOWN_LINES: usize = 20;
-/// Characters of a file shown in the prompt.
-const SHOWN_CHARS: usize = 1500;
+/// Characters of each line shown (a long first line hides none after it).
+const LINE_CHARS: usize = 100;
+/// Characters of the command shown.
+const COMMAND_CHARS: usize = 600;
+/// Characters of file lines shown in one prompt, over all its files; each
+/// file's name, length and hash are shown whatever this leaves.
+const FILES_CHARS: usize = 900;
+/// The longest prompt text [`shown`] makes (the chat platforms' messages
+/// hold 2 000 characters at least).
+pub const SHOWN_MAX: usize = 1900;
 
 /// The key under which such a run is reported (it is never allowlisted: an
 /// approval covers one content, see [`AgentFile::sha256`]).
@@ -32,6 +40,8 @@ pub struct AgentFile {
     pub head: String,
     /// How many lines it has.
     pub lines: usize,
+    /// Whether it is no text (`head` says so).
+    pub binary: bool,
 }
 
 /// Programs that run the file named by their first operand.
@@ -123,8 +133,26 @@ pub fn agent_files(
         let Ok(path) = path.canonicalize() else {
             continue;
         };
-        if !roots.iter().any(|root| path.starts_with(root)) || !path.is_file() {
+        let Some(root) = roots.iter().find(|root| path.starts_with(root)) else {
             continue;
+        };
+        let shown_path = path
+            .strip_prefix(workspace)
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| path.display().to_string());
+        // One file named many ways (`cd . ; cd . ; …`) is read once.
+        if found.iter().any(|f| f.shown_path == shown_path) {
+            continue;
+        }
+        if found.len() == MAX_FILES {
+            found.push(AgentFile {
+                shown_path,
+                sha256: "not read: too many files on one line".into(),
+                head: String::new(),
+                lines: 0,
+                binary: false,
+            });
+            break;
         }
         if let Some(since) = since_ms {
             // The change time, which a write or `touch` sets to now and
@@ -138,19 +166,77 @@ pub fn agent_files(
                 continue;
             }
         }
-        let Ok(content) = std::fs::read(&path) else {
+        // The very file, a regular one (a FIFO swapped in would hold the
+        // thread for good), beneath its root.
+        let Ok(file) = crate::tools::workspace::open_data_beneath(root, &path, false) else {
             continue;
         };
-        let shown_path = path
-            .strip_prefix(workspace)
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|_| path.display().to_string());
-        if found.iter().any(|f| f.shown_path == shown_path) {
-            continue;
+        if let Some(file) = read(shown_path, file) {
+            found.push(file);
         }
-        found.push(describe(shown_path, &content));
     }
     found
+}
+
+/// Most files of one line read; a line naming more asks for approval
+/// without showing them.
+const MAX_FILES: usize = 16;
+
+/// Most bytes of a file hashed: a larger one is known by its size, inode
+/// and change time instead (any write changes the last), and shown by its
+/// first [`HEAD_BYTES`].
+const MAX_HASHED: u64 = 64 << 20;
+const HEAD_BYTES: usize = 64 * 1024;
+
+/// `file` (shown as `shown_path`) described: its hash, its first lines,
+/// how many it has; read in pieces, never more than [`MAX_HASHED`].
+fn read(shown_path: String, file: std::fs::File) -> Option<AgentFile> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let meta = file.metadata().ok()?;
+    let mut hasher = Sha256::new();
+    let mut head = Vec::new();
+    let (mut lines, mut last) = (0, b'\n');
+    let mut chunk = vec![0; 64 * 1024];
+    let mut reader = file.take(MAX_HASHED);
+    loop {
+        let n = match reader.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        };
+        let bytes = &chunk[..n];
+        hasher.update(bytes);
+        lines += bytes.iter().filter(|b| **b == b'\n').count();
+        last = bytes[n - 1];
+        let room = HEAD_BYTES.saturating_sub(head.len());
+        head.extend_from_slice(&bytes[..n.min(room)]);
+    }
+    let lines = lines + usize::from(last != b'\n');
+    let sha256 = if meta.len() > MAX_HASHED {
+        format!(
+            "over {} MiB: {} bytes, inode {}, changed {}.{:09}",
+            MAX_HASHED >> 20,
+            meta.len(),
+            meta.ino(),
+            meta.ctime(),
+            meta.ctime_nsec()
+        )
+    } else {
+        hex::encode(hasher.finalize())
+    };
+    let (head, binary) = match shown_head(&head) {
+        Some(head) => (head, false),
+        None => (format!("(binary, {} bytes)", meta.len()), true),
+    };
+    Some(AgentFile {
+        head,
+        shown_path,
+        sha256,
+        lines,
+        binary,
+    })
 }
 
 /// The operands of `segment` it runs as files; sets `reads_a_file` when a
@@ -238,45 +324,59 @@ fn makefiles(args: &[String]) -> Vec<String> {
     files
 }
 
-fn describe(shown_path: String, content: &[u8]) -> AgentFile {
-    let sha256 = hex::encode(Sha256::digest(content));
-    let lines = content.iter().filter(|b| **b == b'\n').count()
-        + usize::from(!content.is_empty() && !content.ends_with(b"\n"));
-    let head = match std::str::from_utf8(content) {
-        Ok(text) if !content.contains(&0) => {
-            let head: String = text
-                .lines()
-                .take(SHOWN_LINES)
-                .collect::<Vec<_>>()
-                .join("\n");
-            crate::render::clip(&head, SHOWN_CHARS)
-        }
-        _ => format!("(binary, {} bytes)", content.len()),
+/// The first lines of a file whose first bytes are `head`, each clipped
+/// to [`LINE_CHARS`]; `None` when it is no text.
+fn shown_head(head: &[u8]) -> Option<String> {
+    // A cut inside a character is not a reason to call text binary.
+    let text = match std::str::from_utf8(head) {
+        Ok(text) => text,
+        Err(e) if e.error_len().is_none() => std::str::from_utf8(&head[..e.valid_up_to()]).ok()?,
+        Err(_) => return None,
     };
-    AgentFile {
-        shown_path,
-        sha256,
-        head,
-        lines,
+    if head.contains(&0) {
+        return None;
     }
+    Some(
+        text.lines()
+            .take(SHOWN_LINES)
+            .map(|line| crate::render::clip(line, LINE_CHARS))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
 }
 
-/// The text a human approves: the command, then each file it runs.
+/// The text a human approves: the command, then each file it runs, its
+/// name, length and hash always, its first lines as far as
+/// [`FILES_CHARS`] goes; never longer than [`SHOWN_MAX`].
 pub fn shown(command: &str, files: &[AgentFile]) -> String {
-    let mut text = command.to_string();
+    let mut text = crate::render::clip(command, COMMAND_CHARS);
+    let mut room = FILES_CHARS;
     for file in files {
+        let hash = match file.sha256.len() {
+            64 => &file.sha256[..16],
+            _ => file.sha256.as_str(),
+        };
         text.push_str(&format!(
-            "\n\n# {} ({} lines, sha256 {}):\n{}",
-            file.shown_path,
-            file.lines,
-            &file.sha256[..16],
-            file.head
+            "\n\n# {} ({} lines, sha256 {hash}):",
+            crate::render::clip(&file.shown_path, LINE_CHARS),
+            file.lines
         ));
-        if file.lines > SHOWN_LINES {
-            text.push_str(&format!("\n# … {} more lines", file.lines - SHOWN_LINES));
+        let mut shown_lines = 0;
+        for line in file.head.lines() {
+            let size = line.chars().count() + 1;
+            if size > room {
+                break;
+            }
+            room -= size;
+            text.push('\n');
+            text.push_str(line);
+            shown_lines += 1;
+        }
+        if !file.binary && file.lines > shown_lines {
+            text.push_str(&format!("\n# … {} more lines", file.lines - shown_lines));
         }
     }
-    text
+    crate::render::clip(&text, SHOWN_MAX)
 }
 
 #[cfg(test)]
@@ -369,5 +469,32 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("echo build.sh"), "{text}");
+    }
+
+    /// A long first line hides none after it, and the hash is shown.
+    #[test]
+    fn every_line_shown_is_clipped_alone() {
+        let (_d, ws) = workspace();
+        let long = format!("# {}\nsecond line\n", "x".repeat(700));
+        std::fs::write(ws.join("build.sh"), long).unwrap();
+        let files = agent_files("bash build.sh", &ws, &[&ws], None);
+        let text = shown("bash build.sh", &files);
+        assert!(text.contains("(2 lines, sha256 "), "{text}");
+        assert!(text.ends_with("\nsecond line"), "{text}");
+        assert!(text.chars().count() < SHOWN_MAX, "{text}");
+    }
+
+    /// One file named many ways is read once; a FIFO is not read.
+    #[test]
+    fn a_file_named_many_ways_is_read_once_and_a_fifo_never() {
+        let (_d, ws) = workspace();
+        let files = agent_files("cd . ; cd . ; cd . ; bash build.sh", &ws, &[&ws], None);
+        assert_eq!(files.len(), 1);
+        nix::unistd::mkfifo(
+            &ws.join("pipe.sh"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        assert!(agent_files("bash pipe.sh", &ws, &[&ws], None).is_empty());
     }
 }

@@ -21,6 +21,7 @@ use switchboard::tools::{ToolContext, ToolRuntime};
 use tokio_util::sync::CancellationToken;
 
 mod audit;
+mod once_only;
 mod scripts;
 
 /// Asks `broker` to carry out `text` when it is a decision command.
