@@ -538,6 +538,49 @@ async fn background_processes_poll_log_wait_kill() {
     );
 }
 
+/// An ended process and its log are kept for the session to read until
+/// eight more have ended, not for the daemon's lifetime (each start after
+/// another grew its memory by the log's size).
+#[tokio::test]
+async fn ended_processes_are_forgotten_after_eight_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = common::tools::ctx(dir.path());
+    let rt = runtime();
+    let mut ids = Vec::new();
+    for _ in 0..12 {
+        let started = call(
+            &rt,
+            "process",
+            json!({"action": "start", "command": "echo done"}),
+            &ctx,
+        )
+        .await;
+        let id = started["process_id"].as_str().unwrap().to_string();
+        assert_eq!(wait_exit(&rt, &id, &ctx).await["exit_code"], 0);
+        ids.push(id);
+    }
+    let listed = call(&rt, "process", json!({"action": "list"}), &ctx).await;
+    let kept: Vec<&str> = listed["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["process_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(kept.len(), 9, "{listed}");
+    assert!(ids[3..].iter().all(|id| kept.contains(&id.as_str())));
+    let gone = call(
+        &rt,
+        "process",
+        json!({"action": "poll", "process_id": ids[0]}),
+        &ctx,
+    )
+    .await;
+    assert!(
+        gone["error"].as_str().unwrap().contains("forgotten"),
+        "{gone}"
+    );
+}
+
 #[tokio::test]
 async fn shutdown_kills_every_background_process() {
     let dir = tempfile::tempdir().unwrap();

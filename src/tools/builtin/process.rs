@@ -136,6 +136,33 @@ impl Managed {
     }
 }
 
+/// Ended processes kept for a session to poll, and for the whole daemon:
+/// each holds its log (`process_log_bytes`), and one started after
+/// another for the daemon's lifetime grew its memory without end.
+const KEEP_ENDED: usize = 8;
+const KEEP_ENDED_ALL: usize = 64;
+
+/// Forgets the ended processes past the last [`KEEP_ENDED`] of
+/// `session_id`, and past the last [`KEEP_ENDED_ALL`] of all.
+fn forget_ended(procs: &mut BTreeMap<String, Arc<Managed>>, session_id: &str) {
+    let ended = |procs: &BTreeMap<String, Arc<Managed>>, of_session: bool| {
+        let mut ended: Vec<(i64, String)> = procs
+            .values()
+            .filter(|p| p.exit.borrow().is_some() && (!of_session || p.session_id == session_id))
+            .map(|p| (p.started_at, p.id.clone()))
+            .collect();
+        ended.sort();
+        ended
+    };
+    for (of_session, keep) in [(true, KEEP_ENDED), (false, KEEP_ENDED_ALL)] {
+        let ended = ended(procs, of_session);
+        let past = ended.len().saturating_sub(keep);
+        for (_, id) in &ended[..past] {
+            procs.remove(id);
+        }
+    }
+}
+
 /// All background processes of the daemon.
 pub struct ProcessManager {
     launcher: Launcher,
@@ -222,7 +249,11 @@ impl ProcessManager {
             .get(id)
             .filter(|p| p.session_id == session_id)
             .cloned()
-            .ok_or_else(|| ToolError::InvalidArgs(format!("no process {id:?} in this session")))
+            .ok_or_else(|| {
+                ToolError::InvalidArgs(format!(
+                    "no process {id:?} in this session (one ended is forgotten after {KEEP_ENDED} more have ended)"
+                ))
+            })
     }
 
     async fn start(
@@ -344,10 +375,10 @@ impl ProcessManager {
             }
             let _ = exit_tx.send(Some(code));
         });
-        self.procs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(managed.id.clone(), managed.clone());
+        let mut procs = self.procs.lock().unwrap_or_else(|e| e.into_inner());
+        forget_ended(&mut procs, &ctx.session_id);
+        procs.insert(managed.id.clone(), managed.clone());
+        drop(procs);
         Ok(managed.summary())
     }
 
