@@ -336,7 +336,7 @@ pub fn check_report(
                 if let Some(why) = config.storage_open_to_commands(storage_lets_in) {
                     let _ = writeln!(out, "  warning: {why}");
                 }
-                for why in sandbox.short_of_reserve(&config.agent.workspace) {
+                for why in sandbox.warnings(&config.agent.workspace) {
                     let _ = writeln!(out, "  warning: {why}");
                 }
             }

@@ -446,7 +446,7 @@ impl Parts {
             });
         }
         if config.tools.terminal.backend == crate::config::TerminalBackend::Local {
-            for why in sandbox.short_of_reserve(&config.agent.workspace) {
+            for why in sandbox.warnings(&config.agent.workspace) {
                 tracing::warn!("{why}");
             }
         }

@@ -212,6 +212,19 @@ fn check_warns_when_the_workspaces_disk_is_below_the_reserve() {
     assert!(!out.contains("the disk holding"), "{out}");
 }
 
+/// The kernel applies no `processes` limit to root: `check` says so when
+/// it runs as root, and only then.
+#[test]
+fn check_says_when_the_processes_limit_cannot_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) = run(dir.path(), &["check"]);
+    assert_eq!(code, 0, "{err}");
+    let said = out
+        .lines()
+        .any(|l| l.contains("warning: the daemon runs as root") && l.contains("RLIMIT_NPROC"));
+    assert_eq!(said, nix::unistd::geteuid().is_root(), "{out}");
+}
+
 #[test]
 fn pairing_cli_lists_approves_and_revokes() {
     let dir = tempfile::tempdir().unwrap();

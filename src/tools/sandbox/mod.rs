@@ -269,14 +269,23 @@ impl Sandbox {
         Reserve::new(self.policy.disk_reserve, paths)
     }
 
-    /// Why commands writing under `workspaces` or `read_write` are held
-    /// back now by the disk's reserve (their disk is that full), for
-    /// `check` and the daemon's start.
-    pub fn short_of_reserve(&self, workspaces: &Path) -> Vec<String> {
-        std::iter::once(workspaces)
+    /// What keeps commands from being bounded as configured here, for
+    /// `check` and the daemon's start: the disk under `workspaces` or
+    /// `read_write` already below the reserve (every writing command
+    /// would be ended), a daemon running as root (the kernel applies no
+    /// `processes` limit to root's processes).
+    pub fn warnings(&self, workspaces: &Path) -> Vec<String> {
+        let mut warnings: Vec<String> = std::iter::once(workspaces)
             .chain(self.policy.read_write.iter().map(PathBuf::as_path))
             .filter_map(|dir| disk::short_of(self.policy.disk_reserve, dir))
-            .collect()
+            .collect();
+        if !self.is_off() && nix::unistd::geteuid().is_root() {
+            warnings.push(
+                "the daemon runs as root: the kernel applies no processes limit (RLIMIT_NPROC, [tools.sandbox] processes) to root's processes, so a command can start processes until the host has no pid left; run the daemon as a user of its own (the unit's DynamicUser, the image's uid 10001)"
+                    .into(),
+            );
+        }
+        warnings
     }
 
     /// A command running `program args` confined to `dirs`, with exactly
