@@ -200,6 +200,16 @@ impl ApprovalPolicy {
     /// The files the command would run that the agent wrote or changed in
     /// this session and no human let run yet in this content.
     async fn unapproved_files(&self, command: &str, ctx: &ToolContext) -> Vec<AgentFile> {
+        let files = self.agent_files(command, ctx).await;
+        let granted = self.files_granted.lock().unwrap_or_else(|e| e.into_inner());
+        files
+            .into_iter()
+            .filter(|f| !granted.contains(&(ctx.session_id.clone(), f.sha256.clone())))
+            .collect()
+    }
+
+    /// The files of the agent's that `command` would run, as they are now.
+    async fn agent_files(&self, command: &str, ctx: &ToolContext) -> Vec<AgentFile> {
         let since = match self.store.session(&ctx.session_id).await {
             Ok(Some(session)) => Some(session.created_at),
             _ => None,
@@ -213,16 +223,33 @@ impl ApprovalPolicy {
             })
             .unwrap_or_default();
         let (command, workspace) = (command.to_string(), ctx.workspace.clone());
-        let files = tokio::task::spawn_blocking(move || {
+        tokio::task::spawn_blocking(move || {
             agent_files(&command, &workspace, &[&workspace, &tmp], since)
         })
         .await
-        .unwrap_or_default();
-        let granted = self.files_granted.lock().unwrap_or_else(|e| e.into_inner());
-        files
-            .into_iter()
-            .filter(|f| !granted.contains(&(ctx.session_id.clone(), f.sha256.clone())))
-            .collect()
+        .unwrap_or_default()
+    }
+
+    /// The first of `approved` (the files shown in the approval) that
+    /// changed since, or is gone: a command approved while another of the
+    /// session's swapped the file would run what nobody saw.
+    async fn changed_since(
+        &self,
+        command: &str,
+        ctx: &ToolContext,
+        approved: &[AgentFile],
+    ) -> Option<String> {
+        if approved.is_empty() {
+            return None;
+        }
+        let now = self.agent_files(command, ctx).await;
+        approved
+            .iter()
+            .find(|was| {
+                !now.iter()
+                    .any(|f| f.shown_path == was.shown_path && f.sha256 == was.sha256)
+            })
+            .map(|was| was.shown_path.clone())
     }
 
     /// Appends what the policy or the reviewer (`actor`) decided about
@@ -417,6 +444,17 @@ impl ApprovalHook for ApprovalPolicy {
                 &ctx.cancel,
             )
             .await;
+        if matches!(
+            decision,
+            Decision::Once { .. } | Decision::Session { .. } | Decision::Always { .. }
+        ) && let Some(path) = self.changed_since(command, ctx, &files).await
+        {
+            return ApprovalVerdict::Deny {
+                reason: format!(
+                    "{path} changed while its approval was asked, so what was approved is not what would run; it did not run (run it again to be asked about what it holds now)"
+                ),
+            };
+        }
         match decision {
             Decision::Once { .. } => ApprovalVerdict::Allow,
             Decision::Session { .. } | Decision::Always { .. } => {

@@ -77,6 +77,37 @@ async fn a_script_run_from_a_subdirectory_or_made_to_look_old_still_asks() {
     assert_eq!(again.await.unwrap()["output"], "ran-by-agent\n");
 }
 
+/// A script swapped while its approval is asked (by another of the
+/// session's processes, say) does not run: what was approved is not what
+/// would run.
+#[tokio::test]
+async fn a_script_changed_while_its_approval_is_asked_does_not_run() {
+    let h = policy_harness(ApprovalMode::Manual, None).await;
+    let args = json!({"path": "build.sh", "content": "echo shown-to-a-person\n"});
+    common::call(&h.runtime, "write_file", args, &h.ctx).await;
+    let run = run_in(&h, "bash build.sh", ".");
+    let shown = h.s.adapter.prompt(1).await;
+    assert!(shown.prompt.text.contains("echo shown-to-a-person"));
+    std::fs::write(
+        h.ctx.workspace.join("build.sh"),
+        "echo swapped > swapped.txt\n",
+    )
+    .unwrap();
+    h.s.broker
+        .resolve(&shown.approval_id, Choice::Once, &actor("1"), None)
+        .await
+        .unwrap();
+    let out = run.await.unwrap();
+    assert!(
+        out["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("build.sh changed while its approval was asked"),
+        "{out}"
+    );
+    assert!(!h.ctx.workspace.join("swapped.txt").exists());
+}
+
 /// A workdir too long to show beside the command is refused: a person
 /// would see only where it runs.
 #[tokio::test]
