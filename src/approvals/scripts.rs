@@ -100,6 +100,8 @@ pub fn agent_files(
     let mut dirs = vec![workspace.to_path_buf()];
     let mut named: Vec<String> = Vec::new();
     let mut cats: Vec<String> = Vec::new();
+    // Each copy, move or link on the line: its target and sources.
+    let mut copies: Vec<(String, Vec<String>)> = Vec::new();
     let mut reads_a_file = false;
     for segment in &normalized.segments {
         let words = &segment.words;
@@ -118,6 +120,17 @@ pub fn agent_files(
             // `sh -c "$(cat x)"`, `eval "$(cat x)"`: what `cat` prints may
             // be run.
             Some("cat") => cats.extend(words[1..].iter().filter(|w| !w.starts_with('-')).cloned()),
+            // `cp notes.txt x.sh && bash x.sh`: what runs is the source.
+            Some("cp" | "mv" | "ln" | "install" | "rsync") => {
+                let operands: Vec<&String> =
+                    words[1..].iter().filter(|w| !w.starts_with('-')).collect();
+                if let Some((target, sources)) = operands.split_last() {
+                    copies.push((
+                        target.to_string(),
+                        sources.iter().map(|s| s.to_string()).collect(),
+                    ));
+                }
+            }
             _ => {}
         }
         named.extend(run_by(segment, &mut reads_a_file));
@@ -125,10 +138,21 @@ pub fn agent_files(
     if reads_a_file {
         named.extend(cats);
     }
+    for (target, sources) in copies {
+        let target_name = Path::new(&target).file_name();
+        let made = named.iter().any(|n| {
+            let n = Path::new(n);
+            n.file_name() == target_name || n.starts_with(&target)
+        });
+        if made {
+            named.extend(sources);
+        }
+    }
     let mut found: Vec<AgentFile> = Vec::new();
-    let candidates = named
+    let candidates: Vec<PathBuf> = named
         .iter()
-        .flat_map(|name| dirs.iter().map(move |dir| dir.join(name)));
+        .flat_map(|name| dirs.iter().flat_map(move |dir| expanded(dir, name)))
+        .collect();
     for path in candidates {
         let Ok(path) = path.canonicalize() else {
             continue;
@@ -176,6 +200,32 @@ pub fn agent_files(
         }
     }
     found
+}
+
+/// `dir` joined with `name`, or, when the last part of `name` is a glob
+/// (`./*.sh`, `x.s?`, what `find -exec bash {}` runs), every entry of that
+/// directory it matches (at most [`MAX_FILES`] and one more).
+fn expanded(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let path = dir.join(name);
+    let (Some(parent), Some(last)) = (path.parent(), path.file_name()) else {
+        return vec![path];
+    };
+    let last = last.to_string_lossy();
+    if !last.contains(['*', '?', '[']) {
+        return vec![path];
+    }
+    let Ok(glob) = globset::Glob::new(&last) else {
+        return vec![path];
+    };
+    let matcher = glob.compile_matcher();
+    std::fs::read_dir(parent)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| matcher.is_match(entry.file_name()))
+        .map(|entry| entry.path())
+        .take(MAX_FILES + 1)
+        .collect()
 }
 
 /// Most files of one line read; a line naming more asks for approval
@@ -264,12 +314,37 @@ fn run_by(segment: &Segment, reads_a_file: &mut bool) -> Vec<String> {
         *reads_a_file |= words.iter().any(|w| w.contains("$(") || w.contains('`'));
         return named;
     }
+    // awk's and sed's programs can run commands (`system()`, GNU sed's `e`).
+    if matches!(
+        program.as_str(),
+        "awk" | "gawk" | "mawk" | "nawk" | "sed" | "gsed"
+    ) {
+        let mut rest = words[1..].iter();
+        while let Some(word) = rest.next() {
+            if word == "-f" || word == "--file" {
+                named.extend(rest.next().cloned());
+            } else if let Some(file) = word.strip_prefix("--file=") {
+                named.push(file.to_string());
+            }
+        }
+        return named;
+    }
     if !interpreter(program) {
         return named;
     }
     let mut rest = words[1..].iter();
     while let Some(word) = rest.next() {
         match word.as_str() {
+            // `python3 -m pkg.mod`: the module's file, or its package's
+            // `__main__`.
+            "-m" if program.starts_with("python") => {
+                if let Some(module) = rest.next() {
+                    let path = module.replace('.', "/");
+                    named.push(format!("{path}.py"));
+                    named.push(format!("{path}/__main__.py"));
+                }
+                break;
+            }
             "-c" | "-e" | "-E" | "-m" | "--eval" | "-r" => {
                 *reads_a_file |= rest.any(|w| w.contains("$(") || w.contains('`'));
                 break;
@@ -396,6 +471,9 @@ mod tests {
             "Makefile",
             "sub/Makefile",
             "own.mk",
+            "notes.txt",
+            "prog.awk",
+            "pkg/__main__.py",
         ] {
             let path = ws.join(name);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -429,9 +507,18 @@ mod tests {
             ("eval \"$(cat job.py)\"", "job.py"),
             (". ./build.sh", "build.sh"),
             ("source build.sh", "build.sh"),
+            ("python3 -m job", "job.py"),
+            ("python3 -m pkg", "pkg/__main__.py"),
+            ("awk -f prog.awk input", "prog.awk"),
+            ("bash ./*.sh", "build.sh"),
+            ("bash build.s?", "build.sh"),
+            ("cp notes.txt y.sh && bash y.sh", "notes.txt"),
+            ("mv notes.txt bin && bash bin/notes.txt", "notes.txt"),
         ] {
             assert_eq!(run(&ws, command), [file], "{command}");
         }
+        let found = run(&ws, "find . -name build.sh -exec bash {} \\;");
+        assert!(found.contains(&"build.sh".to_string()), "{found:?}");
     }
 
     #[test]
