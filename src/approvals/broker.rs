@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::decision::{Choice, Decision, Refusal, prompt};
 use super::detect::Match;
+use super::policy::grantable;
 use crate::config::identity;
 use crate::config::{ApprovalsConfig, ChatTarget};
 use crate::platform::{Actor, ChatCommand, ChatRef, Platforms, retrying};
@@ -42,14 +43,6 @@ const LOOK_AGAIN: Duration = Duration::from_millis(200);
 /// Longest command shown in a prompt (with the files it runs, bounded
 /// by [`scripts::shown`](super::scripts::shown)).
 const PROMPT_COMMAND_CHARS: usize = super::scripts::SHOWN_MAX;
-
-/// The keys of `keys` a session grant or the allowlist may hold.
-fn grantable(keys: &[String]) -> Vec<String> {
-    keys.iter()
-        .filter(|k| !super::policy::ONCE_ONLY.contains(&k.as_str()))
-        .cloned()
-        .collect()
-}
 
 /// A request from a tool call.
 #[derive(Debug, Clone)]

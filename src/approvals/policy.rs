@@ -71,6 +71,14 @@ pub const ONCE_ONLY: &[&str] = &[
     "analysis_timeout",
 ];
 
+/// The keys of `keys` a session grant or the allowlist may hold.
+pub(super) fn grantable(keys: &[String]) -> Vec<String> {
+    keys.iter()
+        .filter(|k| !ONCE_ONLY.contains(&k.as_str()))
+        .cloned()
+        .collect()
+}
+
 /// Decides a command given the permanent allowlist and the session's
 /// grants. Pure: it reads nothing and runs nothing.
 pub fn evaluate(command: &str, allowlist: &[String], session_grants: &[String]) -> Evaluation {
