@@ -169,6 +169,53 @@ fn bytes(v: &Value) -> Vec<u8> {
     serde_json::to_vec(v).unwrap()
 }
 
+/// A route that asks approvals on the pull request, answered by comments
+/// of `approvers` (`tweak` changes the route further), and a run of it
+/// (delivery `delivery`) that asked to run `git reset --hard`, then says
+/// "Reset done.": the daemon, the fake GitHub, the prompt's text and the
+/// approval's id.
+async fn asked_on_the_pr(
+    approvers: &[&str],
+    delivery: &str,
+    tweak: impl FnOnce(&mut WebhookRoute),
+) -> (FakeLlm, FakeGithub, Running, String, String) {
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[(
+            "c1",
+            "terminal",
+            r#"{"command":"git reset --hard"}"#,
+        )])),
+        Reply::Json(text("Reset done.")),
+    ])
+    .await;
+    let gh = FakeGithub::start().await;
+    let d = start(&llm, &gh, |c| {
+        let r = &mut c.webhook.routes[0];
+        r.toolsets = Some(vec!["terminal".into()]);
+        r.approval_comments = true;
+        r.approvers = approvers.iter().map(|a| a.to_string()).collect();
+        tweak(r);
+    })
+    .await;
+    let body = bytes(&fixture("pull_request.opened"));
+    assert_eq!(
+        d.github("pull_request", delivery, &body).await.status(),
+        202
+    );
+    let prompt = gh.wait(1).await[0].body["body"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let id: String = prompt
+        .split("/approve ")
+        .nth(1)
+        .unwrap()
+        .chars()
+        .take(32)
+        .collect();
+    (llm, gh, d, prompt, id)
+}
+
 #[tokio::test]
 async fn a_signed_pull_request_is_reviewed_and_answered_on_the_pr() {
     let llm = FakeLlm::start(vec![
@@ -314,38 +361,11 @@ async fn failed_deliveries_are_retried_and_recorded() {
 
 #[tokio::test]
 async fn approvals_are_asked_on_the_pr_and_answered_by_an_approver_comment() {
-    let llm = FakeLlm::start(vec![
-        Reply::Json(calls(&[(
-            "c1",
-            "terminal",
-            r#"{"command":"git reset --hard"}"#,
-        )])),
-        Reply::Json(text("Reset done.")),
-    ])
-    .await;
-    let gh = FakeGithub::start().await;
-    let d = start(&llm, &gh, |c| {
-        let r = &mut c.webhook.routes[0];
-        r.toolsets = Some(vec!["terminal".into()]);
-        r.approval_comments = true;
-        r.approvers = vec!["github:octo-admin".into()];
-    })
-    .await;
-    let body = bytes(&fixture("pull_request.opened"));
-    assert_eq!(d.github("pull_request", "a-1", &body).await.status(), 202);
-    let seen = gh.wait(1).await;
-    let prompt = seen[0].body["body"].as_str().unwrap().to_string();
+    let (_llm, gh, d, prompt, id) = asked_on_the_pr(&["github:octo-admin"], "a-1", |_| {}).await;
     assert!(
         prompt.contains("git reset --hard") && prompt.contains("@octo-admin"),
         "{prompt}"
     );
-    let id = prompt
-        .split("/approve ")
-        .nth(1)
-        .unwrap()
-        .chars()
-        .take(32)
-        .collect::<String>();
     let comment = |login: &str, text: String| {
         let mut c = fixture("issue_comment.created");
         c["comment"]["user"] = json!({"login": login, "type": "User"});

@@ -297,42 +297,13 @@ async fn a_body_is_a_duplicate_within_the_replay_window_and_new_after_it() {
 
 #[tokio::test]
 async fn nothing_the_gateway_or_a_bot_writes_approves_anything() {
-    let llm = FakeLlm::start(vec![
-        Reply::Json(calls(&[(
-            "c1",
-            "terminal",
-            r#"{"command":"git reset --hard"}"#,
-        )])),
-        Reply::Json(text("Reset done.")),
-    ])
-    .await;
-    let gh = FakeGithub::start().await;
-    let d = start(&llm, &gh, |c| {
-        let r = &mut c.webhook.routes[0];
-        r.toolsets = Some(vec!["terminal".into()]);
-        r.approval_comments = true;
-        // The token's owner is an approver too, as a maintainer's personal
-        // token would be.
-        r.approvers = vec![
-            "github:octo-admin".into(),
-            format!("github:{}", common::fake_github::TOKEN_OWNER),
-        ];
+    // The token's owner is an approver too, as a maintainer's personal
+    // token would be.
+    let owner = format!("github:{}", common::fake_github::TOKEN_OWNER);
+    let (_llm, _gh, d, _, id) = asked_on_the_pr(&["github:octo-admin", &owner], "b-1", |r| {
         r.bot_login = Some("switchboard-bot".into());
     })
     .await;
-    let body = bytes(&fixture("pull_request.opened"));
-    assert_eq!(d.github("pull_request", "b-1", &body).await.status(), 202);
-    let prompt = gh.wait(1).await[0].body["body"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let id: String = prompt
-        .split("/approve ")
-        .nth(1)
-        .unwrap()
-        .chars()
-        .take(32)
-        .collect();
     let comment = |login: &str, kind: &str, text: String| {
         let mut c = fixture("issue_comment.created");
         c["comment"]["user"] = json!({"login": login, "type": kind});
@@ -377,37 +348,8 @@ async fn nothing_the_gateway_or_a_bot_writes_approves_anything() {
 /// named by account number is matched by it, whatever login comes with it.
 #[tokio::test]
 async fn an_approver_named_by_account_number_is_matched_by_it_not_by_login() {
-    let llm = FakeLlm::start(vec![
-        Reply::Json(calls(&[(
-            "c1",
-            "terminal",
-            r#"{"command":"git reset --hard"}"#,
-        )])),
-        Reply::Json(text("Reset done.")),
-    ])
-    .await;
-    let gh = FakeGithub::start().await;
-    let d = start(&llm, &gh, |c| {
-        let r = &mut c.webhook.routes[0];
-        r.toolsets = Some(vec!["terminal".into()]);
-        r.approval_comments = true;
-        r.approvers = vec!["github:#583231".into()];
-    })
-    .await;
-    let body = bytes(&fixture("pull_request.opened"));
-    assert_eq!(d.github("pull_request", "n-1", &body).await.status(), 202);
-    let prompt = gh.wait(1).await[0].body["body"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (_llm, gh, d, prompt, id) = asked_on_the_pr(&["github:#583231"], "n-1", |_| {}).await;
     assert!(prompt.contains("account 583231 can answer"), "{prompt}");
-    let id: String = prompt
-        .split("/approve ")
-        .nth(1)
-        .unwrap()
-        .chars()
-        .take(32)
-        .collect();
     let comment = |user: Value| {
         let mut c = fixture("issue_comment.created");
         c["comment"]["user"] = user;
