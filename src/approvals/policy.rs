@@ -71,6 +71,15 @@ pub const ONCE_ONLY: &[&str] = &[
     "analysis_timeout",
 ];
 
+/// The refusal of a command that would not run what was approved (`why`).
+fn not_what_was_approved(why: &str) -> ApprovalVerdict {
+    ApprovalVerdict::Deny {
+        reason: format!(
+            "{why}, so what was approved is not what would run; it did not run (run it again to be asked about what it holds now)"
+        ),
+    }
+}
+
 /// The keys of `keys` a session grant or the allowlist may hold.
 pub(super) fn grantable(keys: &[String]) -> Vec<String> {
     keys.iter()
@@ -238,26 +247,31 @@ impl ApprovalPolicy {
         .unwrap_or_default()
     }
 
-    /// The first of `approved` (the files shown in the approval) that
-    /// changed since, or is gone: a command approved while another of the
-    /// session's swapped the file would run what nobody saw.
+    /// Why `command` would not run what was approved, if so: a file shown
+    /// (in `approved`) changed or went, or one appeared that it would run
+    /// and nobody saw (another of the session's processes can change the
+    /// workspace while the approval is asked).
     async fn changed_since(
         &self,
         command: &str,
         ctx: &ToolContext,
         approved: &[AgentFile],
     ) -> Option<String> {
-        if approved.is_empty() {
-            return None;
-        }
-        let now = self.agent_files(command, ctx).await;
-        approved
+        let now = self.unapproved_files(command, ctx).await;
+        let same =
+            |a: &AgentFile, b: &AgentFile| a.shown_path == b.shown_path && a.sha256 == b.sha256;
+        if let Some(was) = approved
             .iter()
-            .find(|was| {
-                !now.iter()
-                    .any(|f| f.shown_path == was.shown_path && f.sha256 == was.sha256)
-            })
-            .map(|was| was.shown_path.clone())
+            .find(|was| !now.iter().any(|f| same(f, was)))
+        {
+            return Some(format!(
+                "{} changed while its approval was asked",
+                was.shown_path
+            ));
+        }
+        now.iter()
+            .find(|f| !approved.iter().any(|was| same(f, was)))
+            .map(|new| format!("{} appeared while the approval was asked", new.shown_path))
     }
 
     /// Appends what the policy or the reviewer (`actor`) decided about
@@ -422,6 +436,9 @@ impl ApprovalHook for ApprovalPolicy {
             match self.smart(&shown, &evaluation).await {
                 Some(true) if ctx.user.is_none() => {}
                 Some(true) => {
+                    if let Some(why) = self.changed_since(command, ctx, &files).await {
+                        return not_what_was_approved(&why);
+                    }
                     return match decided(ApprovalStatus::ApprovedOnce.as_str()).await {
                         Ok(()) => ApprovalVerdict::Allow,
                         Err(err) => ApprovalVerdict::Deny {
@@ -455,19 +472,17 @@ impl ApprovalHook for ApprovalPolicy {
         if matches!(
             decision,
             Decision::Once { .. } | Decision::Session { .. } | Decision::Always { .. }
-        ) && let Some(path) = self.changed_since(command, ctx, &files).await
+        ) && let Some(why) = self.changed_since(command, ctx, &files).await
         {
-            return ApprovalVerdict::Deny {
-                reason: format!(
-                    "{path} changed while its approval was asked, so what was approved is not what would run; it did not run (run it again to be asked about what it holds now)"
-                ),
-            };
+            return not_what_was_approved(&why);
         }
         match decision {
             Decision::Once { .. } => ApprovalVerdict::Allow,
             Decision::Session { .. } | Decision::Always { .. } => {
                 let mut granted = self.files_granted.lock().unwrap_or_else(|e| e.into_inner());
-                for file in files {
+                // Only a content's hash is granted: a file known otherwise
+                // (too large, or past the most one line reads) asks again.
+                for file in files.into_iter().filter(AgentFile::hashed) {
                     granted.insert((ctx.session_id.clone(), file.sha256));
                 }
                 ApprovalVerdict::Allow

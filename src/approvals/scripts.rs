@@ -15,13 +15,14 @@ const SHOWN_LINES: usize = 20;
 /// Characters of each line shown (a long first line hides none after it).
 const LINE_CHARS: usize = 100;
 /// Characters of the command shown.
-const COMMAND_CHARS: usize = 600;
+const COMMAND_CHARS: usize = 400;
 /// Characters of file lines shown in one prompt, over all its files; each
 /// file's name, length and hash are shown whatever this leaves.
-const FILES_CHARS: usize = 900;
-/// The longest prompt text [`shown`] makes (the chat platforms' messages
-/// hold 2 000 characters at least).
-pub const SHOWN_MAX: usize = 1900;
+const FILES_CHARS: usize = 700;
+/// The longest prompt text [`shown`] makes: with the prompt's heading,
+/// fences and reasons it fits the smallest chat message (Discord's 2 000
+/// characters).
+pub const SHOWN_MAX: usize = 1500;
 
 /// The key under which such a run is reported (it is never allowlisted: an
 /// approval covers one content, see [`AgentFile::sha256`]).
@@ -42,6 +43,14 @@ pub struct AgentFile {
     pub lines: usize,
     /// Whether it is no text (`head` says so).
     pub binary: bool,
+}
+
+impl AgentFile {
+    /// Whether it is known by its content's hash (not by its size and
+    /// times, nor left unread).
+    pub fn hashed(&self) -> bool {
+        self.sha256.len() == 64 && self.sha256.bytes().all(|b| b.is_ascii_hexdigit())
+    }
 }
 
 /// Programs that run the file named by their first operand.
@@ -427,9 +436,9 @@ pub fn shown(command: &str, files: &[AgentFile]) -> String {
     let mut text = crate::render::clip(command, COMMAND_CHARS);
     let mut room = FILES_CHARS;
     for file in files {
-        let hash = match file.sha256.len() {
-            64 => &file.sha256[..16],
-            _ => file.sha256.as_str(),
+        let hash = match file.hashed() {
+            true => &file.sha256[..16],
+            false => file.sha256.as_str(),
         };
         text.push_str(&format!(
             "\n\n# {} ({} lines, sha256 {hash}):",

@@ -562,7 +562,9 @@ impl Store {
         let sql = concat!(
             "SELECT ",
             inbox_columns!(),
-            " FROM inbox WHERE session_key = $1 ORDER BY id DESC LIMIT 1"
+            // A command's claim is nobody's message to answer.
+            " FROM inbox WHERE session_key = $1 AND (outcome IS NULL OR outcome <> 'command')",
+            " ORDER BY id DESC LIMIT 1"
         );
         Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(key).fetch_optional(pool).await?))
     }

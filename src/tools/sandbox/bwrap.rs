@@ -2,8 +2,8 @@
 //! too unless `network = true`), the system mounted read-only with hidden
 //! paths covered, a fresh `/proc` of the command's own pid namespace, a
 //! minimal `/dev`, the session's workspace read-write at its own path and
-//! its private temporary directory as `/tmp`, a `/dev/shm` of bounded size;
-//! nothing else writable (the other file systems in memory it makes are
+//! its private temporary directory as `/tmp` (and as `/dev/shm`); nothing
+//! else writable (the file systems in memory it makes are
 //! remounted read-only).
 
 use std::path::{Path, PathBuf};
@@ -66,14 +66,11 @@ pub(super) fn command(
         }
     }
     cmd.args(["--proc", "/proc", "--dev", "/dev"]);
-    if can.sizes_tmpfs {
-        // POSIX semaphores and shared memory live here (Python's
-        // `multiprocessing.Lock`); bounded, as the host's memory is shared.
-        let size = SHM_BYTES.min(policy.limits.data_bytes);
-        cmd.args(["--perms", "1777", "--size"])
-            .arg(size.to_string())
-            .args(["--tmpfs", "/dev/shm"]);
-    }
+    // POSIX semaphores and shared memory live in /dev/shm (Python's
+    // `multiprocessing.Lock`): there they are the private temporary
+    // directory's files, on its disk under the reserve (a tmpfs would be
+    // the host's memory, its files without a bound).
+    cmd.arg("--bind").arg(dirs.tmp).arg("/dev/shm");
     // /tmp first: a workspace under /tmp is then mounted over it, not hidden
     // by it.
     cmd.arg("--bind").arg(dirs.tmp).arg("/tmp");
@@ -102,10 +99,6 @@ pub(super) fn command(
     cmd
 }
 
-/// The most a command's `/dev/shm` holds (Docker's default), and never
-/// more than its `memory_mb`.
-const SHM_BYTES: u64 = 64 << 20;
-
 /// What a bubblewrap binary can do, read from its `--help` when the sandbox
 /// is chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,9 +108,6 @@ pub(super) struct Features {
     /// otherwise lets one mount a file system in memory as large as the
     /// host's (`unshare -Urm`, then `mount -t tmpfs`).
     pub disables_userns: bool,
-    /// Bound a tmpfs's size (`--size`, bubblewrap 0.5), for `/dev/shm`;
-    /// without it the command has none.
-    pub sizes_tmpfs: bool,
 }
 
 impl Features {
@@ -129,7 +119,6 @@ impl Features {
             .unwrap_or_default();
         Self {
             disables_userns: help.contains("--disable-userns"),
-            sizes_tmpfs: help.contains("--size") && help.contains("--perms"),
         }
     }
 }

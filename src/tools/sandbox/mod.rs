@@ -227,12 +227,7 @@ impl Sandbox {
                 } else {
                     "; it cannot keep commands from making user namespaces (needs bubblewrap 0.8)"
                 };
-                let shm = if can.sizes_tmpfs {
-                    ""
-                } else {
-                    "; no /dev/shm (a tmpfs of bounded size needs bubblewrap 0.5)"
-                };
-                format!("bwrap (mode {asked}; {why}{bin} works; {network}{userns}{shm})")
+                format!("bwrap (mode {asked}; {why}{bin} works; {network}{userns})")
             }
             Choice::Off => {
                 "off: commands run unsandboxed, as the daemon's user ([tools.sandbox] mode = \"off\")"
