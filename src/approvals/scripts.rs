@@ -157,9 +157,22 @@ pub fn agent_files(
             named.extend(sources);
         }
     }
+    named.sort();
+    named.dedup();
     let mut found: Vec<AgentFile> = Vec::new();
+    if named.len() > MAX_NAMES {
+        // What the rest would run is not looked at: a person decides.
+        found.push(AgentFile {
+            shown_path: format!("{} more names", named.len() - MAX_NAMES),
+            sha256: "not read: too many names on one line".into(),
+            head: String::new(),
+            lines: 0,
+            binary: false,
+        });
+    }
     let candidates: Vec<PathBuf> = named
         .iter()
+        .take(MAX_NAMES)
         .flat_map(|name| dirs.iter().flat_map(move |dir| expanded(dir, name)))
         .collect();
     for path in candidates {
@@ -236,6 +249,10 @@ fn expanded(dir: &Path, name: &str) -> Vec<PathBuf> {
         .take(MAX_FILES + 1)
         .collect()
 }
+
+/// Most names of one line looked for (each in every directory the line
+/// may run from).
+const MAX_NAMES: usize = 32;
 
 /// Most files of one line read; a line naming more asks for approval
 /// without showing them.
@@ -323,17 +340,46 @@ fn run_by(segment: &Segment, reads_a_file: &mut bool) -> Vec<String> {
         *reads_a_file |= words.iter().any(|w| w.contains("$(") || w.contains('`'));
         return named;
     }
-    // awk's and sed's programs can run commands (`system()`, GNU sed's `e`).
+    // awk's and sed's programs can run commands (`system()`, GNU sed's `e`):
+    // `-f FILE`, `-fFILE`, `-nf FILE`, gawk's `-i`/`-E` too.
     if matches!(
         program.as_str(),
         "awk" | "gawk" | "mawk" | "nawk" | "sed" | "gsed"
     ) {
         let mut rest = words[1..].iter();
         while let Some(word) = rest.next() {
-            if word == "-f" || word == "--file" {
-                named.extend(rest.next().cloned());
-            } else if let Some(file) = word.strip_prefix("--file=") {
-                named.push(file.to_string());
+            if let Some(long) = word.strip_prefix("--") {
+                match long.split_once('=') {
+                    Some(("file" | "include" | "exec", file)) => named.push(file.to_string()),
+                    None if matches!(long, "file" | "include" | "exec") => {
+                        named.extend(rest.next().cloned());
+                    }
+                    _ => {}
+                }
+                continue;
+            }
+            let Some(flags) = word.strip_prefix('-') else {
+                continue;
+            };
+            // `-v x=1`, `-F:`, `-e script`: their argument is no file.
+            if let Some(at) = flags.find(['v', 'F', 'e']) {
+                if at + 1 == flags.len() {
+                    rest.next();
+                }
+                continue;
+            }
+            // (`-i` and `-E` are gawk's; sed's edit in place and extend
+            // its expressions.)
+            let file_flags: &[char] = if program.ends_with("sed") {
+                &['f']
+            } else {
+                &['f', 'i', 'E']
+            };
+            if let Some(at) = flags.find(file_flags) {
+                match &flags[at + 1..] {
+                    "" => named.extend(rest.next().cloned()),
+                    file => named.push(file.to_string()),
+                }
             }
         }
         return named;
@@ -344,13 +390,30 @@ fn run_by(segment: &Segment, reads_a_file: &mut bool) -> Vec<String> {
     let mut rest = words[1..].iter();
     while let Some(word) = rest.next() {
         match word.as_str() {
-            // `python3 -m pkg.mod`: the module's file, or its package's
-            // `__main__`.
-            "-m" if program.starts_with("python") => {
-                if let Some(module) = rest.next() {
+            // `python3 -m pkg.mod` (`-mpkg`, `-um pkg`): the module's file,
+            // or its package's `__main__`, and each package's `__init__`.
+            flags
+                if program.starts_with("python")
+                    && !flags.starts_with("--")
+                    && flags.strip_prefix('-').is_some_and(|f| {
+                        f.split('m').next().is_some_and(|before| {
+                            f.contains('m') && before.chars().all(|c| "bBdEhiIOPqsSuvx".contains(c))
+                        })
+                    }) =>
+            {
+                let attached = flags.split_once('m').map_or("", |(_, after)| after);
+                let module = match attached {
+                    "" => rest.next().cloned(),
+                    module => Some(module.to_string()),
+                };
+                if let Some(module) = module {
                     let path = module.replace('.', "/");
                     named.push(format!("{path}.py"));
                     named.push(format!("{path}/__main__.py"));
+                    let parts: Vec<&str> = path.split('/').collect();
+                    for end in 1..=parts.len() {
+                        named.push(format!("{}/__init__.py", parts[..end].join("/")));
+                    }
                 }
                 break;
             }
@@ -423,10 +486,25 @@ fn shown_head(head: &[u8]) -> Option<String> {
     Some(
         text.lines()
             .take(SHOWN_LINES)
-            .map(|line| crate::render::clip(line, LINE_CHARS))
+            .map(|line| crate::render::clip(&plain(line), LINE_CHARS))
             .collect::<Vec<_>>()
             .join("\n"),
     )
+}
+
+/// `text` with its control and format characters (a newline in a file's
+/// name, a carriage return, bidirectional overrides) written as escapes,
+/// so that none can fake a line of the prompt.
+fn plain(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}') {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// The text a human approves: the command, then each file it runs, its
@@ -442,7 +520,7 @@ pub fn shown(command: &str, files: &[AgentFile]) -> String {
         };
         text.push_str(&format!(
             "\n\n# {} ({} lines, sha256 {hash}):",
-            crate::render::clip(&file.shown_path, LINE_CHARS),
+            crate::render::clip(&plain(&file.shown_path), LINE_CHARS),
             file.lines
         ));
         let mut shown_lines = 0;
@@ -519,6 +597,11 @@ mod tests {
             ("python3 -m job", "job.py"),
             ("python3 -m pkg", "pkg/__main__.py"),
             ("awk -f prog.awk input", "prog.awk"),
+            ("python3 -mjob", "job.py"),
+            ("python3 -um job", "job.py"),
+            ("awk -fprog.awk input", "prog.awk"),
+            ("gawk -v x=1 -i prog.awk input", "prog.awk"),
+            ("sed -nf prog.awk input", "prog.awk"),
             ("bash ./*.sh", "build.sh"),
             ("bash build.s?", "build.sh"),
             ("cp notes.txt y.sh && bash y.sh", "notes.txt"),

@@ -19,7 +19,7 @@ pub fn check(value: &str, hint: Option<&str>) -> Result<(), String> {
         Some((platform, id)) if PLATFORMS.contains(&platform) => {
             if id.trim_start_matches('@').trim().is_empty() {
                 Err(format!("{value:?} names no user after the platform"))
-            } else if let Some(number) = id.strip_prefix('#') {
+            } else if let Some(number) = id.trim_start_matches('@').strip_prefix('#') {
                 match platform {
                     "github" | "gitlab" if number.parse::<u64>().is_ok() => Ok(()),
                     "github" | "gitlab" => Err(format!(
@@ -63,7 +63,7 @@ pub fn names(listed: &str, platform: &str, id: &str, account: Option<u64>) -> bo
         return false;
     }
     match platform {
-        "github" | "gitlab" => match listed_id.strip_prefix('#') {
+        "github" | "gitlab" => match listed_id.trim_start_matches('@').strip_prefix('#') {
             Some(number) => account.is_some_and(|a| number.parse() == Ok(a)),
             None => listed_id
                 .trim_start_matches('@')
@@ -96,6 +96,8 @@ mod tests {
         assert!(names("gitlab:#42", "gitlab", "ann", Some(42)));
         assert!(check("github:#583231", None).is_ok());
         assert!(check("github:#octocat", None).is_err());
+        assert!(check("github:@#x", None).is_err());
+        assert!(names("github:@#7", "github", "x", Some(7)));
         assert!(check("slack:#U024BE7LH", None).is_err());
     }
 

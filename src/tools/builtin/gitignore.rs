@@ -67,7 +67,16 @@ impl Ignored {
     fn load(&self, dir: &Path) -> Option<Gitignore> {
         let file = open_data_beneath(&self.root, &dir.join(".gitignore"), false).ok()?;
         let mut bytes = Vec::new();
-        file.take(MOST).read_to_end(&mut bytes).ok()?;
+        file.take(MOST + 1).read_to_end(&mut bytes).ok()?;
+        if bytes.len() as u64 > MOST {
+            // Cut: its last, partial line is no rule.
+            bytes.truncate(MOST as usize);
+            let whole = bytes
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |at| at + 1);
+            bytes.truncate(whole);
+        }
         let mut rules = GitignoreBuilder::new(dir);
         for line in String::from_utf8_lossy(&bytes).lines() {
             // A line that is no pattern is skipped, as git does.

@@ -108,6 +108,40 @@ async fn a_script_changed_while_its_approval_is_asked_does_not_run() {
     assert!(!h.ctx.workspace.join("swapped.txt").exists());
 }
 
+/// A file the line would run that appears while its approval is asked
+/// (make prefers a GNUmakefile to the Makefile shown) stops it too.
+#[tokio::test]
+async fn a_file_that_appears_while_the_approval_is_asked_stops_the_command() {
+    let h = policy_harness(ApprovalMode::Manual, None).await;
+    let args = json!({"path": "Makefile", "content": "all:\n\techo shown\n"});
+    common::call(&h.runtime, "write_file", args, &h.ctx).await;
+    let run = run_in(&h, "make", ".");
+    let shown = h.s.adapter.prompt(1).await;
+    assert!(
+        shown.prompt.text.contains("echo shown"),
+        "{}",
+        shown.prompt.text
+    );
+    std::fs::write(
+        h.ctx.workspace.join("GNUmakefile"),
+        "all:\n\ttouch unseen.txt\n",
+    )
+    .unwrap();
+    h.s.broker
+        .resolve(&shown.approval_id, Choice::Once, &actor("1"), None)
+        .await
+        .unwrap();
+    let out = run.await.unwrap();
+    assert!(
+        out["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("GNUmakefile appeared while the approval was asked"),
+        "{out}"
+    );
+    assert!(!h.ctx.workspace.join("unseen.txt").exists());
+}
+
 /// A workdir too long to show beside the command is refused: a person
 /// would see only where it runs.
 #[tokio::test]
