@@ -77,69 +77,69 @@ async fn a_script_run_from_a_subdirectory_or_made_to_look_old_still_asks() {
     assert_eq!(again.await.unwrap()["output"], "ran-by-agent\n");
 }
 
+/// The agent writes `written` (path, content), `command` asks for approval
+/// and the prompt shows `shown`; meanwhile `meanwhile` (path, content) is
+/// written, then the approval is given once. The command does not run
+/// (`left` is never made) and says `said`.
+async fn changed_while_asked(
+    written: (&str, &str),
+    command: &'static str,
+    shown: &str,
+    meanwhile: (&str, &str),
+    (said, left): (&str, &str),
+) {
+    let h = policy_harness(ApprovalMode::Manual, None).await;
+    let args = json!({"path": written.0, "content": written.1});
+    common::call(&h.runtime, "write_file", args, &h.ctx).await;
+    let run = run_in(&h, command, ".");
+    let prompt = h.s.adapter.prompt(1).await;
+    assert!(prompt.prompt.text.contains(shown), "{}", prompt.prompt.text);
+    std::fs::write(h.ctx.workspace.join(meanwhile.0), meanwhile.1).unwrap();
+    h.s.broker
+        .resolve(&prompt.approval_id, Choice::Once, &actor("1"), None)
+        .await
+        .unwrap();
+    let out = run.await.unwrap();
+    assert!(
+        out["error"].as_str().unwrap_or_default().contains(said),
+        "{out}"
+    );
+    assert!(!h.ctx.workspace.join(left).exists());
+}
+
 /// A script swapped while its approval is asked (by another of the
 /// session's processes, say) does not run: what was approved is not what
 /// would run.
 #[tokio::test]
 async fn a_script_changed_while_its_approval_is_asked_does_not_run() {
-    let h = policy_harness(ApprovalMode::Manual, None).await;
-    let args = json!({"path": "build.sh", "content": "echo shown-to-a-person\n"});
-    common::call(&h.runtime, "write_file", args, &h.ctx).await;
-    let run = run_in(&h, "bash build.sh", ".");
-    let shown = h.s.adapter.prompt(1).await;
-    assert!(shown.prompt.text.contains("echo shown-to-a-person"));
-    std::fs::write(
-        h.ctx.workspace.join("build.sh"),
-        "echo swapped > swapped.txt\n",
+    changed_while_asked(
+        ("build.sh", "echo shown-to-a-person\n"),
+        "bash build.sh",
+        "echo shown-to-a-person",
+        ("build.sh", "echo swapped > swapped.txt\n"),
+        (
+            "build.sh changed while its approval was asked",
+            "swapped.txt",
+        ),
     )
-    .unwrap();
-    h.s.broker
-        .resolve(&shown.approval_id, Choice::Once, &actor("1"), None)
-        .await
-        .unwrap();
-    let out = run.await.unwrap();
-    assert!(
-        out["error"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("build.sh changed while its approval was asked"),
-        "{out}"
-    );
-    assert!(!h.ctx.workspace.join("swapped.txt").exists());
+    .await;
 }
 
 /// A file the line would run that appears while its approval is asked
 /// (make prefers a GNUmakefile to the Makefile shown) stops it too.
 #[tokio::test]
 async fn a_file_that_appears_while_the_approval_is_asked_stops_the_command() {
-    let h = policy_harness(ApprovalMode::Manual, None).await;
-    let args = json!({"path": "Makefile", "content": "all:\n\techo shown\n"});
-    common::call(&h.runtime, "write_file", args, &h.ctx).await;
-    let run = run_in(&h, "make", ".");
-    let shown = h.s.adapter.prompt(1).await;
-    assert!(
-        shown.prompt.text.contains("echo shown"),
-        "{}",
-        shown.prompt.text
-    );
-    std::fs::write(
-        h.ctx.workspace.join("GNUmakefile"),
-        "all:\n\ttouch unseen.txt\n",
+    changed_while_asked(
+        ("Makefile", "all:\n\techo shown\n"),
+        "make",
+        "echo shown",
+        ("GNUmakefile", "all:\n\ttouch unseen.txt\n"),
+        (
+            "GNUmakefile appeared while the approval was asked",
+            "unseen.txt",
+        ),
     )
-    .unwrap();
-    h.s.broker
-        .resolve(&shown.approval_id, Choice::Once, &actor("1"), None)
-        .await
-        .unwrap();
-    let out = run.await.unwrap();
-    assert!(
-        out["error"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("GNUmakefile appeared while the approval was asked"),
-        "{out}"
-    );
-    assert!(!h.ctx.workspace.join("unseen.txt").exists());
+    .await;
 }
 
 /// A workdir too long to show beside the command is refused: a person
