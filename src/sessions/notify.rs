@@ -9,18 +9,19 @@ use crate::tools::builtin::ProcessReports;
 use super::{InboundEvent, SessionManager, Submitted};
 
 impl SessionManager {
-    /// Posts `text` into session `key` as a turn of its own, once per
-    /// `id` (it is the event's dedupe key), addressed where the session's
-    /// latest event came from and by whom. Ignored when the session never
-    /// had an event.
-    pub async fn notify(&self, key: &str, id: &str, text: &str) -> Result<Submitted, StoreError> {
-        let store = &self.inner.store;
-        let Some(last) = store.inbox_last_of(key).await? else {
-            return Ok(Submitted::Ignored("the session has no event to answer"));
-        };
-        let Ok(mut event) = serde_json::from_str::<InboundEvent>(&last.payload) else {
+    /// Posts `text` into `watch`'s session as a turn of its own, once per
+    /// `id` (it is the event's dedupe key), addressed as the event whose
+    /// turn started the process: to its chat and thread, from its sender.
+    /// Ignored when that event is unknown.
+    async fn report(
+        &self,
+        watch: &ProcessWatch,
+        id: &str,
+        text: &str,
+    ) -> Result<Submitted, StoreError> {
+        let Ok(mut event) = serde_json::from_str::<InboundEvent>(&watch.origin) else {
             return Ok(Submitted::Ignored(
-                "the session's latest event cannot be read",
+                "the event that started the process is unknown",
             ));
         };
         event.text = crate::store::storable(text).into_owned();
@@ -30,7 +31,12 @@ impl SessionManager {
         event.mentioned = true;
         let dedupe = format!("{}:{id}", event.platform);
         Ok(self
-            .enqueue(key, event, &dedupe, super::intake::Origin::Gateway)
+            .enqueue(
+                &watch.session_key,
+                event,
+                &dedupe,
+                super::intake::Origin::Gateway,
+            )
             .await?
             .0)
     }
@@ -100,7 +106,7 @@ impl ProcessReports for SessionManager {
         let store = &self.inner.store;
         let id = format!("process:{}:{what}", watch.id);
         loop {
-            match self.notify(&watch.session_key, &id, text).await {
+            match self.report(watch, &id, text).await {
                 Ok(Submitted::Busy) => {
                     // The gateway is full: try again shortly, it is only
                     // a report.

@@ -650,7 +650,7 @@ async fn answer(
             None => None,
         };
         conv.set_forge(forge);
-        conv.act_for(&event.platform, &event.user_id);
+        conv.act_for(event);
         if let Some((owner, read)) = notes.take() {
             conv.read_ahead(owner, read);
         }

@@ -412,7 +412,8 @@ impl Store {
     /// (ms since the epoch): the end of their replay window, after which
     /// the same body is a new delivery. Unprocessed ones stay whatever
     /// their age, and so do the reports posted into webhook sessions
-    /// (`webhook:process:…`, the latest event a report is addressed by).
+    /// (`webhook:process:…`): a watch not cleared when it was told reports
+    /// again after a restart, and its report's key makes that a duplicate.
     /// Deletes in batches of [`FORGET_BATCH`], each its own short write,
     /// so that a first sweep over months of deliveries does not hold the
     /// write lock for long. Returns how many went.
@@ -555,18 +556,6 @@ impl Store {
             " FROM inbox WHERE session_key = ANY($1) AND processed_at IS NULL ORDER BY id"
         );
         Ok(sqlx::query_as(sql).bind(keys).fetch_all(pool).await?)
-    }
-
-    /// The newest event of session `key`.
-    pub async fn inbox_last_of(&self, key: &str) -> Result<Option<InboxRow>> {
-        let sql = concat!(
-            "SELECT ",
-            inbox_columns!(),
-            // A command's claim is nobody's message to answer.
-            " FROM inbox WHERE session_key = $1 AND (outcome IS NULL OR outcome <> 'command')",
-            " ORDER BY id DESC LIMIT 1"
-        );
-        Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(key).fetch_optional(pool).await?))
     }
 
     /// An event by id.

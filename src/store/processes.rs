@@ -19,16 +19,21 @@ pub struct ProcessWatch {
     pub pid_start: i64,
     /// When it was started (Unix ms).
     pub started_at: i64,
+    /// The event whose turn started it, as the inbox keeps events (JSON):
+    /// its reports are addressed as that event, to its chat and thread and
+    /// from its sender. Empty when unknown: it is not reported.
+    pub origin: String,
 }
 
 impl Store {
     /// Keeps `watch` until [`Store::unwatch_process`].
     pub async fn watch_process(&self, watch: &ProcessWatch) -> Result<()> {
         with_pool!(self, pool => sqlx::query(
-            "INSERT INTO process_watches (id, session_key, command, pid, pid_start, started_at, host) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING")
+            "INSERT INTO process_watches (id, session_key, command, pid, pid_start, started_at, host, origin) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING")
             .bind(&watch.id).bind(&watch.session_key).bind(storable(&watch.command))
             .bind(watch.pid).bind(watch.pid_start).bind(watch.started_at).bind(crate::cluster::host())
+            .bind(&watch.origin)
             .execute(pool).await?.rows_affected());
         Ok(())
     }
@@ -44,7 +49,7 @@ impl Store {
     /// first (replicas on other machines watch theirs).
     pub async fn process_watches(&self) -> Result<Vec<ProcessWatch>> {
         Ok(with_pool!(self, pool => sqlx::query_as(
-            "SELECT id, session_key, command, pid, pid_start, started_at \
+            "SELECT id, session_key, command, pid, pid_start, started_at, origin \
              FROM process_watches WHERE host = $1 OR host = '' ORDER BY started_at, id")
             .bind(crate::cluster::host()).fetch_all(pool).await?))
     }

@@ -185,6 +185,9 @@ pub struct ToolContext {
     pub approvals: Arc<dyn ApprovalHook>,
     /// Fires when the turn is interrupted or the daemon stops.
     pub cancel: CancellationToken,
+    /// The event the turn answers (none outside a session's turn): what a
+    /// background process reports is addressed as it.
+    pub origin: Option<Arc<crate::platform::InboundEvent>>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -213,6 +216,7 @@ impl ToolContext {
             workspace,
             approvals,
             cancel: CancellationToken::new(),
+            origin: None,
         })
     }
 }

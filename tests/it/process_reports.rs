@@ -9,7 +9,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::fake_llm::{FakeLlm, Reply, calls, text};
-use common::fake_telegram::FakeTelegram;
+use common::fake_telegram::{BOT_USERNAME, FakeTelegram};
 use common::in_process::{start_telegram as start, telegram_config};
 use serde_json::{Value, json};
 use switchboard::config::Config;
@@ -99,6 +99,67 @@ async fn a_process_started_to_notify_is_reported_into_its_chat_when_it_ends() {
     daemon.shutdown().await;
 }
 
+/// In a chat several people share, a process reports as the message whose
+/// turn started it (from its sender), not as whoever wrote last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_in_a_shared_chat_reports_as_the_message_that_started_it() {
+    const BOB: i64 = 1002;
+    const GROUP: i64 = -100_555;
+    let mention = |from: i64, name: &str, id: i64, words: &str| {
+        let text = format!("@{BOT_USERNAME} {words}");
+        let mut msg = FakeTelegram::message(GROUP, from, name, id, &text);
+        msg["message"]["entities"] =
+            json!([{"type": "mention", "offset": 0, "length": BOT_USERNAME.len() + 1}]);
+        msg
+    };
+    let tg = FakeTelegram::start().await;
+    let llm = FakeLlm::start(vec![
+        start_call(json!({
+            "action": "start",
+            "command": "touch started; while [ ! -e go ]; do sleep 0.05; done",
+            "notify_on_exit": true,
+        })),
+        Reply::Json(text("Started; I will tell you when it ends.")),
+        Reply::Json(text("Hello Bob.")),
+        Reply::Json(text("Your job has ended.")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path(), &tg, &llm);
+    config.telegram.allowed_users = vec![ANN, BOB];
+    config.sessions.group_sessions_per_user = false;
+    let workspace = switchboard::tools::workspace::session_path(
+        &config.agent.workspace,
+        &format!("telegram:group:{GROUP}"),
+    );
+    let daemon = start(&config).await;
+    tg.push(mention(ANN, "Ann", 10, "start the job and tell me"));
+    common::eventually("Ann answered", || async {
+        sent(&tg).iter().any(|t| t.starts_with("Started"))
+    })
+    .await;
+    tg.push(mention(BOB, "Bob", 11, "hello"));
+    common::eventually("Bob answered", || async {
+        sent(&tg).iter().any(|t| t == "Hello Bob.")
+    })
+    .await;
+    assert!(workspace.join("started").exists(), "the job runs");
+    std::fs::write(workspace.join("go"), "").unwrap();
+    common::eventually("the report answered", || async {
+        sent(&tg).iter().any(|t| t == "Your job has ended.")
+    })
+    .await;
+    let rows = daemon.store.inbox_latest("telegram", 10).await.unwrap();
+    let report = rows
+        .iter()
+        .find(|r| r.dedupe_key.starts_with("telegram:process:"))
+        .expect("the report is an event of the inbox");
+    let event: Value = serde_json::from_str(&report.payload).unwrap();
+    assert_eq!(event["user_id"], ANN.to_string(), "{event}");
+    assert_eq!(event["chat_id"], GROUP.to_string());
+    daemon.shutdown().await;
+}
+
 /// `/proc/<pid>/stat` field 22: when `pid` started, in ticks since boot.
 fn start_tick(pid: u32) -> i64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
@@ -134,6 +195,10 @@ async fn a_restart_reports_the_processes_the_previous_run_was_watching() {
         .spawn()
         .unwrap();
     let store = Store::open(&config.storage).await.unwrap();
+    // Both started by the turn that answered "hi".
+    let origin = store.inbox_latest("telegram", 10).await.unwrap()[0]
+        .payload
+        .clone();
     let watch = |id: &str, command: &str, pid: u32, pid_start: i64| ProcessWatch {
         id: id.into(),
         session_key: KEY.into(),
@@ -141,6 +206,7 @@ async fn a_restart_reports_the_processes_the_previous_run_was_watching() {
         pid: i64::from(pid),
         pid_start,
         started_at: switchboard::store::now_ms(),
+        origin: origin.clone(),
     };
     let mut ended = std::process::Command::new("true").spawn().unwrap();
     ended.wait().unwrap();

@@ -68,6 +68,7 @@ impl Conversation {
             workspace,
             approvals: self.approvals.clone(),
             cancel: cancel.clone(),
+            origin: self.origin.clone(),
         }
     }
 

@@ -111,6 +111,8 @@ pub struct Conversation {
     session: Session,
     context: SessionContext,
     owner: Option<Owner>,
+    /// The event the running turn answers.
+    origin: Option<Arc<crate::platform::InboundEvent>>,
     enabled: Vec<String>,
     disabled: Vec<String>,
     approvals: Arc<dyn ApprovalHook>,
@@ -210,6 +212,7 @@ impl Conversation {
             session,
             context,
             owner,
+            origin: None,
             enabled: toolsets.0,
             disabled: toolsets.1,
             approvals,
@@ -292,17 +295,19 @@ impl Conversation {
         self.owner.as_ref().map(Owner::key)
     }
 
-    /// The next turns act for `user_id` of `platform`, the sender of the
-    /// message they answer: in a shared thread or group, each person's
-    /// memory notes, past conversations and approvals are their own, not
-    /// the first sender's. Sessions without a person stay as they are.
-    pub fn act_for(&mut self, platform: &str, user_id: &str) {
-        if self.owner.is_some() && !user_id.is_empty() {
+    /// The next turns answer `event` and act for its sender: in a shared
+    /// thread or group, each person's memory notes, past conversations and
+    /// approvals are their own, not the first sender's (sessions without a
+    /// person keep theirs), and a background process a turn starts reports
+    /// as its event, to its sender.
+    pub fn act_for(&mut self, event: &crate::platform::InboundEvent) {
+        if self.owner.is_some() && !event.user_id.is_empty() {
             self.owner = Some(Owner {
-                platform: platform.to_string(),
-                user_id: user_id.to_string(),
+                platform: event.platform.to_string(),
+                user_id: event.user_id.clone(),
             });
         }
+        self.origin = Some(Arc::new(event.clone()));
     }
 
     /// Gives the next turn the notes of `owner`, read ahead of it (with

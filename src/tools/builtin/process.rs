@@ -301,6 +301,11 @@ impl ProcessManager {
                 pid: pid.map_or(0, i64::from),
                 pid_start: pid.and_then(|p| started_at_tick(i64::from(p))).unwrap_or(0),
                 started_at,
+                origin: ctx
+                    .origin
+                    .as_deref()
+                    .and_then(|event| serde_json::to_string(event).ok())
+                    .unwrap_or_default(),
             },
             on_exit,
             patterns: patterns
