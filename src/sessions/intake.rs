@@ -305,9 +305,11 @@ impl SessionManager {
             return Ok((Submitted::Duplicate, None));
         };
         let was_busy = state.busy() || state.waiting() > 0;
-        let steer = from == Origin::PersonSteering || inner.settings.busy == BusyInputMode::Steer;
+        let steer = from_person
+            && (from == Origin::PersonSteering || inner.settings.busy == BusyInputMode::Steer);
         // Only the running turn's own sender steers it, with words alone
-        // (attachments wait for a turn that fetches and hears them).
+        // (attachments wait for a turn that fetches and hears them); what
+        // the gateway posts (a process's report) is a turn of its own.
         if was_busy
             && steer
             && state.steerable_by(&event.actor().key())

@@ -12,14 +12,23 @@ impl SessionManager {
     /// Posts `text` into `watch`'s session as a turn of its own, once per
     /// `id` (it is the event's dedupe key), addressed as the event whose
     /// turn started the process: to its chat and thread, from its sender.
-    /// Ignored when that event is unknown.
+    /// A watch kept without it (by a replica from before watches kept it)
+    /// is addressed as the session's latest message, as it was then.
     async fn report(
         &self,
         watch: &ProcessWatch,
         id: &str,
         text: &str,
     ) -> Result<Submitted, StoreError> {
-        let Ok(mut event) = serde_json::from_str::<InboundEvent>(&watch.origin) else {
+        let origin = if watch.origin.is_empty() {
+            match self.inner.store.inbox_last_of(&watch.session_key).await? {
+                Some(last) => last.payload,
+                None => return Ok(Submitted::Ignored("the session has no event to answer")),
+            }
+        } else {
+            watch.origin.clone()
+        };
+        let Ok(mut event) = serde_json::from_str::<InboundEvent>(&origin) else {
             return Ok(Submitted::Ignored(
                 "the event that started the process is unknown",
             ));

@@ -558,6 +558,21 @@ impl Store {
         Ok(sqlx::query_as(sql).bind(keys).fetch_all(pool).await?)
     }
 
+    /// The newest event of session `key` that is someone's message. No
+    /// index serves it (it reads back from the newest event): only for a
+    /// process watch kept without the event that started it, by a replica
+    /// from before watches kept it.
+    pub async fn inbox_last_of(&self, key: &str) -> Result<Option<InboxRow>> {
+        let sql = concat!(
+            "SELECT ",
+            inbox_columns!(),
+            // A command's claim is nobody's message to answer.
+            " FROM inbox WHERE session_key = $1 AND (outcome IS NULL OR outcome <> 'command')",
+            " ORDER BY id DESC LIMIT 1"
+        );
+        Ok(with_pool!(self, pool => sqlx::query_as(sql).bind(key).fetch_optional(pool).await?))
+    }
+
     /// An event by id.
     pub async fn inbox_event(&self, id: i64) -> Result<Option<InboxRow>> {
         let sql = concat!("SELECT ", inbox_columns!(), " FROM inbox WHERE id = $1");

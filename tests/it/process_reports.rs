@@ -99,6 +99,42 @@ async fn a_process_started_to_notify_is_reported_into_its_chat_when_it_ends() {
     daemon.shutdown().await;
 }
 
+/// With `busy_input_mode = "steer"`, a report that arrives while its
+/// starter's turn still runs is a turn of its own afterwards: it is not
+/// steered into the running turn as if the person had written it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_during_its_starters_turn_is_not_steered_into_it() {
+    let tg = FakeTelegram::start().await;
+    let llm = FakeLlm::start(vec![
+        start_call(json!({"action": "start", "command": "true", "notify_on_exit": true})),
+        // Still thinking when the report comes.
+        Reply::Delayed(
+            Duration::from_millis(1500),
+            Box::new(Reply::Json(text("Started."))),
+        ),
+        Reply::Json(text("It has ended.")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path(), &tg, &llm);
+    config.agent.busy_input_mode = switchboard::config::BusyInputMode::Steer;
+    let daemon = start(&config).await;
+    tg.push(FakeTelegram::message(ANN, ANN, "Ann", 10, "run it"));
+    common::eventually("both answered", || async {
+        sent(&tg).iter().any(|t| t == "It has ended.")
+    })
+    .await;
+    assert_eq!(sent(&tg), ["Started.", "It has ended."]);
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 3, "the report is a turn of its own");
+    assert!(
+        told(&requests[2]).contains("exited with code 0"),
+        "{}",
+        told(&requests[2])
+    );
+    daemon.shutdown().await;
+}
+
 /// In a chat several people share, a process reports as the message whose
 /// turn started it (from its sender), not as whoever wrote last.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -211,10 +247,11 @@ async fn a_restart_reports_the_processes_the_previous_run_was_watching() {
     let mut ended = std::process::Command::new("true").spawn().unwrap();
     ended.wait().unwrap();
     let gone = ended.id();
-    store
-        .watch_process(&watch("proc_gone", "cargo test", gone, 1))
-        .await
-        .unwrap();
+    // Kept by a replica from before watches kept their event: addressed
+    // as the session's latest message.
+    let mut unaddressed = watch("proc_gone", "cargo test", gone, 1);
+    unaddressed.origin.clear();
+    store.watch_process(&unaddressed).await.unwrap();
     store
         .watch_process(&watch(
             "proc_alive",
