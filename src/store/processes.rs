@@ -21,7 +21,9 @@ pub struct ProcessWatch {
     pub started_at: i64,
     /// The event whose turn started it, as the inbox keeps events (JSON):
     /// its reports are addressed as that event, to its chat and thread and
-    /// from its sender. Empty when unknown: it is not reported.
+    /// from its sender. Empty when a replica from before watches kept it
+    /// stored the watch: its reports are addressed as the session's
+    /// latest message.
     pub origin: String,
 }
 
