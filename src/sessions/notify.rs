@@ -13,7 +13,8 @@ impl SessionManager {
     /// `id` (it is the event's dedupe key), addressed as the event whose
     /// turn started the process: to its chat and thread, from its sender.
     /// A watch kept without it (by a replica from before watches kept it)
-    /// is addressed as the session's latest message, as it was then.
+    /// is addressed as the session's latest message, as it was then. Its
+    /// sender must still pass the platform's access rules.
     async fn report(
         &self,
         watch: &ProcessWatch,
@@ -33,6 +34,21 @@ impl SessionManager {
                 "the event that started the process is unknown",
             ));
         };
+        // A report acts as its starter: only while they may still reach
+        // the agent (unpaired or taken off the allowlist since, the
+        // process's report runs no turn for them).
+        let Some(profile) = self.inner.platforms().profile(&event.platform) else {
+            return Ok(Submitted::Ignored(
+                "the process's platform is not configured",
+            ));
+        };
+        if super::access::check(&profile.access, &event, &self.inner.store).await?
+            != super::access::Access::Allowed
+        {
+            return Ok(Submitted::Ignored(
+                "the process's starter may no longer reach the agent",
+            ));
+        }
         event.text = crate::store::storable(text).into_owned();
         event.event_id = id.to_string();
         event.message_id = None;

@@ -196,6 +196,83 @@ async fn a_process_in_a_shared_chat_reports_as_the_message_that_started_it() {
     daemon.shutdown().await;
 }
 
+/// A report acts as the person who started the process, so only while
+/// they may still reach the agent: unpaired meanwhile, they get no turn
+/// from it, and the watch is cleared all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_whose_starter_lost_access_reports_nothing() {
+    const CID: i64 = 1003;
+    let tg = FakeTelegram::start().await;
+    let llm = FakeLlm::start(vec![
+        start_call(json!({
+            "action": "start",
+            "command": "touch started; while [ ! -e go ]; do sleep 0.05; done",
+            "notify_on_exit": true,
+        })),
+        Reply::Json(text("Started; I will tell you when it ends.")),
+        Reply::Json(text("Your job has ended.")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &tg, &llm);
+    let workspace =
+        switchboard::tools::workspace::session_path(&config.agent.workspace, "telegram:dm:1003");
+    let daemon = start(&config).await;
+    tg.push(FakeTelegram::message(CID, CID, "Cid", 10, "hello"));
+    let store = &daemon.store;
+    common::eventually("Cid asked for a code", || async {
+        !store
+            .pairing_requests_of("telegram", &CID.to_string())
+            .await
+            .unwrap()
+            .is_empty()
+    })
+    .await;
+    let code = store
+        .pairing_requests_of("telegram", &CID.to_string())
+        .await
+        .unwrap()
+        .remove(0)
+        .code;
+    switchboard::sessions::access::approve_code(store, "telegram", &code, "owner")
+        .await
+        .unwrap();
+    tg.push(FakeTelegram::message(
+        CID,
+        CID,
+        "Cid",
+        11,
+        "start the job and tell me",
+    ));
+    common::eventually("Cid answered", || async {
+        sent(&tg).iter().any(|t| t.starts_with("Started"))
+    })
+    .await;
+    common::eventually("the process watched", || async {
+        !store.process_watches().await.unwrap().is_empty()
+    })
+    .await;
+    assert!(
+        store
+            .revoke_pairing("telegram", &CID.to_string())
+            .await
+            .unwrap()
+    );
+    assert!(workspace.join("started").exists(), "the job runs");
+    std::fs::write(workspace.join("go"), "").unwrap();
+    common::eventually("the report decided and the watch cleared", || async {
+        store.process_watches().await.unwrap().is_empty()
+    })
+    .await;
+    assert_eq!(llm.requests().len(), 2, "no turn for the report");
+    assert!(
+        !sent(&tg).iter().any(|t| t == "Your job has ended."),
+        "{:?}",
+        sent(&tg)
+    );
+    daemon.shutdown().await;
+}
+
 /// `/proc/<pid>/stat` field 22: when `pid` started, in ticks since boot.
 fn start_tick(pid: u32) -> i64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
