@@ -52,6 +52,10 @@ pub fn job_of_session(key: &str) -> Option<&str> {
 }
 
 /// The dedupe key of job `id`'s run at `slot`.
+/// Why a job made by someone who lost access is not run (and paused).
+pub const OWNER_GONE: &str =
+    "the person who made it may no longer reach the agent; the job is paused";
+
 fn dedupe_key(id: &str, slot: i64) -> String {
     format!("{SESSION_PREFIX}{id}:{slot}")
 }
@@ -262,6 +266,22 @@ impl Scheduler {
                 .store
                 .record_run(&job.id, slot, None, "refused", "none", Some(&refusal))
                 .await?;
+            return Ok(if added {
+                Fired::Refused
+            } else {
+                Fired::Already
+            });
+        }
+        if !self.sessions.owner_may_run(job).await? {
+            // Made in a chat by someone since unpaired or taken off the
+            // allowlist: it would act as them. Paused, and its chat told
+            // once; an operator resumes or deletes it.
+            let added = self
+                .store
+                .record_run(&job.id, slot, None, "refused", "none", Some(OWNER_GONE))
+                .await?;
+            self.store.pause_job(&job.id, true, None).await?;
+            tracing::warn!(job = %job.id, owner = %job.owner_user, "job's owner may no longer reach the agent; paused");
             return Ok(if added {
                 Fired::Refused
             } else {

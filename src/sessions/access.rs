@@ -59,6 +59,24 @@ pub async fn check(rules: &AccessRules, event: &InboundEvent, store: &Store) -> 
     })
 }
 
+/// Whether `user_id` may still reach the agent on `platform`, as far as can
+/// be told without a message of theirs: on the allowlist, paired, or the
+/// platform open to all. Where roles admit people, their roles now are
+/// unknown here, so they are given the benefit of the doubt.
+pub async fn still_allowed(
+    rules: &AccessRules,
+    platform: &str,
+    user_id: &str,
+    store: &Store,
+) -> Result<bool> {
+    let open =
+        rules.open_when_empty && rules.allowed_users.is_empty() && rules.allowed_roles.is_empty();
+    Ok(open
+        || !rules.allowed_roles.is_empty()
+        || rules.allowed_users.iter().any(|u| u == user_id)
+        || store.is_paired(platform, user_id).await?)
+}
+
 /// What asking for a pairing code gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PairingOutcome {
@@ -184,6 +202,72 @@ pub async fn approve_code(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Without a message: the allowlist and pairing decide, an open
+    /// platform lets everyone, and roles (unknown here) never shut out.
+    #[tokio::test]
+    async fn still_allowed_without_a_message() {
+        let config = crate::config::StorageConfig {
+            url: "sqlite::memory:".into(),
+            ..Default::default()
+        };
+        let store = Store::open(&config).await.unwrap();
+        let listed = AccessRules {
+            allowed_users: vec!["1".into()],
+            ..Default::default()
+        };
+        assert!(
+            still_allowed(&listed, "telegram", "1", &store)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !still_allowed(&listed, "telegram", "2", &store)
+                .await
+                .unwrap()
+        );
+        store
+            .insert_pairing_request(&PairingRequest {
+                platform: "telegram".into(),
+                code: "ABCDEFGH".into(),
+                user_id: "2".into(),
+                user_name: "Bob".into(),
+                chat_id: "2".into(),
+                created_at: now_ms(),
+                expires_at: now_ms() + CODE_TTL_MS,
+            })
+            .await
+            .unwrap();
+        approve_code(&store, "telegram", "ABCDEFGH", "owner")
+            .await
+            .unwrap();
+        assert!(
+            still_allowed(&listed, "telegram", "2", &store)
+                .await
+                .unwrap()
+        );
+        store.revoke_pairing("telegram", "2").await.unwrap();
+        assert!(
+            !still_allowed(&listed, "telegram", "2", &store)
+                .await
+                .unwrap()
+        );
+        let by_role = AccessRules {
+            allowed_roles: vec!["staff".into()],
+            ..listed.clone()
+        };
+        assert!(
+            still_allowed(&by_role, "telegram", "2", &store)
+                .await
+                .unwrap()
+        );
+        let open = AccessRules {
+            open_when_empty: true,
+            ..Default::default()
+        };
+        assert!(still_allowed(&open, "telegram", "3", &store).await.unwrap());
+        store.close().await;
+    }
 
     #[test]
     fn codes_use_the_unambiguous_alphabet() {

@@ -113,6 +113,25 @@ impl SessionManager {
             .0)
     }
 
+    /// Whether `job` may run as the person who made it in a chat: they may
+    /// still reach the agent ([`access::still_allowed`](super::access::still_allowed)).
+    /// A job from the configuration has no owner and always may.
+    pub async fn owner_may_run(&self, job: &CronJob) -> Result<bool, StoreError> {
+        if job.owner_user.is_empty() {
+            return Ok(true);
+        }
+        let Some(profile) = self.inner.platforms().profile(&job.platform) else {
+            return Ok(false);
+        };
+        super::access::still_allowed(
+            &profile.access,
+            &job.platform,
+            &job.owner_user,
+            &self.inner.store,
+        )
+        .await
+    }
+
     /// The platforms answers go through.
     pub fn platforms(&self) -> &std::sync::Arc<crate::platform::Platforms> {
         self.inner.platforms()

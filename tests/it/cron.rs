@@ -507,6 +507,46 @@ async fn the_daemons_scheduler_fires_a_due_job_by_itself() {
     daemon.shutdown().await;
 }
 
+/// A job made in a chat runs as the person who made it, so only while
+/// they may still reach the agent: off the allowlist since, their job is
+/// refused, paused and its chat told once; the other owner's job runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_whose_owner_lost_access_does_not_run() {
+    const CID: &str = "1003";
+    let tg = FakeTelegram::start().await;
+    let llm = FakeLlm::start(vec![Reply::Json(text("the digest"))]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &tg, &llm, &None, Vec::new());
+    let daemon = start(&config).await;
+    let store = daemon.store.clone();
+    let anns = common::stored_job("anns", "0 9 * * *", "telegram", &ANN.to_string(), "1001");
+    let cids = common::stored_job("cids", "0 9 * * *", "telegram", &TEAM.to_string(), CID);
+    store.put_job(&anns, true).await.unwrap();
+    store.put_job(&cids, true).await.unwrap();
+    let s = scheduler(&daemon, &config);
+    let runs = settled(&s, &store, anns.next_at.unwrap()).await;
+    let of = |id: &str| runs.iter().find(|r| r.job_id == id).expect("a run").clone();
+    assert_eq!(of("anns").status, "succeeded", "{runs:?}");
+    assert_eq!(of("cids").status, "refused", "{runs:?}");
+    assert_eq!(
+        of("cids").detail.as_deref(),
+        Some(switchboard::cron::OWNER_GONE)
+    );
+    assert_eq!(store.job("cids").await.unwrap().unwrap().paused, 1);
+    assert_eq!(sent_to(&tg, ANN), ["the digest"]);
+    common::eventually("the job's chat told", || async {
+        sent_to(&tg, TEAM).len() == 1
+    })
+    .await;
+    assert!(
+        sent_to(&tg, TEAM)[0].contains(switchboard::cron::OWNER_GONE),
+        "{:?}",
+        sent_to(&tg, TEAM)
+    );
+    assert_eq!(llm.requests().len(), 1, "no turn for the job of Cid");
+    daemon.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_ticking_the_same_slot_run_it_once() {
     let Some(db) = common::PgTestDb::create().await else {

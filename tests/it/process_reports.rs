@@ -135,6 +135,23 @@ async fn a_report_during_its_starters_turn_is_not_steered_into_it() {
     daemon.shutdown().await;
 }
 
+/// The model starts a process that runs until the file `go` appears in
+/// its workspace (`started` shows it runs), says so, answers `between`,
+/// then answers the report.
+fn until_go(between: &[&str]) -> Vec<Reply> {
+    let mut replies = vec![
+        start_call(json!({
+            "action": "start",
+            "command": "touch started; while [ ! -e go ]; do sleep 0.05; done",
+            "notify_on_exit": true,
+        })),
+        Reply::Json(text("Started; I will tell you when it ends.")),
+    ];
+    replies.extend(between.iter().map(|t| Reply::Json(text(t))));
+    replies.push(Reply::Json(text("Your job has ended.")));
+    replies
+}
+
 /// In a chat several people share, a process reports as the message whose
 /// turn started it (from its sender), not as whoever wrote last.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -149,17 +166,7 @@ async fn a_process_in_a_shared_chat_reports_as_the_message_that_started_it() {
         msg
     };
     let tg = FakeTelegram::start().await;
-    let llm = FakeLlm::start(vec![
-        start_call(json!({
-            "action": "start",
-            "command": "touch started; while [ ! -e go ]; do sleep 0.05; done",
-            "notify_on_exit": true,
-        })),
-        Reply::Json(text("Started; I will tell you when it ends.")),
-        Reply::Json(text("Hello Bob.")),
-        Reply::Json(text("Your job has ended.")),
-    ])
-    .await;
+    let llm = FakeLlm::start(until_go(&["Hello Bob."])).await;
     let dir = tempfile::tempdir().unwrap();
     let mut config = config(dir.path(), &tg, &llm);
     config.telegram.allowed_users = vec![ANN, BOB];
@@ -203,16 +210,7 @@ async fn a_process_in_a_shared_chat_reports_as_the_message_that_started_it() {
 async fn a_process_whose_starter_lost_access_reports_nothing() {
     const CID: i64 = 1003;
     let tg = FakeTelegram::start().await;
-    let llm = FakeLlm::start(vec![
-        start_call(json!({
-            "action": "start",
-            "command": "touch started; while [ ! -e go ]; do sleep 0.05; done",
-            "notify_on_exit": true,
-        })),
-        Reply::Json(text("Started; I will tell you when it ends.")),
-        Reply::Json(text("Your job has ended.")),
-    ])
-    .await;
+    let llm = FakeLlm::start(until_go(&[])).await;
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path(), &tg, &llm);
     let workspace =
