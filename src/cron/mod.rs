@@ -51,11 +51,11 @@ pub fn job_of_session(key: &str) -> Option<&str> {
     Some(rest.rsplit_once(':').map_or(rest, |(job, _)| job))
 }
 
-/// The dedupe key of job `id`'s run at `slot`.
 /// Why a job made by someone who lost access is not run (and paused).
 pub const OWNER_GONE: &str =
     "the person who made it may no longer reach the agent; the job is paused";
 
+/// The dedupe key of job `id`'s run at `slot`.
 fn dedupe_key(id: &str, slot: i64) -> String {
     format!("{SESSION_PREFIX}{id}:{slot}")
 }
@@ -241,14 +241,34 @@ impl Scheduler {
             }
             tracing::info!(job = %job.id, missed = passed, policy = %job.missed, "missed slots passed over");
         }
-        for slot in fire {
-            match self.fire(job, slot).await? {
-                Fired::Handed => done.fired += 1,
-                Fired::Already => done.already += 1,
-                Fired::Refused => done.refused += 1,
-                // The gateway is full: the slot stays due and is tried on
-                // the next tick.
-                Fired::Busy => return Ok(()),
+        if let Some(&slot) = fire.last()
+            && !self.sessions.owner_may_run(job).await?
+        {
+            // Made in a chat by someone since unpaired or taken off the
+            // allowlist: it would act as them. One refused run (its chat
+            // told once), the job paused; an operator resumes or deletes
+            // it.
+            let added = self
+                .store
+                .record_run(&job.id, slot, None, "refused", "none", Some(OWNER_GONE))
+                .await?;
+            if added {
+                done.refused += 1;
+            } else {
+                done.already += 1;
+            }
+            self.store.pause_job(&job.id, true, None).await?;
+            tracing::warn!(job = %job.id, owner = %job.owner_user, "job's owner may no longer reach the agent; paused");
+        } else {
+            for slot in fire {
+                match self.fire(job, slot).await? {
+                    Fired::Handed => done.fired += 1,
+                    Fired::Already => done.already += 1,
+                    Fired::Refused => done.refused += 1,
+                    // The gateway is full: the slot stays due and is tried on
+                    // the next tick.
+                    Fired::Busy => return Ok(()),
+                }
             }
         }
         let next = schedule.next_after(now.max(latest), job.created_at);
@@ -266,22 +286,6 @@ impl Scheduler {
                 .store
                 .record_run(&job.id, slot, None, "refused", "none", Some(&refusal))
                 .await?;
-            return Ok(if added {
-                Fired::Refused
-            } else {
-                Fired::Already
-            });
-        }
-        if !self.sessions.owner_may_run(job).await? {
-            // Made in a chat by someone since unpaired or taken off the
-            // allowlist: it would act as them. Paused, and its chat told
-            // once; an operator resumes or deletes it.
-            let added = self
-                .store
-                .record_run(&job.id, slot, None, "refused", "none", Some(OWNER_GONE))
-                .await?;
-            self.store.pause_job(&job.id, true, None).await?;
-            tracing::warn!(job = %job.id, owner = %job.owner_user, "job's owner may no longer reach the agent; paused");
             return Ok(if added {
                 Fired::Refused
             } else {

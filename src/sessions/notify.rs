@@ -34,17 +34,7 @@ impl SessionManager {
                 "the event that started the process is unknown",
             ));
         };
-        // A report acts as its starter: only while they may still reach
-        // the agent (unpaired or taken off the allowlist since, the
-        // process's report runs no turn for them).
-        let Some(profile) = self.inner.platforms().profile(&event.platform) else {
-            return Ok(Submitted::Ignored(
-                "the process's platform is not configured",
-            ));
-        };
-        if super::access::check(&profile.access, &event, &self.inner.store).await?
-            != super::access::Access::Allowed
-        {
+        if !self.starter_may_hear(&watch.session_key, &event).await? {
             return Ok(Submitted::Ignored(
                 "the process's starter may no longer reach the agent",
             ));
@@ -64,6 +54,28 @@ impl SessionManager {
             )
             .await?
             .0)
+    }
+
+    /// Whether the report of a process started in session `key` by
+    /// `origin`'s turn may run as its sender: they still pass the
+    /// platform's access rules (with the roles they had then). In a
+    /// scheduled job's run, the sender is the job's: the job's owner must
+    /// still be allowed ([`owner_may_run`](Self::owner_may_run)).
+    async fn starter_may_hear(&self, key: &str, origin: &InboundEvent) -> Result<bool, StoreError> {
+        if let Some(id) = crate::cron::job_of_session(key) {
+            return match self.inner.store.job(id).await? {
+                Some(job) => self.owner_may_run(&job).await,
+                // Deleted since: nobody's job to run as.
+                None => Ok(false),
+            };
+        }
+        let Some(profile) = self.inner.platforms().profile(&origin.platform) else {
+            return Ok(false);
+        };
+        Ok(
+            super::access::check(&profile.access, origin, &self.inner.store).await?
+                == super::access::Access::Allowed,
+        )
     }
 
     /// Hands `job`'s run at `slot` to a session of its own, stored in the
@@ -115,13 +127,15 @@ impl SessionManager {
 
     /// Whether `job` may run as the person who made it in a chat: they may
     /// still reach the agent ([`access::still_allowed`](super::access::still_allowed)).
-    /// A job from the configuration has no owner and always may.
+    /// A job from the configuration acts for no one and always may; so
+    /// does one whose platform is not configured (its run says why it is
+    /// not run).
     pub async fn owner_may_run(&self, job: &CronJob) -> Result<bool, StoreError> {
-        if job.owner_user.is_empty() {
+        if job.origin != "chat" {
             return Ok(true);
         }
         let Some(profile) = self.inner.platforms().profile(&job.platform) else {
-            return Ok(false);
+            return Ok(true);
         };
         super::access::still_allowed(
             &profile.access,

@@ -509,7 +509,8 @@ async fn the_daemons_scheduler_fires_a_due_job_by_itself() {
 
 /// A job made in a chat runs as the person who made it, so only while
 /// they may still reach the agent: off the allowlist since, their job is
-/// refused, paused and its chat told once; the other owner's job runs.
+/// refused (once, however many of its slots are due), paused and its chat
+/// told once; the other owner's job runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_whose_owner_lost_access_does_not_run() {
     const CID: &str = "1003";
@@ -520,12 +521,22 @@ async fn a_job_whose_owner_lost_access_does_not_run() {
     let daemon = start(&config).await;
     let store = daemon.store.clone();
     let anns = common::stored_job("anns", "0 9 * * *", "telegram", &ANN.to_string(), "1001");
-    let cids = common::stored_job("cids", "0 9 * * *", "telegram", &TEAM.to_string(), CID);
+    // Every minute, six slots due at once, all to be run: still refused
+    // once.
+    let mut cids = common::stored_job("cids", "* * * * *", "telegram", &TEAM.to_string(), CID);
+    cids.missed = "all".into();
+    cids.missed_limit = 5;
+    cids.next_at = anns.next_at.map(|at| at - 5 * 60_000);
     store.put_job(&anns, true).await.unwrap();
     store.put_job(&cids, true).await.unwrap();
     let s = scheduler(&daemon, &config);
     let runs = settled(&s, &store, anns.next_at.unwrap()).await;
     let of = |id: &str| runs.iter().find(|r| r.job_id == id).expect("a run").clone();
+    assert_eq!(
+        runs.iter().filter(|r| r.job_id == "cids").count(),
+        1,
+        "{runs:?}"
+    );
     assert_eq!(of("anns").status, "succeeded", "{runs:?}");
     assert_eq!(of("cids").status, "refused", "{runs:?}");
     assert_eq!(
@@ -544,6 +555,41 @@ async fn a_job_whose_owner_lost_access_does_not_run() {
         sent_to(&tg, TEAM)
     );
     assert_eq!(llm.requests().len(), 1, "no turn for the job of Cid");
+    daemon.shutdown().await;
+}
+
+/// A job from the configuration acts for no one: a process its run
+/// starts reports back into the job's chat though no person named
+/// `cron` is on the allowlist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_a_configured_job_started_reports_back() {
+    let tg = FakeTelegram::start().await;
+    let args = json!({"action": "start", "command": "true", "notify_on_exit": true});
+    let llm = FakeLlm::start(vec![
+        Reply::Json(calls(&[("c1", "process", &args.to_string())])),
+        Reply::Json(text("Started the check.")),
+        Reply::Json(text("The check has ended.")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = vec![job("check", "0 9 * * *", MissedPolicy::Skip, 1)];
+    let config = config(dir.path(), &tg, &llm, &None, jobs);
+    let daemon = start(&config).await;
+    let s = scheduler(&daemon, &config);
+    s.sync_config(switchboard::store::now_ms()).await.unwrap();
+    let job = daemon.store.jobs().await.unwrap().remove(0);
+    assert_eq!(job.origin, "config");
+    assert_eq!(s.tick(job.next_at.unwrap()).await.unwrap().fired, 1);
+    common::eventually("the report answered", || async {
+        sent_to(&tg, ANN)
+            .iter()
+            .any(|t| t == "The check has ended.")
+    })
+    .await;
+    assert_eq!(
+        sent_to(&tg, ANN),
+        ["Started the check.", "The check has ended."]
+    );
     daemon.shutdown().await;
 }
 
