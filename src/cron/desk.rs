@@ -15,7 +15,7 @@ use crate::agent::ClarifyBroker;
 use crate::agent::layer::JobDesk;
 use crate::budgets::utc;
 use crate::config::{CronConfig, MissedPolicy};
-use crate::platform::{Actor, ChatKind, ChatRef};
+use crate::platform::{Actor, ChatKind, ChatRef, InboundEvent};
 use crate::store::{CronJob, Store, now_ms};
 use crate::tools::{ToolError, arg_opt_str, arg_str};
 
@@ -31,28 +31,35 @@ pub struct Desk {
     chat: ChatRef,
     kind: ChatKind,
     owner: Actor,
+    /// The message the desk's turn answers, its words left out: kept with
+    /// the jobs it makes (see [`CronJob::owner_event`]).
+    made_from: String,
     confirm: Arc<dyn ClarifyBroker>,
     wake: Arc<Notify>,
 }
 
 impl Desk {
-    /// The desk of `chat` (a `kind` chat) for `owner`, who confirms new
+    /// The desk of the chat of `event`, for its sender, who confirms new
     /// jobs through `confirm`; `wake` tells the scheduler of a change.
     pub fn new(
         store: Store,
         settings: CronConfig,
-        chat: ChatRef,
-        kind: ChatKind,
-        owner: Actor,
+        event: &InboundEvent,
         confirm: Arc<dyn ClarifyBroker>,
         wake: Arc<Notify>,
     ) -> Self {
+        let made_from = InboundEvent {
+            text: String::new(),
+            attachments: Vec::new(),
+            ..event.clone()
+        };
         Self {
             store,
             settings,
-            chat,
-            kind,
-            owner,
+            chat: event.chat(),
+            kind: event.kind,
+            owner: event.actor(),
+            made_from: serde_json::to_string(&made_from).unwrap_or_default(),
             confirm,
             wake,
         }
@@ -158,6 +165,7 @@ impl Desk {
             owner_user: self.owner.user_id.clone(),
             owner_chat: self.chat.chat.clone(),
             owner_thread: self.chat.thread.clone(),
+            owner_event: self.made_from.clone(),
             missed: missed.as_str().into(),
             missed_limit: 5,
             paused: 0,

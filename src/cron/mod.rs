@@ -455,6 +455,7 @@ fn configured(job: &CronJobConfig, now: i64, schedule: &Schedule) -> CronJob {
         owner_user: String::new(),
         owner_chat: nonempty(&job.notify_chat).unwrap_or_else(|| job.chat.trim().to_string()),
         owner_thread: nonempty(&job.notify_chat).map_or_else(|| nonempty(&job.thread), |_| None),
+        owner_event: String::new(),
         missed: job.missed.as_str().into(),
         missed_limit: i64::from(job.missed_limit.max(1)),
         paused: 0,

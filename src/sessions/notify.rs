@@ -125,11 +125,13 @@ impl SessionManager {
             .0)
     }
 
-    /// Whether `job` may run as the person who made it in a chat: they may
-    /// still reach the agent ([`access::still_allowed`](super::access::still_allowed)).
-    /// A job from the configuration acts for no one and always may; so
-    /// does one whose platform is not configured (its run says why it is
-    /// not run).
+    /// Whether `job` may run as the person who made it in a chat: the
+    /// message it was made from would still pass the platform's access
+    /// rules (with the roles its sender had then). A job kept without that
+    /// message (made before it was kept) is checked by
+    /// [`access::still_allowed`](super::access::still_allowed). A job from
+    /// the configuration acts for no one and always may; so does one whose
+    /// platform is not configured (its run says why it is not run).
     pub async fn owner_may_run(&self, job: &CronJob) -> Result<bool, StoreError> {
         if job.origin != "chat" {
             return Ok(true);
@@ -137,6 +139,19 @@ impl SessionManager {
         let Some(profile) = self.inner.platforms().profile(&job.platform) else {
             return Ok(true);
         };
+        if let Ok(made_from) = serde_json::from_str::<InboundEvent>(&job.owner_event) {
+            // Its sender, whoever the stored JSON says: the job's owner.
+            let made_from = InboundEvent {
+                platform: job.platform.as_str().into(),
+                user_id: job.owner_user.clone(),
+                from_bot: false,
+                ..made_from
+            };
+            return Ok(
+                super::access::check(&profile.access, &made_from, &self.inner.store).await?
+                    == super::access::Access::Allowed,
+            );
+        }
         super::access::still_allowed(
             &profile.access,
             &job.platform,

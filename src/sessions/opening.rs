@@ -137,9 +137,7 @@ pub(super) async fn open_conversation(
             conversation = conversation.with_jobs(Arc::new(crate::cron::Desk::new(
                 inner.store.clone(),
                 inner.config.cron.clone(),
-                event.chat(),
-                event.kind,
-                event.actor(),
+                event,
                 questions.clone(),
                 inner.cron_wake.clone(),
             )));

@@ -34,6 +34,11 @@ pub struct CronJob {
     pub owner_chat: String,
     /// Thread of that chat.
     pub owner_thread: Option<String>,
+    /// The message a chat-made job was made from, as JSON, its words left
+    /// out: who made it, in which kind of chat, with which roles then
+    /// (empty for configured jobs, and for jobs made before it was kept).
+    #[serde(skip_serializing)]
+    pub owner_event: String,
     /// `skip`, `once` or `all`.
     pub missed: String,
     /// Most late runs with `all`.
@@ -75,7 +80,7 @@ pub struct CronRun {
 
 const JOB_COLUMNS: &str = "id, name, origin, schedule, timezone, prompt, toolsets, platform, \
     chat_id, thread_id, owner_user, owner_chat, owner_thread, missed, missed_limit, paused, \
-    next_at, created_at, updated_at";
+    next_at, created_at, updated_at, owner_event";
 const RUN_COLUMNS: &str =
     "id, job_id, slot_at, inbox_id, status, delivery, detail, noticed, created_at, updated_at";
 
@@ -86,8 +91,8 @@ impl Store {
         with_pool!(self, pool => sqlx::query(
             "INSERT INTO cron_jobs (id, name, origin, schedule, timezone, prompt, toolsets, platform, \
              chat_id, thread_id, owner_user, owner_chat, owner_thread, missed, missed_limit, paused, \
-             next_at, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) \
+             next_at, created_at, updated_at, owner_event) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $21) \
              ON CONFLICT (id) DO UPDATE SET name = excluded.name, schedule = excluded.schedule, \
              timezone = excluded.timezone, prompt = excluded.prompt, toolsets = excluded.toolsets, \
              platform = excluded.platform, chat_id = excluded.chat_id, thread_id = excluded.thread_id, \
@@ -101,6 +106,7 @@ impl Store {
             .bind(&job.owner_user).bind(&job.owner_chat).bind(job.owner_thread.as_deref())
             .bind(&job.missed).bind(job.missed_limit).bind(job.paused).bind(job.next_at)
             .bind(job.created_at).bind(job.updated_at).bind(i64::from(reschedule))
+            .bind(storable(&job.owner_event))
             .execute(pool).await?.rows_affected());
         Ok(())
     }

@@ -400,6 +400,12 @@ async fn the_cronjob_tool_makes_a_confirmed_job_for_its_own_chat_and_it_runs() {
             jobs[0].toolsets, None,
             "a direct message's job has the platform's preset"
         );
+        // It keeps the message it was made from, without its words.
+        let made_from: Value = serde_json::from_str(&jobs[0].owner_event).unwrap();
+        assert_eq!(
+            (&made_from["user_id"], &made_from["kind"], &made_from["text"]),
+            (&json!("1001"), &json!("dm"), &json!(""))
+        );
         // One job per person here: the next is refused before any question.
         tg.push(FakeTelegram::message(
             ANN,
@@ -556,6 +562,59 @@ async fn a_job_whose_owner_lost_access_does_not_run() {
     );
     assert_eq!(llm.requests().len(), 1, "no turn for the job of Cid");
     daemon.shutdown().await;
+}
+
+/// A job keeps the message it was made from and is checked as that
+/// message would be now: on Discord, which lets people in by role, Bob's
+/// message had the allowed role and his job runs; Eve's had none, she is on
+/// no allowlist, and her job is refused (the roles of a job kept without
+/// its message are unknown, and never held against it).
+#[tokio::test]
+async fn a_job_is_checked_with_the_roles_its_message_had() {
+    use common::discord_harness as dh;
+    use switchboard::platform::{ChatKind, InboundEvent};
+    let s = dh::start(vec![Reply::Json(text("the digest"))], |c| {
+        c.cron.enabled = false;
+    })
+    .await;
+    let store = s.daemon.store.clone();
+    let made_by = |id: &str, user: &str, roles: &[&str]| {
+        let mut job = common::stored_job(id, "0 9 * * *", "discord", dh::CHANNEL, user);
+        job.owner_event = serde_json::to_string(&InboundEvent {
+            platform: "discord".into(),
+            kind: ChatKind::Group,
+            chat_id: dh::CHANNEL.into(),
+            thread_id: None,
+            user_id: user.into(),
+            user_name: user.into(),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+            text: String::new(),
+            event_id: format!("made-{id}"),
+            message_id: None,
+            mentioned: true,
+            from_bot: false,
+            in_thread: false,
+            attachments: Vec::new(),
+            revision: Default::default(),
+        })
+        .unwrap();
+        job
+    };
+    let bobs = made_by("bobs", dh::BOB, &["77"]);
+    store.put_job(&bobs, true).await.unwrap();
+    let eves = made_by("eves", dh::EVE, &[]);
+    store.put_job(&eves, true).await.unwrap();
+    let jobs = scheduler(&s.daemon, &s.daemon.gateway.config);
+    let runs = settled(&jobs, &store, bobs.next_at.max(eves.next_at).unwrap()).await;
+    let status = |id: &str| {
+        runs.iter()
+            .find(|r| r.job_id == id)
+            .map(|r| r.status.clone())
+    };
+    assert_eq!(status("bobs").as_deref(), Some("succeeded"), "{runs:?}");
+    assert_eq!(status("eves").as_deref(), Some("refused"), "{runs:?}");
+    assert_eq!(s.llm.requests().len(), 1, "one turn: Bob's job's");
+    s.daemon.shutdown().await;
 }
 
 /// A job from the configuration acts for no one: a process its run

@@ -481,6 +481,7 @@ pub fn stored_job(
         owner_user: owner.into(),
         owner_chat: chat.into(),
         owner_thread: None,
+        owner_event: String::new(),
         missed: "skip".into(),
         missed_limit: 1,
         paused: 0,
