@@ -60,11 +60,14 @@ pub enum Unanswered {
 /// How a question reaches a human (the session wires its adapter).
 #[async_trait::async_trait]
 pub trait ClarifyBroker: Send + Sync {
-    /// Asks `question` (with optional `choices`) and waits for the answer.
+    /// Asks `question` (with optional `choices`) and waits for the answer
+    /// of `to`, the sender of the turn that asks (`None`: whom the broker
+    /// was made for).
     async fn ask(
         &self,
         question: &str,
         choices: &[String],
+        to: Option<&str>,
         cancel: &CancellationToken,
     ) -> Result<String, Unanswered>;
 }
@@ -73,8 +76,14 @@ pub trait ClarifyBroker: Send + Sync {
 /// session wires its chat's desk).
 #[async_trait::async_trait]
 pub trait JobDesk: Send + Sync {
-    /// Carries out one `cronjob` call.
-    async fn cronjob(&self, args: &Value, cancel: &CancellationToken) -> Result<String, ToolError>;
+    /// Carries out one `cronjob` call, made in the turn answering `by`
+    /// (whom it acts for; `None`: the conversation's first sender).
+    async fn cronjob(
+        &self,
+        args: &Value,
+        by: Option<&crate::platform::InboundEvent>,
+        cancel: &CancellationToken,
+    ) -> Result<String, ToolError>;
 }
 
 /// The forge a webhook run reads, confined to what its event names (the
@@ -299,6 +308,8 @@ pub struct Served<'a> {
     pub clarify: Option<&'a dyn ClarifyBroker>,
     /// The chat's scheduled jobs.
     pub jobs: Option<&'a dyn JobDesk>,
+    /// The message the turn answers.
+    pub origin: Option<&'a crate::platform::InboundEvent>,
     /// The run's forge.
     pub forge: Option<&'a dyn ForgeDesk>,
 }
@@ -316,6 +327,7 @@ pub async fn run(
         owner,
         clarify,
         jobs,
+        origin,
         forge,
     } = *served;
     let store_err = |e: crate::store::StoreError| ToolError::Failed(e.to_string());
@@ -405,13 +417,18 @@ pub async fn run(
                 ToolError::Failed("no one can answer questions in this conversation; proceed with your best judgement and state your assumptions".into())
             })?;
             let answer = broker
-                .ask(question, &choices, cancel)
+                .ask(
+                    question,
+                    &choices,
+                    origin.map(|e| e.user_id.as_str()),
+                    cancel,
+                )
                 .await
                 .map_err(|e| ToolError::Failed(e.to_string()))?;
             Ok(json!({"answer": answer}).to_string())
         }
         "cronjob" => match jobs {
-            Some(desk) => desk.cronjob(args, cancel).await,
+            Some(desk) => desk.cronjob(args, origin, cancel).await,
             None => Err(ToolError::Failed(
                 "scheduled jobs cannot be made or changed from this conversation".into(),
             )),

@@ -15,7 +15,7 @@ use crate::agent::ClarifyBroker;
 use crate::agent::layer::JobDesk;
 use crate::budgets::utc;
 use crate::config::{CronConfig, MissedPolicy};
-use crate::platform::{Actor, ChatKind, ChatRef, InboundEvent};
+use crate::platform::{ChatKind, ChatRef, InboundEvent};
 use crate::store::{CronJob, Store, now_ms};
 use crate::tools::{ToolError, arg_opt_str, arg_str};
 
@@ -30,17 +30,18 @@ pub struct Desk {
     settings: CronConfig,
     chat: ChatRef,
     kind: ChatKind,
-    owner: Actor,
-    /// The message the desk's turn answers, its words left out: kept with
-    /// the jobs it makes (see [`CronJob::owner_event`]).
-    made_from: String,
+    /// The message that opened the conversation: whom a call acts for
+    /// when it does not say.
+    opener: InboundEvent,
     confirm: Arc<dyn ClarifyBroker>,
     wake: Arc<Notify>,
 }
 
 impl Desk {
-    /// The desk of the chat of `event`, for its sender, who confirms new
-    /// jobs through `confirm`; `wake` tells the scheduler of a change.
+    /// The desk of the chat of `event` (the conversation's first), whose
+    /// calls act for the sender of the turn they are made in; new jobs
+    /// are confirmed through `confirm`; `wake` tells the scheduler of a
+    /// change.
     pub fn new(
         store: Store,
         settings: CronConfig,
@@ -48,18 +49,16 @@ impl Desk {
         confirm: Arc<dyn ClarifyBroker>,
         wake: Arc<Notify>,
     ) -> Self {
-        let made_from = InboundEvent {
-            text: String::new(),
-            attachments: Vec::new(),
-            ..event.clone()
-        };
         Self {
             store,
             settings,
             chat: event.chat(),
             kind: event.kind,
-            owner: event.actor(),
-            made_from: serde_json::to_string(&made_from).unwrap_or_default(),
+            opener: InboundEvent {
+                text: String::new(),
+                attachments: Vec::new(),
+                ..event.clone()
+            },
             confirm,
             wake,
         }
@@ -81,7 +80,16 @@ impl Desk {
         }
     }
 
-    async fn create(&self, args: &Value, cancel: &CancellationToken) -> Result<String, ToolError> {
+    /// Makes a job for `by`, the message whose turn asks for it: its
+    /// sender owns it, and it keeps that message, its words left out
+    /// ([`CronJob::owner_event`]).
+    async fn create(
+        &self,
+        args: &Value,
+        by: &InboundEvent,
+        cancel: &CancellationToken,
+    ) -> Result<String, ToolError> {
+        let owner = by.actor();
         if let Some(key) = ELSEWHERE
             .iter()
             .find(|k| args.get(**k).is_some_and(|v| !v.is_null()))
@@ -122,13 +130,13 @@ impl Desk {
         };
         let owned = self
             .store
-            .jobs_owned(&self.owner.platform, &self.owner.user_id)
+            .jobs_owned(&owner.platform, &owner.user_id)
             .await
             .map_err(failed)?;
         if owned >= self.settings.max_jobs_per_user as i64 {
             return Err(ToolError::Failed(format!(
                 "{} already keeps {owned} jobs, the most one person may; delete one first",
-                self.owner.shown()
+                owner.shown()
             )));
         }
         let now = now_ms();
@@ -144,7 +152,12 @@ impl Desk {
         );
         let answer = self
             .confirm
-            .ask(&question, &["Create".into(), "Cancel".into()], cancel)
+            .ask(
+                &question,
+                &["Create".into(), "Cancel".into()],
+                Some(&by.user_id),
+                cancel,
+            )
             .await
             .map_err(|e| ToolError::Failed(e.to_string()))?;
         if !answer.trim().eq_ignore_ascii_case("create") {
@@ -162,10 +175,15 @@ impl Desk {
             platform: self.chat.platform.to_string(),
             chat_id: self.chat.chat.clone(),
             thread_id: self.chat.thread.clone(),
-            owner_user: self.owner.user_id.clone(),
+            owner_user: owner.user_id.clone(),
             owner_chat: self.chat.chat.clone(),
             owner_thread: self.chat.thread.clone(),
-            owner_event: self.made_from.clone(),
+            owner_event: serde_json::to_string(&InboundEvent {
+                text: String::new(),
+                attachments: Vec::new(),
+                ..by.clone()
+            })
+            .unwrap_or_default(),
             missed: missed.as_str().into(),
             missed_limit: 5,
             paused: 0,
@@ -175,7 +193,7 @@ impl Desk {
         };
         self.store.put_job(&job, true).await.map_err(failed)?;
         self.wake.notify_one();
-        tracing::info!(job = %job.id, owner = %self.owner.key(), "job made from a chat");
+        tracing::info!(job = %job.id, owner = %owner.key(), "job made from a chat");
         Ok(json!({"created": true, "job": describe(&job)}).to_string())
     }
 
@@ -227,7 +245,12 @@ impl Desk {
         Ok(json!({"job": job.id, "runs": runs}).to_string())
     }
 
-    async fn change(&self, action: &str, args: &Value) -> Result<String, ToolError> {
+    async fn change(
+        &self,
+        action: &str,
+        args: &Value,
+        by: &InboundEvent,
+    ) -> Result<String, ToolError> {
         let job = self.own_job(args).await?;
         if job.origin == "config" {
             return Err(ToolError::Failed(format!(
@@ -256,19 +279,25 @@ impl Desk {
                 self.wake.notify_one();
             }
         }
-        tracing::info!(job = %job.id, action, by = %self.owner.key(), "job changed from a chat");
+        tracing::info!(job = %job.id, action, by = %by.actor().key(), "job changed from a chat");
         Ok(json!({"job": job.id, "done": action}).to_string())
     }
 }
 
 #[async_trait::async_trait]
 impl JobDesk for Desk {
-    async fn cronjob(&self, args: &Value, cancel: &CancellationToken) -> Result<String, ToolError> {
+    async fn cronjob(
+        &self,
+        args: &Value,
+        by: Option<&InboundEvent>,
+        cancel: &CancellationToken,
+    ) -> Result<String, ToolError> {
+        let by = by.unwrap_or(&self.opener);
         match arg_str(args, "action")? {
-            "create" => self.create(args, cancel).await,
+            "create" => self.create(args, by, cancel).await,
             "list" => self.list().await,
             "runs" => self.runs(args).await,
-            action @ ("pause" | "resume" | "delete") => self.change(action, args).await,
+            action @ ("pause" | "resume" | "delete") => self.change(action, args, by).await,
             other => Err(ToolError::InvalidArgs(format!(
                 "action {other:?} is not create, list, runs, pause, resume or delete"
             ))),

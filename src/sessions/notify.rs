@@ -127,8 +127,9 @@ impl SessionManager {
 
     /// Whether `job` may run as the person who made it in a chat: the
     /// message it was made from would still pass the platform's access
-    /// rules (with the roles its sender had then). A job kept without that
-    /// message (made before it was kept) is checked by
+    /// rules (with the roles its sender had then); one that cannot be read
+    /// may not. A job kept without that message (made before it was kept)
+    /// is checked by
     /// [`access::still_allowed`](super::access::still_allowed). A job from
     /// the configuration acts for no one and always may; so does one whose
     /// platform is not configured (its run says why it is not run).
@@ -139,11 +140,17 @@ impl SessionManager {
         let Some(profile) = self.inner.platforms().profile(&job.platform) else {
             return Ok(true);
         };
-        if let Ok(made_from) = serde_json::from_str::<InboundEvent>(&job.owner_event) {
-            // Its sender, whoever the stored JSON says: the job's owner.
+        if !job.owner_event.is_empty() {
+            let Ok(made_from) = serde_json::from_str::<InboundEvent>(&job.owner_event) else {
+                tracing::warn!(job = %job.id, "the message a job was made from is unreadable; refused");
+                return Ok(false);
+            };
+            // Its sender and chat, whatever the stored JSON says: the
+            // job's owner, where it posts.
             let made_from = InboundEvent {
                 platform: job.platform.as_str().into(),
                 user_id: job.owner_user.clone(),
+                chat_id: job.chat_id.clone(),
                 from_bot: false,
                 ..made_from
             };

@@ -200,7 +200,8 @@ pub struct PortQuestions {
     pub questions: Arc<Questions>,
     /// The chat of the session.
     pub chat: ChatRef,
-    /// Who may answer.
+    /// Who may answer when the turn that asks does not say (`None`:
+    /// anyone in the chat).
     pub user: Option<String>,
 }
 
@@ -210,15 +211,17 @@ impl ClarifyBroker for PortQuestions {
         &self,
         question: &str,
         choices: &[String],
+        to: Option<&str>,
         cancel: &CancellationToken,
     ) -> Result<String, Unanswered> {
+        // In a session several people share, the one whose turn asks
+        // answers; a broker for anyone stays so.
+        let to = self.user.as_deref().map(|first| to.unwrap_or(first));
         let port = self
             .platforms
             .port(&self.chat.platform)
             .ok_or_else(|| Unanswered::NotConnected(self.chat.platform.to_string()))?;
-        let asked = self
-            .questions
-            .ask(&self.chat, self.user.as_deref(), question, choices);
+        let asked = self.questions.ask(&self.chat, to, question, choices);
         let prompt = Prompt {
             id: asked.id.clone(),
             kind: PromptKind::Question,

@@ -440,6 +440,7 @@ impl ClarifyBroker for ScriptedHuman {
         &self,
         question: &str,
         choices: &[String],
+        _to: Option<&str>,
         _cancel: &CancellationToken,
     ) -> Result<String, switchboard::agent::layer::Unanswered> {
         assert_eq!(question, "Which branch?");

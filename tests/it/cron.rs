@@ -309,6 +309,11 @@ fn cronjob(id: &str, args: Value) -> Reply {
 
 /// The "Create" button of the newest question sent to `chat`.
 fn press_create(tg: &FakeTelegram, chat: i64) {
+    press_create_as(tg, chat, ANN, "Ann");
+}
+
+/// `user` (named `name`) presses *Create* on the newest question in `chat`.
+fn press_create_as(tg: &FakeTelegram, chat: i64, user: i64, name: &str) {
     let asked = tg
         .calls("sendMessage")
         .into_iter()
@@ -329,8 +334,8 @@ fn press_create(tg: &FakeTelegram, chat: i64) {
         "text": asked.body["text"],
     });
     tg.push(FakeTelegram::press(
-        ANN,
-        "Ann",
+        user,
+        name,
         &question,
         button["callback_data"].as_str().unwrap(),
     ));
@@ -564,11 +569,65 @@ async fn a_job_whose_owner_lost_access_does_not_run() {
     daemon.shutdown().await;
 }
 
+/// In a group session several people share, a job is made for the one
+/// whose message asks for it: Bob, writing after Ann opened the
+/// conversation, is asked to confirm, and owns the job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_shared_group_a_job_belongs_to_whoever_asked_for_it() {
+    const BOB: i64 = 1002;
+    let tg = FakeTelegram::start().await;
+    let llm = FakeLlm::start(vec![
+        Reply::Json(text("Hello Ann.")),
+        cronjob("c1", json!({"action": "create", "name": "standup", "schedule": "0 9 * * 1-5", "prompt": "Post the standup."})),
+        Reply::Json(text("Done.")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path(), &tg, &llm, &None, Vec::new());
+    config.telegram.allowed_users = vec![ANN, BOB];
+    config.sessions.group_sessions_per_user = false;
+    let daemon = start(&config).await;
+    let mention = |from: i64, name: &str, id: i64, words: &str| {
+        let mut msg =
+            FakeTelegram::message(TEAM, from, name, id, &format!("@switchboard_bot {words}"));
+        msg["message"]["entities"] = json!([{"type": "mention", "offset": 0, "length": 16}]);
+        msg
+    };
+    tg.push(mention(ANN, "Ann", 20, "hello"));
+    common::eventually("Ann answered", || async {
+        sent_to(&tg, TEAM).iter().any(|t| t == "Hello Ann.")
+    })
+    .await;
+    tg.push(mention(
+        BOB,
+        "Bob",
+        21,
+        "post a standup reminder on weekdays",
+    ));
+    common::eventually("the confirmation is asked", || async {
+        tg.calls("sendMessage").iter().any(|c| {
+            c.body["chat_id"].as_i64() == Some(TEAM) && c.body.get("reply_markup").is_some()
+        })
+    })
+    .await;
+    press_create_as(&tg, TEAM, BOB, "Bob");
+    common::eventually("made", || async {
+        sent_to(&tg, TEAM).iter().any(|t| t == "Done.")
+    })
+    .await;
+    let job = daemon.store.jobs().await.unwrap().remove(0);
+    assert_eq!(job.owner_user, BOB.to_string());
+    let made_from: Value = serde_json::from_str(&job.owner_event).unwrap();
+    assert_eq!(made_from["user_id"], BOB.to_string());
+    daemon.shutdown().await;
+}
+
 /// A job keeps the message it was made from and is checked as that
 /// message would be now: on Discord, which lets people in by role, Bob's
 /// message had the allowed role and his job runs; Eve's had none, she is on
-/// no allowlist, and her job is refused (the roles of a job kept without
-/// its message are unknown, and never held against it).
+/// no allowlist, and her job is refused, as is one whose message cannot
+/// be read (the roles of a job kept without its message are unknown, and
+/// never held against it).
 #[tokio::test]
 async fn a_job_is_checked_with_the_roles_its_message_had() {
     use common::discord_harness as dh;
@@ -604,6 +663,11 @@ async fn a_job_is_checked_with_the_roles_its_message_had() {
     store.put_job(&bobs, true).await.unwrap();
     let eves = made_by("eves", dh::EVE, &[]);
     store.put_job(&eves, true).await.unwrap();
+    // A message that cannot be read vouches for no one.
+    let mut unread = made_by("unread", dh::BOB, &["77"]);
+    unread.owner_event = "{\"kind\": \"lobby\"}".into();
+    unread.next_at = eves.next_at;
+    store.put_job(&unread, true).await.unwrap();
     let jobs = scheduler(&s.daemon, &s.daemon.gateway.config);
     let runs = settled(&jobs, &store, bobs.next_at.max(eves.next_at).unwrap()).await;
     let status = |id: &str| {
@@ -613,6 +677,7 @@ async fn a_job_is_checked_with_the_roles_its_message_had() {
     };
     assert_eq!(status("bobs").as_deref(), Some("succeeded"), "{runs:?}");
     assert_eq!(status("eves").as_deref(), Some("refused"), "{runs:?}");
+    assert_eq!(status("unread").as_deref(), Some("refused"), "{runs:?}");
     assert_eq!(s.llm.requests().len(), 1, "one turn: Bob's job's");
     s.daemon.shutdown().await;
 }

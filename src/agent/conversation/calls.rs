@@ -105,6 +105,7 @@ impl Conversation {
                 owner: self.owner.as_ref(),
                 clarify: self.clarify.as_deref(),
                 jobs: self.jobs.as_deref(),
+                origin: self.origin.as_deref(),
                 forge: self.forge.as_deref(),
             };
             registry
