@@ -215,7 +215,9 @@ impl ClarifyBroker for PortQuestions {
         cancel: &CancellationToken,
     ) -> Result<String, Unanswered> {
         // In a session several people share, the one whose turn asks
-        // answers; a broker for anyone stays so.
+        // answers (a turn without a sender: the first); a broker for
+        // anyone stays so.
+        let to = to.filter(|u| !u.is_empty());
         let to = self.user.as_deref().map(|first| to.unwrap_or(first));
         let port = self
             .platforms
