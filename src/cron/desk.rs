@@ -54,11 +54,7 @@ impl Desk {
             settings,
             chat: event.chat(),
             kind: event.kind,
-            opener: InboundEvent {
-                text: String::new(),
-                attachments: Vec::new(),
-                ..event.clone()
-            },
+            opener: event.clone(),
             confirm,
             wake,
         }

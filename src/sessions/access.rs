@@ -48,8 +48,7 @@ pub async fn check(rules: &AccessRules, event: &InboundEvent, store: &Store) -> 
     }
     let listed = rules.allowed_users.contains(&event.user_id)
         || event.roles.iter().any(|r| rules.allowed_roles.contains(r));
-    let open =
-        rules.open_when_empty && rules.allowed_users.is_empty() && rules.allowed_roles.is_empty();
+    let open = open_to_all(rules);
     if listed || open || store.is_paired(&event.platform, &event.user_id).await? {
         return Ok(Access::Allowed);
     }
@@ -57,6 +56,12 @@ pub async fn check(rules: &AccessRules, event: &InboundEvent, store: &Store) -> 
         ChatKind::Dm => Access::NeedsPairing,
         ChatKind::Group => Access::Ignored("sender not on the allowlist"),
     })
+}
+
+/// Whether everyone may talk: no user or role allowlist, and the
+/// platform set open when it has none.
+fn open_to_all(rules: &AccessRules) -> bool {
+    rules.open_when_empty && rules.allowed_users.is_empty() && rules.allowed_roles.is_empty()
 }
 
 /// Whether `user_id` may still reach the agent on `platform`, as far as can
@@ -69,8 +74,7 @@ pub async fn still_allowed(
     user_id: &str,
     store: &Store,
 ) -> Result<bool> {
-    let open =
-        rules.open_when_empty && rules.allowed_users.is_empty() && rules.allowed_roles.is_empty();
+    let open = open_to_all(rules);
     Ok(open
         || !rules.allowed_roles.is_empty()
         || rules.allowed_users.iter().any(|u| u == user_id)
