@@ -57,12 +57,20 @@ impl Store {
         }
         // The writers take their turn before their connection: this takes
         // a connection only once it has its turn, and none is left waiting
-        // for one while they wait for it. The inbox's are idle while
-        // another holds the turn; the store's may all be busy with turns.
+        // for one while they wait for it. The inbox's is idle while
+        // another holds the turn (kept by its committers, or in its pool);
+        // the store's may all be busy with turns.
         let _turn = self.gate.first().await;
         let Backend::Sqlite(inbox) = &self.inbox_backend else {
             return Ok(());
         };
+        let mut kept = match &self.inbox_held {
+            Some(held) => Some(held.lock().await),
+            None => None,
+        };
+        if let Some(conn) = kept.as_deref_mut().and_then(Option::as_mut) {
+            return passive(conn).await.map(drop);
+        }
         match inbox.try_acquire() {
             Some(mut conn) => passive(&mut conn).await.map(drop),
             None => Ok(()),

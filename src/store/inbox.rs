@@ -111,9 +111,13 @@ async fn insert_one(backend: &Backend, q: &Queued) -> Result<InboxInsert> {
 /// One multi-row statement per batch (one round trip to the database's
 /// worker instead of one per event); rows that hit an existing dedupe key
 /// are duplicates, as is a repeat within the batch.
-async fn insert_batch(backend: &Backend, batch: &[Queued]) -> Result<Vec<InboxInsert>> {
+async fn insert_batch(
+    backend: &Backend,
+    held: &Held,
+    batch: &[Queued],
+) -> Result<Vec<InboxInsert>> {
     let rows: Vec<(i64, String)> = match backend {
-        Backend::Sqlite(pool) => sqlite_insert(pool, batch).await?,
+        Backend::Sqlite(pool) => sqlite_insert(pool, held, batch).await?,
         Backend::Postgres(pool) => {
             let mut qb = sqlx::QueryBuilder::new(insert_into!());
             values_of::<sqlx::Postgres>(batch.iter(), &mut qb);
@@ -141,8 +145,11 @@ async fn insert_batch(backend: &Backend, batch: &[Queued]) -> Result<Vec<InboxIn
 /// are then the consecutive ones ending at the connection's last insert
 /// rowid (this task is the inbox's only writer). Returns `(id, key)` of the
 /// rows it inserted.
-async fn sqlite_insert(pool: &sqlx::SqlitePool, batch: &[Queued]) -> Result<Vec<(i64, String)>> {
-    use sqlx::Row;
+async fn sqlite_insert(
+    pool: &sqlx::SqlitePool,
+    held: &Held,
+    batch: &[Queued],
+) -> Result<Vec<(i64, String)>> {
     let mut seen = std::collections::HashSet::new();
     let unique: Vec<&Queued> = batch
         .iter()
@@ -157,10 +164,34 @@ async fn sqlite_insert(pool: &sqlx::SqlitePool, batch: &[Queued]) -> Result<Vec<
     qb.push("SELECT * FROM (");
     values_of(unique.iter().copied(), &mut qb);
     qb.push(") AS v WHERE NOT EXISTS (SELECT 1 FROM inbox WHERE inbox.dedupe_key = v.column2)");
-    let mut conn = Box::pin(pool.acquire()).await?;
+    let mut kept = match held {
+        Some(held) => Some(held.lock().await),
+        None => None,
+    };
+    let mut conn = match kept.as_mut().and_then(|k| k.take()) {
+        Some(conn) => conn,
+        None => Box::pin(pool.acquire()).await?,
+    };
     let steps = super::sqlite_batch(&mut conn, qb.build(), "inbox")
         .await
         .finished()?;
+    let result = sqlite_ids(&mut conn, &steps, unique).await;
+    // Kept only after a batch that went through (one that failed may have
+    // left the connection in a state its return to the pool clears) and
+    // while the pool is open: closing it waits for every connection.
+    if let (Some(kept), Ok(_), false) = (kept.as_mut(), &result, pool.is_closed()) {
+        **kept = Some(conn);
+    }
+    result
+}
+
+/// The `(id, key)` of the rows a [`sqlite_insert`] inserted.
+async fn sqlite_ids(
+    conn: &mut sqlx::SqliteConnection,
+    steps: &super::Steps,
+    unique: Vec<&Queued>,
+) -> Result<Vec<(i64, String)>> {
+    use sqlx::Row;
     let stored = steps
         .get(0)?
         .rows
@@ -191,7 +222,7 @@ async fn sqlite_insert(pool: &sqlx::SqlitePool, batch: &[Queued]) -> Result<Vec<
         "SELECT id, dedupe_key FROM inbox WHERE dedupe_key IN ",
         fresh.into_iter(),
     );
-    Ok(back.build_query_as().fetch_all(&mut *conn).await?)
+    Ok(back.build_query_as().fetch_all(conn).await?)
 }
 
 /// Pushes onto `qb` the `VALUES` list of `rows`.
@@ -237,6 +268,16 @@ pub(super) type LogWatch = Option<(
     std::sync::Arc<tokio::sync::Notify>,
 )>;
 
+/// SQLite: the connection the inbox's committers keep between batches
+/// (`None`: each batch takes one from the pool). A connection that finds
+/// the database changed by another drops its whole page cache (SQLite's
+/// write-ahead log has no finer invalidation): two connections taking
+/// turns read every page each batch touches back from the files, a
+/// seventh of SQLite's work in a `perf` of the ingest bench. Kept, it
+/// also skips the ping a connection's return to the pool costs.
+pub(super) type Held =
+    Option<std::sync::Arc<tokio::sync::Mutex<Option<sqlx::pool::PoolConnection<sqlx::Sqlite>>>>>;
+
 /// Takes what is queued, commits it together, answers each caller. A
 /// failed batch is retried one event at a time, so one bad event fails
 /// alone. Ends when every store handle is gone.
@@ -244,11 +285,18 @@ pub(super) fn start_group_commit(
     backend: Backend,
     gate: std::sync::Arc<super::WriteGate>,
     log: LogWatch,
+    held: Held,
 ) -> InboxQueue {
     let (tx, rx) = mpsc::channel::<Queued>(4 * BATCH);
     let rx = std::sync::Arc::new(tokio::sync::Mutex::new(rx));
     for _ in 0..COMMITTERS {
-        let (backend, rx, gate, log) = (backend.clone(), rx.clone(), gate.clone(), log.clone());
+        let (backend, rx, gate, log, held) = (
+            backend.clone(),
+            rx.clone(),
+            gate.clone(),
+            log.clone(),
+            held.clone(),
+        );
         tokio::spawn(async move {
             let mut batch = Vec::with_capacity(BATCH);
             loop {
@@ -267,7 +315,7 @@ pub(super) fn start_group_commit(
                         }
                     }
                 };
-                commit(&backend, &mut batch).await;
+                commit(&backend, &held, &mut batch).await;
                 drop(turn);
                 if let Some((index, grown)) = &log
                     && super::log_index::frames(index)
@@ -331,8 +379,8 @@ fn take_queued(rx: &mut mpsc::Receiver<Queued>, batch: &mut Vec<Queued>) {
 }
 
 /// Commits `batch` and answers its callers, leaving it empty.
-async fn commit(backend: &Backend, batch: &mut Vec<Queued>) {
-    match insert_batch(backend, batch).await {
+async fn commit(backend: &Backend, held: &Held, batch: &mut Vec<Queued>) {
+    match insert_batch(backend, held, batch).await {
         Ok(results) => {
             for (q, r) in batch.drain(..).zip(results) {
                 let _ = q.reply.send(Ok(r));
@@ -354,7 +402,12 @@ impl Store {
     pub async fn inbox_insert(&self, event: &NewInboxEvent<'_>) -> Result<InboxInsert> {
         let queue = self.inbox_queue.get_or_init(|| {
             let log = (self.log_index.clone()).map(|index| (index, self.log_grown.clone()));
-            start_group_commit(self.inbox_backend.clone(), self.gate.clone(), log)
+            start_group_commit(
+                self.inbox_backend.clone(),
+                self.gate.clone(),
+                log,
+                self.inbox_held.clone(),
+            )
         });
         let (reply, answer) = oneshot::channel();
         let queued = Queued {

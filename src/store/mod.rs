@@ -428,6 +428,8 @@ pub struct Store {
     audit_lock: std::sync::Arc<tokio::sync::Mutex<()>>,
     /// SQLite: the writers' turns (see [`WriteGate`]).
     gate: std::sync::Arc<WriteGate>,
+    /// SQLite on a file: the connection the inbox's committers keep.
+    inbox_held: inbox::Held,
     /// The inbox's group commit, started on first use.
     inbox_queue: std::sync::Arc<std::sync::OnceLock<inbox::InboxQueue>>,
     /// SQLite: the directory of the database file, whose free space counts
@@ -507,11 +509,12 @@ impl Store {
                 .connect_with(options.clone())
                 .await?;
             // In memory, a second pool could open a database of its own
-            // (`cache=private`).
+            // (`cache=private`). On a file, the inbox writes through one
+            // connection, which its committers keep (`inbox::Held`).
             let inbox = if in_memory {
                 pool.clone()
             } else {
-                sqlite_pool(inbox::COMMITTERS as u32).connect_lazy_with(options)
+                sqlite_pool(1).connect_lazy_with(options)
             };
             (Backend::Sqlite(pool), Backend::Sqlite(inbox))
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
@@ -544,6 +547,7 @@ impl Store {
             inbox_backend,
             audit_lock: Default::default(),
             gate: std::sync::Arc::new(WriteGate::new()),
+            inbox_held: db_file.is_some().then(Default::default),
             inbox_queue: Default::default(),
             disk,
             file: db_file,
@@ -644,7 +648,14 @@ impl Store {
     pub async fn close(&self) {
         with_pool!(self, pool => pool.close().await);
         match &self.inbox_backend {
-            Backend::Sqlite(pool) => pool.close().await,
+            Backend::Sqlite(pool) => {
+                // Marked closed now: no batch keeps a connection after this.
+                let closing = pool.close();
+                if let Some(held) = &self.inbox_held {
+                    held.lock().await.take();
+                }
+                closing.await
+            }
             Backend::Postgres(pool) => pool.close().await,
         }
     }

@@ -1,5 +1,6 @@
 //! SQLite's write-ahead log copied in the background as the inbox's
-//! commits grow it, not inside a commit its senders wait for.
+//! commits grow it, not inside a commit its senders wait for; the
+//! connection the inbox keeps for its commits.
 
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -89,4 +90,13 @@ async fn the_inbox_asks_for_a_checkpoint_once_its_commits_grew_the_log() {
     sqlx::query("ROLLBACK").execute(&mut reader).await.unwrap();
     reader.close().await.unwrap();
     store.close().await;
+}
+
+#[tokio::test]
+async fn closing_the_store_takes_back_the_connection_the_inbox_keeps() {
+    let (store, _dir) = crate::common::sqlite_store().await;
+    deliver(&store, 0, 40).await;
+    tokio::time::timeout(Duration::from_secs(10), store.close())
+        .await
+        .expect("the store closed: the inbox gave its connection back");
 }
