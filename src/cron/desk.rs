@@ -2,7 +2,8 @@
 //! conversation is in (no argument names another), only after the person
 //! confirms them, and at most `cron.max_jobs_per_user` per person; a job
 //! made in a group chat runs with `cron.group_toolsets`. Listing, pausing,
-//! resuming and deleting reach only this chat's jobs.
+//! resuming and deleting reach only this chat's jobs, and a job someone
+//! else made is paused, resumed or deleted only once its owner allows it.
 
 use std::sync::Arc;
 
@@ -124,17 +125,7 @@ impl Desk {
                 )));
             }
         };
-        let owned = self
-            .store
-            .jobs_owned(&owner.platform, &owner.user_id)
-            .await
-            .map_err(failed)?;
-        if owned >= self.settings.max_jobs_per_user as i64 {
-            return Err(ToolError::Failed(format!(
-                "{} already keeps {owned} jobs, the most one person may; delete one first",
-                owner.shown()
-            )));
-        }
+        self.room_for(&owner).await?;
         let now = now_ms();
         let Some(first) = schedule.next_after(now, now) else {
             return Err(ToolError::InvalidArgs(
@@ -159,6 +150,9 @@ impl Desk {
         if !answer.trim().eq_ignore_ascii_case("create") {
             return Ok(json!({"created": false, "reason": "the user did not confirm"}).to_string());
         }
+        // Counted again: the confirmation may have waited minutes, while
+        // the same person made jobs in other conversations.
+        self.room_for(&owner).await?;
         let job = CronJob {
             id: crate::store::new_id()[..10].to_string(),
             name,
@@ -191,6 +185,22 @@ impl Desk {
         self.wake.notify_one();
         tracing::info!(job = %job.id, owner = %owner.key(), "job made from a chat");
         Ok(json!({"created": true, "job": describe(&job)}).to_string())
+    }
+
+    /// Refuses when `owner` keeps `cron.max_jobs_per_user` jobs already.
+    async fn room_for(&self, owner: &crate::platform::Actor) -> Result<(), ToolError> {
+        let owned = self
+            .store
+            .jobs_owned(&owner.platform, &owner.user_id)
+            .await
+            .map_err(failed)?;
+        if owned >= self.settings.max_jobs_per_user as i64 {
+            return Err(ToolError::Failed(format!(
+                "{} already keeps {owned} jobs, the most one person may; delete one first",
+                owner.shown()
+            )));
+        }
+        Ok(())
     }
 
     async fn list(&self) -> Result<String, ToolError> {
@@ -241,18 +251,53 @@ impl Desk {
         Ok(json!({"job": job.id, "runs": runs}).to_string())
     }
 
+    /// Pauses, resumes or deletes this chat's job for `by`. A job someone
+    /// else made changes only once its owner allows it, in this chat: a
+    /// shared chat's member (or words planted in their turn) does not
+    /// stop or restart another's job alone.
     async fn change(
         &self,
         action: &str,
         args: &Value,
         by: &InboundEvent,
+        cancel: &CancellationToken,
     ) -> Result<String, ToolError> {
-        let job = self.own_job(args).await?;
+        let mut job = self.own_job(args).await?;
         if job.origin == "config" {
             return Err(ToolError::Failed(format!(
                 "{} is configured in gateway.toml; it is changed there",
                 job.name
             )));
+        }
+        let actor = by.actor();
+        if job.owner_user != actor.user_id {
+            let question = format!(
+                "{} asks to {action} your scheduled job \"{}\" ({}, {}). Allow it?",
+                actor.shown(),
+                job.name,
+                job.schedule,
+                job.timezone
+            );
+            let answer = self
+                .confirm
+                .ask(
+                    &question,
+                    &["Allow".into(), "Deny".into()],
+                    Some(&job.owner_user),
+                    cancel,
+                )
+                .await
+                .map_err(|e| ToolError::Failed(e.to_string()))?;
+            if !answer.trim().eq_ignore_ascii_case("allow") {
+                return Ok(json!({
+                    "job": job.id,
+                    "done": false,
+                    "reason": "the job's owner did not allow it"
+                })
+                .to_string());
+            }
+            // As it is now: it may have changed while its owner was asked.
+            job = self.own_job(&json!({"job_id": job.id})).await?;
         }
         match action {
             "delete" => {
@@ -293,7 +338,7 @@ impl JobDesk for Desk {
             "create" => self.create(args, by, cancel).await,
             "list" => self.list().await,
             "runs" => self.runs(args).await,
-            action @ ("pause" | "resume" | "delete") => self.change(action, args, by).await,
+            action @ ("pause" | "resume" | "delete") => self.change(action, args, by, cancel).await,
             other => Err(ToolError::InvalidArgs(format!(
                 "action {other:?} is not create, list, runs, pause, resume or delete"
             ))),

@@ -1,9 +1,29 @@
 //! Jobs act for the person who made them (the message they were made
 //! from kept with them): only while that person may still reach the
 //! agent, with the roles that message had; in a shared session, for the
-//! sender of the turn that asks. A configured job acts for no one.
+//! sender of the turn that asks, and another member changes it only with
+//! its owner's leave. A configured job acts for no one.
 
 use super::*;
+
+/// Bob, beside Ann on the allowlist.
+const BOB: i64 = 1002;
+
+/// A daemon in `dir` whose group chat `TEAM` is one session Ann and Bob
+/// share.
+async fn shared_group(dir: &std::path::Path, tg: &FakeTelegram, llm: &FakeLlm) -> InProcess {
+    let mut config = config(dir, tg, llm, &None, Vec::new());
+    config.telegram.allowed_users = vec![ANN, BOB];
+    config.sessions.group_sessions_per_user = false;
+    start(&config).await
+}
+
+/// `words` from `from` to the bot in the group chat `TEAM`, mentioning it.
+fn mention(from: i64, name: &str, id: i64, words: &str) -> Value {
+    let mut msg = FakeTelegram::message(TEAM, from, name, id, &format!("@switchboard_bot {words}"));
+    msg["message"]["entities"] = json!([{"type": "mention", "offset": 0, "length": 16}]);
+    msg
+}
 
 /// A job made in a chat runs as the person who made it, so only while
 /// they may still reach the agent: off the allowlist since, their job is
@@ -61,7 +81,6 @@ async fn a_job_whose_owner_lost_access_does_not_run() {
 /// conversation, is asked to confirm, and owns the job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_a_shared_group_a_job_belongs_to_whoever_asked_for_it() {
-    const BOB: i64 = 1002;
     let tg = FakeTelegram::start().await;
     let llm = FakeLlm::start(vec![
         Reply::Json(text("Hello Ann.")),
@@ -70,16 +89,7 @@ async fn in_a_shared_group_a_job_belongs_to_whoever_asked_for_it() {
     ])
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let mut config = config(dir.path(), &tg, &llm, &None, Vec::new());
-    config.telegram.allowed_users = vec![ANN, BOB];
-    config.sessions.group_sessions_per_user = false;
-    let daemon = start(&config).await;
-    let mention = |from: i64, name: &str, id: i64, words: &str| {
-        let mut msg =
-            FakeTelegram::message(TEAM, from, name, id, &format!("@switchboard_bot {words}"));
-        msg["message"]["entities"] = json!([{"type": "mention", "offset": 0, "length": 16}]);
-        msg
-    };
+    let daemon = shared_group(dir.path(), &tg, &llm).await;
     tg.push(mention(ANN, "Ann", 20, "hello"));
     common::eventually("Ann answered", || async {
         sent_to(&tg, TEAM).iter().any(|t| t == "Hello Ann.")
@@ -106,6 +116,160 @@ async fn in_a_shared_group_a_job_belongs_to_whoever_asked_for_it() {
     assert_eq!(job.owner_user, BOB.to_string());
     let made_from: Value = serde_json::from_str(&job.owner_event).unwrap();
     assert_eq!(made_from["user_id"], BOB.to_string());
+    daemon.shutdown().await;
+}
+
+/// In a shared chat, a job is paused, resumed or deleted for someone other
+/// than its owner only once the owner allows it: Ann's turn asks to delete
+/// Bob's job; her own press on the question counts for nothing, Bob's
+/// *Deny* keeps the job. Her next turn asks to pause it, Bob allows, and
+/// it is paused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_persons_job_changes_only_once_its_owner_allows_it() {
+    let tg = FakeTelegram::start().await;
+    let llm = FakeLlm::start(vec![
+        cronjob("c1", json!({"action": "create", "name": "standup", "schedule": "0 9 * * 1-5", "prompt": "Post the standup."})),
+        Reply::Json(text("Made.")),
+        cronjob("c2", json!({"action": "delete", "job_id": "standup"})),
+        Reply::Json(text("Bob kept it.")),
+        cronjob("c3", json!({"action": "pause", "job_id": "standup"})),
+        Reply::Json(text("Paused.")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = shared_group(dir.path(), &tg, &llm).await;
+    let questions = || {
+        tg.calls("sendMessage")
+            .into_iter()
+            .filter(|c| {
+                c.body["chat_id"].as_i64() == Some(TEAM) && c.body.get("reply_markup").is_some()
+            })
+            .count()
+    };
+    tg.push(mention(
+        BOB,
+        "Bob",
+        20,
+        "post a standup reminder on weekdays",
+    ));
+    common::eventually("Bob is asked to confirm", || async { questions() == 1 }).await;
+    press_create_as(&tg, TEAM, BOB, "Bob");
+    common::eventually("made", || async {
+        sent_to(&tg, TEAM).iter().any(|t| t == "Made.")
+    })
+    .await;
+    let job = daemon
+        .store
+        .job("standup")
+        .await
+        .unwrap()
+        .expect("Bob's job");
+
+    tg.push(mention(ANN, "Ann", 21, "delete Bob's standup job"));
+    common::eventually("Bob is asked whether Ann may delete it", || async {
+        questions() == 2
+    })
+    .await;
+    let asked = tg
+        .calls("sendMessage")
+        .into_iter()
+        .rev()
+        .find(|c| c.body.get("reply_markup").is_some())
+        .unwrap();
+    let words = asked.body["text"].as_str().unwrap_or_default();
+    assert!(
+        words.contains("delete") && words.contains("standup"),
+        "{words}"
+    );
+    press_as(&tg, TEAM, ANN, "Ann", "Allow");
+    common::eventually("Ann's press refused", || async {
+        tg.calls("answerCallbackQuery").iter().any(|c| {
+            c.body["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("Only the person asked"))
+        })
+    })
+    .await;
+    assert!(
+        daemon.store.job(&job.id).await.unwrap().is_some(),
+        "still there"
+    );
+    press_as(&tg, TEAM, BOB, "Bob", "Deny");
+    common::eventually("Ann's turn ends", || async {
+        sent_to(&tg, TEAM).iter().any(|t| t == "Bob kept it.")
+    })
+    .await;
+    let kept = daemon
+        .store
+        .job(&job.id)
+        .await
+        .unwrap()
+        .expect("Bob denied the deletion");
+    assert_eq!(kept.paused, 0);
+    let told = llm.requests()[3]["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default();
+    assert!(told.contains("did not allow"), "the model was told: {told}");
+
+    tg.push(mention(ANN, "Ann", 22, "pause Bob's standup job"));
+    common::eventually("Bob is asked again", || async { questions() == 3 }).await;
+    press_as(&tg, TEAM, BOB, "Bob", "Allow");
+    common::eventually("paused", || async {
+        sent_to(&tg, TEAM).iter().any(|t| t == "Paused.")
+    })
+    .await;
+    assert_eq!(daemon.store.job(&job.id).await.unwrap().unwrap().paused, 1);
+    daemon.shutdown().await;
+}
+
+/// The jobs a person keeps are counted again once they confirm one: Ann,
+/// allowed one job, is asked to confirm; meanwhile another conversation of
+/// hers made one; her press then makes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirmed_job_over_the_persons_limit_is_not_made() {
+    let tg = FakeTelegram::start().await;
+    let llm = FakeLlm::start(vec![
+        cronjob("c1", json!({"action": "create", "name": "stretch", "schedule": "every 1h", "prompt": "Remind Ann to stretch."})),
+        Reply::Json(text("Not made.")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path(), &tg, &llm, &None, Vec::new());
+    config.cron.max_jobs_per_user = 1;
+    let daemon = start(&config).await;
+    tg.push(FakeTelegram::message(
+        ANN,
+        ANN,
+        "Ann",
+        10,
+        "remind me to stretch every hour",
+    ));
+    common::eventually("the confirmation is asked", || async {
+        tg.calls("sendMessage")
+            .iter()
+            .any(|c| c.body.get("reply_markup").is_some())
+    })
+    .await;
+    let other = common::stored_job(
+        "elsewhere",
+        "0 9 * * *",
+        "telegram",
+        &TEAM.to_string(),
+        "1001",
+    );
+    daemon.store.put_job(&other, true).await.unwrap();
+    press_create(&tg, ANN);
+    common::eventually("the turn ends", || async {
+        sent_to(&tg, ANN).iter().any(|t| t == "Not made.")
+    })
+    .await;
+    let told = llm.requests()[1]["messages"].to_string();
+    assert!(told.contains("already keeps 1 jobs"), "{told}");
+    let jobs = daemon.store.jobs().await.unwrap();
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!(jobs[0].id, "elsewhere");
     daemon.shutdown().await;
 }
 

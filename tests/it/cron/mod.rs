@@ -316,14 +316,25 @@ fn press_create(tg: &FakeTelegram, chat: i64) {
 
 /// `user` (named `name`) presses *Create* on the newest question in `chat`.
 fn press_create_as(tg: &FakeTelegram, chat: i64, user: i64, name: &str) {
+    press_as(tg, chat, user, name, "Create");
+}
+
+/// `user` presses the button `label` of the last question asked in `chat`.
+fn press_as(tg: &FakeTelegram, chat: i64, user: i64, name: &str, label: &str) {
     let asked = tg
         .calls("sendMessage")
         .into_iter()
         .rev()
         .find(|c| c.body["chat_id"].as_i64() == Some(chat) && c.body.get("reply_markup").is_some())
         .expect("a question");
-    let button = &asked.body["reply_markup"]["inline_keyboard"][0][0];
-    assert_eq!(button["text"], "Create");
+    let button = asked.body["reply_markup"]["inline_keyboard"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|row| row.as_array().into_iter().flatten())
+        .find(|b| b["text"] == label)
+        .unwrap_or_else(|| panic!("no button {label:?} in {}", asked.body))
+        .clone();
     let at = if chat < 0 {
         json!({"id": chat, "type": "supergroup", "title": "Team", "is_forum": true})
     } else {
