@@ -270,10 +270,19 @@ impl Desk {
             )));
         }
         let actor = by.actor();
+        if job.owner_user.is_empty() {
+            return Err(ToolError::Failed(format!(
+                "{} has no owner to ask; it is changed by an operator",
+                job.name
+            )));
+        }
         if job.owner_user != actor.user_id {
+            // The requester by id as well as by name: a display name is
+            // theirs to choose.
             let question = format!(
-                "{} asks to {action} your scheduled job \"{}\" ({}, {}). Allow it?",
-                actor.shown(),
+                "{} (user {}) asks to {action} your scheduled job \"{}\" ({}, {}). Allow it?",
+                crate::render::clip(&actor.shown(), 60),
+                actor.user_id,
                 job.name,
                 job.schedule,
                 job.timezone
@@ -296,8 +305,16 @@ impl Desk {
                 })
                 .to_string());
             }
-            // As it is now: it may have changed while its owner was asked.
-            job = self.own_job(&json!({"job_id": job.id})).await?;
+            // As it is now: it may have changed while its owner was asked,
+            // and it must still be the job, and the owner, asked about.
+            let now = self.own_job(&json!({"job_id": job.id})).await?;
+            if now.id != job.id || now.owner_user != job.owner_user || now.origin != job.origin {
+                return Err(ToolError::Failed(format!(
+                    "{} changed while its owner was asked; ask again",
+                    job.name
+                )));
+            }
+            job = now;
         }
         match action {
             "delete" => {

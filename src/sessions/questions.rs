@@ -142,18 +142,22 @@ impl Questions {
         answered
     }
 
-    /// Takes `text` from `user` in `chat` as the answer to a question
-    /// waiting there, if one is.
+    /// Takes `text` from `user` in `chat` as the answer to the question
+    /// waiting there for them, if exactly one is: with several (another
+    /// member's turns may each ask them something), words could answer the
+    /// wrong one, and only a button says which.
     pub fn answer_text(&self, chat: &ChatRef, user: &str, text: &str) -> Option<Answered> {
         let mut pending = self.lock();
-        let id = pending
-            .iter()
-            .find(|(_, q)| {
-                q.chat.platform == chat.platform
-                    && q.chat.chat == chat.chat
-                    && q.user.as_deref().is_none_or(|u| u == user)
-            })
-            .map(|(id, _)| id.clone())?;
+        let mut open = pending.iter().filter(|(_, q)| {
+            q.chat.platform == chat.platform
+                && q.chat.chat == chat.chat
+                && q.user.as_deref().is_none_or(|u| u == user)
+        });
+        let (id, _) = open.next()?;
+        if open.next().is_some() {
+            return None;
+        }
+        let id = id.clone();
         let q = pending.remove(&id)?;
         Some(Self::answer(q, text.to_string()))
     }
@@ -286,5 +290,13 @@ mod tests {
         let asked = q.ask(&chat(), Some("U1"), "free?", &[]);
         assert!(q.answer_text(&chat(), "U1", "free text").is_some());
         assert_eq!(q.wait(asked, &cancel).await, Ok("free text".into()));
+
+        // Two questions open for U1 in the chat: words answer neither.
+        let first = q.ask(&chat(), Some("U1"), "pause A?", &["Allow".into()]);
+        let second = q.ask(&chat(), Some("U1"), "delete B?", &["Allow".into()]);
+        assert!(q.answer_text(&chat(), "U1", "Allow").is_none());
+        q.drop_question(&first);
+        assert!(q.answer_text(&chat(), "U1", "Deny").is_some());
+        assert_eq!(q.wait(second, &cancel).await, Ok("Deny".into()));
     }
 }
