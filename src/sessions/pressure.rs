@@ -38,7 +38,7 @@ pub(super) struct Pressure {
     last: AtomicU64,
     since: Instant,
     /// One waiting turn watches the clock for all of them (a burst may
-    /// leave thousands waiting), and wakes the others.
+    /// leave thousands waiting), and wakes the next.
     watching: AtomicBool,
     woken: Notify,
     /// The turns opening now.
@@ -58,13 +58,13 @@ impl Default for Pressure {
     }
 }
 
-/// The waiting turn that watches; the others look again when it stops.
+/// The waiting turn that watches; when it stops, one other looks again.
 struct Watcher<'a>(&'a Pressure);
 
 impl Drop for Watcher<'_> {
     fn drop(&mut self) {
         self.0.watching.store(false, Ordering::SeqCst);
-        self.0.woken.notify_waiters();
+        self.0.woken.notify_one();
     }
 }
 
@@ -146,10 +146,20 @@ impl Pressure {
         self.quiet_until(Instant::now() + MOST).await;
     }
 
-    /// Returns once the intake is quiet, or at `until`.
+    /// Returns once the intake is quiet, or at `until`. The waiting turns
+    /// are woken one by one: the watcher, when it stops, wakes one, which
+    /// goes if the intake is quiet (and wakes the next) or watches in its
+    /// turn. Woken all at once, the thousands of turns a burst leaves
+    /// waiting each woke at every lull and at every watcher's limit, only
+    /// to wait again: work that grew with the sessions live, beside the
+    /// intake.
     async fn quiet_until(&self, until: Instant) {
         loop {
-            if self.busy_for().is_zero() || Instant::now() >= until {
+            if self.busy_for().is_zero() {
+                self.woken.notify_one();
+                return;
+            }
+            if Instant::now() >= until {
                 return;
             }
             let woken = self.woken.notified();
@@ -167,7 +177,13 @@ impl Pressure {
             }
             tokio::select! {
                 () = woken => {}
-                () = tokio::time::sleep_until(until) => return,
+                () = tokio::time::sleep_until(until) => {
+                    // Woken at the same moment, it passes the wake on.
+                    if self.busy_for().is_zero() {
+                        self.woken.notify_one();
+                    }
+                    return;
+                }
             }
         }
     }
@@ -219,6 +235,52 @@ mod tests {
         let start = tokio::time::Instant::now();
         pressure.quiet().await;
         assert_eq!(start.elapsed(), MOST, "never quiet: the limit");
+    }
+
+    /// Counts the wakes of the futures it is given to.
+    #[derive(Default)]
+    struct Wakes(AtomicUsize);
+
+    impl futures::task::ArcWake for Wakes {
+        fn wake_by_ref(me: &std::sync::Arc<Self>) {
+            me.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watcher_at_its_limit_wakes_one_waiting_turn_not_all() {
+        use std::future::Future;
+        let pressure = Pressure::default();
+        let _busy = pressure.storing();
+        let mut watcher = Box::pin(pressure.quiet());
+        let wakes = std::sync::Arc::new(Wakes::default());
+        let waker = futures::task::waker(wakes.clone());
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert!(watcher.as_mut().poll(&mut cx).is_pending());
+        assert!(pressure.watching.load(Ordering::SeqCst));
+        // Fifty more, later: their own limits come after the watcher's.
+        tokio::time::advance(Duration::from_millis(10)).await;
+        let others = std::sync::Arc::new(Wakes::default());
+        let other = futures::task::waker(others.clone());
+        let mut other_cx = std::task::Context::from_waker(&other);
+        let mut waiting: Vec<_> = (0..50).map(|_| Box::pin(pressure.quiet())).collect();
+        for turn in &mut waiting {
+            assert!(turn.as_mut().poll(&mut other_cx).is_pending());
+        }
+        tokio::time::advance(MOST - Duration::from_millis(10)).await;
+        while wakes.0.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            watcher.as_mut().poll(&mut cx).is_ready(),
+            "the watcher's limit"
+        );
+        drop(watcher);
+        assert_eq!(
+            others.0.load(Ordering::SeqCst),
+            1,
+            "one turn woken to watch next, the rest left asleep"
+        );
     }
 
     #[tokio::test(start_paused = true)]
