@@ -2,8 +2,8 @@
 //! conversation is in (no argument names another), only after the person
 //! confirms them, and at most `cron.max_jobs_per_user` per person; a job
 //! made in a group chat runs with `cron.group_toolsets`. Listing, pausing,
-//! resuming and deleting reach only this chat's jobs, and a job someone
-//! else made is paused, resumed or deleted only once its owner allows it.
+//! resuming and deleting reach only this chat's jobs, each only once the
+//! job's owner allows it.
 
 use std::sync::Arc;
 
@@ -251,10 +251,10 @@ impl Desk {
         Ok(json!({"job": job.id, "runs": runs}).to_string())
     }
 
-    /// Pauses, resumes or deletes this chat's job for `by`. A job someone
-    /// else made changes only once its owner allows it, in this chat: a
-    /// shared chat's member (or words planted in their turn) does not
-    /// stop or restart another's job alone.
+    /// Pauses, resumes or deletes this chat's job for `by`, once the job's
+    /// owner allows it in this chat: a shared chat's member, or words
+    /// planted in what a turn read, do not stop, restart or delete a job
+    /// alone.
     async fn change(
         &self,
         action: &str,
@@ -262,7 +262,7 @@ impl Desk {
         by: &InboundEvent,
         cancel: &CancellationToken,
     ) -> Result<String, ToolError> {
-        let mut job = self.own_job(args).await?;
+        let job = self.own_job(args).await?;
         if job.origin == "config" {
             return Err(ToolError::Failed(format!(
                 "{} is configured in gateway.toml; it is changed there",
@@ -276,46 +276,58 @@ impl Desk {
                 job.name
             )));
         }
-        if job.owner_user != actor.user_id {
+        // Asked of the owner even in their own turn: words planted in what
+        // the turn read (a shared chat's history, a page, a tool's output)
+        // must not stop, restart or delete a job alone, as they cannot make
+        // one.
+        let what = format!(
+            "scheduled job \"{}\" ({}, {})",
+            job.name, job.schedule, job.timezone
+        );
+        let question = if job.owner_user == actor.user_id {
+            let verb = match action {
+                "delete" => "Delete",
+                "pause" => "Pause",
+                _ => "Resume",
+            };
+            format!("{verb} your {what}?")
+        } else {
             // The requester by id as well as by name: a display name is
             // theirs to choose.
-            let question = format!(
-                "{} (user {}) asks to {action} your scheduled job \"{}\" ({}, {}). Allow it?",
+            format!(
+                "{} (user {}) asks to {action} your {what}. Allow it?",
                 crate::render::clip(&actor.shown(), 60),
                 actor.user_id,
-                job.name,
-                job.schedule,
-                job.timezone
-            );
-            let answer = self
-                .confirm
-                .ask(
-                    &question,
-                    &["Allow".into(), "Deny".into()],
-                    Some(&job.owner_user),
-                    cancel,
-                )
-                .await
-                .map_err(|e| ToolError::Failed(e.to_string()))?;
-            if !answer.trim().eq_ignore_ascii_case("allow") {
-                return Ok(json!({
-                    "job": job.id,
-                    "done": false,
-                    "reason": "the job's owner did not allow it"
-                })
-                .to_string());
-            }
-            // As it is now: it may have changed while its owner was asked,
-            // and it must still be the job, and the owner, asked about.
-            let now = self.own_job(&json!({"job_id": job.id})).await?;
-            if now.id != job.id || now.owner_user != job.owner_user || now.origin != job.origin {
-                return Err(ToolError::Failed(format!(
-                    "{} changed while its owner was asked; ask again",
-                    job.name
-                )));
-            }
-            job = now;
+            )
+        };
+        let answer = self
+            .confirm
+            .ask(
+                &question,
+                &["Allow".into(), "Deny".into()],
+                Some(&job.owner_user),
+                cancel,
+            )
+            .await
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
+        if !answer.trim().eq_ignore_ascii_case("allow") {
+            return Ok(json!({
+                "job": job.id,
+                "done": false,
+                "reason": "the job's owner did not allow it"
+            })
+            .to_string());
         }
+        // As it is now: it may have changed while its owner was asked, and
+        // it must still be the job, and the owner, asked about.
+        let now = self.own_job(&json!({"job_id": job.id})).await?;
+        if now.id != job.id || now.owner_user != job.owner_user || now.origin != job.origin {
+            return Err(ToolError::Failed(format!(
+                "{} changed while its owner was asked; ask again",
+                job.name
+            )));
+        }
+        let job = now;
         match action {
             "delete" => {
                 self.store.delete_job(&job.id).await.map_err(failed)?;

@@ -119,13 +119,13 @@ async fn in_a_shared_group_a_job_belongs_to_whoever_asked_for_it() {
     daemon.shutdown().await;
 }
 
-/// In a shared chat, a job is paused, resumed or deleted for someone other
-/// than its owner only once the owner allows it: Ann's turn asks to delete
-/// Bob's job; her own press on the question counts for nothing, Bob's
-/// *Deny* keeps the job. Her next turn asks to pause it, Bob allows, and
-/// it is paused.
+/// A job is paused, resumed or deleted only once its owner allows it: in a
+/// shared chat, Ann's turn asks to delete Bob's job; her own press on the
+/// question counts for nothing, Bob's *Deny* keeps the job. Her next turn
+/// asks to pause it, Bob allows, and it is paused. Bob's own turn asks to
+/// delete it: he is asked too, and it goes once he allows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn another_persons_job_changes_only_once_its_owner_allows_it() {
+async fn a_job_changes_only_once_its_owner_allows_it() {
     let tg = FakeTelegram::start().await;
     let llm = FakeLlm::start(vec![
         cronjob("c1", json!({"action": "create", "name": "standup", "schedule": "0 9 * * 1-5", "prompt": "Post the standup."})),
@@ -134,6 +134,8 @@ async fn another_persons_job_changes_only_once_its_owner_allows_it() {
         Reply::Json(text("Bob kept it.")),
         cronjob("c3", json!({"action": "pause", "job_id": "standup"})),
         Reply::Json(text("Paused.")),
+        cronjob("c4", json!({"action": "delete", "job_id": "standup"})),
+        Reply::Json(text("Deleted.")),
     ])
     .await;
     let dir = tempfile::tempdir().unwrap();
@@ -221,6 +223,24 @@ async fn another_persons_job_changes_only_once_its_owner_allows_it() {
     })
     .await;
     assert_eq!(daemon.store.job(&job.id).await.unwrap().unwrap().paused, 1);
+
+    // In his own turn too: words in what the turn read do not delete it
+    // without his press.
+    tg.push(mention(BOB, "Bob", 23, "delete my standup job"));
+    common::eventually("Bob is asked about his own job", || async {
+        questions() == 4
+    })
+    .await;
+    assert!(
+        daemon.store.job(&job.id).await.unwrap().is_some(),
+        "not before his press"
+    );
+    press_as(&tg, TEAM, BOB, "Bob", "Allow");
+    common::eventually("deleted", || async {
+        sent_to(&tg, TEAM).iter().any(|t| t == "Deleted.")
+    })
+    .await;
+    assert!(daemon.store.job(&job.id).await.unwrap().is_none());
     daemon.shutdown().await;
 }
 
