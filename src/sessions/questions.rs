@@ -145,12 +145,16 @@ impl Questions {
     /// Takes `text` from `user` in `chat` as the answer to the question
     /// waiting there for them, if exactly one is: with several (another
     /// member's turns may each ask them something), words could answer the
-    /// wrong one, and only a button says which.
+    /// wrong one, and only a button says which. A question asked in a
+    /// thread is answered in that thread (on Slack every conversation of a
+    /// channel is a thread of its own); one asked in the chat itself, from
+    /// anywhere in it.
     pub fn answer_text(&self, chat: &ChatRef, user: &str, text: &str) -> Option<Answered> {
         let mut pending = self.lock();
         let mut open = pending.iter().filter(|(_, q)| {
             q.chat.platform == chat.platform
                 && q.chat.chat == chat.chat
+                && (q.chat.thread.is_none() || q.chat.thread == chat.thread)
                 && q.user.as_deref().is_none_or(|u| u == user)
         });
         let (id, _) = open.next()?;
@@ -298,5 +302,16 @@ mod tests {
         q.drop_question(&first);
         assert!(q.answer_text(&chat(), "U1", "Deny").is_some());
         assert_eq!(q.wait(second, &cancel).await, Ok("Deny".into()));
+
+        // Asked in a thread: words elsewhere in the chat answer nothing.
+        let thread = |t: &str| ChatRef {
+            thread: Some(t.into()),
+            ..chat()
+        };
+        let asked = q.ask(&thread("T1"), Some("U1"), "which?", &[]);
+        assert!(q.answer_text(&thread("T2"), "U1", "hello all").is_none());
+        assert!(q.answer_text(&chat(), "U1", "hello all").is_none());
+        assert!(q.answer_text(&thread("T1"), "U1", "this one").is_some());
+        assert_eq!(q.wait(asked, &cancel).await, Ok("this one".into()));
     }
 }
