@@ -146,6 +146,15 @@ impl Pressure {
         self.quiet_until(Instant::now() + MOST).await;
     }
 
+    /// A turn leaving at its limit: it may have been the one woken to go
+    /// or to watch next, so when the intake is quiet, or nobody watches,
+    /// another waiting turn looks instead.
+    fn pass_on(&self) {
+        if self.busy_for().is_zero() || !self.watching.load(Ordering::SeqCst) {
+            self.woken.notify_one();
+        }
+    }
+
     /// Returns once the intake is quiet, or at `until`. The waiting turns
     /// are woken one by one: the watcher, when it stops, wakes one, which
     /// goes if the intake is quiet (and wakes the next) or watches in its
@@ -160,6 +169,7 @@ impl Pressure {
                 return;
             }
             if Instant::now() >= until {
+                self.pass_on();
                 return;
             }
             let woken = self.woken.notified();
@@ -178,10 +188,7 @@ impl Pressure {
             tokio::select! {
                 () = woken => {}
                 () = tokio::time::sleep_until(until) => {
-                    // Woken at the same moment, it passes the wake on.
-                    if self.busy_for().is_zero() {
-                        self.woken.notify_one();
-                    }
+                    self.pass_on();
                     return;
                 }
             }

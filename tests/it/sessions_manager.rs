@@ -642,6 +642,14 @@ async fn a_question_is_answered_by_the_next_message_or_a_press_and_closed() {
         s.manager.submit(dm("1", "a3", "/status")).await.unwrap(),
         Submitted::Command
     );
+    // An edit replays words written before the question: it answers nothing.
+    let mut edit = dm("1", "a1", "Bob");
+    edit.revision = switchboard::platform::Revision::Edited;
+    assert_ne!(
+        s.manager.submit(edit).await.unwrap(),
+        Submitted::Command,
+        "an edit is not an answer"
+    );
     assert_eq!(
         s.manager.submit(dm("1", "a4", "Ann")).await.unwrap(),
         Submitted::Command,

@@ -405,6 +405,7 @@ impl SessionManager {
         let id = job.inbox_id;
         let event = &job.event;
         if self.live_worker(key).is_some()
+            && event.revision.is_new()
             && crate::platform::ChatCommand::parse(&event.text).is_none()
             && let Some(answered) =
                 self.inner
