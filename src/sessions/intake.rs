@@ -138,9 +138,10 @@ impl SessionManager {
             }
         }
         let command = ChatCommand::parse(&event.text);
-        // Only a message just written answers: an edit (on Discord, also a
-        // thread made on an old message) replays words written before the
-        // question, perhaps an "Allow" meant for another.
+        // Only a message just written answers: an edit (which some
+        // platforms also send for a thread made on an old message) replays
+        // words written before the question, perhaps an "Allow" meant for
+        // another.
         if command.is_none()
             && event.revision.is_new()
             && let Some(answered) =

@@ -146,8 +146,9 @@ impl Questions {
     /// waiting there for them, if exactly one is: with several (another
     /// member's turns may each ask them something), words could answer the
     /// wrong one, and only a button says which. A question asked in a
-    /// thread is answered in that thread (on Slack every conversation of a
-    /// channel is a thread of its own); one asked in the chat itself, from
+    /// thread is answered in that thread (where every conversation of a
+    /// channel is a thread of its own, a message elsewhere in the channel
+    /// is another conversation's); one asked in the chat itself, from
     /// anywhere in it.
     pub fn answer_text(&self, chat: &ChatRef, user: &str, text: &str) -> Option<Answered> {
         let mut pending = self.lock();

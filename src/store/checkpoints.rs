@@ -64,10 +64,7 @@ impl Store {
         let Backend::Sqlite(inbox) = &self.inbox_backend else {
             return Ok(());
         };
-        let mut kept = match &self.inbox_held {
-            Some(held) => Some(held.lock().await),
-            None => None,
-        };
+        let mut kept = super::inbox::lock_held(&self.inbox_held).await;
         if let Some(conn) = kept.as_deref_mut().and_then(Option::as_mut) {
             return passive(conn).await.map(drop);
         }

@@ -164,10 +164,7 @@ async fn sqlite_insert(
     qb.push("SELECT * FROM (");
     values_of(unique.iter().copied(), &mut qb);
     qb.push(") AS v WHERE NOT EXISTS (SELECT 1 FROM inbox WHERE inbox.dedupe_key = v.column2)");
-    let mut kept = match held {
-        Some(held) => Some(held.lock().await),
-        None => None,
-    };
+    let mut kept = lock_held(held).await;
     let mut conn = match kept.as_mut().and_then(|k| k.take()) {
         Some(conn) => conn,
         None => Box::pin(pool.acquire()).await?,
@@ -277,6 +274,17 @@ pub(super) type LogWatch = Option<(
 /// also skips the ping a connection's return to the pool costs.
 pub(super) type Held =
     Option<std::sync::Arc<tokio::sync::Mutex<Option<sqlx::pool::PoolConnection<sqlx::Sqlite>>>>>;
+
+/// The kept connection's place, while the caller holds it (`None` when
+/// batches take their connection from the pool).
+pub(super) async fn lock_held(
+    held: &Held,
+) -> Option<tokio::sync::MutexGuard<'_, Option<sqlx::pool::PoolConnection<sqlx::Sqlite>>>> {
+    match held {
+        Some(held) => Some(held.lock().await),
+        None => None,
+    }
+}
 
 /// Takes what is queued, commits it together, answers each caller. A
 /// failed batch is retried one event at a time, so one bad event fails

@@ -651,8 +651,8 @@ impl Store {
             Backend::Sqlite(pool) => {
                 // Marked closed now: no batch keeps a connection after this.
                 let closing = pool.close();
-                if let Some(held) = &self.inbox_held {
-                    held.lock().await.take();
+                if let Some(mut kept) = inbox::lock_held(&self.inbox_held).await {
+                    kept.take();
                 }
                 closing.await
             }
