@@ -297,9 +297,13 @@ impl Store {
         &self,
         dedupe_key: &str,
     ) -> Result<Option<(i64, i64, Option<String>)>> {
-        Ok(with_pool!(self, pool => sqlx::query_as(
-            "SELECT id, attempts, outcome FROM inbox WHERE dedupe_key = $1")
-            .bind(dedupe_key).fetch_optional(pool).await?))
+        let Some(id) = self.inbox_id_of(dedupe_key).await? else {
+            return Ok(None);
+        };
+        Ok(self
+            .inbox_progress(id)
+            .await?
+            .map(|(attempts, outcome)| (id, attempts, outcome)))
     }
 
     /// Inbox event `id`'s attempts and outcome once processed.

@@ -3,6 +3,7 @@
 
 use tokio::sync::{mpsc, oneshot};
 
+use super::inbox_keys::{self, Keys};
 use super::{Backend, Result, Store, now_ms, storable, with_pool};
 
 /// The start of an insert into the inbox.
@@ -11,11 +12,6 @@ macro_rules! insert_into {
         "INSERT INTO inbox (platform, dedupe_key, session_key, payload, received_at) "
     };
 }
-
-const INSERT: &str = concat!(
-    insert_into!(),
-    "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (dedupe_key) DO NOTHING RETURNING id"
-);
 
 /// Most events committed in one transaction.
 const BATCH: usize = 256;
@@ -91,33 +87,21 @@ const FORGET_BATCH: i64 = 1000;
 /// not queue on its single write lock).
 pub(super) type InboxQueue = mpsc::Sender<Queued>;
 
-async fn insert_one(backend: &Backend, q: &Queued) -> Result<InboxInsert> {
-    macro_rules! once {
-        ($pool:expr) => {
-            sqlx::query_scalar(INSERT)
-                .bind(q.platform.as_str())
-                .bind(q.dedupe_key.as_str())
-                .bind(q.session_key.as_str())
-                .bind(q.payload.as_str())
-                .bind(q.received_at)
-                .fetch_optional($pool)
-                .await?
-        };
-    }
-    let id: Option<i64> = super::returning!(backend, ex => once!(ex));
-    Ok(id.map_or(InboxInsert::Duplicate, InboxInsert::Inserted))
-}
-
 /// One multi-row statement per batch (one round trip to the database's
 /// worker instead of one per event); rows that hit an existing dedupe key
 /// are duplicates, as is a repeat within the batch.
 async fn insert_batch(
     backend: &Backend,
-    held: &Held,
+    (held, keys): (&Held, &Keys),
     batch: &[Queued],
 ) -> Result<Vec<InboxInsert>> {
     let rows: Vec<(i64, String)> = match backend {
-        Backend::Sqlite(pool) => sqlite_insert(pool, held, batch).await?,
+        Backend::Sqlite(pool) => {
+            on_held(pool, held, async |conn| {
+                sqlite_insert(conn, keys, batch).await
+            })
+            .await?
+        }
         Backend::Postgres(pool) => {
             let mut qb = sqlx::QueryBuilder::new(insert_into!());
             values_of::<sqlx::Postgres>(batch.iter(), &mut qb);
@@ -138,55 +122,88 @@ async fn insert_batch(
 
 /// SQLite's half of [`insert_batch`], without `RETURNING` (sqlx would
 /// report the rows of an insert whose commit failed, see `returning!`) and
-/// in one trip to the connection's thread: the keys already stored are
+/// in one trip to the connection's thread: the keys already indexed are
 /// read, and the other rows inserted (a repeat's first) by a statement that
-/// skips stored keys itself. A row must not reach the table's unique key to
-/// be skipped: `AUTOINCREMENT` spends an id on every row it tries. The ids
-/// are then the consecutive ones ending at the connection's last insert
-/// rowid (this task is the inbox's only writer). Returns `(id, key)` of the
-/// rows it inserted.
+/// skips indexed keys itself; a key still held in memory
+/// ([`inbox_keys`]) is a duplicate before either. The ids are then the
+/// consecutive ones ending at the connection's last insert rowid (every
+/// insert into the inbox holds the keys' lock). Returns `(id, key)` of the
+/// rows it inserted, whose keys it holds.
 async fn sqlite_insert(
-    pool: &sqlx::SqlitePool,
-    held: &Held,
+    conn: &mut sqlx::SqliteConnection,
+    keys: &Keys,
     batch: &[Queued],
 ) -> Result<Vec<(i64, String)>> {
+    let mut tail = inbox_keys::lock(keys, conn).await?;
     let mut seen = std::collections::HashSet::new();
     let unique: Vec<&Queued> = batch
         .iter()
-        .filter(|q| seen.insert(q.dedupe_key.as_str()))
+        .filter(|q| tail.get(&q.dedupe_key).is_none() && seen.insert(q.dedupe_key.as_str()))
         .collect();
-    let mut qb = keys_in(
-        "SELECT dedupe_key FROM inbox WHERE dedupe_key IN ",
-        unique.iter().copied(),
-    );
+    if unique.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut qb = sqlx::QueryBuilder::new("SELECT dedupe_key FROM inbox_keys WHERE dedupe_key IN ");
+    push_keys(&mut qb, unique.iter().copied());
     qb.push("; ");
     qb.push(insert_into!());
     qb.push("SELECT * FROM (");
     values_of(unique.iter().copied(), &mut qb);
-    qb.push(") AS v WHERE NOT EXISTS (SELECT 1 FROM inbox WHERE inbox.dedupe_key = v.column2)");
+    qb.push(") AS v WHERE NOT EXISTS (SELECT 1 FROM inbox_keys k WHERE k.dedupe_key = v.column2)");
+    let steps = super::sqlite_batch(conn, qb.build(), "inbox")
+        .await
+        .finished()?;
+    let rows = sqlite_ids(conn, &steps, unique, tail.upto()).await?;
+    tail.stored(rows.iter().cloned());
+    Ok(rows)
+}
+
+/// Runs `work` on the connection the inbox's committers keep (one from
+/// `pool` when none is kept), and keeps it after work that went through
+/// (work that failed may have left it in a state its return to the pool
+/// clears) while the pool is open: closing it waits for every connection.
+async fn on_held<T>(
+    pool: &sqlx::SqlitePool,
+    held: &Held,
+    work: impl AsyncFnOnce(&mut sqlx::SqliteConnection) -> Result<T>,
+) -> Result<T> {
     let mut kept = lock_held(held).await;
     let mut conn = match kept.as_mut().and_then(|k| k.take()) {
         Some(conn) => conn,
         None => Box::pin(pool.acquire()).await?,
     };
-    let steps = super::sqlite_batch(&mut conn, qb.build(), "inbox")
-        .await
-        .finished()?;
-    let result = sqlite_ids(&mut conn, &steps, unique).await;
-    // Kept only after a batch that went through (one that failed may have
-    // left the connection in a state its return to the pool clears) and
-    // while the pool is open: closing it waits for every connection.
+    let result = work(&mut conn).await;
     if let (Some(kept), Ok(_), false) = (kept.as_mut(), &result, pool.is_closed()) {
         **kept = Some(conn);
     }
     result
 }
 
-/// The `(id, key)` of the rows a [`sqlite_insert`] inserted.
+/// Indexes held keys of the inbox ([`inbox_keys`]) in the committers'
+/// turn: a chunk of them when too many are held (`always` false), or
+/// else a chunk of whatever is held. Whether keys are still held.
+async fn key_held(pool: &sqlx::SqlitePool, (held, keys): (&Held, &Keys), always: bool) -> bool {
+    let keyed = on_held(pool, held, async |conn| {
+        let mut tail = inbox_keys::lock(keys, conn).await?;
+        if always || tail.len() >= inbox_keys::MOST {
+            tail.key_chunk(conn).await?;
+        }
+        Ok(tail.len() > 0)
+    })
+    .await;
+    keyed.unwrap_or_else(|err| {
+        tracing::warn!(error = %err, "inbox keys not indexed; trying again when the intake is quiet");
+        true
+    })
+}
+
+/// The `(id, key)` of the rows a [`sqlite_insert`] inserted, all above
+/// `upto`.
 async fn sqlite_ids(
     conn: &mut sqlx::SqliteConnection,
     steps: &super::Steps,
     unique: Vec<&Queued>,
+    upto: i64,
 ) -> Result<Vec<(i64, String)>> {
     use sqlx::Row;
     let stored = steps
@@ -215,10 +232,10 @@ async fn sqlite_ids(
         inserted = done.rows_affected(),
         "inbox rows written by another writer during a batch"
     );
-    let mut back = keys_in(
-        "SELECT id, dedupe_key FROM inbox WHERE dedupe_key IN ",
-        fresh.into_iter(),
-    );
+    let mut back = sqlx::QueryBuilder::new("SELECT id, dedupe_key FROM inbox WHERE id > ");
+    back.push_bind(upto);
+    back.push(" AND dedupe_key IN ");
+    push_keys(&mut back, fresh.into_iter());
     Ok(back.build_query_as().fetch_all(conn).await?)
 }
 
@@ -238,19 +255,17 @@ where
     });
 }
 
-/// `sql` followed by the list `(…)` of `rows`' dedupe keys.
-fn keys_in<'a>(
-    sql: &'static str,
+/// Pushes onto `qb` the list `(…)` of `rows`' dedupe keys.
+fn push_keys<'a>(
+    qb: &mut sqlx::QueryBuilder<sqlx::Sqlite>,
     rows: impl Iterator<Item = &'a Queued>,
-) -> sqlx::QueryBuilder<sqlx::Sqlite> {
-    let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(sql);
+) {
     qb.push("(");
     let mut keys = qb.separated(", ");
     for q in rows {
         keys.push_bind(q.dedupe_key.as_str());
     }
     qb.push(")");
-    qb
 }
 
 /// Committers taking turns: while one batch is written, the next one is
@@ -293,25 +308,42 @@ pub(super) fn start_group_commit(
     backend: Backend,
     gate: std::sync::Arc<super::WriteGate>,
     log: LogWatch,
-    held: Held,
+    (held, keys): (Held, Keys),
 ) -> InboxQueue {
     let (tx, rx) = mpsc::channel::<Queued>(4 * BATCH);
     let rx = std::sync::Arc::new(tokio::sync::Mutex::new(rx));
     for _ in 0..COMMITTERS {
-        let (backend, rx, gate, log, held) = (
+        let (backend, rx, gate, log, held, keys) = (
             backend.clone(),
             rx.clone(),
             gate.clone(),
             log.clone(),
             held.clone(),
+            keys.clone(),
         );
         tokio::spawn(async move {
             let mut batch = Vec::with_capacity(BATCH);
+            // SQLite: whether keys wait to be indexed ([`inbox_keys`]).
+            let mut unkeyed = false;
             loop {
                 let turn = {
                     let mut rx = rx.lock().await;
-                    if rx.recv_many(&mut batch, BATCH).await == 0 {
-                        return;
+                    let waited = if unkeyed {
+                        let next = rx.recv_many(&mut batch, BATCH);
+                        tokio::time::timeout(inbox_keys::QUIET, next).await.ok()
+                    } else {
+                        Some(rx.recv_many(&mut batch, BATCH).await)
+                    };
+                    match waited {
+                        Some(0) => return,
+                        Some(_) => {}
+                        None => {
+                            if let Backend::Sqlite(pool) = &backend {
+                                let _turn = gate.first().await;
+                                unkeyed = key_held(pool, (&held, &keys), true).await;
+                            }
+                            continue;
+                        }
                     }
                     match backend {
                         Backend::Sqlite(_) => {
@@ -323,7 +355,14 @@ pub(super) fn start_group_commit(
                         }
                     }
                 };
-                commit(&backend, &held, &mut batch).await;
+                commit(&backend, (&held, &keys), &mut batch).await;
+                if let Backend::Sqlite(pool) = &backend {
+                    let held_keys = keys.lock().await.len();
+                    unkeyed = held_keys > 0;
+                    if held_keys >= inbox_keys::MOST {
+                        unkeyed = key_held(pool, (&held, &keys), false).await;
+                    }
+                }
                 drop(turn);
                 if let Some((index, grown)) = &log
                     && super::log_index::frames(index)
@@ -387,8 +426,8 @@ fn take_queued(rx: &mut mpsc::Receiver<Queued>, batch: &mut Vec<Queued>) {
 }
 
 /// Commits `batch` and answers its callers, leaving it empty.
-async fn commit(backend: &Backend, held: &Held, batch: &mut Vec<Queued>) {
-    match insert_batch(backend, held, batch).await {
+async fn commit(backend: &Backend, writes: (&Held, &Keys), batch: &mut Vec<Queued>) {
+    match insert_batch(backend, writes, batch).await {
         Ok(results) => {
             for (q, r) in batch.drain(..).zip(results) {
                 let _ = q.reply.send(Ok(r));
@@ -397,11 +436,28 @@ async fn commit(backend: &Backend, held: &Held, batch: &mut Vec<Queued>) {
         Err(err) => {
             tracing::warn!(error = %err, events = batch.len(), "inbox batch failed; committing one by one");
             for q in batch.drain(..) {
-                let r = insert_one(backend, &q).await;
+                let one = std::slice::from_ref(&q);
+                let r = insert_batch(backend, writes, one).await.map(|r| r[0]);
                 let _ = q.reply.send(r);
             }
         }
     }
+}
+
+/// SQLite: the id of the event stored under `key`, held in `tail` or
+/// found by [`inbox_keys::ID_OF`].
+async fn sqlite_id_of(
+    conn: &mut sqlx::SqliteConnection,
+    tail: &inbox_keys::Tail,
+    key: &str,
+) -> Result<Option<i64>> {
+    if let Some(id) = tail.get(key) {
+        return Ok(Some(id));
+    }
+    Ok(sqlx::query_scalar(inbox_keys::ID_OF)
+        .bind(key)
+        .fetch_optional(conn)
+        .await?)
 }
 
 impl Store {
@@ -414,7 +470,7 @@ impl Store {
                 self.inbox_backend.clone(),
                 self.gate.clone(),
                 log,
-                self.inbox_held.clone(),
+                (self.inbox_held.clone(), self.inbox_keys.clone()),
             )
         });
         let (reply, answer) = oneshot::channel();
@@ -442,23 +498,105 @@ impl Store {
     /// for one message on another replica). Kept as an inbox event already
     /// processed, which no worker takes.
     pub async fn inbox_claim_command(&self, event: &NewInboxEvent<'_>) -> Result<bool> {
-        let n = with_pool!(self, pool => sqlx::query(
+        let pool = match &self.backend {
+            Backend::Postgres(pool) => {
+                let n = sqlx::query(concat!(
+                    "INSERT INTO inbox (platform, dedupe_key, session_key, payload, received_at, processed_at, outcome) ",
+                    "VALUES ($1, $2, $3, $4, $5, $5, 'command') ON CONFLICT (dedupe_key) DO NOTHING"
+                ))
+                .bind(event.platform)
+                .bind(event.dedupe_key)
+                .bind(event.session_key)
+                .bind(event.payload)
+                .bind(now_ms())
+                .execute(pool)
+                .await?
+                .rows_affected();
+                return Ok(n == 1);
+            }
+            Backend::Sqlite(pool) => pool,
+        };
+        let mut conn = Box::pin(pool.acquire()).await?;
+        let mut tail = inbox_keys::lock(&self.inbox_keys, &mut conn).await?;
+        if tail.get(event.dedupe_key).is_some() {
+            return Ok(false);
+        }
+        let done = sqlx::query(
             "INSERT INTO inbox (platform, dedupe_key, session_key, payload, received_at, processed_at, outcome) \
-             VALUES ($1, $2, $3, $4, $5, $5, 'command') ON CONFLICT (dedupe_key) DO NOTHING")
-            .bind(event.platform).bind(event.dedupe_key).bind(event.session_key)
-            .bind(event.payload).bind(now_ms())
-            .execute(pool).await?.rows_affected());
-        Ok(n == 1)
+             SELECT $1, $2, $3, $4, $5, $5, 'command' \
+             WHERE NOT EXISTS (SELECT 1 FROM inbox_keys WHERE dedupe_key = $2) \
+             AND NOT EXISTS (SELECT 1 FROM inbox WHERE id > (SELECT upto FROM inbox_keyed) AND dedupe_key = $2)",
+        )
+        .bind(event.platform)
+        .bind(event.dedupe_key)
+        .bind(event.session_key)
+        .bind(event.payload)
+        .bind(now_ms())
+        .execute(&mut *conn)
+        .await?;
+        if done.rows_affected() != 1 {
+            return Ok(false);
+        }
+        tail.stored([(done.last_insert_rowid(), event.dedupe_key.to_string())]);
+        Ok(true)
     }
 
     /// Gives up the claim of a command that failed before it ran
     /// ([`inbox_claim_command`](Self::inbox_claim_command)): its next
     /// delivery runs it.
     pub async fn inbox_release_command(&self, dedupe_key: &str) -> Result<()> {
-        with_pool!(self, pool => sqlx::query(
-            "DELETE FROM inbox WHERE dedupe_key = $1 AND outcome = 'command'")
-            .bind(dedupe_key).execute(pool).await.map(|_| ()))?;
+        let pool = match &self.backend {
+            Backend::Postgres(pool) => {
+                sqlx::query("DELETE FROM inbox WHERE dedupe_key = $1 AND outcome = 'command'")
+                    .bind(dedupe_key)
+                    .execute(pool)
+                    .await?;
+                return Ok(());
+            }
+            Backend::Sqlite(pool) => pool,
+        };
+        let mut conn = Box::pin(pool.acquire()).await?;
+        let mut tail = inbox_keys::lock(&self.inbox_keys, &mut conn).await?;
+        let Some(id) = sqlite_id_of(&mut conn, &tail, dedupe_key).await? else {
+            return Ok(());
+        };
+        let gone = sqlx::query("DELETE FROM inbox WHERE id = $1 AND outcome = 'command'")
+            .bind(id)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+        if gone == 1 {
+            tail.forget(dedupe_key);
+        }
         Ok(())
+    }
+
+    /// Indexes the keys of every event stored so far (SQLite keeps the
+    /// newest in memory until the intake is quiet, see `inbox_keys`).
+    pub async fn inbox_key_all(&self) -> Result<()> {
+        if let Backend::Sqlite(pool) = &self.backend {
+            let mut conn = Box::pin(pool.acquire()).await?;
+            let mut tail = inbox_keys::lock(&self.inbox_keys, &mut conn).await?;
+            tail.key_all(&mut conn).await?;
+        }
+        Ok(())
+    }
+
+    /// The id of the event stored under `dedupe_key`.
+    pub(super) async fn inbox_id_of(&self, dedupe_key: &str) -> Result<Option<i64>> {
+        match &self.backend {
+            Backend::Postgres(pool) => Ok(sqlx::query_scalar(
+                "SELECT id FROM inbox WHERE dedupe_key = $1",
+            )
+            .bind(dedupe_key)
+            .fetch_optional(pool)
+            .await?),
+            Backend::Sqlite(pool) => {
+                let mut conn = Box::pin(pool.acquire()).await?;
+                let tail = inbox_keys::lock(&self.inbox_keys, &mut conn).await?;
+                sqlite_id_of(&mut conn, &tail, dedupe_key).await
+            }
+        }
     }
 
     /// Marks an event processed. Returns false if it already was.
@@ -479,6 +617,8 @@ impl Store {
     /// so that a first sweep over months of deliveries does not hold the
     /// write lock for long. Returns how many went.
     pub async fn inbox_forget_deliveries(&self, before: i64) -> Result<u64> {
+        // Only indexed keys leave with their events.
+        self.inbox_key_all().await?;
         // The platform is written out, not bound: the partial index
         // `inbox_webhook_age` serves only a literal match.
         const FORGET: &str = "DELETE FROM inbox WHERE id IN (SELECT id FROM inbox \

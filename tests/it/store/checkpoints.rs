@@ -60,6 +60,8 @@ async fn the_inbox_asks_for_a_checkpoint_once_its_commits_grew_the_log() {
 
     // About 4 000 pages: past the 2 500 the inbox lets grow.
     deliver(&store, 20, 1000).await;
+    // Their keys indexed now, not when the intake is quiet, mid-test.
+    store.inbox_key_all().await.unwrap();
     tokio::time::timeout(Duration::from_secs(30), store.log_grown())
         .await
         .expect("the inbox asked for a checkpoint");

@@ -6,6 +6,7 @@ mod approvals;
 mod checkpoints;
 mod connections;
 mod holds;
+mod inbox_keys;
 mod search;
 mod takeover;
 mod turns;

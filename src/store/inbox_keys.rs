@@ -1,0 +1,168 @@
+//! SQLite: the inbox's dedupe keys, indexed after their events. A unique
+//! index on the key put every delivery on a page of its own (the keys are
+//! random: a body's hash, a platform's event id), a page of the
+//! write-ahead log each; the inbox's rows themselves are appended, a batch
+//! sharing its pages. So an event is stored with its key unindexed, and
+//! the key reaches `inbox_keys` later, many at once: when the intake has
+//! been quiet for [`QUIET`], or [`CHUNK`] of them once [`MOST`] wait.
+//!
+//! Until then the key is held here, in memory: one process writes a
+//! SQLite database (every store it opens on the file shares these keys),
+//! and every insert into the inbox takes this lock, so an event is a
+//! duplicate when its key is in `inbox_keys` or held here. The keys a
+//! process held when it stopped are keyed before the next one takes its
+//! first event. A lookup by key from elsewhere (another process, such as
+//! the command line) reads the few unkeyed rows above the mark as well.
+
+use std::collections::HashMap;
+
+use sqlx::SqliteConnection;
+
+use super::Result;
+
+/// Keys not yet in `inbox_keys` past which the group commit keys
+/// [`CHUNK`] of them in its turn, whatever the intake does.
+pub(super) const MOST: usize = 8192;
+
+/// How many keys a busy intake's group commit indexes at once.
+pub(super) const CHUNK: usize = 2048;
+
+/// How long the intake waits for nothing before its keys are indexed.
+pub(super) const QUIET: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// The events stored above `inbox_keyed`'s mark, by key.
+#[derive(Debug, Default)]
+pub(super) struct Tail {
+    /// Whether what earlier processes left unkeyed was keyed.
+    synced: bool,
+    /// The events up to this id are keyed.
+    upto: i64,
+    keys: HashMap<String, i64>,
+}
+
+/// The inbox's unkeyed events (unused on PostgreSQL, whose inbox keeps
+/// its unique index).
+pub(super) type Keys = std::sync::Arc<tokio::sync::Mutex<Tail>>;
+
+/// The keys of the database in `file`, shared by every store of this
+/// process on it (one of its own for a database in memory).
+pub(super) fn of_file(file: Option<&std::path::Path>) -> Keys {
+    type Open =
+        std::collections::HashMap<std::path::PathBuf, std::sync::Weak<tokio::sync::Mutex<Tail>>>;
+    static OPEN: std::sync::LazyLock<std::sync::Mutex<Open>> =
+        std::sync::LazyLock::new(Default::default);
+    let Some(file) = file else {
+        return Keys::default();
+    };
+    let path = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+    let mut open = OPEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    open.retain(|_, keys| keys.strong_count() > 0);
+    if let Some(keys) = open.get(&path).and_then(std::sync::Weak::upgrade) {
+        return keys;
+    }
+    let keys = Keys::default();
+    open.insert(path, std::sync::Arc::downgrade(&keys));
+    keys
+}
+
+/// The id of the event stored under `$1` that `inbox_keys` has or that
+/// waits above the mark (held by this process or another).
+pub(super) const ID_OF: &str = "SELECT id FROM inbox_keys WHERE dedupe_key = $1 \
+     UNION ALL SELECT id FROM inbox WHERE id > (SELECT upto FROM inbox_keyed) AND dedupe_key = $1 \
+     LIMIT 1";
+
+/// Locks `keys`; the first lock of a process keys what earlier ones left
+/// unkeyed, on `conn`.
+pub(super) async fn lock<'a>(
+    keys: &'a tokio::sync::Mutex<Tail>,
+    conn: &mut SqliteConnection,
+) -> Result<tokio::sync::MutexGuard<'a, Tail>> {
+    let mut tail = keys.lock().await;
+    if !tail.synced {
+        let (upto,): (i64,) = sqlx::query_as("SELECT upto FROM inbox_keyed")
+            .fetch_one(&mut *conn)
+            .await?;
+        let (last,): (i64,) = sqlx::query_as("SELECT COALESCE(MAX(id), 0) FROM inbox")
+            .fetch_one(&mut *conn)
+            .await?;
+        tail.upto = upto;
+        tail.key_upto(conn, last).await?;
+        tail.synced = true;
+    }
+    Ok(tail)
+}
+
+impl Tail {
+    /// The id of the unkeyed event stored under `key`.
+    pub(super) fn get(&self, key: &str) -> Option<i64> {
+        self.keys.get(key).copied()
+    }
+
+    /// Holds the keys of events just stored.
+    pub(super) fn stored(&mut self, rows: impl IntoIterator<Item = (i64, String)>) {
+        self.keys
+            .extend(rows.into_iter().map(|(id, key)| (key, id)));
+    }
+
+    /// Lets go of `key`, its event gone.
+    pub(super) fn forget(&mut self, key: &str) {
+        self.keys.remove(key);
+    }
+
+    /// How many keys are held.
+    pub(super) fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// The id below which `inbox_keys` is checked in SQL and above which
+    /// an event's key is held here.
+    pub(super) fn upto(&self) -> i64 {
+        self.upto
+    }
+
+    /// Indexes every held key.
+    pub(super) async fn key_all(&mut self, conn: &mut SqliteConnection) -> Result<()> {
+        match self.keys.values().max() {
+            Some(&last) => self.key_upto(conn, last).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Indexes the oldest [`CHUNK`] held keys.
+    pub(super) async fn key_chunk(&mut self, conn: &mut SqliteConnection) -> Result<()> {
+        let mut ids: Vec<i64> = self.keys.values().copied().collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let at = CHUNK.min(ids.len()) - 1;
+        let (_, &mut last, _) = ids.select_nth_unstable(at);
+        self.key_upto(conn, last).await
+    }
+
+    /// Moves the keys of the events up to `last` into `inbox_keys`, and
+    /// the mark with them, in one transaction.
+    async fn key_upto(&mut self, conn: &mut SqliteConnection, last: i64) -> Result<()> {
+        if last <= self.upto {
+            return Ok(());
+        }
+        let mut tx = Box::pin(sqlx::Connection::begin_with(conn, "BEGIN IMMEDIATE")).await?;
+        sqlx::query(
+            "INSERT OR IGNORE INTO inbox_keys (dedupe_key, id) \
+             SELECT dedupe_key, id FROM inbox WHERE id > $1 AND id <= $2 ORDER BY id",
+        )
+        .bind(self.upto)
+        .bind(last)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE inbox_keyed SET upto = max(upto, $1)")
+            .bind(last)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.upto = last;
+        self.keys.retain(|_, id| *id > last);
+        Ok(())
+    }
+}

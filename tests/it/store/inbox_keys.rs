@@ -1,0 +1,110 @@
+//! SQLite keeps the newest dedupe keys in memory and indexes them later:
+//! a key is a duplicate whether it is held, indexed, left unindexed by a
+//! process that stopped, or looked up from a second store on the file.
+
+use sqlx::Connection;
+use switchboard::config::StorageConfig;
+use switchboard::store::{InboxInsert, NewInboxEvent, Store};
+
+fn event(key: &str) -> NewInboxEvent<'_> {
+    NewInboxEvent {
+        platform: "webhook",
+        dedupe_key: key,
+        session_key: "webhook:github:o/r#1",
+        payload: "{}",
+    }
+}
+
+async fn insert(store: &Store, key: &str) -> InboxInsert {
+    store.inbox_insert(&event(key)).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_key_is_a_duplicate_held_indexed_and_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = StorageConfig {
+        url: format!("sqlite://{}", dir.path().join("keys.db").display()),
+        ..StorageConfig::default()
+    };
+    let store = Store::open(&config).await.unwrap();
+
+    // Held in memory: a redelivery, a command's claim, a lookup.
+    let InboxInsert::Inserted(a) = insert(&store, "webhook:a").await else {
+        panic!("the first delivery is stored");
+    };
+    assert_eq!(insert(&store, "webhook:a").await, InboxInsert::Duplicate);
+    assert!(
+        !store
+            .inbox_claim_command(&event("webhook:a"))
+            .await
+            .unwrap()
+    );
+    let beside = Store::open(&config).await.unwrap();
+    assert_eq!(
+        beside.inbox_state("webhook:a").await.unwrap().map(|s| s.0),
+        Some(a),
+        "a second store on the file finds the held key"
+    );
+    assert_eq!(insert(&beside, "webhook:a").await, InboxInsert::Duplicate);
+
+    // Indexed.
+    store.inbox_key_all().await.unwrap();
+    assert_eq!(insert(&store, "webhook:a").await, InboxInsert::Duplicate);
+    assert!(
+        !store
+            .inbox_claim_command(&event("webhook:a"))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.inbox_state("webhook:a").await.unwrap().map(|s| s.0),
+        Some(a)
+    );
+
+    // A claim held, then given up: the next delivery of it is new.
+    assert!(
+        store
+            .inbox_claim_command(&event("webhook:c"))
+            .await
+            .unwrap()
+    );
+    assert_eq!(insert(&store, "webhook:c").await, InboxInsert::Duplicate);
+    store.inbox_release_command("webhook:c").await.unwrap();
+    assert!(
+        store
+            .inbox_claim_command(&event("webhook:c"))
+            .await
+            .unwrap()
+    );
+
+    // Left unindexed by a process that stopped, and one a command line
+    // stored meanwhile: both duplicates for the next process.
+    let InboxInsert::Inserted(b) = insert(&store, "webhook:b").await else {
+        panic!("a new delivery is stored");
+    };
+    store.close().await;
+    beside.close().await;
+    drop((store, beside));
+    let mut other = sqlx::SqliteConnection::connect(&config.url).await.unwrap();
+    sqlx::query(
+        "INSERT INTO inbox (platform, dedupe_key, session_key, payload, received_at) \
+         VALUES ('webhook', 'webhook:elsewhere', 'webhook:github:o/r#1', '{}', 0)",
+    )
+    .execute(&mut other)
+    .await
+    .unwrap();
+    other.close().await.unwrap();
+    let store = Store::open(&config).await.unwrap();
+    assert_eq!(
+        store.inbox_state("webhook:b").await.unwrap().map(|s| s.0),
+        Some(b)
+    );
+    for key in ["webhook:a", "webhook:b", "webhook:c", "webhook:elsewhere"] {
+        assert_eq!(insert(&store, key).await, InboxInsert::Duplicate, "{key}");
+    }
+    assert!(matches!(
+        insert(&store, "webhook:d").await,
+        InboxInsert::Inserted(_)
+    ));
+    store.close().await;
+}
