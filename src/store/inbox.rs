@@ -150,11 +150,13 @@ async fn sqlite_insert(
     qb.push("SELECT * FROM (");
     values_of(unique.iter().copied(), &mut qb);
     qb.push(") AS v WHERE NOT EXISTS (SELECT 1 FROM inbox_keys k WHERE k.dedupe_key = v.column2)");
+    tail.writing();
     let steps = super::sqlite_batch(conn, qb.build(), "inbox")
         .await
         .finished()?;
     let rows = sqlite_ids(conn, &steps, unique, tail.upto()).await?;
     tail.stored(rows.iter().cloned());
+    tail.written(conn).await;
     Ok(rows)
 }
 
@@ -183,6 +185,10 @@ async fn on_held<T>(
 /// turn: a chunk of them when too many are held (`always` false), or
 /// else a chunk of whatever is held. Whether keys are still held.
 async fn key_held(pool: &sqlx::SqlitePool, (held, keys): (&Held, &Keys), always: bool) -> bool {
+    if pool.is_closed() {
+        // The store closed: the next process keys them.
+        return false;
+    }
     let keyed = on_held(pool, held, async |conn| {
         let mut tail = inbox_keys::lock(keys, conn).await?;
         if always || tail.len() >= inbox_keys::MOST {
@@ -357,7 +363,7 @@ pub(super) fn start_group_commit(
                 };
                 commit(&backend, (&held, &keys), &mut batch).await;
                 if let Backend::Sqlite(pool) = &backend {
-                    let held_keys = keys.lock().await.len();
+                    let held_keys = keys.held().await;
                     unkeyed = held_keys > 0;
                     if held_keys >= inbox_keys::MOST {
                         unkeyed = key_held(pool, (&held, &keys), false).await;
@@ -521,6 +527,7 @@ impl Store {
         if tail.get(event.dedupe_key).is_some() {
             return Ok(false);
         }
+        tail.writing();
         let done = sqlx::query(
             "INSERT INTO inbox (platform, dedupe_key, session_key, payload, received_at, processed_at, outcome) \
              SELECT $1, $2, $3, $4, $5, $5, 'command' \
@@ -534,11 +541,12 @@ impl Store {
         .bind(now_ms())
         .execute(&mut *conn)
         .await?;
-        if done.rows_affected() != 1 {
-            return Ok(false);
+        let claimed = done.rows_affected() == 1;
+        if claimed {
+            tail.stored([(done.last_insert_rowid(), event.dedupe_key.to_string())]);
         }
-        tail.stored([(done.last_insert_rowid(), event.dedupe_key.to_string())]);
-        Ok(true)
+        tail.written(&mut conn).await;
+        Ok(claimed)
     }
 
     /// Gives up the claim of a command that failed before it ran
@@ -560,6 +568,7 @@ impl Store {
         let Some(id) = sqlite_id_of(&mut conn, &tail, dedupe_key).await? else {
             return Ok(());
         };
+        tail.writing();
         let gone = sqlx::query("DELETE FROM inbox WHERE id = $1 AND outcome = 'command'")
             .bind(id)
             .execute(&mut *conn)
@@ -568,6 +577,7 @@ impl Store {
         if gone == 1 {
             tail.forget(dedupe_key);
         }
+        tail.written(&mut conn).await;
         Ok(())
     }
 

@@ -6,13 +6,14 @@
 //! the key reaches `inbox_keys` later, many at once: when the intake has
 //! been quiet for [`QUIET`], or [`CHUNK`] of them once [`MOST`] wait.
 //!
-//! Until then the key is held here, in memory: one process writes a
-//! SQLite database (every store it opens on the file shares these keys),
-//! and every insert into the inbox takes this lock, so an event is a
-//! duplicate when its key is in `inbox_keys` or held here. The keys a
-//! process held when it stopped are keyed before the next one takes its
-//! first event. A lookup by key from elsewhere (another process, such as
-//! the command line) reads the few unkeyed rows above the mark as well.
+//! Until then the key is held here, in memory, by the one process that
+//! runs sessions on the file (it holds the single-replica lock; every
+//! store it opens on the file shares these keys). Every insert into the
+//! inbox takes this lock, so an event is a duplicate when its key is in
+//! `inbox_keys` or held here. The keys a process held when it stopped are
+//! keyed before the next one takes its first event. Any other process
+//! (the command line) indexes what it stores right after storing it, and
+//! its lookups by key also read the few unkeyed rows above the mark.
 
 use std::collections::HashMap;
 
@@ -35,6 +36,8 @@ pub(super) const QUIET: std::time::Duration = std::time::Duration::from_millis(5
 pub(super) struct Tail {
     /// Whether what earlier processes left unkeyed was keyed.
     synced: bool,
+    /// Whether held keys wait ([`KeysOf::defer`]).
+    defer: bool,
     /// The events up to this id are keyed.
     upto: i64,
     keys: HashMap<String, i64>,
@@ -42,13 +45,35 @@ pub(super) struct Tail {
 
 /// The inbox's unkeyed events (unused on PostgreSQL, whose inbox keeps
 /// its unique index).
-pub(super) type Keys = std::sync::Arc<tokio::sync::Mutex<Tail>>;
+pub(super) type Keys = std::sync::Arc<KeysOf>;
+
+/// A database's held keys, and whether this process may hold them.
+#[derive(Debug, Default)]
+pub(super) struct KeysOf {
+    tail: tokio::sync::Mutex<Tail>,
+    /// Whether keys wait to be indexed: only in the process that holds
+    /// the database's single-replica lock (the daemon). Any other (the
+    /// command line) indexes what it stores at once, so that the daemon
+    /// finds it.
+    defer: std::sync::atomic::AtomicBool,
+}
+
+impl KeysOf {
+    /// From now on, keys wait to be indexed.
+    pub(super) fn defer(&self) {
+        self.defer.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How many keys are held.
+    pub(super) async fn held(&self) -> usize {
+        self.tail.lock().await.len()
+    }
+}
 
 /// The keys of the database in `file`, shared by every store of this
 /// process on it (one of its own for a database in memory).
 pub(super) fn of_file(file: Option<&std::path::Path>) -> Keys {
-    type Open =
-        std::collections::HashMap<std::path::PathBuf, std::sync::Weak<tokio::sync::Mutex<Tail>>>;
+    type Open = std::collections::HashMap<std::path::PathBuf, std::sync::Weak<KeysOf>>;
     static OPEN: std::sync::LazyLock<std::sync::Mutex<Open>> =
         std::sync::LazyLock::new(Default::default);
     let Some(file) = file else {
@@ -76,10 +101,11 @@ pub(super) const ID_OF: &str = "SELECT id FROM inbox_keys WHERE dedupe_key = $1 
 /// Locks `keys`; the first lock of a process keys what earlier ones left
 /// unkeyed, on `conn`.
 pub(super) async fn lock<'a>(
-    keys: &'a tokio::sync::Mutex<Tail>,
+    keys: &'a KeysOf,
     conn: &mut SqliteConnection,
 ) -> Result<tokio::sync::MutexGuard<'a, Tail>> {
-    let mut tail = keys.lock().await;
+    let mut tail = keys.tail.lock().await;
+    tail.defer = keys.defer.load(std::sync::atomic::Ordering::Relaxed);
     if !tail.synced {
         let (upto,): (i64,) = sqlx::query_as("SELECT upto FROM inbox_keyed")
             .fetch_one(&mut *conn)
@@ -95,6 +121,26 @@ pub(super) async fn lock<'a>(
 }
 
 impl Tail {
+    /// Before a write into the inbox: until [`written`](Self::written),
+    /// the next lock keys what the table holds, as after a restart, in
+    /// case the write committed and its keys were never held (a failure
+    /// after the commit, or the caller's future dropped).
+    pub(super) fn writing(&mut self) {
+        self.synced = false;
+    }
+
+    /// After a write, whose keys are held: indexes them now unless this
+    /// process defers. On a failure the next lock indexes them.
+    pub(super) async fn written(&mut self, conn: &mut SqliteConnection) {
+        if !self.defer
+            && let Err(err) = self.key_all(conn).await
+        {
+            tracing::warn!(error = %err, "inbox keys not indexed after a write; indexing them before the next");
+            return;
+        }
+        self.synced = true;
+    }
+
     /// The id of the unkeyed event stored under `key`.
     pub(super) fn get(&self, key: &str) -> Option<i64> {
         self.keys.get(key).copied()

@@ -580,11 +580,14 @@ impl Store {
             .map_err(|e| {
                 StoreError::Url(format!("cannot open {}: {e}", Path::new(&name).display()))
             })?;
-        nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusiveNonblock)
-            .map(Some)
+        let lock = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusiveNonblock)
             .map_err(|_| StoreError::Busy {
                 file: file.display().to_string(),
-            })
+            })?;
+        // The one process running sessions on the file: its inbox's keys
+        // may wait in memory to be indexed.
+        self.inbox_keys.defer();
+        Ok(Some(lock))
     }
 
     /// A SQLite file: a mark of its write-ahead log that changes with every

@@ -1,6 +1,7 @@
-//! SQLite keeps the newest dedupe keys in memory and indexes them later:
-//! a key is a duplicate whether it is held, indexed, left unindexed by a
-//! process that stopped, or looked up from a second store on the file.
+//! On SQLite the daemon keeps the newest dedupe keys in memory and indexes
+//! them later: a key is a duplicate whether it is held, indexed, left
+//! unindexed by a process that stopped, or looked up from a second store on
+//! the file; another process indexes its keys as it stores them.
 
 use sqlx::Connection;
 use switchboard::config::StorageConfig;
@@ -27,6 +28,7 @@ async fn a_key_is_a_duplicate_held_indexed_and_after_a_restart() {
         ..StorageConfig::default()
     };
     let store = Store::open(&config).await.unwrap();
+    let single = store.lock_single_replica().unwrap();
 
     // Held in memory: a redelivery, a command's claim, a lookup.
     let InboxInsert::Inserted(a) = insert(&store, "webhook:a").await else {
@@ -84,7 +86,7 @@ async fn a_key_is_a_duplicate_held_indexed_and_after_a_restart() {
     };
     store.close().await;
     beside.close().await;
-    drop((store, beside));
+    drop((store, beside, single));
     let mut other = sqlx::SqliteConnection::connect(&config.url).await.unwrap();
     sqlx::query(
         "INSERT INTO inbox (platform, dedupe_key, session_key, payload, received_at) \
@@ -106,5 +108,13 @@ async fn a_key_is_a_duplicate_held_indexed_and_after_a_restart() {
         insert(&store, "webhook:d").await,
         InboxInsert::Inserted(_)
     ));
+    // Without the single-replica lock (the command line), a key is
+    // indexed as it is stored, for the daemon to find.
+    let indexed: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM inbox_keys WHERE dedupe_key = 'webhook:d'")
+            .fetch_one(&mut sqlx::SqliteConnection::connect(&config.url).await.unwrap())
+            .await
+            .unwrap();
+    assert_eq!(indexed, 1);
     store.close().await;
 }
