@@ -1,5 +1,5 @@
 -- The inbox's dedupe keys leave the inbox for a table of their own, filled
--- after the events (`store/inbox_keys.rs`): an index on random keys took a
+-- after the events (`store/inbox/keys.rs`): an index on random keys took a
 -- page of the write-ahead log for every delivery, where a batch of events
 -- appended to the inbox shares its pages. The events above `inbox_keyed`'s
 -- mark are not keyed yet; the one process writing this database holds

@@ -150,9 +150,6 @@ impl Desk {
         if !answer.trim().eq_ignore_ascii_case("create") {
             return Ok(json!({"created": false, "reason": "the user did not confirm"}).to_string());
         }
-        // Counted again: the confirmation may have waited minutes, while
-        // the same person made jobs in other conversations.
-        self.room_for(&owner).await?;
         let job = CronJob {
             id: crate::store::new_id()[..10].to_string(),
             name,
@@ -181,7 +178,12 @@ impl Desk {
             created_at: now,
             updated_at: now,
         };
-        self.store.put_job(&job, true).await.map_err(failed)?;
+        // Counted again as it is stored: the confirmation may have waited
+        // minutes, while the same person made jobs in other conversations.
+        let most = self.settings.max_jobs_per_user as i64;
+        if !self.store.add_chat_job(&job, most).await.map_err(failed)? {
+            return Err(full(&owner, most));
+        }
         self.wake.notify_one();
         tracing::info!(job = %job.id, owner = %owner.key(), "job made from a chat");
         Ok(json!({"created": true, "job": describe(&job)}).to_string())
@@ -195,10 +197,7 @@ impl Desk {
             .await
             .map_err(failed)?;
         if owned >= self.settings.max_jobs_per_user as i64 {
-            return Err(ToolError::Failed(format!(
-                "{} already keeps {owned} jobs, the most one person may; delete one first",
-                owner.shown()
-            )));
+            return Err(full(owner, owned));
         }
         Ok(())
     }
@@ -391,4 +390,12 @@ fn describe(job: &CronJob) -> Value {
         "next_run": job.next_at.filter(|_| job.paused == 0).map(utc),
         "origin": job.origin,
     })
+}
+
+/// `owner` keeps `owned` jobs, the most one person may.
+fn full(owner: &crate::platform::Actor, owned: i64) -> ToolError {
+    ToolError::Failed(format!(
+        "{} already keeps {owned} jobs, the most one person may; delete one first",
+        owner.shown()
+    ))
 }

@@ -2,7 +2,7 @@
 //! pair, which storage keeps unique; its status and its delivery status
 //! are kept apart, so "ran" never reads as "posted".
 
-use super::{Result, Store, now_ms, storable, with_pool};
+use super::{Backend, Result, Store, now_ms, storable, with_pool};
 
 /// A scheduled job as stored.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
@@ -84,11 +84,15 @@ const JOB_COLUMNS: &str = "id, name, origin, schedule, timezone, prompt, toolset
 const RUN_COLUMNS: &str =
     "id, job_id, slot_at, inbox_id, status, delivery, detail, noticed, created_at, updated_at";
 
-impl Store {
-    /// Stores `job` (a new one, or the configured job of that id with its
-    /// settings replaced; its slot is kept unless `reschedule`).
-    pub async fn put_job(&self, job: &CronJob, reschedule: bool) -> Result<()> {
-        with_pool!(self, pool => sqlx::query(
+/// How many chat-made jobs owner `$2` on platform `$1` keeps.
+const OWNED: &str =
+    "SELECT COUNT(*) FROM cron_jobs WHERE origin = 'chat' AND platform = $1 AND owner_user = $2";
+
+/// The statement that stores `$job` ([`Store::put_job`]).
+macro_rules! put_job {
+    ($job:expr, $reschedule:expr) => {{
+        let job: &CronJob = $job;
+        sqlx::query(
             "INSERT INTO cron_jobs (id, name, origin, schedule, timezone, prompt, toolsets, platform, \
              chat_id, thread_id, owner_user, owner_chat, owner_thread, missed, missed_limit, paused, \
              next_at, created_at, updated_at, owner_event) \
@@ -99,16 +103,68 @@ impl Store {
              owner_chat = excluded.owner_chat, owner_thread = excluded.owner_thread, \
              missed = excluded.missed, missed_limit = excluded.missed_limit, \
              next_at = CASE WHEN $20 = 1 THEN excluded.next_at ELSE cron_jobs.next_at END, \
-             updated_at = excluded.updated_at")
-            .bind(&job.id).bind(storable(&job.name)).bind(&job.origin).bind(storable(&job.schedule))
-            .bind(&job.timezone).bind(storable(&job.prompt)).bind(job.toolsets.as_deref())
-            .bind(&job.platform).bind(&job.chat_id).bind(job.thread_id.as_deref())
-            .bind(&job.owner_user).bind(&job.owner_chat).bind(job.owner_thread.as_deref())
-            .bind(&job.missed).bind(job.missed_limit).bind(job.paused).bind(job.next_at)
-            .bind(job.created_at).bind(job.updated_at).bind(i64::from(reschedule))
-            .bind(storable(&job.owner_event))
-            .execute(pool).await?.rows_affected());
+             updated_at = excluded.updated_at",
+        )
+        .bind(&job.id)
+        .bind(storable(&job.name))
+        .bind(&job.origin)
+        .bind(storable(&job.schedule))
+        .bind(&job.timezone)
+        .bind(storable(&job.prompt))
+        .bind(job.toolsets.as_deref())
+        .bind(&job.platform)
+        .bind(&job.chat_id)
+        .bind(job.thread_id.as_deref())
+        .bind(&job.owner_user)
+        .bind(&job.owner_chat)
+        .bind(job.owner_thread.as_deref())
+        .bind(&job.missed)
+        .bind(job.missed_limit)
+        .bind(job.paused)
+        .bind(job.next_at)
+        .bind(job.created_at)
+        .bind(job.updated_at)
+        .bind(i64::from($reschedule))
+        .bind(storable(&job.owner_event))
+    }};
+}
+
+impl Store {
+    /// Stores `job` (a new one, or the configured job of that id with its
+    /// settings replaced; its slot is kept unless `reschedule`).
+    pub async fn put_job(&self, job: &CronJob, reschedule: bool) -> Result<()> {
+        with_pool!(self, pool => put_job!(job, reschedule).execute(pool).await.map(|_| ()))?;
         Ok(())
+    }
+
+    /// Stores `job`, made in a chat, unless its owner keeps `most`
+    /// chat-made jobs on its platform already: counted and stored in one
+    /// transaction that no other count of that owner's jobs can pass
+    /// (SQLite's write lock, taken as it begins; on PostgreSQL a lock on
+    /// the owner to its end): two confirmations pressed at once cannot
+    /// both pass the limit. Whether it was stored.
+    pub async fn add_chat_job(&self, job: &CronJob, most: i64) -> Result<bool> {
+        with_pool!(self, pool => {
+            let mut tx = super::begin_write!(self, pool);
+            if matches!(self.backend, Backend::Postgres(_)) {
+                sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+                    .bind(format!("cron owner {} {}", job.platform, job.owner_user))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            let owned: i64 = sqlx::query_scalar(OWNED)
+                .bind(&job.platform)
+                .bind(&job.owner_user)
+                .fetch_one(&mut *tx)
+                .await?;
+            if owned >= most {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            put_job!(job, true).execute(&mut *tx).await?;
+            tx.commit().await?;
+            Ok(true)
+        })
     }
 
     /// Every job, by name.
@@ -132,8 +188,7 @@ impl Store {
 
     /// How many chat-made jobs `owner_user` on `platform` keeps.
     pub async fn jobs_owned(&self, platform: &str, owner_user: &str) -> Result<i64> {
-        Ok(with_pool!(self, pool => sqlx::query_scalar(
-            "SELECT COUNT(*) FROM cron_jobs WHERE origin = 'chat' AND platform = $1 AND owner_user = $2")
+        Ok(with_pool!(self, pool => sqlx::query_scalar(OWNED)
             .bind(platform).bind(owner_user).fetch_one(pool).await?))
     }
 

@@ -16,7 +16,6 @@ mod deliveries;
 mod forge;
 mod health;
 mod inbox;
-mod inbox_keys;
 mod jobs;
 mod leases;
 mod log_index;
@@ -432,7 +431,7 @@ pub struct Store {
     /// SQLite on a file: the connection the inbox's committers keep.
     inbox_held: inbox::Held,
     /// SQLite: the keys of the inbox's events not yet indexed.
-    inbox_keys: inbox_keys::Keys,
+    inbox_keys: inbox::Keys,
     /// The inbox's group commit, started on first use.
     inbox_queue: std::sync::Arc<std::sync::OnceLock<inbox::InboxQueue>>,
     /// SQLite: the directory of the database file, whose free space counts
@@ -551,7 +550,7 @@ impl Store {
             audit_lock: Default::default(),
             gate: std::sync::Arc::new(WriteGate::new()),
             inbox_held: db_file.is_some().then(Default::default),
-            inbox_keys: inbox_keys::of_file(db_file.as_deref()),
+            inbox_keys: inbox::keys_of_file(db_file.as_deref()),
             inbox_queue: Default::default(),
             disk,
             file: db_file,

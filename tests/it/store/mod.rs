@@ -7,6 +7,7 @@ mod checkpoints;
 mod connections;
 mod holds;
 mod inbox_keys;
+mod jobs;
 mod search;
 mod takeover;
 mod turns;

@@ -3,7 +3,10 @@
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::inbox_keys::{self, Keys};
+pub(super) use keys::{Keys, of_file as keys_of_file};
+pub(super) use sqlite::{Held, lock_held};
+use sqlite::{key_held, on_held, sqlite_id_of, sqlite_insert};
+
 use super::{Backend, Result, Store, now_ms, storable, with_pool};
 
 /// The start of an insert into the inbox.
@@ -12,6 +15,10 @@ macro_rules! insert_into {
         "INSERT INTO inbox (platform, dedupe_key, session_key, payload, received_at) "
     };
 }
+
+// After `insert_into!`, which `sqlite` uses.
+mod keys;
+mod sqlite;
 
 /// Most events committed in one transaction.
 const BATCH: usize = 256;
@@ -120,131 +127,6 @@ async fn insert_batch(
         .collect())
 }
 
-/// SQLite's half of [`insert_batch`], without `RETURNING` (sqlx would
-/// report the rows of an insert whose commit failed, see `returning!`) and
-/// in one trip to the connection's thread: the keys already indexed are
-/// read, and the other rows inserted (a repeat's first) by a statement that
-/// skips indexed keys itself; a key still held in memory
-/// ([`inbox_keys`]) is a duplicate before either. The ids are then the
-/// consecutive ones ending at the connection's last insert rowid (every
-/// insert into the inbox holds the keys' lock). Returns `(id, key)` of the
-/// rows it inserted, whose keys it holds.
-async fn sqlite_insert(
-    conn: &mut sqlx::SqliteConnection,
-    keys: &Keys,
-    batch: &[Queued],
-) -> Result<Vec<(i64, String)>> {
-    let mut tail = inbox_keys::lock(keys, conn).await?;
-    let mut seen = std::collections::HashSet::new();
-    let unique: Vec<&Queued> = batch
-        .iter()
-        .filter(|q| tail.get(&q.dedupe_key).is_none() && seen.insert(q.dedupe_key.as_str()))
-        .collect();
-    if unique.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut qb = sqlx::QueryBuilder::new("SELECT dedupe_key FROM inbox_keys WHERE dedupe_key IN ");
-    push_keys(&mut qb, unique.iter().copied());
-    qb.push("; ");
-    qb.push(insert_into!());
-    qb.push("SELECT * FROM (");
-    values_of(unique.iter().copied(), &mut qb);
-    qb.push(") AS v WHERE NOT EXISTS (SELECT 1 FROM inbox_keys k WHERE k.dedupe_key = v.column2)");
-    tail.writing();
-    let steps = super::sqlite_batch(conn, qb.build(), "inbox")
-        .await
-        .finished()?;
-    let rows = sqlite_ids(conn, &steps, unique, tail.upto()).await?;
-    tail.stored(rows.iter().cloned());
-    tail.written(conn).await;
-    Ok(rows)
-}
-
-/// Runs `work` on the connection the inbox's committers keep (one from
-/// `pool` when none is kept), and keeps it after work that went through
-/// (work that failed may have left it in a state its return to the pool
-/// clears) while the pool is open: closing it waits for every connection.
-async fn on_held<T>(
-    pool: &sqlx::SqlitePool,
-    held: &Held,
-    work: impl AsyncFnOnce(&mut sqlx::SqliteConnection) -> Result<T>,
-) -> Result<T> {
-    let mut kept = lock_held(held).await;
-    let mut conn = match kept.as_mut().and_then(|k| k.take()) {
-        Some(conn) => conn,
-        None => Box::pin(pool.acquire()).await?,
-    };
-    let result = work(&mut conn).await;
-    if let (Some(kept), Ok(_), false) = (kept.as_mut(), &result, pool.is_closed()) {
-        **kept = Some(conn);
-    }
-    result
-}
-
-/// Indexes held keys of the inbox ([`inbox_keys`]) in the committers'
-/// turn: a chunk of them when too many are held (`always` false), or
-/// else a chunk of whatever is held. Whether keys are still held.
-async fn key_held(pool: &sqlx::SqlitePool, (held, keys): (&Held, &Keys), always: bool) -> bool {
-    if pool.is_closed() {
-        // The store closed: the next process keys them.
-        return false;
-    }
-    let keyed = on_held(pool, held, async |conn| {
-        let mut tail = inbox_keys::lock(keys, conn).await?;
-        if always || tail.len() >= inbox_keys::MOST {
-            tail.key_chunk(conn).await?;
-        }
-        Ok(tail.len() > 0)
-    })
-    .await;
-    keyed.unwrap_or_else(|err| {
-        tracing::warn!(error = %err, "inbox keys not indexed; trying again when the intake is quiet");
-        true
-    })
-}
-
-/// The `(id, key)` of the rows a [`sqlite_insert`] inserted, all above
-/// `upto`.
-async fn sqlite_ids(
-    conn: &mut sqlx::SqliteConnection,
-    steps: &super::Steps,
-    unique: Vec<&Queued>,
-    upto: i64,
-) -> Result<Vec<(i64, String)>> {
-    use sqlx::Row;
-    let stored = steps
-        .get(0)?
-        .rows
-        .iter()
-        .map(|row| row.try_get::<String, _>(0))
-        .collect::<Result<std::collections::HashSet<String>, _>>()?;
-    let fresh: Vec<&Queued> = unique
-        .into_iter()
-        .filter(|q| !stored.contains(&q.dedupe_key))
-        .collect();
-    let done = &steps.get(1)?.result;
-    let n = fresh.len() as i64;
-    if done.rows_affected() as i64 == n {
-        let first = done.last_insert_rowid() - n + 1;
-        return Ok((first..)
-            .zip(fresh)
-            .map(|(id, q)| (id, q.dedupe_key.clone()))
-            .collect());
-    }
-    // Someone else wrote some of them meanwhile (not this process): read
-    // back which rows hold them.
-    tracing::warn!(
-        events = n,
-        inserted = done.rows_affected(),
-        "inbox rows written by another writer during a batch"
-    );
-    let mut back = sqlx::QueryBuilder::new("SELECT id, dedupe_key FROM inbox WHERE id > ");
-    back.push_bind(upto);
-    back.push(" AND dedupe_key IN ");
-    push_keys(&mut back, fresh.into_iter());
-    Ok(back.build_query_as().fetch_all(conn).await?)
-}
-
 /// Pushes onto `qb` the `VALUES` list of `rows`.
 fn values_of<'a, DB>(rows: impl Iterator<Item = &'a Queued>, qb: &mut sqlx::QueryBuilder<DB>)
 where
@@ -261,19 +143,6 @@ where
     });
 }
 
-/// Pushes onto `qb` the list `(…)` of `rows`' dedupe keys.
-fn push_keys<'a>(
-    qb: &mut sqlx::QueryBuilder<sqlx::Sqlite>,
-    rows: impl Iterator<Item = &'a Queued>,
-) {
-    qb.push("(");
-    let mut keys = qb.separated(", ");
-    for q in rows {
-        keys.push_bind(q.dedupe_key.as_str());
-    }
-    qb.push(")");
-}
-
 /// Committers taking turns: while one batch is written, the next one is
 /// gathered and waits at the door, so the writer never waits for a batch.
 pub(super) const COMMITTERS: usize = 2;
@@ -285,27 +154,6 @@ pub(super) type LogWatch = Option<(
     std::sync::Arc<std::path::Path>,
     std::sync::Arc<tokio::sync::Notify>,
 )>;
-
-/// SQLite: the connection the inbox's committers keep between batches
-/// (`None`: each batch takes one from the pool). A connection that finds
-/// the database changed by another drops its whole page cache (SQLite's
-/// write-ahead log has no finer invalidation): two connections taking
-/// turns read every page each batch touches back from the files, a
-/// seventh of SQLite's work in a `perf` of the ingest bench. Kept, it
-/// also skips the ping a connection's return to the pool costs.
-pub(super) type Held =
-    Option<std::sync::Arc<tokio::sync::Mutex<Option<sqlx::pool::PoolConnection<sqlx::Sqlite>>>>>;
-
-/// The kept connection's place, while the caller holds it (`None` when
-/// batches take their connection from the pool).
-pub(super) async fn lock_held(
-    held: &Held,
-) -> Option<tokio::sync::MutexGuard<'_, Option<sqlx::pool::PoolConnection<sqlx::Sqlite>>>> {
-    match held {
-        Some(held) => Some(held.lock().await),
-        None => None,
-    }
-}
 
 /// Takes what is queued, commits it together, answers each caller. A
 /// failed batch is retried one event at a time, so one bad event fails
@@ -329,14 +177,14 @@ pub(super) fn start_group_commit(
         );
         tokio::spawn(async move {
             let mut batch = Vec::with_capacity(BATCH);
-            // SQLite: whether keys wait to be indexed ([`inbox_keys`]).
+            // SQLite: whether keys wait to be indexed (`keys`).
             let mut unkeyed = false;
             loop {
                 let turn = {
                     let mut rx = rx.lock().await;
                     let waited = if unkeyed {
                         let next = rx.recv_many(&mut batch, BATCH);
-                        tokio::time::timeout(inbox_keys::QUIET, next).await.ok()
+                        tokio::time::timeout(keys::QUIET, next).await.ok()
                     } else {
                         Some(rx.recv_many(&mut batch, BATCH).await)
                     };
@@ -365,7 +213,7 @@ pub(super) fn start_group_commit(
                 if let Backend::Sqlite(pool) = &backend {
                     let held_keys = keys.held().await;
                     unkeyed = held_keys > 0;
-                    if held_keys >= inbox_keys::MOST {
+                    if held_keys >= keys::MOST {
                         unkeyed = key_held(pool, (&held, &keys), false).await;
                     }
                 }
@@ -450,22 +298,6 @@ async fn commit(backend: &Backend, writes: (&Held, &Keys), batch: &mut Vec<Queue
     }
 }
 
-/// SQLite: the id of the event stored under `key`, held in `tail` or
-/// found by [`inbox_keys::ID_OF`].
-async fn sqlite_id_of(
-    conn: &mut sqlx::SqliteConnection,
-    tail: &inbox_keys::Tail,
-    key: &str,
-) -> Result<Option<i64>> {
-    if let Some(id) = tail.get(key) {
-        return Ok(Some(id));
-    }
-    Ok(sqlx::query_scalar(inbox_keys::ID_OF)
-        .bind(key)
-        .fetch_optional(conn)
-        .await?)
-}
-
 impl Store {
     /// Commits an event unless one with the same dedupe key exists. Returns
     /// once it is durable; concurrent calls share a transaction.
@@ -523,7 +355,7 @@ impl Store {
             Backend::Sqlite(pool) => pool,
         };
         let mut conn = Box::pin(pool.acquire()).await?;
-        let mut tail = inbox_keys::lock(&self.inbox_keys, &mut conn).await?;
+        let mut tail = keys::lock(&self.inbox_keys, &mut conn).await?;
         if tail.get(event.dedupe_key).is_some() {
             return Ok(false);
         }
@@ -564,7 +396,7 @@ impl Store {
             Backend::Sqlite(pool) => pool,
         };
         let mut conn = Box::pin(pool.acquire()).await?;
-        let mut tail = inbox_keys::lock(&self.inbox_keys, &mut conn).await?;
+        let mut tail = keys::lock(&self.inbox_keys, &mut conn).await?;
         let Some(id) = sqlite_id_of(&mut conn, &tail, dedupe_key).await? else {
             return Ok(());
         };
@@ -582,11 +414,11 @@ impl Store {
     }
 
     /// Indexes the keys of every event stored so far (SQLite keeps the
-    /// newest in memory until the intake is quiet, see `inbox_keys`).
+    /// newest in memory until the intake is quiet, see `inbox/keys.rs`).
     pub async fn inbox_key_all(&self) -> Result<()> {
         if let Backend::Sqlite(pool) = &self.backend {
             let mut conn = Box::pin(pool.acquire()).await?;
-            let mut tail = inbox_keys::lock(&self.inbox_keys, &mut conn).await?;
+            let mut tail = keys::lock(&self.inbox_keys, &mut conn).await?;
             tail.key_all(&mut conn).await?;
         }
         Ok(())
@@ -603,7 +435,7 @@ impl Store {
             .await?),
             Backend::Sqlite(pool) => {
                 let mut conn = Box::pin(pool.acquire()).await?;
-                let tail = inbox_keys::lock(&self.inbox_keys, &mut conn).await?;
+                let tail = keys::lock(&self.inbox_keys, &mut conn).await?;
                 sqlite_id_of(&mut conn, &tail, dedupe_key).await
             }
         }

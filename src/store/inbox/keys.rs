@@ -19,21 +19,21 @@ use std::collections::HashMap;
 
 use sqlx::SqliteConnection;
 
-use super::Result;
+use crate::store::Result;
 
 /// Keys not yet in `inbox_keys` past which the group commit keys
 /// [`CHUNK`] of them in its turn, whatever the intake does.
-pub(super) const MOST: usize = 8192;
+pub(in crate::store) const MOST: usize = 8192;
 
 /// How many keys a busy intake's group commit indexes at once.
-pub(super) const CHUNK: usize = 2048;
+pub(in crate::store) const CHUNK: usize = 2048;
 
 /// How long the intake waits for nothing before its keys are indexed.
-pub(super) const QUIET: std::time::Duration = std::time::Duration::from_millis(50);
+pub(in crate::store) const QUIET: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The events stored above `inbox_keyed`'s mark, by key.
 #[derive(Debug, Default)]
-pub(super) struct Tail {
+pub(in crate::store) struct Tail {
     /// Whether what earlier processes left unkeyed was keyed.
     synced: bool,
     /// Whether held keys wait ([`KeysOf::defer`]).
@@ -45,11 +45,11 @@ pub(super) struct Tail {
 
 /// The inbox's unkeyed events (unused on PostgreSQL, whose inbox keeps
 /// its unique index).
-pub(super) type Keys = std::sync::Arc<KeysOf>;
+pub(in crate::store) type Keys = std::sync::Arc<KeysOf>;
 
 /// A database's held keys, and whether this process may hold them.
 #[derive(Debug, Default)]
-pub(super) struct KeysOf {
+pub(in crate::store) struct KeysOf {
     tail: tokio::sync::Mutex<Tail>,
     /// Whether keys wait to be indexed: only in the process that holds
     /// the database's single-replica lock (the daemon). Any other (the
@@ -60,19 +60,19 @@ pub(super) struct KeysOf {
 
 impl KeysOf {
     /// From now on, keys wait to be indexed.
-    pub(super) fn defer(&self) {
+    pub(in crate::store) fn defer(&self) {
         self.defer.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// How many keys are held.
-    pub(super) async fn held(&self) -> usize {
+    pub(in crate::store) async fn held(&self) -> usize {
         self.tail.lock().await.len()
     }
 }
 
 /// The keys of the database in `file`, shared by every store of this
 /// process on it (one of its own for a database in memory).
-pub(super) fn of_file(file: Option<&std::path::Path>) -> Keys {
+pub(in crate::store) fn of_file(file: Option<&std::path::Path>) -> Keys {
     type Open = std::collections::HashMap<std::path::PathBuf, std::sync::Weak<KeysOf>>;
     static OPEN: std::sync::LazyLock<std::sync::Mutex<Open>> =
         std::sync::LazyLock::new(Default::default);
@@ -94,13 +94,13 @@ pub(super) fn of_file(file: Option<&std::path::Path>) -> Keys {
 
 /// The id of the event stored under `$1` that `inbox_keys` has or that
 /// waits above the mark (held by this process or another).
-pub(super) const ID_OF: &str = "SELECT id FROM inbox_keys WHERE dedupe_key = $1 \
+pub(in crate::store) const ID_OF: &str = "SELECT id FROM inbox_keys WHERE dedupe_key = $1 \
      UNION ALL SELECT id FROM inbox WHERE id > (SELECT upto FROM inbox_keyed) AND dedupe_key = $1 \
      LIMIT 1";
 
 /// Locks `keys`; the first lock of a process keys what earlier ones left
 /// unkeyed, on `conn`.
-pub(super) async fn lock<'a>(
+pub(in crate::store) async fn lock<'a>(
     keys: &'a KeysOf,
     conn: &mut SqliteConnection,
 ) -> Result<tokio::sync::MutexGuard<'a, Tail>> {
@@ -125,13 +125,13 @@ impl Tail {
     /// the next lock keys what the table holds, as after a restart, in
     /// case the write committed and its keys were never held (a failure
     /// after the commit, or the caller's future dropped).
-    pub(super) fn writing(&mut self) {
+    pub(in crate::store) fn writing(&mut self) {
         self.synced = false;
     }
 
     /// After a write, whose keys are held: indexes them now unless this
     /// process defers. On a failure the next lock indexes them.
-    pub(super) async fn written(&mut self, conn: &mut SqliteConnection) {
+    pub(in crate::store) async fn written(&mut self, conn: &mut SqliteConnection) {
         if !self.defer
             && let Err(err) = self.key_all(conn).await
         {
@@ -142,34 +142,34 @@ impl Tail {
     }
 
     /// The id of the unkeyed event stored under `key`.
-    pub(super) fn get(&self, key: &str) -> Option<i64> {
+    pub(in crate::store) fn get(&self, key: &str) -> Option<i64> {
         self.keys.get(key).copied()
     }
 
     /// Holds the keys of events just stored.
-    pub(super) fn stored(&mut self, rows: impl IntoIterator<Item = (i64, String)>) {
+    pub(in crate::store) fn stored(&mut self, rows: impl IntoIterator<Item = (i64, String)>) {
         self.keys
             .extend(rows.into_iter().map(|(id, key)| (key, id)));
     }
 
     /// Lets go of `key`, its event gone.
-    pub(super) fn forget(&mut self, key: &str) {
+    pub(in crate::store) fn forget(&mut self, key: &str) {
         self.keys.remove(key);
     }
 
     /// How many keys are held.
-    pub(super) fn len(&self) -> usize {
+    pub(in crate::store) fn len(&self) -> usize {
         self.keys.len()
     }
 
     /// The id below which `inbox_keys` is checked in SQL and above which
     /// an event's key is held here.
-    pub(super) fn upto(&self) -> i64 {
+    pub(in crate::store) fn upto(&self) -> i64 {
         self.upto
     }
 
     /// Indexes every held key.
-    pub(super) async fn key_all(&mut self, conn: &mut SqliteConnection) -> Result<()> {
+    pub(in crate::store) async fn key_all(&mut self, conn: &mut SqliteConnection) -> Result<()> {
         match self.keys.values().max() {
             Some(&last) => self.key_upto(conn, last).await,
             None => Ok(()),
@@ -177,7 +177,7 @@ impl Tail {
     }
 
     /// Indexes the oldest [`CHUNK`] held keys.
-    pub(super) async fn key_chunk(&mut self, conn: &mut SqliteConnection) -> Result<()> {
+    pub(in crate::store) async fn key_chunk(&mut self, conn: &mut SqliteConnection) -> Result<()> {
         let mut ids: Vec<i64> = self.keys.values().copied().collect();
         if ids.is_empty() {
             return Ok(());
