@@ -88,80 +88,86 @@ const RUN_COLUMNS: &str =
 const OWNED: &str =
     "SELECT COUNT(*) FROM cron_jobs WHERE origin = 'chat' AND platform = $1 AND owner_user = $2";
 
-/// The statement that stores `$job` ([`Store::put_job`]).
-macro_rules! put_job {
-    ($job:expr, $reschedule:expr) => {{
-        let job: &CronJob = $job;
-        sqlx::query(
-            "INSERT INTO cron_jobs (id, name, origin, schedule, timezone, prompt, toolsets, platform, \
-             chat_id, thread_id, owner_user, owner_chat, owner_thread, missed, missed_limit, paused, \
-             next_at, created_at, updated_at, owner_event) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $21) \
-             ON CONFLICT (id) DO UPDATE SET name = excluded.name, schedule = excluded.schedule, \
-             timezone = excluded.timezone, prompt = excluded.prompt, toolsets = excluded.toolsets, \
-             platform = excluded.platform, chat_id = excluded.chat_id, thread_id = excluded.thread_id, \
-             owner_chat = excluded.owner_chat, owner_thread = excluded.owner_thread, \
-             missed = excluded.missed, missed_limit = excluded.missed_limit, \
-             next_at = CASE WHEN $20 = 1 THEN excluded.next_at ELSE cron_jobs.next_at END, \
-             updated_at = excluded.updated_at",
-        )
-        .bind(&job.id)
-        .bind(storable(&job.name))
-        .bind(&job.origin)
-        .bind(storable(&job.schedule))
-        .bind(&job.timezone)
-        .bind(storable(&job.prompt))
-        .bind(job.toolsets.as_deref())
-        .bind(&job.platform)
-        .bind(&job.chat_id)
-        .bind(job.thread_id.as_deref())
-        .bind(&job.owner_user)
-        .bind(&job.owner_chat)
-        .bind(job.owner_thread.as_deref())
-        .bind(&job.missed)
-        .bind(job.missed_limit)
-        .bind(job.paused)
-        .bind(job.next_at)
-        .bind(job.created_at)
-        .bind(job.updated_at)
-        .bind(i64::from($reschedule))
-        .bind(storable(&job.owner_event))
-    }};
-}
-
 impl Store {
     /// Stores `job` (a new one, or the configured job of that id with its
     /// settings replaced; its slot is kept unless `reschedule`).
     pub async fn put_job(&self, job: &CronJob, reschedule: bool) -> Result<()> {
-        with_pool!(self, pool => put_job!(job, reschedule).execute(pool).await.map(|_| ()))?;
-        Ok(())
+        self.store_job(job, reschedule, None).await.map(drop)
     }
 
     /// Stores `job`, made in a chat, unless its owner keeps `most`
-    /// chat-made jobs on its platform already: counted and stored in one
-    /// transaction that no other count of that owner's jobs can pass
-    /// (SQLite's write lock, taken as it begins; on PostgreSQL a lock on
-    /// the owner to its end): two confirmations pressed at once cannot
-    /// both pass the limit. Whether it was stored.
+    /// chat-made jobs on its platform already. Whether it was stored.
     pub async fn add_chat_job(&self, job: &CronJob, most: i64) -> Result<bool> {
+        self.store_job(job, true, Some(most)).await
+    }
+
+    /// [`put_job`](Self::put_job), and with `most` [`add_chat_job`](Self::add_chat_job):
+    /// counted and stored in one transaction that no other count of that
+    /// owner's jobs can pass (SQLite's write lock, taken as it begins; on
+    /// PostgreSQL a lock on the owner to its end), so two confirmations
+    /// pressed at once cannot both pass the limit.
+    async fn store_job(&self, job: &CronJob, reschedule: bool, most: Option<i64>) -> Result<bool> {
         with_pool!(self, pool => {
             let mut tx = super::begin_write!(self, pool);
-            if matches!(self.backend, Backend::Postgres(_)) {
-                sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
-                    .bind(format!("cron owner {} {}", job.platform, job.owner_user))
-                    .execute(&mut *tx)
+            if let Some(most) = most {
+                if matches!(self.backend, Backend::Postgres(_)) {
+                    // Each statement sees what committed before it (a
+                    // server set to a stricter default would count from
+                    // before the lock was granted).
+                    sqlx::query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                        .execute(&mut *tx)
+                        .await?;
+                    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+                        .bind(format!("cron owner {} {}", job.platform, job.owner_user))
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                let owned: i64 = sqlx::query_scalar(OWNED)
+                    .bind(&job.platform)
+                    .bind(&job.owner_user)
+                    .fetch_one(&mut *tx)
                     .await?;
+                if owned >= most {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
             }
-            let owned: i64 = sqlx::query_scalar(OWNED)
-                .bind(&job.platform)
-                .bind(&job.owner_user)
-                .fetch_one(&mut *tx)
-                .await?;
-            if owned >= most {
-                tx.rollback().await?;
-                return Ok(false);
-            }
-            put_job!(job, true).execute(&mut *tx).await?;
+            sqlx::query(
+                "INSERT INTO cron_jobs (id, name, origin, schedule, timezone, prompt, toolsets, platform, \
+                 chat_id, thread_id, owner_user, owner_chat, owner_thread, missed, missed_limit, paused, \
+                 next_at, created_at, updated_at, owner_event) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $21) \
+                 ON CONFLICT (id) DO UPDATE SET name = excluded.name, schedule = excluded.schedule, \
+                 timezone = excluded.timezone, prompt = excluded.prompt, toolsets = excluded.toolsets, \
+                 platform = excluded.platform, chat_id = excluded.chat_id, thread_id = excluded.thread_id, \
+                 owner_chat = excluded.owner_chat, owner_thread = excluded.owner_thread, \
+                 missed = excluded.missed, missed_limit = excluded.missed_limit, \
+                 next_at = CASE WHEN $20 = 1 THEN excluded.next_at ELSE cron_jobs.next_at END, \
+                 updated_at = excluded.updated_at",
+            )
+            .bind(&job.id)
+            .bind(storable(&job.name))
+            .bind(&job.origin)
+            .bind(storable(&job.schedule))
+            .bind(&job.timezone)
+            .bind(storable(&job.prompt))
+            .bind(job.toolsets.as_deref())
+            .bind(&job.platform)
+            .bind(&job.chat_id)
+            .bind(job.thread_id.as_deref())
+            .bind(&job.owner_user)
+            .bind(&job.owner_chat)
+            .bind(job.owner_thread.as_deref())
+            .bind(&job.missed)
+            .bind(job.missed_limit)
+            .bind(job.paused)
+            .bind(job.next_at)
+            .bind(job.created_at)
+            .bind(job.updated_at)
+            .bind(i64::from(reschedule))
+            .bind(storable(&job.owner_event))
+            .execute(&mut *tx)
+            .await?;
             tx.commit().await?;
             Ok(true)
         })

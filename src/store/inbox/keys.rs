@@ -28,6 +28,9 @@ pub(in crate::store) const MOST: usize = 8192;
 /// How many keys a busy intake's group commit indexes at once.
 pub(in crate::store) const CHUNK: usize = 2048;
 
+/// How long indexing waits after it failed (a full disk, storage away).
+pub(in crate::store) const AFTER_FAILURE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// How long the intake waits for nothing before its keys are indexed.
 pub(in crate::store) const QUIET: std::time::Duration = std::time::Duration::from_millis(50);
 
@@ -64,9 +67,11 @@ impl KeysOf {
         self.defer.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// How many keys are held.
-    pub(in crate::store) async fn held(&self) -> usize {
-        self.tail.lock().await.len()
+    /// How many keys are held, without waiting: one while a write holds
+    /// them (some may be, and the committers' wait for a quiet intake must
+    /// not queue behind that write).
+    pub(in crate::store) fn held(&self) -> usize {
+        self.tail.try_lock().map_or(1, |tail| tail.len())
     }
 }
 
@@ -155,6 +160,11 @@ impl Tail {
     /// Lets go of `key`, its event gone.
     pub(in crate::store) fn forget(&mut self, key: &str) {
         self.keys.remove(key);
+    }
+
+    /// Whether this process holds keys ([`KeysOf::defer`]).
+    pub(in crate::store) fn defers(&self) -> bool {
+        self.defer
     }
 
     /// How many keys are held.

@@ -177,11 +177,19 @@ pub(super) fn start_group_commit(
         );
         tokio::spawn(async move {
             let mut batch = Vec::with_capacity(BATCH);
-            // SQLite: whether keys wait to be indexed (`keys`).
-            let mut unkeyed = false;
+            // SQLite: no indexing tried before this (after a failure).
+            let mut pause = tokio::time::Instant::now();
             loop {
                 let turn = {
                     let mut rx = rx.lock().await;
+                    let unkeyed = match &backend {
+                        Backend::Sqlite(pool) => {
+                            !pool.is_closed()
+                                && tokio::time::Instant::now() >= pause
+                                && keys.held() > 0
+                        }
+                        Backend::Postgres(_) => false,
+                    };
                     let waited = if unkeyed {
                         let next = rx.recv_many(&mut batch, BATCH);
                         tokio::time::timeout(keys::QUIET, next).await.ok()
@@ -194,7 +202,9 @@ pub(super) fn start_group_commit(
                         None => {
                             if let Backend::Sqlite(pool) = &backend {
                                 let _turn = gate.first().await;
-                                unkeyed = key_held(pool, (&held, &keys), true).await;
+                                if !key_held(pool, (&held, &keys), true).await {
+                                    pause = tokio::time::Instant::now() + keys::AFTER_FAILURE;
+                                }
                             }
                             continue;
                         }
@@ -210,12 +220,12 @@ pub(super) fn start_group_commit(
                     }
                 };
                 commit(&backend, (&held, &keys), &mut batch).await;
-                if let Backend::Sqlite(pool) = &backend {
-                    let held_keys = keys.held().await;
-                    unkeyed = held_keys > 0;
-                    if held_keys >= keys::MOST {
-                        unkeyed = key_held(pool, (&held, &keys), false).await;
-                    }
+                if let Backend::Sqlite(pool) = &backend
+                    && tokio::time::Instant::now() >= pause
+                    && keys.held() >= keys::MOST
+                    && !key_held(pool, (&held, &keys), false).await
+                {
+                    pause = tokio::time::Instant::now() + keys::AFTER_FAILURE;
                 }
                 drop(turn);
                 if let Some((index, grown)) = &log

@@ -28,13 +28,23 @@ pub(in crate::store) async fn sqlite_insert(
     if unique.is_empty() {
         return Ok(Vec::new());
     }
+    // A process that does not hold keys itself also looks above the mark,
+    // where the daemon's held events are.
+    let above = !tail.defers();
     let mut qb = sqlx::QueryBuilder::new("SELECT dedupe_key FROM inbox_keys WHERE dedupe_key IN ");
     push_keys(&mut qb, unique.iter().copied());
+    if above {
+        qb.push(" UNION ALL SELECT dedupe_key FROM inbox WHERE id > (SELECT upto FROM inbox_keyed) AND dedupe_key IN ");
+        push_keys(&mut qb, unique.iter().copied());
+    }
     qb.push("; ");
     qb.push(insert_into!());
     qb.push("SELECT * FROM (");
     values_of(unique.iter().copied(), &mut qb);
     qb.push(") AS v WHERE NOT EXISTS (SELECT 1 FROM inbox_keys k WHERE k.dedupe_key = v.column2)");
+    if above {
+        qb.push(" AND NOT EXISTS (SELECT 1 FROM inbox t WHERE t.id > (SELECT upto FROM inbox_keyed) AND t.dedupe_key = v.column2)");
+    }
     tail.writing();
     let steps = crate::store::sqlite_batch(conn, qb.build(), "inbox")
         .await
@@ -66,9 +76,9 @@ pub(in crate::store) async fn on_held<T>(
     result
 }
 
-/// Indexes held keys of the inbox ([`keys`]) in the committers'
-/// turn: a chunk of them when too many are held (`always` false), or
-/// else a chunk of whatever is held. Whether keys are still held.
+/// Indexes held keys of the inbox ([`keys`]) in the committers' turn: a
+/// chunk of them when too many are held (`always` false), or else a chunk
+/// of whatever is held. False when that failed (logged).
 pub(in crate::store) async fn key_held(
     pool: &sqlx::SqlitePool,
     (held, keys): (&Held, &Keys),
@@ -76,20 +86,23 @@ pub(in crate::store) async fn key_held(
 ) -> bool {
     if pool.is_closed() {
         // The store closed: the next process keys them.
-        return false;
+        return true;
     }
     let keyed = on_held(pool, held, async |conn| {
         let mut tail = keys::lock(keys, conn).await?;
         if always || tail.len() >= keys::MOST {
             tail.key_chunk(conn).await?;
         }
-        Ok(tail.len() > 0)
+        Ok(())
     })
     .await;
-    keyed.unwrap_or_else(|err| {
-        tracing::warn!(error = %err, "inbox keys not indexed; trying again when the intake is quiet");
-        true
-    })
+    keyed.map_or_else(
+        |err| {
+            tracing::warn!(error = %err, "inbox keys not indexed; trying again in a while");
+            false
+        },
+        |()| true,
+    )
 }
 
 /// The `(id, key)` of the rows a [`sqlite_insert`] inserted, all above

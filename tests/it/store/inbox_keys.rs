@@ -118,3 +118,36 @@ async fn a_key_is_a_duplicate_held_indexed_and_after_a_restart() {
     assert_eq!(indexed, 1);
     store.close().await;
 }
+
+/// The daemon's held keys are indexed once the intake is quiet, however
+/// few came in.
+#[tokio::test]
+async fn held_keys_are_indexed_once_the_intake_is_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = StorageConfig {
+        url: format!("sqlite://{}", dir.path().join("quiet.db").display()),
+        ..StorageConfig::default()
+    };
+    let store = Store::open(&config).await.unwrap();
+    let _single = store.lock_single_replica().unwrap();
+    for key in ["webhook:1", "webhook:2"] {
+        assert!(matches!(
+            insert(&store, key).await,
+            InboxInsert::Inserted(_)
+        ));
+    }
+    let reader = sqlx::SqlitePool::connect(&config.url).await.unwrap();
+    crate::common::eventually("the held keys are indexed", || {
+        let reader = reader.clone();
+        async move {
+            let indexed: i64 = sqlx::query_scalar("SELECT count(*) FROM inbox_keys")
+                .fetch_one(&reader)
+                .await
+                .unwrap();
+            indexed == 2
+        }
+    })
+    .await;
+    reader.close().await;
+    store.close().await;
+}
