@@ -16,8 +16,10 @@
 //! live until the end), then as two and three replicas (in this process)
 //! sharing one database, the deliveries spread over them in turn.
 //!
-//! Each point of the curve is measured right after its own baselines,
-//! with the disk's writeback settled before each target.
+//! Each point of the curve is measured in rounds (`ROUNDS`, 3 by default):
+//! in each, the targets one after another, the disk's writeback settled
+//! before each; the point is reported at each target's medians, as an
+//! external run alternating wrk rounds would be.
 //!
 //! Run: `cargo bench --bench webhook_ingest` (REQUESTS=N per run,
 //! CONNECTIONS=C, PRS=1,40 for other points of the curve;
@@ -36,6 +38,7 @@ use switchboard::daemon::{Daemon, Gateway};
 mod support;
 use support::{SECRET, body, env_usize, gateway_toml_on};
 
+#[derive(Clone, Copy)]
 struct Run {
     rate: f64,
     p50: Duration,
@@ -406,11 +409,45 @@ fn curve() -> Vec<usize> {
     }
 }
 
+/// The middle of `values` (the upper one of an even count).
+fn middle<T: Copy + PartialOrd>(mut values: Vec<T>) -> T {
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    values[values.len() / 2]
+}
+
+/// Each figure of `runs` at its median over the rounds.
+fn median(runs: &[Run]) -> Run {
+    let of = |f: fn(&Run) -> Duration| middle(runs.iter().map(f).collect());
+    Run {
+        rate: middle(runs.iter().map(|r| r.rate).collect()),
+        p50: of(|r| r.p50),
+        p90: of(|r| r.p90),
+        p99: of(|r| r.p99),
+        max: of(|r| r.max),
+        accepted: middle(runs.iter().map(|r| r.accepted).collect()),
+    }
+}
+
+/// One point of the curve's rounds: each target measured once per round,
+/// in turn.
+#[derive(Default)]
+struct Rounds {
+    bare: Vec<Run>,
+    naive: Vec<Run>,
+    sqlite: Vec<Run>,
+    pgbench: Vec<f64>,
+    postgres: Vec<Run>,
+}
+
 fn main() {
     // Longer than the second turns wait for a busy intake (the 4 000 of
     // earlier runs were over within it and hid the turns a burst opens).
     let requests = env_usize("REQUESTS", 12_000);
     let connections = env_usize("CONNECTIONS", 32);
+    // This machine's speed drifts within minutes: each point's targets
+    // are measured in turn, round after round, and compared at their
+    // medians.
+    let rounds = env_usize("ROUNDS", 3).max(1);
     // The daemon's own runtime, so the in-process daemon (and the
     // baselines beside it) run as in production.
     let rt = switchboard::runtime::build().unwrap();
@@ -437,56 +474,77 @@ fn main() {
         let naive_url = naive_sqlite(naive_dir.path()).await;
         load(naive_url.clone(), 10_000_000, 200, connections, 1).await;
         println!(
-            "webhook ingest, {requests} distinct signed pull_request deliveries over {connections} connections"
+            "webhook ingest, {requests} distinct signed pull_request deliveries over {connections} connections, {rounds} rounds per point"
         );
         let mut bare = None;
-        // Each point of the curve beside its own baselines, measured just
-        // before it: this machine's speed drifts within minutes.
-        for (point, prs) in curve().into_iter().enumerate() {
-            settle().await;
-            let point_bare = load(bare_url.clone(), 0, requests, connections, 1).await;
-            settle().await;
-            let naive = load(naive_url.clone(), point * requests, requests, connections, 1).await;
+        let mut naive_offset = 0;
+        for prs in curve() {
             println!("  at {prs} pull requests:");
+            let mut point = Rounds::default();
+            for round in 1..=rounds {
+                settle().await;
+                let point_bare = load(bare_url.clone(), 0, requests, connections, 1).await;
+                settle().await;
+                let naive = load(naive_url.clone(), naive_offset, requests, connections, 1).await;
+                naive_offset += requests;
+                print(&format!("{round}: bare axum handler"), &point_bare, &point_bare);
+                print(&format!("{round}: naive durable (SQLite)"), &naive, &point_bare);
+                let dir = tempfile::tempdir().unwrap();
+                let sqlite = format!("sqlite://{}", dir.path().join("bench.db").display());
+                settle().await;
+                let (run, stored) = ingest(&sqlite, requests, connections, prs).await;
+                assert_eq!(stored, requests, "SQLite holds every delivery");
+                print(&format!("{round}: SQLite"), &run, &point_bare);
+                point.sqlite.push(run);
+                point.bare.push(point_bare);
+                point.naive.push(naive);
+                let (Some(naive_pg), Some(pg)) = (postgres_schema().await, postgres_schema().await)
+                else {
+                    continue;
+                };
+                settle().await;
+                let tps = pgbench(&naive_pg, connections).await;
+                if let Some(tps) = tps {
+                    println!("  {round}: pgbench naive insert   : {tps:>7.0} tps from {connections} clients");
+                    point.pgbench.push(tps);
+                }
+                // pgbench's pages written out by the server, not by a
+                // checkpoint during the target.
+                sqlx::query("CHECKPOINT")
+                    .execute(&sqlx::PgPool::connect(&naive_pg).await.unwrap())
+                    .await
+                    .unwrap();
+                settle().await;
+                let (run, stored) = ingest(&pg, requests, connections, prs).await;
+                assert_eq!(stored, requests, "PostgreSQL holds every delivery");
+                print(&format!("{round}: Postgres"), &run, &point_bare);
+                point.postgres.push(run);
+            }
+            let point_bare = median(&point.bare);
+            let naive = median(&point.naive);
+            let run = median(&point.sqlite);
+            println!("    medians of {rounds} rounds at {prs} pull requests:");
             print("bare axum handler", &point_bare, &point_bare);
             print("naive durable (SQLite)", &naive, &point_bare);
-            let bare = bare.insert(point_bare);
-            let dir = tempfile::tempdir().unwrap();
-            let sqlite = format!("sqlite://{}", dir.path().join("bench.db").display());
-            settle().await;
-            let (run, stored) = ingest(&sqlite, requests, connections, prs).await;
-            assert_eq!(stored, requests, "SQLite holds every delivery");
-            print(&format!("SQLite, {prs} PRs"), &run, bare);
+            print(&format!("SQLite, {prs} PRs"), &run, &point_bare);
             println!(
                 "      p99 {:.2}x the naive handler's (target <= 1), {:.1} % of bare (target >= 35 %)",
                 run.p99.as_secs_f64() / naive.p99.as_secs_f64(),
-                100.0 * run.rate / bare.rate
+                100.0 * run.rate / point_bare.rate
             );
-            let (Some(naive_pg), Some(pg)) = (postgres_schema().await, postgres_schema().await)
-            else {
-                continue;
-            };
-            settle().await;
-            let tps = pgbench(&naive_pg, connections).await;
-            if let Some(tps) = tps {
-                println!("  pgbench naive insert      : {tps:>7.0} tps from {connections} clients");
+            if !point.postgres.is_empty() {
+                let run = median(&point.postgres);
+                print(&format!("Postgres, {prs} PRs"), &run, &point_bare);
+                if !point.pgbench.is_empty() {
+                    let tps = middle(point.pgbench.clone());
+                    println!("  pgbench naive insert      : {tps:>7.0} tps from {connections} clients");
+                    println!(
+                        "      {:.1} % of pgbench's naive insert (target >= 100 %)",
+                        100.0 * run.rate / tps
+                    );
+                }
             }
-            // pgbench's pages written out by the server, not by a
-            // checkpoint during the target.
-            sqlx::query("CHECKPOINT")
-                .execute(&sqlx::PgPool::connect(&naive_pg).await.unwrap())
-                .await
-                .unwrap();
-            settle().await;
-            let (run, stored) = ingest(&pg, requests, connections, prs).await;
-            assert_eq!(stored, requests, "PostgreSQL holds every delivery");
-            print(&format!("Postgres, {prs} PRs"), &run, bare);
-            if let Some(tps) = tps {
-                println!(
-                    "      {:.1} % of pgbench's naive insert (target >= 100 %)",
-                    100.0 * run.rate / tps
-                );
-            }
+            bare = Some(point_bare);
         }
         let (Some(pg), Some(bare)) = (postgres_schema().await, bare) else {
             return;
