@@ -304,6 +304,29 @@ async fn ingest_replicas(
     run
 }
 
+/// The schemas [`postgres_schema`] made, dropped at the end.
+static SCHEMAS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Drops the schemas this run made, so that runs do not pile them up in
+/// the tests' database.
+async fn drop_schemas() {
+    let schemas = std::mem::take(&mut *SCHEMAS.lock().unwrap());
+    if schemas.is_empty() {
+        return;
+    }
+    let url = std::env::var("TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let Ok(admin) = sqlx::PgPool::connect(&url).await else {
+        return;
+    };
+    for schema in schemas {
+        let drop = format!("DROP SCHEMA {schema} CASCADE");
+        if let Err(err) = sqlx::query(sqlx::AssertSqlSafe(drop)).execute(&admin).await {
+            println!("schema {schema} left behind: {err}");
+        }
+    }
+}
+
 /// A fresh schema on the PostgreSQL server at `TEST_DATABASE_URL` (the
 /// tests' default otherwise), as a URL selecting it; `None` with the reason
 /// printed when the server is unreachable.
@@ -327,6 +350,7 @@ async fn postgres_schema() -> Option<String> {
         .execute(&admin)
         .await
         .unwrap();
+    SCHEMAS.lock().unwrap().push(schema.clone());
     let sep = if url.contains('?') { '&' } else { '?' };
     Some(format!("{url}{sep}options=-c%20search_path%3D{schema}"))
 }
@@ -452,112 +476,130 @@ fn main() {
     // baselines beside it) run as in production.
     let rt = switchboard::runtime::build().unwrap();
     rt.block_on(async {
-        if let Ok(only) = std::env::var("INGEST_ONLY") {
-            // For profilers: the ingest path alone, on one backend.
-            for prs in curve() {
-                let dir = tempfile::tempdir().unwrap();
-                let url = match only.as_str() {
-                    "postgres" => postgres_schema().await.expect("INGEST_ONLY=postgres needs PostgreSQL"),
-                    _ => format!("sqlite://{}", dir.path().join("bench.db").display()),
-                };
-                let (run, _) = ingest(&url, requests, connections, prs).await;
+        measure(requests, connections, rounds).await;
+        drop_schemas().await;
+    });
+}
+
+/// The whole bench, or one backend alone under `INGEST_ONLY`.
+async fn measure(requests: usize, connections: usize, rounds: usize) {
+    if let Ok(only) = std::env::var("INGEST_ONLY") {
+        // For profilers: the ingest path alone, on one backend.
+        for prs in curve() {
+            let dir = tempfile::tempdir().unwrap();
+            let url = match only.as_str() {
+                "postgres" => postgres_schema()
+                    .await
+                    .expect("INGEST_ONLY=postgres needs PostgreSQL"),
+                _ => format!("sqlite://{}", dir.path().join("bench.db").display()),
+            };
+            let (run, _) = ingest(&url, requests, connections, prs).await;
+            println!(
+                "switchboard ingest ({only}, {prs} PRs): {:.0} req/s, p99 {:.2?}",
+                run.rate, run.p99
+            );
+        }
+        return;
+    }
+    let bare_url = bare_handler().await;
+    load(bare_url.clone(), 10_000_000, 200, connections, 1).await;
+    let naive_dir = tempfile::tempdir().unwrap();
+    let naive_url = naive_sqlite(naive_dir.path()).await;
+    load(naive_url.clone(), 10_000_000, 200, connections, 1).await;
+    println!(
+        "webhook ingest, {requests} distinct signed pull_request deliveries over {connections} connections, {rounds} rounds per point"
+    );
+    let mut bare = None;
+    let mut naive_offset = 0;
+    for prs in curve() {
+        println!("  at {prs} pull requests:");
+        let mut point = Rounds::default();
+        for round in 1..=rounds {
+            settle().await;
+            let point_bare = load(bare_url.clone(), 0, requests, connections, 1).await;
+            settle().await;
+            let naive = load(naive_url.clone(), naive_offset, requests, connections, 1).await;
+            naive_offset += requests;
+            print(
+                &format!("{round}: bare axum handler"),
+                &point_bare,
+                &point_bare,
+            );
+            print(
+                &format!("{round}: naive durable (SQLite)"),
+                &naive,
+                &point_bare,
+            );
+            let dir = tempfile::tempdir().unwrap();
+            let sqlite = format!("sqlite://{}", dir.path().join("bench.db").display());
+            settle().await;
+            let (run, stored) = ingest(&sqlite, requests, connections, prs).await;
+            assert_eq!(stored, requests, "SQLite holds every delivery");
+            print(&format!("{round}: SQLite"), &run, &point_bare);
+            point.sqlite.push(run);
+            point.bare.push(point_bare);
+            point.naive.push(naive);
+            let (Some(naive_pg), Some(pg)) = (postgres_schema().await, postgres_schema().await)
+            else {
+                continue;
+            };
+            settle().await;
+            let tps = pgbench(&naive_pg, connections).await;
+            if let Some(tps) = tps {
                 println!(
-                    "switchboard ingest ({only}, {prs} PRs): {:.0} req/s, p99 {:.2?}",
-                    run.rate, run.p99
+                    "  {round}: pgbench naive insert   : {tps:>7.0} tps from {connections} clients"
+                );
+                point.pgbench.push(tps);
+            }
+            // pgbench's pages written out by the server, not by a
+            // checkpoint during the target.
+            sqlx::query("CHECKPOINT")
+                .execute(&sqlx::PgPool::connect(&naive_pg).await.unwrap())
+                .await
+                .unwrap();
+            settle().await;
+            let (run, stored) = ingest(&pg, requests, connections, prs).await;
+            assert_eq!(stored, requests, "PostgreSQL holds every delivery");
+            print(&format!("{round}: Postgres"), &run, &point_bare);
+            point.postgres.push(run);
+        }
+        let point_bare = median(&point.bare);
+        let naive = median(&point.naive);
+        let run = median(&point.sqlite);
+        println!("    medians of {rounds} rounds at {prs} pull requests:");
+        print("bare axum handler", &point_bare, &point_bare);
+        print("naive durable (SQLite)", &naive, &point_bare);
+        print(&format!("SQLite, {prs} PRs"), &run, &point_bare);
+        println!(
+            "      p99 {:.2}x the naive handler's (target <= 1), {:.1} % of bare (target >= 35 %)",
+            run.p99.as_secs_f64() / naive.p99.as_secs_f64(),
+            100.0 * run.rate / point_bare.rate
+        );
+        if !point.postgres.is_empty() {
+            let run = median(&point.postgres);
+            print(&format!("Postgres, {prs} PRs"), &run, &point_bare);
+            if !point.pgbench.is_empty() {
+                let tps = middle(point.pgbench.clone());
+                println!("  pgbench naive insert      : {tps:>7.0} tps from {connections} clients");
+                println!(
+                    "      {:.1} % of pgbench's naive insert (target >= 100 %)",
+                    100.0 * run.rate / tps
                 );
             }
-            return;
         }
-        let bare_url = bare_handler().await;
-        load(bare_url.clone(), 10_000_000, 200, connections, 1).await;
-        let naive_dir = tempfile::tempdir().unwrap();
-        let naive_url = naive_sqlite(naive_dir.path()).await;
-        load(naive_url.clone(), 10_000_000, 200, connections, 1).await;
-        println!(
-            "webhook ingest, {requests} distinct signed pull_request deliveries over {connections} connections, {rounds} rounds per point"
-        );
-        let mut bare = None;
-        let mut naive_offset = 0;
-        for prs in curve() {
-            println!("  at {prs} pull requests:");
-            let mut point = Rounds::default();
-            for round in 1..=rounds {
-                settle().await;
-                let point_bare = load(bare_url.clone(), 0, requests, connections, 1).await;
-                settle().await;
-                let naive = load(naive_url.clone(), naive_offset, requests, connections, 1).await;
-                naive_offset += requests;
-                print(&format!("{round}: bare axum handler"), &point_bare, &point_bare);
-                print(&format!("{round}: naive durable (SQLite)"), &naive, &point_bare);
-                let dir = tempfile::tempdir().unwrap();
-                let sqlite = format!("sqlite://{}", dir.path().join("bench.db").display());
-                settle().await;
-                let (run, stored) = ingest(&sqlite, requests, connections, prs).await;
-                assert_eq!(stored, requests, "SQLite holds every delivery");
-                print(&format!("{round}: SQLite"), &run, &point_bare);
-                point.sqlite.push(run);
-                point.bare.push(point_bare);
-                point.naive.push(naive);
-                let (Some(naive_pg), Some(pg)) = (postgres_schema().await, postgres_schema().await)
-                else {
-                    continue;
-                };
-                settle().await;
-                let tps = pgbench(&naive_pg, connections).await;
-                if let Some(tps) = tps {
-                    println!("  {round}: pgbench naive insert   : {tps:>7.0} tps from {connections} clients");
-                    point.pgbench.push(tps);
-                }
-                // pgbench's pages written out by the server, not by a
-                // checkpoint during the target.
-                sqlx::query("CHECKPOINT")
-                    .execute(&sqlx::PgPool::connect(&naive_pg).await.unwrap())
-                    .await
-                    .unwrap();
-                settle().await;
-                let (run, stored) = ingest(&pg, requests, connections, prs).await;
-                assert_eq!(stored, requests, "PostgreSQL holds every delivery");
-                print(&format!("{round}: Postgres"), &run, &point_bare);
-                point.postgres.push(run);
-            }
-            let point_bare = median(&point.bare);
-            let naive = median(&point.naive);
-            let run = median(&point.sqlite);
-            println!("    medians of {rounds} rounds at {prs} pull requests:");
-            print("bare axum handler", &point_bare, &point_bare);
-            print("naive durable (SQLite)", &naive, &point_bare);
-            print(&format!("SQLite, {prs} PRs"), &run, &point_bare);
-            println!(
-                "      p99 {:.2}x the naive handler's (target <= 1), {:.1} % of bare (target >= 35 %)",
-                run.p99.as_secs_f64() / naive.p99.as_secs_f64(),
-                100.0 * run.rate / point_bare.rate
-            );
-            if !point.postgres.is_empty() {
-                let run = median(&point.postgres);
-                print(&format!("Postgres, {prs} PRs"), &run, &point_bare);
-                if !point.pgbench.is_empty() {
-                    let tps = middle(point.pgbench.clone());
-                    println!("  pgbench naive insert      : {tps:>7.0} tps from {connections} clients");
-                    println!(
-                        "      {:.1} % of pgbench's naive insert (target >= 100 %)",
-                        100.0 * run.rate / tps
-                    );
-                }
-            }
-            bare = Some(point_bare);
-        }
-        let (Some(pg), Some(bare)) = (postgres_schema().await, bare) else {
-            return;
-        };
-        let (one, _) = ingest(&pg, requests, connections, PRS).await;
-        for replicas in [2, 3] {
-            // Each replica on a schema of its own run's, the deliveries
-            // spread over them: an event's session is often another
-            // replica's, which is told.
-            let schema = postgres_schema().await.expect("PostgreSQL answered above");
-            let run = ingest_replicas(&schema, replicas, requests, connections).await;
-            print(&format!("{replicas} replicas, Postgres"), &run, &bare);
-            println!("      {:.2}x one replica", run.rate / one.rate);
-        }
-    });
+        bare = Some(point_bare);
+    }
+    let (Some(pg), Some(bare)) = (postgres_schema().await, bare) else {
+        return;
+    };
+    let (one, _) = ingest(&pg, requests, connections, PRS).await;
+    for replicas in [2, 3] {
+        // Each replica on a schema of its own run's, the deliveries
+        // spread over them: an event's session is often another
+        // replica's, which is told.
+        let schema = postgres_schema().await.expect("PostgreSQL answered above");
+        let run = ingest_replicas(&schema, replicas, requests, connections).await;
+        print(&format!("{replicas} replicas, Postgres"), &run, &bare);
+        println!("      {:.2}x one replica", run.rate / one.rate);
+    }
 }
