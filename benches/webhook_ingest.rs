@@ -325,6 +325,7 @@ async fn drop_schemas() {
             println!("schema {schema} left behind: {err}");
         }
     }
+    admin.close().await;
 }
 
 /// A fresh schema on the PostgreSQL server at `TEST_DATABASE_URL` (the
@@ -351,6 +352,7 @@ async fn postgres_schema() -> Option<String> {
         .await
         .unwrap();
     SCHEMAS.lock().unwrap().push(schema.clone());
+    admin.close().await;
     let sep = if url.contains('?') { '&' } else { '?' };
     Some(format!("{url}{sep}options=-c%20search_path%3D{schema}"))
 }
@@ -369,6 +371,7 @@ async fn pgbench(url: &str, clients: usize) -> Option<f64> {
     .execute(&pool)
     .await
     .unwrap();
+    pool.close().await;
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/benches/support/naive_insert.sql"
@@ -553,10 +556,9 @@ async fn measure(requests: usize, connections: usize, rounds: usize) {
             }
             // pgbench's pages written out by the server, not by a
             // checkpoint during the target.
-            sqlx::query("CHECKPOINT")
-                .execute(&sqlx::PgPool::connect(&naive_pg).await.unwrap())
-                .await
-                .unwrap();
+            let server = sqlx::PgPool::connect(&naive_pg).await.unwrap();
+            sqlx::query("CHECKPOINT").execute(&server).await.unwrap();
+            server.close().await;
             settle().await;
             let (run, stored) = ingest(&pg, requests, connections, prs).await;
             assert_eq!(stored, requests, "PostgreSQL holds every delivery");
