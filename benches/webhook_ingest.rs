@@ -259,6 +259,7 @@ async fn ingest(storage: &str, requests: usize, connections: usize, prs: usize) 
     let stored = store.inbox_pending(10_000_000).await.unwrap().len();
     store.close().await;
     stop.stop().await;
+    end_connections(storage).await;
     assert_eq!(run.accepted, requests, "every delivery was accepted");
     (run, stored - 200)
 }
@@ -300,6 +301,7 @@ async fn ingest_replicas(
     for stop in stops {
         stop.stop().await;
     }
+    end_connections(storage).await;
     assert_eq!(run.accepted, requests, "every delivery was accepted");
     run
 }
@@ -354,7 +356,31 @@ async fn postgres_schema() -> Option<String> {
     SCHEMAS.lock().unwrap().push(schema.clone());
     admin.close().await;
     let sep = if url.contains('?') { '&' } else { '?' };
-    Some(format!("{url}{sep}options=-c%20search_path%3D{schema}"))
+    Some(format!(
+        "{url}{sep}options=-c%20search_path%3D{schema}&application_name={schema}"
+    ))
+}
+
+/// Ends the connections a stopped daemon left open on `storage` (named
+/// after its schema by [`postgres_schema`]): its shutdown gives up
+/// closing them after its grace, when a turn still waits on the silent
+/// model, and a process running many daemons would run the server out
+/// of connections.
+async fn end_connections(storage: &str) {
+    let Some((_, name)) = storage.split_once("application_name=") else {
+        return;
+    };
+    let url = std::env::var("TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let admin = sqlx::PgPool::connect(&url).await.unwrap();
+    sqlx::query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+    )
+    .bind(name)
+    .execute(&admin)
+    .await
+    .unwrap();
+    admin.close().await;
 }
 
 /// pgbench's naive insert (`support/naive_insert.sql`: one `INSERT … ON
