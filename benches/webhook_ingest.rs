@@ -249,6 +249,7 @@ async fn daemon(dir: &std::path::Path, storage: &str) -> (String, Gateway, Runni
 /// `requests` deliveries into a daemon on `storage`, after a warm-up;
 /// returns the run and how many rows the inbox then holds.
 async fn ingest(storage: &str, requests: usize, connections: usize, prs: usize) -> (Run, usize) {
+    end_connections().await;
     let dir = tempfile::tempdir().unwrap();
     let (url, gateway, stop) = daemon(dir.path(), storage).await;
     load(url.clone(), 20_000_000, 200, connections, prs).await;
@@ -259,7 +260,7 @@ async fn ingest(storage: &str, requests: usize, connections: usize, prs: usize) 
     let stored = store.inbox_pending(10_000_000).await.unwrap().len();
     store.close().await;
     stop.stop().await;
-    end_connections(storage).await;
+    end_connections().await;
     assert_eq!(run.accepted, requests, "every delivery was accepted");
     (run, stored - 200)
 }
@@ -272,6 +273,7 @@ async fn ingest_replicas(
     requests: usize,
     connections: usize,
 ) -> Run {
+    end_connections().await;
     let mut dirs = Vec::new();
     let mut urls = Vec::new();
     let mut stops = Vec::new();
@@ -301,7 +303,7 @@ async fn ingest_replicas(
     for stop in stops {
         stop.stop().await;
     }
-    end_connections(storage).await;
+    end_connections().await;
     assert_eq!(run.accepted, requests, "every delivery was accepted");
     run
 }
@@ -361,25 +363,24 @@ async fn postgres_schema() -> Option<String> {
     ))
 }
 
-/// Ends the connections a stopped daemon left open on `storage` (named
-/// after its schema by [`postgres_schema`]): its shutdown gives up
-/// closing them after its grace, when a turn still waits on the silent
-/// model, and a process running many daemons would run the server out
-/// of connections.
-async fn end_connections(storage: &str) {
-    let Some((_, name)) = storage.split_once("application_name=") else {
-        return;
-    };
+/// Ends the connections stopped daemons left open (each named after its
+/// schema by [`postgres_schema`]): a daemon's shutdown gives up closing
+/// them after its grace while a turn still waits on the silent model, and
+/// what it left running may open more, so a process running many daemons
+/// would run the server out of connections. Called between targets, when
+/// no daemon is measured.
+async fn end_connections() {
     let url = std::env::var("TEST_DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let admin = sqlx::PgPool::connect(&url).await.unwrap();
-    sqlx::query(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+    let Ok(admin) = sqlx::PgPool::connect(&url).await else {
+        return;
+    };
+    let _ = sqlx::query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE application_name LIKE 'bench\\_%' AND pid <> pg_backend_pid()",
     )
-    .bind(name)
     .execute(&admin)
-    .await
-    .unwrap();
+    .await;
     admin.close().await;
 }
 
@@ -572,6 +573,7 @@ async fn measure(requests: usize, connections: usize, rounds: usize) {
             else {
                 continue;
             };
+            end_connections().await;
             settle().await;
             let tps = pgbench(&naive_pg, connections).await;
             if let Some(tps) = tps {
