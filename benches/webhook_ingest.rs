@@ -363,13 +363,17 @@ async fn postgres_schema() -> Option<String> {
     ))
 }
 
-/// Ends the connections stopped daemons left open (each named after its
-/// schema by [`postgres_schema`]): a daemon's shutdown gives up closing
-/// them after its grace while a turn still waits on the silent model, and
-/// what it left running may open more, so a process running many daemons
-/// would run the server out of connections. Called between targets, when
-/// no daemon is measured.
+/// Ends the connections stopped daemons left open on this run's schemas
+/// (each connection named after its schema by [`postgres_schema`]): a
+/// daemon's shutdown gives up closing them after its grace while a turn
+/// still waits on the silent model, and what it left running may open
+/// more, so a process running many daemons would run the server out of
+/// connections. Called between targets, when no daemon is measured.
 async fn end_connections() {
+    let ours = SCHEMAS.lock().unwrap().clone();
+    if ours.is_empty() {
+        return;
+    }
     let url = std::env::var("TEST_DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let Ok(admin) = sqlx::PgPool::connect(&url).await else {
@@ -377,8 +381,9 @@ async fn end_connections() {
     };
     let _ = sqlx::query(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-         WHERE application_name LIKE 'bench\\_%' AND pid <> pg_backend_pid()",
+         WHERE application_name = ANY($1) AND pid <> pg_backend_pid()",
     )
+    .bind(ours)
     .execute(&admin)
     .await;
     admin.close().await;
