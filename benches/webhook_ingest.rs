@@ -308,6 +308,18 @@ async fn ingest_replicas(
     run
 }
 
+/// The PostgreSQL server at `TEST_DATABASE_URL` (the tests' default
+/// otherwise).
+fn server_url() -> String {
+    std::env::var("TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// A pool on [`server_url`], if it answers.
+async fn server() -> Option<sqlx::PgPool> {
+    sqlx::PgPool::connect(&server_url()).await.ok()
+}
+
 /// The schemas [`postgres_schema`] made, dropped at the end.
 static SCHEMAS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
@@ -318,9 +330,7 @@ async fn drop_schemas() {
     if schemas.is_empty() {
         return;
     }
-    let url = std::env::var("TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let Ok(admin) = sqlx::PgPool::connect(&url).await else {
+    let Some(admin) = server().await else {
         return;
     };
     for schema in schemas {
@@ -336,8 +346,7 @@ async fn drop_schemas() {
 /// tests' default otherwise), as a URL selecting it; `None` with the reason
 /// printed when the server is unreachable.
 async fn postgres_schema() -> Option<String> {
-    let url = std::env::var("TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let url = server_url();
     let admin = match sqlx::postgres::PgPoolOptions::new()
         .max_connections(1)
         .acquire_timeout(Duration::from_secs(5))
@@ -374,9 +383,7 @@ async fn end_connections() {
     if ours.is_empty() {
         return;
     }
-    let url = std::env::var("TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let Ok(admin) = sqlx::PgPool::connect(&url).await else {
+    let Some(admin) = server().await else {
         return;
     };
     let _ = sqlx::query(
