@@ -22,7 +22,7 @@
 //! external run alternating wrk rounds would be.
 //!
 //! Run: `cargo bench --bench webhook_ingest` (REQUESTS=N per run,
-//! CONNECTIONS=C, PRS=1,40 for other points of the curve;
+//! CONNECTIONS=C, ROUNDS=R (odd) per point, PRS=1,40 for other points of the curve;
 //! INGEST_ONLY=sqlite|postgres measures one backend alone, for profiling).
 
 use std::sync::Arc;
@@ -249,7 +249,6 @@ async fn daemon(dir: &std::path::Path, storage: &str) -> (String, Gateway, Runni
 /// `requests` deliveries into a daemon on `storage`, after a warm-up;
 /// returns the run and how many rows the inbox then holds.
 async fn ingest(storage: &str, requests: usize, connections: usize, prs: usize) -> (Run, usize) {
-    end_connections().await;
     let dir = tempfile::tempdir().unwrap();
     let (url, gateway, stop) = daemon(dir.path(), storage).await;
     load(url.clone(), 20_000_000, 200, connections, prs).await;
@@ -317,7 +316,10 @@ fn server_url() -> String {
 
 /// A pool on [`server_url`], if it answers.
 async fn server() -> Option<sqlx::PgPool> {
-    sqlx::PgPool::connect(&server_url()).await.ok()
+    sqlx::PgPool::connect(&server_url())
+        .await
+        .inspect_err(|err| println!("PostgreSQL unreachable for cleaning up: {err}"))
+        .ok()
 }
 
 /// The schemas [`postgres_schema`] made, dropped at the end.
@@ -326,6 +328,7 @@ static SCHEMAS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new()
 /// Drops the schemas this run made, so that runs do not pile them up in
 /// the tests' database.
 async fn drop_schemas() {
+    end_connections().await;
     let schemas = std::mem::take(&mut *SCHEMAS.lock().unwrap());
     if schemas.is_empty() {
         return;
@@ -386,13 +389,16 @@ async fn end_connections() {
     let Some(admin) = server().await else {
         return;
     };
-    let _ = sqlx::query(
+    let ended = sqlx::query(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
          WHERE application_name = ANY($1) AND pid <> pg_backend_pid()",
     )
     .bind(ours)
     .execute(&admin)
     .await;
+    if let Err(err) = ended {
+        println!("connections of stopped daemons left open: {err}");
+    }
     admin.close().await;
 }
 
@@ -475,7 +481,8 @@ fn curve() -> Vec<usize> {
     }
 }
 
-/// The middle of `values` (the upper one of an even count).
+/// The middle of `values` (the upper one of an even count: a target that
+/// failed a round).
 fn middle<T: Copy + PartialOrd>(mut values: Vec<T>) -> T {
     values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     values[values.len() / 2]
@@ -513,7 +520,8 @@ fn main() {
     // This machine's speed drifts within minutes: each point's targets
     // are measured in turn, round after round, and compared at their
     // medians.
-    let rounds = env_usize("ROUNDS", 3).max(1);
+    // An odd count, so that each median is one round's figure.
+    let rounds = env_usize("ROUNDS", 3).max(1) | 1;
     // The daemon's own runtime, so the in-process daemon (and the
     // baselines beside it) run as in production.
     let rt = switchboard::runtime::build().unwrap();
@@ -599,6 +607,7 @@ async fn measure(requests: usize, connections: usize, rounds: usize) {
             let server = sqlx::PgPool::connect(&naive_pg).await.unwrap();
             sqlx::query("CHECKPOINT").execute(&server).await.unwrap();
             server.close().await;
+            end_connections().await;
             settle().await;
             let (run, stored) = ingest(&pg, requests, connections, prs).await;
             assert_eq!(stored, requests, "PostgreSQL holds every delivery");
@@ -608,7 +617,12 @@ async fn measure(requests: usize, connections: usize, rounds: usize) {
         let point_bare = median(&point.bare);
         let naive = median(&point.naive);
         let run = median(&point.sqlite);
-        println!("    medians of {rounds} rounds at {prs} pull requests:");
+        println!(
+            "    medians at {prs} pull requests (SQLite {} rounds, PostgreSQL {}, pgbench {}):",
+            point.sqlite.len(),
+            point.postgres.len(),
+            point.pgbench.len()
+        );
         print("bare axum handler", &point_bare, &point_bare);
         print("naive durable (SQLite)", &naive, &point_bare);
         print(&format!("SQLite, {prs} PRs"), &run, &point_bare);
