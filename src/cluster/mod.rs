@@ -4,17 +4,18 @@
 //! Discord gateway, Slack Socket Mode) and, later, the ownership of
 //! sessions. One task renews all of a replica's leases every third of
 //! `cluster.lease_secs`; a lease another replica took over, or one that
-//! lapsed, ends its [`Term`]. A replica that cannot renew ends every term
-//! itself before its leases can lapse (fencing: the deposed leader stops
-//! consuming before anyone else may start), so two replicas never hold one
-//! term at the same time by their own reckoning.
+//! lapsed, ends its [`Term`]. A replica that cannot renew ends each term
+//! itself before its lease can lapse, while the renewal may still be
+//! waiting for the database (fencing: the deposed leader stops consuming
+//! before anyone else may start), so two replicas never hold one term at
+//! the same time by their own reckoning.
 //!
 //! On SQLite there is one replica ([`Cluster::single`]) and every term is
 //! granted at once, ending only with the daemon.
 
 pub mod relay;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -43,6 +44,11 @@ pub struct Term {
 struct Held {
     token: i64,
     ended: CancellationToken,
+    /// When the term ends unless a renewal sent before then succeeds: a
+    /// little before its lease can lapse, counted from when the request
+    /// that took or last renewed it was sent (the database stamped it
+    /// later than that).
+    due: Instant,
 }
 
 struct Shared {
@@ -225,6 +231,7 @@ impl Cluster {
                 })
                 .collect());
         };
+        let sent = Instant::now();
         let tokens = shared
             .store
             .lease_acquire_many(names, &self.inner.id, millis(shared.ttl))
@@ -242,6 +249,7 @@ impl Cluster {
                         Held {
                             token,
                             ended: ended.clone(),
+                            due: shared.due(sent),
                         },
                     );
                     if let Some(previous) = previous {
@@ -411,49 +419,51 @@ impl Cluster {
     }
 
     /// Renews every third of the lease; ends the terms whose lease is gone,
-    /// and all of them when a renewal has not succeeded in time.
+    /// and each term that falls due before a renewal of it succeeds, even
+    /// while that renewal is still waiting for the database.
     async fn renew(self, stop: CancellationToken) {
         let Some(shared) = &self.inner.shared else {
             return;
         };
         let every = shared.ttl / 3;
-        // Ends the terms a little before their leases can lapse, measured
-        // from when the last successful renewal was sent (the database
-        // stamped it later than that).
-        let margin = shared.ttl / 6;
-        let mut deadline = Instant::now() + shared.ttl - margin;
         let mut last_ok = Instant::now();
         let mut pruned = Instant::now();
         loop {
             let sent = Instant::now();
             let asked = self.held();
             let activity = self.activity();
-            let renewed = tokio::select! {
-                _ = stop.cancelled() => break,
-                r = tokio::time::timeout(every, shared.store.lease_renew(&self.inner.id, &asked, millis(shared.ttl), &activity)) => r,
+            let renewal = tokio::time::timeout(
+                every,
+                shared
+                    .store
+                    .lease_renew(&self.inner.id, &asked, millis(shared.ttl), &activity),
+            );
+            let Some(renewed) = self.meanwhile(shared, &stop, renewal).await else {
+                break;
             };
-            if pruned.elapsed() >= PRUNE_EVERY {
-                pruned = Instant::now();
-                if let Err(err) = prune(&shared.store, shared.ttl).await {
-                    tracing::warn!(error = %err, "gone replicas not pruned");
-                }
-            }
             match renewed {
                 Ok(Ok(held)) => {
-                    deadline = sent + shared.ttl - margin;
                     last_ok = sent;
-                    self.keep_only(&asked, &held);
+                    self.keep_only(&asked, &held, shared.due(sent));
                 }
                 Ok(Err(err)) => tracing::warn!(error = %err, "leases not renewed"),
                 Err(_) => tracing::warn!("leases not renewed in time"),
             }
             events::emit(events::LeasesRenewed(last_ok.elapsed()));
-            tokio::select! {
-                _ = stop.cancelled() => break,
-                _ = tokio::time::sleep_until((sent + every).min(deadline)) => {}
+            if pruned.elapsed() >= PRUNE_EVERY {
+                pruned = Instant::now();
+                match self
+                    .meanwhile(shared, &stop, prune(&shared.store, shared.ttl))
+                    .await
+                {
+                    None => break,
+                    Some(Err(err)) => tracing::warn!(error = %err, "gone replicas not pruned"),
+                    Some(Ok(())) => {}
+                }
             }
-            if Instant::now() >= deadline {
-                self.end_all();
+            let pause = tokio::time::sleep_until(sent + every);
+            if self.meanwhile(shared, &stop, pause).await.is_none() {
+                break;
             }
         }
         self.end_all();
@@ -462,22 +472,55 @@ impl Cluster {
         }
     }
 
+    /// Runs `work`, ending each term as it falls due meanwhile; `None`
+    /// when `stop` fires first.
+    async fn meanwhile<T>(
+        &self,
+        shared: &Shared,
+        stop: &CancellationToken,
+        work: impl Future<Output = T>,
+    ) -> Option<T> {
+        tokio::pin!(work);
+        loop {
+            let due = shared.held().values().map(|h| h.due).min();
+            let fallen_due = async {
+                match due {
+                    Some(due) => tokio::time::sleep_until(due).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = stop.cancelled() => return None,
+                done = &mut work => return Some(done),
+                () = fallen_due => self.end_due(),
+            }
+        }
+    }
+
     /// Ends the terms of `asked` (the leases a renewal was asked for) that
-    /// are not in `renewed`; terms taken since are left alone.
-    fn keep_only(&self, asked: &[(String, i64)], renewed: &[(String, i64)]) {
+    /// are not in `renewed`, and moves the others' due time to `due`;
+    /// terms taken since are left alone.
+    fn keep_only(&self, asked: &[(String, i64)], renewed: &[(String, i64)], due: Instant) {
         let Some(shared) = &self.inner.shared else {
             return;
         };
         let lost: Vec<(String, Held)> = {
+            let renewed: HashSet<(&str, i64)> =
+                renewed.iter().map(|(n, t)| (n.as_str(), *t)).collect();
             let mut held = shared.held();
-            asked
-                .iter()
-                .filter(|pair| !renewed.contains(pair))
-                .filter_map(|(name, token)| match held.get(name) {
-                    Some(h) if h.token == *token => held.remove(name).map(|h| (name.clone(), h)),
-                    _ => None,
-                })
-                .collect()
+            let mut lost = Vec::new();
+            for (name, token) in asked {
+                match held.get_mut(name) {
+                    Some(h) if h.token == *token && renewed.contains(&(name.as_str(), *token)) => {
+                        h.due = h.due.max(due);
+                    }
+                    Some(h) if h.token == *token => {
+                        lost.extend(held.remove(name).map(|h| (name.clone(), h)));
+                    }
+                    _ => {}
+                }
+            }
+            lost
         };
         for (name, h) in &lost {
             tracing::warn!(lease = %name, token = h.token, "lease lost");
@@ -488,14 +531,41 @@ impl Cluster {
         }
     }
 
-    /// Ends every term: this replica can no longer be sure of its leases.
+    /// Ends the terms that fell due: their leases may lapse before any
+    /// renewal could still reach the database.
+    fn end_due(&self) {
+        let Some(shared) = &self.inner.shared else {
+            return;
+        };
+        let now = Instant::now();
+        let due: Vec<(String, Held)> = {
+            let mut held = shared.held();
+            let names: Vec<String> = held
+                .iter()
+                .filter(|(_, h)| h.due <= now)
+                .map(|(name, _)| name.clone())
+                .collect();
+            names
+                .into_iter()
+                .filter_map(|name| held.remove(&name).map(|h| (name, h)))
+                .collect()
+        };
+        for (name, h) in &due {
+            tracing::warn!(lease = %name, token = h.token, "lease given up: it could not be renewed in time");
+            h.ended.cancel();
+        }
+        if !due.is_empty() {
+            self.report();
+        }
+    }
+
+    /// Ends every term: this replica is leaving.
     fn end_all(&self) {
         let Some(shared) = &self.inner.shared else {
             return;
         };
         let all: Vec<(String, Held)> = shared.held().drain().collect();
-        for (name, h) in &all {
-            tracing::warn!(lease = %name, "lease given up: it could not be renewed in time");
+        for (_, h) in &all {
             h.ended.cancel();
         }
         if !all.is_empty() {
@@ -542,6 +612,11 @@ impl Cluster {
 }
 
 impl Shared {
+    /// The due time of a term taken or renewed by a request sent at `sent`.
+    fn due(&self, sent: Instant) -> Instant {
+        sent + self.ttl - self.ttl / 6
+    }
+
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, Held>> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }

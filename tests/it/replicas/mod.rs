@@ -21,7 +21,7 @@ use switchboard::config::{Config, Env, StorageConfig};
 use switchboard::store::Store;
 
 mod alone;
-
+mod renewal;
 mod sharing;
 mod slack;
 
