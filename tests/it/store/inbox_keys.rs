@@ -7,6 +7,14 @@ use sqlx::Connection;
 use switchboard::config::StorageConfig;
 use switchboard::store::{InboxInsert, NewInboxEvent, Store};
 
+/// SQLite on the file at `path`.
+fn on_file(path: &std::path::Path) -> StorageConfig {
+    StorageConfig {
+        url: format!("sqlite://{}", path.display()),
+        ..StorageConfig::default()
+    }
+}
+
 fn event(key: &str) -> NewInboxEvent<'_> {
     NewInboxEvent {
         platform: "webhook",
@@ -23,10 +31,7 @@ async fn insert(store: &Store, key: &str) -> InboxInsert {
 #[tokio::test]
 async fn a_key_is_a_duplicate_held_indexed_and_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let config = StorageConfig {
-        url: format!("sqlite://{}", dir.path().join("keys.db").display()),
-        ..StorageConfig::default()
-    };
+    let config = on_file(&dir.path().join("keys.db"));
     let store = Store::open(&config).await.unwrap();
     let single = store.lock_single_replica().unwrap();
 
@@ -124,10 +129,7 @@ async fn a_key_is_a_duplicate_held_indexed_and_after_a_restart() {
 #[tokio::test]
 async fn held_keys_are_indexed_once_the_intake_is_quiet() {
     let dir = tempfile::tempdir().unwrap();
-    let config = StorageConfig {
-        url: format!("sqlite://{}", dir.path().join("quiet.db").display()),
-        ..StorageConfig::default()
-    };
+    let config = on_file(&dir.path().join("quiet.db"));
     let store = Store::open(&config).await.unwrap();
     let _single = store.lock_single_replica().unwrap();
     for key in ["webhook:1", "webhook:2"] {
