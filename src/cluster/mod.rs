@@ -56,6 +56,8 @@ struct Shared {
     ttl: Duration,
     health: Health,
     held: Mutex<HashMap<String, Held>>,
+    /// Told when a term is taken, so the renewal task watches its due time.
+    taken: tokio::sync::Notify,
 }
 
 struct Inner {
@@ -87,6 +89,9 @@ pub struct Share {
 
 /// How often dead replicas' records and long-lapsed leases are pruned.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// Terms falling due this close together end together.
+const DUE_TOGETHER: Duration = Duration::from_millis(50);
 
 /// This replica's membership; cheap to clone.
 #[derive(Clone)]
@@ -158,6 +163,7 @@ impl Cluster {
                     ttl,
                     health,
                     held: Mutex::new(HashMap::new()),
+                    taken: tokio::sync::Notify::new(),
                 }),
             }),
         };
@@ -236,6 +242,17 @@ impl Cluster {
             .store
             .lease_acquire_many(names, &self.inner.id, millis(shared.ttl))
             .await?;
+        if Instant::now() >= shared.due(sent) {
+            // Taken so slowly that the leases may lapse at any moment: not
+            // worth starting anything under.
+            for (name, token) in names.iter().zip(&tokens) {
+                if let Some(token) = token {
+                    tracing::warn!(lease = %name, token, "lease taken too late to be trusted; given back");
+                    self.give_back(shared, name, *token).await;
+                }
+            }
+            return Ok(names.iter().map(|_| None).collect());
+        }
         let terms = {
             let mut held = shared.held();
             names
@@ -265,6 +282,7 @@ impl Cluster {
                 .collect::<Vec<_>>()
         };
         if terms.iter().any(Option::is_some) {
+            shared.taken.notify_one();
             self.report();
         }
         Ok(terms)
@@ -286,16 +304,22 @@ impl Cluster {
             }
         };
         if mine {
-            if let Err(err) = shared
-                .store
-                .lease_release(&term.name, &self.inner.id, term.token)
-                .await
-            {
-                tracing::warn!(lease = %term.name, error = %err, "lease not given up; it lapses");
-            }
+            self.give_back(shared, &term.name, term.token).await;
             self.report();
         }
         mine
+    }
+
+    /// Gives lease `name` up in the database, if it is still this
+    /// replica's under `token`.
+    async fn give_back(&self, shared: &Shared, name: &str, token: i64) {
+        if let Err(err) = shared
+            .store
+            .lease_release(name, &self.inner.id, token)
+            .await
+        {
+            tracing::warn!(lease = %name, error = %err, "lease not given up; it lapses");
+        }
     }
 
     /// What a write made under `term` is checked against: `None` with one
@@ -444,7 +468,11 @@ impl Cluster {
             match renewed {
                 Ok(Ok(held)) => {
                     last_ok = sent;
-                    self.keep_only(&asked, &held, shared.due(sent));
+                    // Renewed after their terms ended here: given up, so
+                    // that nobody waits for them to lapse.
+                    for (name, token) in self.keep_only(&asked, &held, shared.due(sent)) {
+                        self.give_back(shared, &name, token).await;
+                    }
                 }
                 Ok(Err(err)) => tracing::warn!(error = %err, "leases not renewed"),
                 Err(_) => tracing::warn!("leases not renewed in time"),
@@ -452,13 +480,12 @@ impl Cluster {
             events::emit(events::LeasesRenewed(last_ok.elapsed()));
             if pruned.elapsed() >= PRUNE_EVERY {
                 pruned = Instant::now();
-                match self
-                    .meanwhile(shared, &stop, prune(&shared.store, shared.ttl))
-                    .await
-                {
+                let pruning = tokio::time::timeout(every, prune(&shared.store, shared.ttl));
+                match self.meanwhile(shared, &stop, pruning).await {
                     None => break,
-                    Some(Err(err)) => tracing::warn!(error = %err, "gone replicas not pruned"),
-                    Some(Ok(())) => {}
+                    Some(Ok(Err(err))) => tracing::warn!(error = %err, "gone replicas not pruned"),
+                    Some(Err(_)) => tracing::warn!("gone replicas not pruned in time"),
+                    Some(Ok(Ok(()))) => {}
                 }
             }
             let pause = tokio::time::sleep_until(sent + every);
@@ -493,17 +520,26 @@ impl Cluster {
                 _ = stop.cancelled() => return None,
                 done = &mut work => return Some(done),
                 () = fallen_due => self.end_due(),
+                // A term taken meanwhile: its due time is watched too.
+                () = shared.taken.notified() => {}
             }
         }
     }
 
     /// Ends the terms of `asked` (the leases a renewal was asked for) that
     /// are not in `renewed`, and moves the others' due time to `due`;
-    /// terms taken since are left alone.
-    fn keep_only(&self, asked: &[(String, i64)], renewed: &[(String, i64)], due: Instant) {
+    /// terms taken since are left alone. Returns the leases renewed whose
+    /// terms had already ended here.
+    fn keep_only(
+        &self,
+        asked: &[(String, i64)],
+        renewed: &[(String, i64)],
+        due: Instant,
+    ) -> Vec<(String, i64)> {
         let Some(shared) = &self.inner.shared else {
-            return;
+            return Vec::new();
         };
+        let mut ended = Vec::new();
         let lost: Vec<(String, Held)> = {
             let renewed: HashSet<(&str, i64)> =
                 renewed.iter().map(|(n, t)| (n.as_str(), *t)).collect();
@@ -517,6 +553,9 @@ impl Cluster {
                     Some(h) if h.token == *token => {
                         lost.extend(held.remove(name).map(|h| (name.clone(), h)));
                     }
+                    _ if renewed.contains(&(name.as_str(), *token)) => {
+                        ended.push((name.clone(), *token));
+                    }
                     _ => {}
                 }
             }
@@ -529,20 +568,23 @@ impl Cluster {
         if !lost.is_empty() {
             self.report();
         }
+        ended
     }
 
     /// Ends the terms that fell due: their leases may lapse before any
-    /// renewal could still reach the database.
+    /// renewal could still reach the database. Those falling due within
+    /// [`DUE_TOGETHER`] end with them (early is safe), so that terms taken
+    /// one after another do not each cost a pass over all the others.
     fn end_due(&self) {
         let Some(shared) = &self.inner.shared else {
             return;
         };
-        let now = Instant::now();
+        let until = Instant::now() + DUE_TOGETHER;
         let due: Vec<(String, Held)> = {
             let mut held = shared.held();
             let names: Vec<String> = held
                 .iter()
-                .filter(|(_, h)| h.due <= now)
+                .filter(|(_, h)| h.due <= until)
                 .map(|(name, _)| name.clone())
                 .collect();
             names
