@@ -110,10 +110,23 @@ async fn insert_batch(
             .await?
         }
         Backend::Postgres(pool) => {
-            let mut qb = sqlx::QueryBuilder::new(insert_into!());
-            values_of::<sqlx::Postgres>(batch.iter(), &mut qb);
-            qb.push(" ON CONFLICT (dedupe_key) DO NOTHING RETURNING id, dedupe_key");
-            qb.build_query_as().fetch_all(pool).await?
+            // Columns as arrays: one statement whatever the batch's size,
+            // prepared once per connection and planned as one.
+            let column = |f: fn(&Queued) -> &str| batch.iter().map(f).collect::<Vec<_>>();
+            let received: Vec<i64> = batch.iter().map(|q| q.received_at).collect();
+            sqlx::query_as(concat!(
+                insert_into!(),
+                "SELECT p, d, s, b, r FROM UNNEST($1::text[], $2::text[], $3::text[], \
+                 $4::text[], $5::int8[]) WITH ORDINALITY AS t (p, d, s, b, r, n) ORDER BY n \
+                 ON CONFLICT (dedupe_key) DO NOTHING RETURNING id, dedupe_key"
+            ))
+            .bind(column(|q| &q.platform))
+            .bind(column(|q| &q.dedupe_key))
+            .bind(column(|q| &q.session_key))
+            .bind(column(|q| &q.payload))
+            .bind(received)
+            .fetch_all(pool)
+            .await?
         }
     };
     let mut ids: std::collections::HashMap<String, i64> =
@@ -125,22 +138,6 @@ async fn insert_batch(
                 .map_or(InboxInsert::Duplicate, InboxInsert::Inserted)
         })
         .collect())
-}
-
-/// Pushes onto `qb` the `VALUES` list of `rows`.
-fn values_of<'a, DB>(rows: impl Iterator<Item = &'a Queued>, qb: &mut sqlx::QueryBuilder<DB>)
-where
-    DB: sqlx::Database,
-    &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    i64: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
-    qb.push_values(rows, |mut row, q| {
-        row.push_bind(q.platform.as_str())
-            .push_bind(q.dedupe_key.as_str())
-            .push_bind(q.session_key.as_str())
-            .push_bind(q.payload.as_str())
-            .push_bind(q.received_at);
-    });
 }
 
 /// Committers taking turns: while one batch is written, the next one is

@@ -1,8 +1,8 @@
 //! SQLite's half of the inbox's writes: the connection the committers
 //! keep, and the keys held until they are indexed ([`keys`](super::keys)).
 
+use super::Queued;
 use super::keys::{self, Keys};
-use super::{Queued, values_of};
 use crate::store::Result;
 
 /// SQLite's half of [`insert_batch`], without `RETURNING` (sqlx would
@@ -53,6 +53,20 @@ pub(in crate::store) async fn sqlite_insert(
     tail.stored(rows.iter().cloned());
     tail.written(conn).await;
     Ok(rows)
+}
+
+/// Pushes onto `qb` the `VALUES` list of `rows`.
+fn values_of<'a>(
+    rows: impl Iterator<Item = &'a Queued>,
+    qb: &mut sqlx::QueryBuilder<sqlx::Sqlite>,
+) {
+    qb.push_values(rows, |mut row, q| {
+        row.push_bind(q.platform.as_str())
+            .push_bind(q.dedupe_key.as_str())
+            .push_bind(q.session_key.as_str())
+            .push_bind(q.payload.as_str())
+            .push_bind(q.received_at);
+    });
 }
 
 /// Runs `work` on the connection the inbox's committers keep (one from
