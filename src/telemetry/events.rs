@@ -5,6 +5,10 @@
 
 use std::time::Duration;
 
+use metrics::{Counter, Gauge, Histogram};
+
+use super::handles::Handles;
+
 /// Something that happened inside the daemon.
 pub trait InternalEvent {
     /// Records it: metrics, and a log line where one is worth having.
@@ -24,7 +28,11 @@ pub struct EventAccepted<'a> {
 
 impl InternalEvent for EventAccepted<'_> {
     fn emit(self) {
-        metrics::counter!("switchboard_events_total", "platform" => self.platform.to_string())
+        static ACCEPTED: Handles<Counter> = Handles::new();
+        ACCEPTED
+            .get(self.platform, "", 0, || {
+                metrics::counter!("switchboard_events_total", "platform" => self.platform.to_string())
+            })
             .increment(1);
     }
 }
@@ -52,7 +60,10 @@ pub struct QueueDepth(pub usize);
 
 impl InternalEvent for QueueDepth {
     fn emit(self) {
-        metrics::gauge!("switchboard_queue_depth").set(self.0 as f64);
+        static DEPTH: Handles<Gauge> = Handles::new();
+        DEPTH
+            .get("", "", 0, || metrics::gauge!("switchboard_queue_depth"))
+            .set(self.0 as f64);
     }
 }
 
@@ -154,19 +165,24 @@ pub struct HttpAnswered<'a> {
 
 impl InternalEvent for HttpAnswered<'_> {
     fn emit(self) {
-        metrics::counter!(
-            "switchboard_http_requests_total",
-            "method" => self.method,
-            "route" => self.route.to_string(),
-            "status" => self.status.to_string(),
-        )
-        .increment(1);
-        metrics::histogram!(
-            "switchboard_http_request_duration_seconds",
-            "method" => self.method,
-            "route" => self.route.to_string(),
-        )
-        .record(self.took.as_secs_f64());
+        static ANSWERED: Handles<(Counter, Histogram)> = Handles::new();
+        let (count, time) = ANSWERED.get(self.route, self.method, self.status, || {
+            (
+                metrics::counter!(
+                    "switchboard_http_requests_total",
+                    "method" => self.method,
+                    "route" => self.route.to_string(),
+                    "status" => self.status.to_string(),
+                ),
+                metrics::histogram!(
+                    "switchboard_http_request_duration_seconds",
+                    "method" => self.method,
+                    "route" => self.route.to_string(),
+                ),
+            )
+        });
+        count.increment(1);
+        time.record(self.took.as_secs_f64());
     }
 }
 
@@ -214,7 +230,11 @@ pub struct WebhookAnswered<'a> {
 
 impl InternalEvent for WebhookAnswered<'_> {
     fn emit(self) {
-        metrics::counter!("switchboard_webhook_requests_total", "route" => self.route.to_string(), "outcome" => self.outcome)
+        static ANSWERED: Handles<Counter> = Handles::new();
+        ANSWERED
+            .get(self.route, self.outcome, 0, || {
+                metrics::counter!("switchboard_webhook_requests_total", "route" => self.route.to_string(), "outcome" => self.outcome)
+            })
             .increment(1);
     }
 }

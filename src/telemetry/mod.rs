@@ -3,6 +3,7 @@
 //! the components' readiness ([`Health`]).
 
 pub mod events;
+mod handles;
 mod health;
 mod recent;
 
