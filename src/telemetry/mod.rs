@@ -51,6 +51,8 @@ const LATENCY_BUCKETS: &[f64] = &[
 pub fn metrics() -> &'static PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE.get_or_init(|| {
+        // No idle timeout: the handles kept by `handles` must stay the
+        // registry's own.
         let recorder = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Suffix("_duration_seconds".into()), LATENCY_BUCKETS)
             .expect("latency buckets are non-empty")

@@ -25,6 +25,7 @@ backend_tests!(
     messages_keep_order_and_fields,
     inbox_dedupes_and_replays_unprocessed_in_order,
     concurrent_inbox_inserts_share_commits_and_still_dedupe,
+    inserts_queued_together_keep_their_order_and_a_repeat_is_a_duplicate,
     webhook_deliveries_past_their_window_are_forgotten_in_batches,
     pairing_approve_and_revoke,
     pairing_codes_expire,
@@ -438,6 +439,65 @@ async fn concurrent_inbox_inserts_share_commits_and_still_dedupe(store: Store) {
     for row in pending {
         assert_eq!(inserted.get(&row.dedupe_key), Some(&row.id));
     }
+}
+
+async fn inserts_queued_together_keep_their_order_and_a_repeat_is_a_duplicate(store: Store) {
+    // On the test's one thread, the tasks queue their events in the order
+    // they were spawned, before the group commit takes them (together, or
+    // in batches one after another): the inbox's ids follow that order,
+    // which is the order a session runs its events in.
+    const KEYS: [&str; 5] = [
+        "github:o-0",
+        "github:o-1",
+        "github:o-0",
+        "github:o-2",
+        "github:o-3",
+    ];
+    let tasks: Vec<_> = KEYS
+        .into_iter()
+        .map(|key| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .inbox_insert(&NewInboxEvent {
+                        platform: "webhook",
+                        dedupe_key: key,
+                        session_key: "webhook:r:o",
+                        payload: key,
+                    })
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for t in tasks {
+        outcomes.push(t.await.unwrap());
+    }
+    let ids: Vec<i64> = outcomes
+        .iter()
+        .filter_map(|o| match o {
+            InboxInsert::Inserted(id) => Some(*id),
+            InboxInsert::Duplicate => None,
+        })
+        .collect();
+    assert_eq!(outcomes[2], InboxInsert::Duplicate, "{outcomes:?}");
+    assert_eq!(ids.len(), 4, "{outcomes:?}");
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "ids in queue order: {ids:?}"
+    );
+    let stored: Vec<String> = store
+        .inbox_pending(100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|row| row.payload)
+        .collect();
+    assert_eq!(
+        stored,
+        ["github:o-0", "github:o-1", "github:o-2", "github:o-3"]
+    );
 }
 
 async fn a_split_session_is_linked_and_its_checkpoint_replaced(store: Store) {
