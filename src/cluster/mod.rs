@@ -470,8 +470,16 @@ impl Cluster {
                     last_ok = sent;
                     // Renewed after their terms ended here: given up, so
                     // that nobody waits for them to lapse.
-                    for (name, token) in self.keep_only(&asked, &held, shared.due(sent)) {
-                        self.give_back(shared, &name, token).await;
+                    let ended = self.keep_only(&asked, &held, shared.due(sent));
+                    if !ended.is_empty() {
+                        let giving = tokio::time::timeout(every, async {
+                            for (name, token) in &ended {
+                                self.give_back(shared, name, *token).await;
+                            }
+                        });
+                        if self.meanwhile(shared, &stop, giving).await.is_none() {
+                            break;
+                        }
                     }
                 }
                 Ok(Err(err)) => tracing::warn!(error = %err, "leases not renewed"),
