@@ -3,6 +3,7 @@
 //! and the daemon emits events instead of touching metrics itself. The
 //! names here are the contract of `/metrics` (docs/operating.md).
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use metrics::{Counter, Gauge, Histogram};
@@ -60,10 +61,11 @@ pub struct QueueDepth(pub usize);
 
 impl InternalEvent for QueueDepth {
     fn emit(self) {
-        static DEPTH: Handles<Gauge> = Handles::new();
-        DEPTH
-            .get("", "", 0, || metrics::gauge!("switchboard_queue_depth"))
-            .set(self.0 as f64);
+        static DEPTH: LazyLock<Gauge> = LazyLock::new(|| {
+            super::metrics();
+            metrics::gauge!("switchboard_queue_depth")
+        });
+        DEPTH.set(self.0 as f64);
     }
 }
 
