@@ -3,6 +3,7 @@
 
 use tokio::sync::{mpsc, oneshot};
 
+use keys::Keying;
 pub(super) use keys::{Keys, of_file as keys_of_file};
 pub(super) use sqlite::{Held, lock_held};
 use sqlite::{key_held, on_held, sqlite_id_of, sqlite_insert};
@@ -199,7 +200,7 @@ pub(super) fn start_group_commit(
                         None => {
                             if let Backend::Sqlite(pool) = &backend {
                                 let _turn = gate.first().await;
-                                if !key_held(pool, (&held, &keys), true).await {
+                                if !key_held(pool, (&held, &keys), Keying::Quiet).await {
                                     pause = tokio::time::Instant::now() + keys::AFTER_FAILURE;
                                 }
                             }
@@ -216,11 +217,12 @@ pub(super) fn start_group_commit(
                         }
                     }
                 };
+                let stored = batch.len();
                 commit(&backend, (&held, &keys), &mut batch).await;
                 if let Backend::Sqlite(pool) = &backend
                     && tokio::time::Instant::now() >= pause
                     && keys.held() >= keys::MOST
-                    && !key_held(pool, (&held, &keys), false).await
+                    && !key_held(pool, (&held, &keys), Keying::Busy { stored }).await
                 {
                     pause = tokio::time::Instant::now() + keys::AFTER_FAILURE;
                 }

@@ -2,7 +2,7 @@
 //! keep, and the keys held until they are indexed ([`keys`](super::keys)).
 
 use super::Queued;
-use super::keys::{self, Keys};
+use super::keys::{self, Keying, Keys};
 use crate::store::Result;
 
 /// SQLite's half of [`insert_batch`], without `RETURNING` (sqlx would
@@ -90,13 +90,13 @@ pub(in crate::store) async fn on_held<T>(
     result
 }
 
-/// Indexes held keys of the inbox ([`keys`]) in the committers' turn: a
-/// chunk of them when too many are held (`always` false), or else a chunk
-/// of whatever is held. False when that failed (logged).
+/// Indexes held keys of the inbox ([`keys`]) in the committers' turn, as
+/// many as `keying` says: between a busy intake's batches only once too
+/// many are held. False when that failed (logged).
 pub(in crate::store) async fn key_held(
     pool: &sqlx::SqlitePool,
     (held, keys): (&Held, &Keys),
-    always: bool,
+    keying: Keying,
 ) -> bool {
     if pool.is_closed() {
         // The store closed: the next process keys them.
@@ -104,8 +104,8 @@ pub(in crate::store) async fn key_held(
     }
     let keyed = on_held(pool, held, async |conn| {
         let mut tail = keys::lock(keys, conn).await?;
-        if always || tail.len() >= keys::MOST {
-            tail.key_chunk(conn).await?;
+        if keying == Keying::Quiet || tail.len() >= keys::MOST {
+            tail.key_chunk(conn, keying).await?;
         }
         Ok(())
     })
