@@ -42,9 +42,9 @@ pub(in crate::store) enum Keying {
     /// batch waits for only a few. A large chunk here was the intake's
     /// periodic stall: its random keys dirtied a page of `inbox_keys` each,
     /// and every sender waited for that commit (2 048 keys: 10–38 ms, every
-    /// few hundred milliseconds of a 100 000-delivery run). Smaller chunks
-    /// share fewer pages: 64 cost a fifth of the throughput, 256 nearly
-    /// nothing.
+    /// 100–200 ms of a 100 000-delivery run). Smaller chunks spread fewer
+    /// keys over each page: 64 cost a fifth of the throughput, 256 was
+    /// within the noise.
     Busy { stored: usize },
 }
 
