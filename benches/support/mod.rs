@@ -1,12 +1,14 @@
 //! What the webhook benches share: the signed `pull_request` delivery, the
-//! gateway configuration that takes them without limits, and how a bench
-//! reads its knobs.
+//! gateway configuration that takes them without limits, the load client
+//! ([`wrk`]), and how a bench reads its knobs.
 
 #![allow(dead_code)]
 
 use std::path::Path;
 
 use serde_json::json;
+
+pub mod wrk;
 
 /// The route's shared secret.
 pub const SECRET: &str = "bench-secret-of-32-bytes-or-more";
