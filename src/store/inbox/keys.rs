@@ -5,6 +5,10 @@
 //! sharing its pages. So an event is stored with its key unindexed, and
 //! the key reaches `inbox_keys` later, many at once: when the intake has
 //! been quiet for [`QUIET`], or a few between batches once [`MOST`] wait.
+//! Each chunk is the next held keys in key order ([`Tail::key_chunk`]'s
+//! pass), neighbours that share the index's pages: taken oldest first,
+//! each landed on a page of its own, and indexing them cost a third of a
+//! busy intake's throughput.
 //!
 //! Until then the key is held here, in memory, by the one process that
 //! runs sessions on the file (it holds the single-replica lock; every
@@ -15,7 +19,8 @@
 //! (the command line) indexes what it stores right after storing it, and
 //! its lookups by key also read the few unkeyed rows above the mark.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use sqlx::SqliteConnection;
 
@@ -73,7 +78,17 @@ pub(in crate::store) struct Tail {
     defer: bool,
     /// The events up to this id are keyed.
     upto: i64,
-    keys: HashMap<String, i64>,
+    keys: BTreeMap<String, i64>,
+    sweep: Sweep,
+}
+
+/// Where [`Tail::key_chunk`] is in its pass over the held keys, in key
+/// order, and the newest event held when the pass began: once it has
+/// passed every key, every event up to that one is keyed.
+#[derive(Debug, Default)]
+struct Sweep {
+    top: i64,
+    after: Option<String>,
 }
 
 /// The inbox's unkeyed events (unused on PostgreSQL, whose inbox keeps
@@ -216,19 +231,62 @@ impl Tail {
         }
     }
 
-    /// Indexes the oldest held keys, as many as `keying` says.
+    /// Indexes held keys, as many as `keying` says, the next ones in key
+    /// order after those it indexed last: a chunk of neighbouring keys
+    /// shares the pages of `inbox_keys` it lands on, where the same number
+    /// of the oldest (random keys) took a page each. Once a pass has
+    /// indexed every key, the mark moves to the newest event held when it
+    /// began.
     pub(in crate::store) async fn key_chunk(
         &mut self,
         conn: &mut SqliteConnection,
         keying: Keying,
     ) -> Result<()> {
-        let mut ids: Vec<i64> = self.keys.values().copied().collect();
-        if ids.is_empty() {
+        if self.keys.is_empty() {
             return Ok(());
         }
-        let at = keying.chunk().min(ids.len()) - 1;
-        let (_, &mut last, _) = ids.select_nth_unstable(at);
-        self.key_upto(conn, last).await
+        if self.sweep.top <= self.upto {
+            let top = self.keys.values().copied().max().unwrap_or(self.upto);
+            self.sweep = Sweep { top, after: None };
+        }
+        let from = match &self.sweep.after {
+            Some(after) => Bound::Excluded(after.as_str()),
+            None => Bound::Unbounded,
+        };
+        let mut next = self.keys.range::<str, _>((from, Bound::Unbounded));
+        let chunk: Vec<(String, i64)> = next
+            .by_ref()
+            .take(keying.chunk())
+            .map(|(key, &id)| (key.clone(), id))
+            .collect();
+        let passed = next.next().is_none();
+        let mut tx = Box::pin(sqlx::Connection::begin_with(conn, "BEGIN IMMEDIATE")).await?;
+        if !chunk.is_empty() {
+            let mut qb =
+                sqlx::QueryBuilder::new("INSERT OR IGNORE INTO inbox_keys (dedupe_key, id) ");
+            qb.push_values(&chunk, |mut row, (key, id)| {
+                row.push_bind(key.as_str()).push_bind(*id);
+            });
+            qb.build().execute(&mut *tx).await?;
+        }
+        let top = self.sweep.top;
+        if passed {
+            sqlx::query("UPDATE inbox_keyed SET upto = max(upto, $1)")
+                .bind(top)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        for (key, _) in &chunk {
+            self.keys.remove(key);
+        }
+        self.sweep.after = chunk.last().map(|(key, _)| key.clone());
+        if passed {
+            self.upto = self.upto.max(top);
+            self.keys.retain(|_, id| *id > top);
+            self.sweep = Sweep::default();
+        }
+        Ok(())
     }
 
     /// Moves the keys of the events up to `last` into `inbox_keys`, and
@@ -240,7 +298,7 @@ impl Tail {
         let mut tx = Box::pin(sqlx::Connection::begin_with(conn, "BEGIN IMMEDIATE")).await?;
         sqlx::query(
             "INSERT OR IGNORE INTO inbox_keys (dedupe_key, id) \
-             SELECT dedupe_key, id FROM inbox WHERE id > $1 AND id <= $2 ORDER BY id",
+             SELECT dedupe_key, id FROM inbox WHERE id > $1 AND id <= $2 ORDER BY dedupe_key",
         )
         .bind(self.upto)
         .bind(last)
@@ -263,11 +321,7 @@ mod tests {
 
     use super::*;
 
-    /// A busy intake's committer indexes a few keys after each batch
-    /// (twice the batch, at least [`BUSY_CHUNK`]), the oldest first; a
-    /// quiet one indexes [`CHUNK`] at a time.
-    #[tokio::test]
-    async fn a_busy_intake_indexes_a_few_keys_after_each_batch() {
+    async fn schema() -> SqliteConnection {
         let mut conn = SqliteConnection::connect("sqlite::memory:").await.unwrap();
         for table in [
             "CREATE TABLE inbox (id INTEGER PRIMARY KEY, dedupe_key TEXT NOT NULL)",
@@ -277,45 +331,139 @@ mod tests {
         ] {
             sqlx::query(table).execute(&mut conn).await.unwrap();
         }
-        let held = MOST + 2000;
-        let mut tail = Tail::default();
+        conn
+    }
+
+    /// Stores events `ids` (random-looking keys) and holds their keys.
+    async fn store(
+        conn: &mut SqliteConnection,
+        tail: &mut Tail,
+        ids: std::ops::RangeInclusive<i64>,
+    ) {
         let mut rows = Vec::new();
-        for id in 1..=held as i64 {
+        for id in ids {
             let key = format!(
                 "webhook:{:016x}",
                 (id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
             );
-            sqlx::query("INSERT INTO inbox (id, dedupe_key) VALUES ($1, $2)")
-                .bind(id)
-                .bind(&key)
-                .execute(&mut conn)
-                .await
-                .unwrap();
             rows.push((id, key));
         }
-        tail.stored(rows);
+        store_rows(conn, tail, rows).await;
+    }
 
-        let mut indexed = 0;
+    async fn store_rows(conn: &mut SqliteConnection, tail: &mut Tail, rows: Vec<(i64, String)>) {
+        for (id, key) in &rows {
+            sqlx::query("INSERT INTO inbox (id, dedupe_key) VALUES ($1, $2)")
+                .bind(id)
+                .bind(key)
+                .execute(&mut *conn)
+                .await
+                .unwrap();
+        }
+        tail.stored(rows);
+    }
+
+    /// The indexed keys, in key order.
+    async fn indexed(conn: &mut SqliteConnection) -> Vec<String> {
+        sqlx::query_scalar("SELECT dedupe_key FROM inbox_keys ORDER BY dedupe_key")
+            .fetch_all(conn)
+            .await
+            .unwrap()
+    }
+
+    /// Every stored key is indexed or held, never both.
+    async fn each_key_once(conn: &mut SqliteConnection, tail: &Tail) {
+        let stored: Vec<String> =
+            sqlx::query_scalar("SELECT dedupe_key FROM inbox ORDER BY dedupe_key")
+                .fetch_all(&mut *conn)
+                .await
+                .unwrap();
+        let mut both = indexed(conn).await;
+        both.extend(tail.keys.keys().cloned());
+        both.sort();
+        assert_eq!(both, stored, "each key indexed or held, once");
+    }
+
+    /// A busy intake's committer indexes a few keys after each batch
+    /// (twice the batch, at least [`BUSY_CHUNK`]), a quiet one [`CHUNK`]
+    /// at a time; each chunk the next held keys in key order, so that
+    /// neighbours share pages of `inbox_keys`.
+    #[tokio::test]
+    async fn a_busy_intake_indexes_a_few_neighbouring_keys_after_each_batch() {
+        let mut conn = schema().await;
+        let held = MOST + 2000;
+        let mut tail = Tail::default();
+        store(&mut conn, &mut tail, 1..=held as i64).await;
+
+        let mut done = 0;
         for (keying, more) in [
             (Keying::Busy { stored: 3 }, BUSY_CHUNK),
             (Keying::Busy { stored: 200 }, 400),
             (Keying::Quiet, CHUNK),
         ] {
             tail.key_chunk(&mut conn, keying).await.unwrap();
-            indexed += more;
-            let (count, newest): (i64, i64) =
-                sqlx::query_as("SELECT COUNT(*), MAX(id) FROM inbox_keys")
-                    .fetch_one(&mut conn)
-                    .await
-                    .unwrap();
-            assert_eq!(count as usize, indexed, "{keying:?} indexed {more} keys");
-            assert_eq!(newest as usize, indexed, "the oldest keys went first");
-            assert_eq!(tail.upto(), newest);
+            done += more;
+            let keys = indexed(&mut conn).await;
+            assert_eq!(keys.len(), done, "{keying:?} indexed {more} keys");
+            let first_held = tail.keys.keys().next().unwrap();
+            assert!(
+                keys.last().unwrap() < first_held,
+                "the chunks went through the keys in order"
+            );
             assert_eq!(
                 tail.len(),
-                held - indexed,
+                held - done,
                 "what was indexed is no longer held"
             );
+            assert_eq!(tail.upto(), 0, "the mark waits for the pass to end");
+            each_key_once(&mut conn, &tail).await;
         }
+    }
+
+    /// A key stored during a pass is indexed in it when it sorts after
+    /// where the pass is, in the next one otherwise; the pass ends with the
+    /// mark at the newest event held when it began.
+    #[tokio::test]
+    async fn a_pass_moves_the_mark_to_the_newest_event_it_began_with() {
+        let mut conn = schema().await;
+        let mut tail = Tail::default();
+        store(&mut conn, &mut tail, 1..=2000).await;
+        tail.key_chunk(&mut conn, Keying::Quiet).await.unwrap();
+        let early = "webhook:".to_string();
+        let late = "webhook:~".to_string();
+        store_rows(
+            &mut conn,
+            &mut tail,
+            vec![(2001, early.clone()), (2002, late.clone())],
+        )
+        .await;
+        while tail.upto() == 0 {
+            tail.key_chunk(&mut conn, Keying::Quiet).await.unwrap();
+            each_key_once(&mut conn, &tail).await;
+        }
+        assert_eq!(tail.upto(), 2000, "the mark is the pass's first newest");
+        let upto: i64 = sqlx::query_scalar("SELECT upto FROM inbox_keyed")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(upto, 2000, "and is stored");
+        assert!(indexed(&mut conn).await.contains(&late));
+        assert_eq!(
+            tail.get(&early),
+            Some(2001),
+            "the key behind the pass waits"
+        );
+        assert_eq!(tail.len(), 1);
+
+        tail.key_chunk(&mut conn, Keying::Busy { stored: 1 })
+            .await
+            .unwrap();
+        assert_eq!(
+            tail.upto(),
+            2001,
+            "the next pass ends with it (2002, indexed above the mark, is found there)"
+        );
+        assert_eq!(tail.len(), 0);
+        each_key_once(&mut conn, &tail).await;
     }
 }

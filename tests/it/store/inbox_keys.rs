@@ -153,3 +153,60 @@ async fn held_keys_are_indexed_once_the_intake_is_quiet() {
     reader.close().await;
     store.close().await;
 }
+
+/// Keys are indexed a chunk at a time in key order, and the mark moves
+/// only when a pass has gone through them all: part way through, a key
+/// indexed above the mark and one still held are both duplicates, for
+/// this store, for a second one on the file and for the next process.
+#[tokio::test]
+async fn keys_indexed_part_way_through_a_pass_are_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = on_file(&dir.path().join("pass.db"));
+    let store = Store::open(&config).await.unwrap();
+    let single = store.lock_single_replica().unwrap();
+    let keys: Vec<String> = (0..5000u64)
+        .map(|n| format!("webhook:{:016x}", n.wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+        .collect();
+    let stored = futures::future::join_all(keys.iter().map(|key| insert(&store, key))).await;
+    assert!(stored.iter().all(|s| matches!(s, InboxInsert::Inserted(_))));
+
+    // The quiet intake indexes a chunk every 50 ms: catch it between two.
+    let reader = sqlx::SqlitePool::connect(&config.url).await.unwrap();
+    crate::common::eventually("a pass is part way through", || {
+        let reader = reader.clone();
+        async move {
+            let (above, mark): (i64, i64) = sqlx::query_as(
+                "SELECT (SELECT count(*) FROM inbox_keys WHERE id > (SELECT upto FROM inbox_keyed)), \
+                 (SELECT upto FROM inbox_keyed)",
+            )
+            .fetch_one(&reader)
+            .await
+            .unwrap();
+            above > 0 && mark == 0
+        }
+    })
+    .await;
+    let beside = Store::open(&config).await.unwrap();
+    for on in [&store, &beside] {
+        let again = futures::future::join_all(keys.iter().map(|key| insert(on, key))).await;
+        assert!(again.iter().all(|s| *s == InboxInsert::Duplicate));
+    }
+    beside.close().await;
+    store.close().await;
+    drop((store, beside, single));
+
+    let store = Store::open(&config).await.unwrap();
+    let _single = store.lock_single_replica().unwrap();
+    let again = futures::future::join_all(keys.iter().map(|key| insert(&store, key))).await;
+    assert!(again.iter().all(|s| *s == InboxInsert::Duplicate));
+    store.inbox_key_all().await.unwrap();
+    let (indexed, mark): (i64, i64) =
+        sqlx::query_as("SELECT (SELECT count(*) FROM inbox_keys), (SELECT upto FROM inbox_keyed)")
+            .fetch_one(&reader)
+            .await
+            .unwrap();
+    assert_eq!(indexed, keys.len() as i64);
+    assert_eq!(mark, keys.len() as i64);
+    reader.close().await;
+    store.close().await;
+}
