@@ -28,12 +28,22 @@ async fn insert(store: &Store, key: &str) -> InboxInsert {
     store.inbox_insert(&event(key)).await.unwrap()
 }
 
+/// The file's single-replica lock, as the daemon holds it.
+type Single = Option<nix::fcntl::Flock<std::fs::File>>;
+
+/// A store on a new file `name` in `dir`, holding the single-replica lock
+/// as the daemon does (its keys wait to be indexed).
+async fn daemon_store(dir: &tempfile::TempDir, name: &str) -> (StorageConfig, Store, Single) {
+    let config = on_file(&dir.path().join(name));
+    let store = Store::open(&config).await.unwrap();
+    let single = store.lock_single_replica().unwrap();
+    (config, store, single)
+}
+
 #[tokio::test]
 async fn a_key_is_a_duplicate_held_indexed_and_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let config = on_file(&dir.path().join("keys.db"));
-    let store = Store::open(&config).await.unwrap();
-    let single = store.lock_single_replica().unwrap();
+    let (config, store, single) = daemon_store(&dir, "keys.db").await;
 
     // Held in memory: a redelivery, a command's claim, a lookup.
     let InboxInsert::Inserted(a) = insert(&store, "webhook:a").await else {
@@ -129,9 +139,7 @@ async fn a_key_is_a_duplicate_held_indexed_and_after_a_restart() {
 #[tokio::test]
 async fn held_keys_are_indexed_once_the_intake_is_quiet() {
     let dir = tempfile::tempdir().unwrap();
-    let config = on_file(&dir.path().join("quiet.db"));
-    let store = Store::open(&config).await.unwrap();
-    let _single = store.lock_single_replica().unwrap();
+    let (config, store, _single) = daemon_store(&dir, "quiet.db").await;
     for key in ["webhook:1", "webhook:2"] {
         assert!(matches!(
             insert(&store, key).await,
@@ -161,9 +169,7 @@ async fn held_keys_are_indexed_once_the_intake_is_quiet() {
 #[tokio::test]
 async fn keys_indexed_part_way_through_a_pass_are_duplicates() {
     let dir = tempfile::tempdir().unwrap();
-    let config = on_file(&dir.path().join("pass.db"));
-    let store = Store::open(&config).await.unwrap();
-    let single = store.lock_single_replica().unwrap();
+    let (config, store, single) = daemon_store(&dir, "pass.db").await;
     let keys: Vec<String> = (0..5000u64)
         .map(|n| format!("webhook:{:016x}", n.wrapping_mul(0x9e37_79b9_7f4a_7c15)))
         .collect();
