@@ -69,7 +69,9 @@ pub(in crate::store) const AFTER_FAILURE: std::time::Duration = std::time::Durat
 /// How long the intake waits for nothing before its keys are indexed.
 pub(in crate::store) const QUIET: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// The events stored above `inbox_keyed`'s mark, by key.
+/// The events stored above `inbox_keyed`'s mark whose keys are not
+/// indexed yet, by key (a pass part way through has indexed others above
+/// the mark).
 #[derive(Debug, Default)]
 pub(in crate::store) struct Tail {
     /// Whether what earlier processes left unkeyed was keyed.
@@ -78,6 +80,7 @@ pub(in crate::store) struct Tail {
     defer: bool,
     /// The events up to this id are keyed.
     upto: i64,
+    /// The held keys, in key order for [`Tail::key_chunk`]'s pass.
     keys: BTreeMap<String, i64>,
     sweep: Sweep,
 }
