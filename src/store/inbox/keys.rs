@@ -17,7 +17,9 @@
 //! `inbox_keys` or held here. The keys a process held when it stopped are
 //! keyed before the next one takes its first event. Any other process
 //! (the command line) indexes what it stores right after storing it, and
-//! its lookups by key also read the few unkeyed rows above the mark.
+//! its lookups by key also read the rows above the mark (a pass's worth).
+//! Should it stop between the two, the daemon finds the ids it skipped
+//! and indexes those rows from the table before its mark passes them.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -83,14 +85,24 @@ pub(in crate::store) struct Tail {
     /// The held keys, in key order for [`Tail::key_chunk`]'s pass.
     keys: BTreeMap<String, i64>,
     sweep: Sweep,
+    /// The newest event this process stored or indexed.
+    seen: i64,
+    /// Events between two of this process's that another process stored
+    /// (ids, inclusive), read from the table at the next chunk: another
+    /// process indexes its keys after its commit, and may stop before.
+    foreign: Vec<(i64, i64)>,
 }
 
 /// Where [`Tail::key_chunk`] is in its pass over the held keys, in key
-/// order, and the newest event held when the pass began: once it has
-/// passed every key, every event up to that one is keyed.
+/// order: the newest event and the greatest key held when the pass began,
+/// and the last key indexed. The keys up to that greatest one are the
+/// pass's (newer ones past it wait for the next, so that a pass ends
+/// however the keys grow); once it has indexed them all, every event up
+/// to that newest one is keyed.
 #[derive(Debug, Default)]
 struct Sweep {
     top: i64,
+    last: Option<String>,
     after: Option<String>,
 }
 
@@ -151,6 +163,11 @@ pub(in crate::store) const ID_OF: &str = "SELECT id FROM inbox_keys WHERE dedupe
      UNION ALL SELECT id FROM inbox WHERE id > (SELECT upto FROM inbox_keyed) AND dedupe_key = $1 \
      LIMIT 1";
 
+/// Indexes the keys of the events with ids in `($1, $2]`, read from the
+/// table, in key order (the oldest event first for a key stored twice).
+const KEY_RANGE: &str = "INSERT OR IGNORE INTO inbox_keys (dedupe_key, id) \
+     SELECT dedupe_key, id FROM inbox WHERE id > $1 AND id <= $2 ORDER BY dedupe_key, id";
+
 /// Locks `keys`; the first lock of a process keys what earlier ones left
 /// unkeyed, on `conn`.
 pub(in crate::store) async fn lock<'a>(
@@ -199,10 +216,18 @@ impl Tail {
         self.keys.get(key).copied()
     }
 
-    /// Holds the keys of events just stored.
+    /// Holds the keys of events just stored; the ids skipped since the
+    /// last ones were another process's ([`foreign`](Self::foreign)).
     pub(in crate::store) fn stored(&mut self, rows: impl IntoIterator<Item = (i64, String)>) {
-        self.keys
-            .extend(rows.into_iter().map(|(id, key)| (key, id)));
+        let mut rows: Vec<(i64, String)> = rows.into_iter().collect();
+        rows.sort_unstable_by_key(|(id, _)| *id);
+        for (id, key) in rows {
+            if id > self.seen + 1 {
+                self.foreign.push((self.seen + 1, id - 1));
+            }
+            self.seen = self.seen.max(id);
+            self.keys.insert(key, id);
+        }
     }
 
     /// Lets go of `key`, its event gone.
@@ -220,16 +245,18 @@ impl Tail {
         self.keys.len()
     }
 
-    /// The id below which `inbox_keys` is checked in SQL and above which
-    /// an event's key is held here.
+    /// The id up to which every event's key is in `inbox_keys`; above
+    /// it, a key is held here or was indexed by a pass part way through.
     pub(in crate::store) fn upto(&self) -> i64 {
         self.upto
     }
 
-    /// Indexes every held key.
+    /// Indexes every held key, and another process's events seen.
     pub(in crate::store) async fn key_all(&mut self, conn: &mut SqliteConnection) -> Result<()> {
-        match self.keys.values().max() {
-            Some(&last) => self.key_upto(conn, last).await,
+        let held = self.keys.values().copied().max();
+        let foreign = self.foreign.iter().map(|&(_, to)| to).max();
+        match held.max(foreign) {
+            Some(last) => self.key_upto(conn, last).await,
             None => Ok(()),
         }
     }
@@ -245,25 +272,25 @@ impl Tail {
         conn: &mut SqliteConnection,
         keying: Keying,
     ) -> Result<()> {
-        if self.keys.is_empty() {
+        if self.keys.is_empty() && self.foreign.is_empty() {
             return Ok(());
         }
         if self.sweep.top <= self.upto {
-            let top = self.keys.values().copied().max().unwrap_or(self.upto);
-            self.sweep = Sweep { top, after: None };
+            self.sweep = Sweep {
+                top: self.keys.values().copied().max().unwrap_or(self.upto),
+                last: self.keys.keys().next_back().cloned(),
+                after: None,
+            };
         }
-        let from = match &self.sweep.after {
-            Some(after) => Bound::Excluded(after.as_str()),
-            None => Bound::Unbounded,
-        };
-        let mut next = self.keys.range::<str, _>((from, Bound::Unbounded));
-        let chunk: Vec<(String, i64)> = next
-            .by_ref()
-            .take(keying.chunk())
-            .map(|(key, &id)| (key.clone(), id))
-            .collect();
-        let passed = next.next().is_none();
+        let (chunk, passed) = self.next_chunk(keying.chunk());
         let mut tx = Box::pin(sqlx::Connection::begin_with(conn, "BEGIN IMMEDIATE")).await?;
+        for &(from, to) in &self.foreign {
+            sqlx::query(KEY_RANGE)
+                .bind(from - 1)
+                .bind(to)
+                .execute(&mut *tx)
+                .await?;
+        }
         if !chunk.is_empty() {
             let mut qb =
                 sqlx::QueryBuilder::new("INSERT OR IGNORE INTO inbox_keys (dedupe_key, id) ");
@@ -280,16 +307,38 @@ impl Tail {
                 .await?;
         }
         tx.commit().await?;
+        self.foreign.clear();
         for (key, _) in &chunk {
             self.keys.remove(key);
         }
-        self.sweep.after = chunk.last().map(|(key, _)| key.clone());
+        if let Some((key, _)) = chunk.last() {
+            self.sweep.after = Some(key.clone());
+        }
         if passed {
             self.upto = self.upto.max(top);
             self.keys.retain(|_, id| *id > top);
             self.sweep = Sweep::default();
         }
         Ok(())
+    }
+
+    /// The pass's next `n` keys after its last, and whether they end it.
+    fn next_chunk(&self, n: usize) -> (Vec<(String, i64)>, bool) {
+        let Some(last) = self.sweep.last.as_deref() else {
+            return (Vec::new(), true);
+        };
+        let from = match self.sweep.after.as_deref() {
+            Some(after) if after >= last => return (Vec::new(), true),
+            Some(after) => Bound::Excluded(after),
+            None => Bound::Unbounded,
+        };
+        let mut next = self.keys.range::<str, _>((from, Bound::Included(last)));
+        let chunk = next
+            .by_ref()
+            .take(n)
+            .map(|(key, &id)| (key.clone(), id))
+            .collect();
+        (chunk, next.next().is_none())
     }
 
     /// Moves the keys of the events up to `last` into `inbox_keys`, and
@@ -299,21 +348,23 @@ impl Tail {
             return Ok(());
         }
         let mut tx = Box::pin(sqlx::Connection::begin_with(conn, "BEGIN IMMEDIATE")).await?;
-        sqlx::query(
-            "INSERT OR IGNORE INTO inbox_keys (dedupe_key, id) \
-             SELECT dedupe_key, id FROM inbox WHERE id > $1 AND id <= $2 ORDER BY dedupe_key",
-        )
-        .bind(self.upto)
-        .bind(last)
-        .execute(&mut *tx)
-        .await?;
+        sqlx::query(KEY_RANGE)
+            .bind(self.upto)
+            .bind(last)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query("UPDATE inbox_keyed SET upto = max(upto, $1)")
             .bind(last)
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
         self.upto = last;
+        self.seen = self.seen.max(last);
         self.keys.retain(|_, id| *id > last);
+        for range in &mut self.foreign {
+            range.0 = range.0.max(last + 1);
+        }
+        self.foreign.retain(|&(from, to)| from <= to);
         Ok(())
     }
 }
@@ -387,6 +438,19 @@ mod tests {
         assert_eq!(both, stored, "each key indexed or held, once");
     }
 
+    /// Indexes quiet chunks until the pass under way ends (ten at most),
+    /// checking after each that every key is indexed or held, once.
+    async fn end_the_pass(conn: &mut SqliteConnection, tail: &mut Tail) {
+        let mark = tail.upto();
+        for _ in 0..10 {
+            if tail.upto() > mark {
+                return;
+            }
+            tail.key_chunk(conn, Keying::Quiet).await.unwrap();
+            each_key_once(conn, tail).await;
+        }
+    }
+
     /// A busy intake's committer indexes a few keys after each batch
     /// (twice the batch, at least [`BUSY_CHUNK`]), a quiet one [`CHUNK`]
     /// at a time; each chunk the next held keys in key order, so that
@@ -423,9 +487,11 @@ mod tests {
         }
     }
 
-    /// A key stored during a pass is indexed in it when it sorts after
-    /// where the pass is, in the next one otherwise; the pass ends with the
-    /// mark at the newest event held when it began.
+    /// A key stored during a pass is indexed in it when it sorts between
+    /// where the pass is and the greatest key it began with, in the next
+    /// one otherwise (behind it, or past its end: a pass ends however the
+    /// keys grow); the pass ends with the mark at the newest event held
+    /// when it began.
     #[tokio::test]
     async fn a_pass_moves_the_mark_to_the_newest_event_it_began_with() {
         let mut conn = schema().await;
@@ -433,40 +499,86 @@ mod tests {
         store(&mut conn, &mut tail, 1..=2000).await;
         tail.key_chunk(&mut conn, Keying::Quiet).await.unwrap();
         let early = "webhook:".to_string();
+        let middle = format!("{}0", tail.keys.keys().nth(700).unwrap());
         let late = "webhook:~".to_string();
-        store_rows(
-            &mut conn,
-            &mut tail,
-            vec![(2001, early.clone()), (2002, late.clone())],
-        )
-        .await;
-        while tail.upto() == 0 {
-            tail.key_chunk(&mut conn, Keying::Quiet).await.unwrap();
-            each_key_once(&mut conn, &tail).await;
-        }
+        let during = vec![
+            (2001, early.clone()),
+            (2002, middle.clone()),
+            (2003, late.clone()),
+        ];
+        store_rows(&mut conn, &mut tail, during).await;
+        end_the_pass(&mut conn, &mut tail).await;
         assert_eq!(tail.upto(), 2000, "the mark is the pass's first newest");
         let upto: i64 = sqlx::query_scalar("SELECT upto FROM inbox_keyed")
             .fetch_one(&mut conn)
             .await
             .unwrap();
         assert_eq!(upto, 2000, "and is stored");
-        assert!(indexed(&mut conn).await.contains(&late));
+        assert!(indexed(&mut conn).await.contains(&middle));
         assert_eq!(
             tail.get(&early),
             Some(2001),
             "the key behind the pass waits"
         );
-        assert_eq!(tail.len(), 1);
+        assert_eq!(tail.get(&late), Some(2003), "and the key past its end");
+        assert_eq!(tail.len(), 2);
 
         tail.key_chunk(&mut conn, Keying::Busy { stored: 1 })
             .await
             .unwrap();
+        assert_eq!(tail.upto(), 2003, "the next pass ends with them");
+        assert_eq!(tail.len(), 0);
+        each_key_once(&mut conn, &tail).await;
+    }
+
+    /// Keys that only grow (a chat's update ids) still end a pass under
+    /// a busy intake, which indexes only while [`MOST`] are held: the new
+    /// ones wait for the next pass.
+    #[tokio::test]
+    async fn a_pass_ends_while_new_keys_sort_after_it() {
+        let mut conn = schema().await;
+        let mut tail = Tail::default();
+        let key = |id: i64| format!("telegram:{id:012}");
+        let rows = (1..=MOST as i64).map(|id| (id, key(id))).collect();
+        store_rows(&mut conn, &mut tail, rows).await;
+        let mut next = MOST as i64 + 1;
+        for _ in 0..200 {
+            if tail.upto() > 0 {
+                break;
+            }
+            if tail.len() >= MOST {
+                tail.key_chunk(&mut conn, Keying::Busy { stored: 200 })
+                    .await
+                    .unwrap();
+            }
+            let batch = (next..next + 200).map(|id| (id, key(id))).collect();
+            store_rows(&mut conn, &mut tail, batch).await;
+            next += 200;
+        }
         assert_eq!(
             tail.upto(),
-            2001,
-            "the next pass ends with it (2002, indexed above the mark, is found there)"
+            MOST as i64,
+            "the pass ended with the keys it began with"
         );
-        assert_eq!(tail.len(), 0);
+        each_key_once(&mut conn, &tail).await;
+    }
+
+    /// An event another process stored between two of this one's, whose
+    /// key that process never indexed, is indexed from the table before
+    /// the mark passes it.
+    #[tokio::test]
+    async fn another_process_s_unindexed_event_is_indexed_before_the_mark_passes_it() {
+        let mut conn = schema().await;
+        let mut tail = Tail::default();
+        store(&mut conn, &mut tail, 1..=100).await;
+        sqlx::query("INSERT INTO inbox (id, dedupe_key) VALUES (101, 'cli:claim')")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        store(&mut conn, &mut tail, 102..=200).await;
+        end_the_pass(&mut conn, &mut tail).await;
+        assert_eq!(tail.upto(), 200);
+        assert!(indexed(&mut conn).await.contains(&"cli:claim".to_string()));
         each_key_once(&mut conn, &tail).await;
     }
 }
