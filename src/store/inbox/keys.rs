@@ -345,6 +345,7 @@ impl Tail {
     /// the mark with them, in one transaction.
     async fn key_upto(&mut self, conn: &mut SqliteConnection, last: i64) -> Result<()> {
         if last <= self.upto {
+            self.seen = self.seen.max(last);
             return Ok(());
         }
         let mut tx = Box::pin(sqlx::Connection::begin_with(conn, "BEGIN IMMEDIATE")).await?;
@@ -449,6 +450,24 @@ mod tests {
             tail.key_chunk(conn, Keying::Quiet).await.unwrap();
             each_key_once(conn, tail).await;
         }
+    }
+
+    /// A process that finds every event indexed counts none of them as
+    /// another's when it stores the next.
+    #[tokio::test]
+    async fn events_indexed_before_a_start_are_not_another_process_s() {
+        let mut conn = schema().await;
+        for sql in [
+            "INSERT INTO inbox (id, dedupe_key) VALUES (1, 'a'), (2, 'b')",
+            "INSERT INTO inbox_keys (dedupe_key, id) VALUES ('a', 1), ('b', 2)",
+            "UPDATE inbox_keyed SET upto = 2",
+        ] {
+            sqlx::query(sql).execute(&mut conn).await.unwrap();
+        }
+        let keys = KeysOf::default();
+        let mut tail = lock(&keys, &mut conn).await.unwrap();
+        tail.stored([(3, "c".to_string())]);
+        assert!(tail.foreign.is_empty(), "{:?}", tail.foreign);
     }
 
     /// A busy intake's committer indexes a few keys after each batch
