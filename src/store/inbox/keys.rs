@@ -221,14 +221,17 @@ impl Tail {
     /// Holds the keys of events just stored; the ids skipped since the
     /// last ones were another process's ([`foreign`](Self::foreign)).
     pub(in crate::store) fn stored(&mut self, rows: impl IntoIterator<Item = (i64, String)>) {
-        let mut rows: Vec<(i64, String)> = rows.into_iter().collect();
-        rows.sort_unstable_by_key(|(id, _)| *id);
+        let mut ids = Vec::new();
         for (id, key) in rows {
+            ids.push(id);
+            self.keys.insert(key, id);
+        }
+        ids.sort_unstable();
+        for id in ids {
             if id > self.seen + 1 {
                 self.foreign.push((self.seen + 1, id - 1));
             }
             self.seen = self.seen.max(id);
-            self.keys.insert(key, id);
         }
     }
 
@@ -459,21 +462,63 @@ mod tests {
     }
 
     /// A process that finds every event indexed counts none of them as
-    /// another's when it stores the next.
+    /// another's when it stores the next, nor the ids of the newest ones
+    /// deleted since (a command's claim given up).
     #[tokio::test]
     async fn events_indexed_before_a_start_are_not_another_process_s() {
-        let mut conn = schema().await;
-        for sql in [
-            "INSERT INTO inbox (id, dedupe_key) VALUES (1, 'a'), (2, 'b')",
-            "INSERT INTO inbox_keys (dedupe_key, id) VALUES ('a', 1), ('b', 2)",
-            "UPDATE inbox_keyed SET upto = 2",
-        ] {
-            sqlx::query(sql).execute(&mut conn).await.unwrap();
+        for (mark, next) in [(2, 3), (5, 6)] {
+            let mut conn = schema().await;
+            for sql in [
+                "INSERT INTO inbox (id, dedupe_key) VALUES (1, 'a'), (2, 'b')",
+                "INSERT INTO inbox_keys (dedupe_key, id) VALUES ('a', 1), ('b', 2)",
+            ] {
+                sqlx::query(sql).execute(&mut conn).await.unwrap();
+            }
+            sqlx::query("UPDATE inbox_keyed SET upto = $1")
+                .bind(mark)
+                .execute(&mut conn)
+                .await
+                .unwrap();
+            let keys = KeysOf::default();
+            let mut tail = lock(&keys, &mut conn).await.unwrap();
+            tail.stored([(next, "c".to_string())]);
+            assert!(tail.foreign.is_empty(), "mark {mark}: {:?}", tail.foreign);
         }
+    }
+
+    /// Another process's rows found with nothing held are indexed by the
+    /// quiet intake all the same: they count as held.
+    #[tokio::test]
+    async fn another_process_s_rows_alone_count_as_held() {
+        let mut conn = schema().await;
         let keys = KeysOf::default();
         let mut tail = lock(&keys, &mut conn).await.unwrap();
-        tail.stored([(3, "c".to_string())]);
-        assert!(tail.foreign.is_empty(), "{:?}", tail.foreign);
+        store(&mut conn, &mut tail, 1..=1).await;
+        sqlx::query("INSERT INTO inbox (id, dedupe_key) VALUES (2, 'cli:claim')")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        store(&mut conn, &mut tail, 3..=3).await;
+        // This process's own events go (claims given up), the other's stays.
+        sqlx::query("DELETE FROM inbox WHERE id IN (1, 3)")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        let own: Vec<String> = tail.keys.keys().cloned().collect();
+        for key in &own {
+            tail.forget(key);
+        }
+        drop(tail);
+        assert_eq!(
+            keys.held(),
+            1,
+            "the other process's row waits to be indexed"
+        );
+        let mut tail = lock(&keys, &mut conn).await.unwrap();
+        tail.key_chunk(&mut conn, Keying::Quiet).await.unwrap();
+        assert_eq!(indexed(&mut conn).await, ["cli:claim"]);
+        drop(tail);
+        assert_eq!(keys.held(), 0);
     }
 
     /// A busy intake's committer indexes a few keys after each batch
