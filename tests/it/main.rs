@@ -58,3 +58,9 @@ mod vision_messaging;
 mod voice;
 mod web_tools;
 mod webhook;
+
+/// Starts [`common::watchdog`] as the binary loads, before any test.
+#[allow(unsafe_code)]
+#[used]
+#[unsafe(link_section = ".init_array")]
+static WATCHDOG: extern "C" fn() = common::watchdog;

@@ -355,19 +355,89 @@ pub async fn inbox_count(store: &Store, platform: &str) -> usize {
 
 /// Runs the test `name` of this binary alone in a child process, with the
 /// environment variable `probe` set (the child sees it and does the work):
-/// for tests that read process-wide state. Fails unless it passed there.
+/// for tests that read process-wide state. Fails unless it passed there
+/// within [`ALONE`]; a child still running then is killed, and the failure
+/// shows where its threads waited. Its output goes to a file, not a pipe:
+/// a process it left behind holding the pipe would keep a reader waiting.
 pub fn run_alone(name: &str, probe: &str) {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
+    let out = tempfile::tempfile().unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([name, "--exact", "--test-threads=1", "--nocapture"])
         .env(probe, "1")
-        .output()
+        .stdout(out.try_clone().unwrap())
+        .stderr(out.try_clone().unwrap())
+        .spawn()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let deadline = std::time::Instant::now() + ALONE;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() >= deadline {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let waits = match status {
+        Some(_) => String::new(),
+        None => {
+            let waits = threads_of(child.id());
+            let _ = child.kill();
+            let _ = child.wait();
+            waits
+        }
+    };
+    let mut printed = String::new();
+    std::io::Seek::rewind(&mut &out).unwrap();
+    std::io::Read::read_to_string(&mut &out, &mut printed).unwrap();
+    match status {
+        Some(status) => assert!(
+            status.success() && printed.contains("1 passed"),
+            "{printed}"
+        ),
+        None => panic!("{name} still ran after {ALONE:?}; its threads:\n{waits}\n{printed}"),
+    }
+}
+
+/// How long a test run alone ([`run_alone`]) may take: the longest ride
+/// out an outage and then wait up to 90 s for the replies.
+const ALONE: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// How long this binary may run: several times what the whole suite takes.
+const SUITE: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
+/// Ends this binary once it has run for [`SUITE`], saying where each of
+/// its threads waits: a test that never returns would otherwise hold CI
+/// until CI's own limit, and say nothing of itself (the test harness names
+/// a thread after its test, cut to 15 characters here).
+pub extern "C" fn watchdog() {
+    std::thread::spawn(|| {
+        std::thread::sleep(SUITE);
+        eprintln!(
+            "it: still running after {SUITE:?}; its threads:\n{}",
+            threads_of(std::process::id())
+        );
+        std::process::exit(101);
+    });
+}
+
+/// The threads of process `pid`, a line for each name and kernel function
+/// they wait in, with how many.
+fn threads_of(pid: u32) -> String {
+    let read = |path: std::path::PathBuf| std::fs::read_to_string(path).unwrap_or_default();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return String::new();
+    };
+    let mut waits = std::collections::BTreeMap::<(String, String), usize>::new();
+    for task in tasks.flatten() {
+        let dir = task.path();
+        let name = read(dir.join("comm")).trim().to_string();
+        *waits.entry((name, read(dir.join("wchan")))).or_default() += 1;
+    }
+    waits
+        .into_iter()
+        .map(|((name, wchan), n)| format!("{n} x {name} waits in {wchan}\n"))
+        .collect()
 }
 
 /// This process's resident memory, in KiB (VmRSS).

@@ -588,8 +588,19 @@ async fn a_second_daemon_on_one_sqlite_file_is_refused() {
     again.shutdown().await;
 }
 
+/// Set in the child process that runs the cluster status test alone: the
+/// metrics are the process's, and other tests' replicas lead and step down
+/// beside it.
+const METRICS_PROBE: &str = "SWITCHBOARD_CLUSTER_METRICS_PROBE";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_status_and_metrics_name_the_leader_and_its_sessions() {
+    if std::env::var_os(METRICS_PROBE).is_none() {
+        let name = "replicas::cluster_status_and_metrics_name_the_leader_and_its_sessions";
+        return tokio::task::spawn_blocking(|| common::run_alone(name, METRICS_PROBE))
+            .await
+            .unwrap();
+    }
     let Some(db) = PgTestDb::create().await else {
         return;
     };
