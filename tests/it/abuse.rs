@@ -159,9 +159,11 @@ async fn a_proxy_in_the_environment_is_not_used_by_web_extract() {
         .arg(&config)
         .args(["chat", "--once", "read the page", "--user", "u"])
         .stdin(std::process::Stdio::null());
-    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap();
+    let out = tokio::task::spawn_blocking(move || {
+        crate::common::output_within(&mut cmd, crate::common::CLI)
+    })
+    .await
+    .unwrap();
     assert!(
         out.status.success(),
         "{}",

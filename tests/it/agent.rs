@@ -196,6 +196,19 @@ async fn reads_overlap_in_time_and_results_keep_call_order() {
         .await
         .expect("reads ran in parallel")
         .unwrap();
+    // A reader on each pipe lets the writer's open return should a read
+    // have given up and left none (the results below then say so).
+    let _readers: Vec<std::fs::File> = ["first.pipe", "second.pipe"]
+        .iter()
+        .map(|pipe| {
+            std::os::unix::fs::OpenOptionsExt::custom_flags(
+                std::fs::OpenOptions::new().read(true),
+                libc::O_NONBLOCK,
+            )
+            .open(h.workspace.join(pipe))
+            .unwrap()
+        })
+        .collect();
     writer.join().unwrap();
     assert_eq!(out.reply, "done");
     let results = tool_messages(&llm.requests()[1]);

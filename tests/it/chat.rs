@@ -58,9 +58,8 @@ async fn once_prints_the_answer_and_denies_commands() {
     let mut cmd = chat_command(dir.path(), &llm);
     let out = tokio::task::spawn_blocking(move || {
         cmd.args(["chat", "--once", "make a file", "--user", "ci"])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+            .stdin(Stdio::null());
+        crate::common::output_within(&mut cmd, crate::common::CLI)
     })
     .await
     .unwrap();

@@ -353,10 +353,10 @@ async fn healthcheck_says_whether_the_daemon_answers() {
     let daemon = crate::common::in_process::InProcess::start(config, Env::default()).await;
     let run = |url: String| {
         tokio::task::spawn_blocking(move || {
-            Command::new(BIN)
-                .args(["healthcheck", "--url", &url])
-                .output()
-                .unwrap()
+            crate::common::output_within(
+                Command::new(BIN).args(["healthcheck", "--url", &url]),
+                crate::common::CLI,
+            )
         })
     };
     let up = run(daemon.base.clone()).await.unwrap();

@@ -140,9 +140,11 @@ impl Host {
             "mallory",
         ])
         .stdin(Stdio::null());
-        let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-            .await
-            .unwrap();
+        let out = tokio::task::spawn_blocking(move || {
+            crate::common::output_within(&mut cmd, crate::common::CLI)
+        })
+        .await
+        .unwrap();
         assert!(
             out.status.success(),
             "{mode}: {}",
@@ -690,9 +692,11 @@ async fn the_daemons_files_are_private_whatever_the_umask() {
         .arg(&config)
         .args(["chat", "--once", "hi", "--user", "u"])
         .stdin(Stdio::null());
-    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap();
+    let out = tokio::task::spawn_blocking(move || {
+        crate::common::output_within(&mut cmd, crate::common::CLI)
+    })
+    .await
+    .unwrap();
     assert!(
         out.status.success(),
         "{}",

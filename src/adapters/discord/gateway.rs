@@ -236,7 +236,12 @@ async fn gateway(token: String, api_url: String, tx: Senders, stop: Cancellation
             Err(err) => format!("gateway: {err}"),
         };
         tracing::warn!(reason, retry_in = ?wait, "discord gateway down");
-        let _ = tx.events.send(Incoming::Down(reason)).await;
+        // Raced against the stop: the adapter stops reading at shutdown
+        // and then waits for this thread.
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tx.events.send(Incoming::Down(reason)) => {}
+        }
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(wait) => wait = (wait * 2).min(Duration::from_secs(60)),

@@ -159,15 +159,22 @@ impl PgTestDb {
         Store::open(&self.config).await.unwrap()
     }
 
-    /// Drops the schema and everything in it.
+    /// Drops the schema and everything in it; fails, rather than waits for
+    /// good, behind a transaction a daemon left open on it.
     pub async fn drop(self) {
+        let mut tx = self.admin.begin().await.unwrap();
+        sqlx::query("SET LOCAL lock_timeout = '30s'")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "DROP SCHEMA {} CASCADE",
             self.schema
         )))
-        .execute(&self.admin)
+        .execute(&mut *tx)
         .await
         .unwrap();
+        tx.commit().await.unwrap();
         self.admin.close().await;
     }
 }
@@ -356,48 +363,73 @@ pub async fn inbox_count(store: &Store, platform: &str) -> usize {
 /// Runs the test `name` of this binary alone in a child process, with the
 /// environment variable `probe` set (the child sees it and does the work):
 /// for tests that read process-wide state. Fails unless it passed there
-/// within [`ALONE`]; a child still running then is killed, and the failure
-/// shows where its threads waited. Its output goes to a file, not a pipe:
-/// a process it left behind holding the pipe would keep a reader waiting.
+/// within [`ALONE`].
 pub fn run_alone(name: &str, probe: &str) {
-    let out = tempfile::tempfile().unwrap();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([name, "--exact", "--test-threads=1", "--nocapture"])
-        .env(probe, "1")
+    let out = output_within(
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args([name, "--exact", "--test-threads=1", "--nocapture"])
+            .env(probe, "1"),
+        ALONE,
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs `cmd` to its end, as `Command::output` does, but fails the test
+/// once it has run for `limit`: the process is killed, and the failure
+/// shows where its threads waited and what it printed. Its output goes to
+/// files, not pipes: a process it left behind holding a pipe would keep a
+/// reader waiting.
+pub fn output_within(
+    cmd: &mut std::process::Command,
+    limit: std::time::Duration,
+) -> std::process::Output {
+    let (out, err) = (tempfile::tempfile().unwrap(), tempfile::tempfile().unwrap());
+    let mut child = cmd
         .stdout(out.try_clone().unwrap())
-        .stderr(out.try_clone().unwrap())
+        .stderr(err.try_clone().unwrap())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + ALONE;
-    let status = loop {
+    let deadline = std::time::Instant::now() + limit;
+    let (status, waits) = loop {
         if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
+            break (Some(status), None);
         }
         if std::time::Instant::now() >= deadline {
-            break None;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
-    let waits = match status {
-        Some(_) => String::new(),
-        None => {
             let waits = threads_of(child.id());
             let _ = child.kill();
-            let _ = child.wait();
-            waits
+            break (child.wait().ok(), Some(waits));
         }
+        std::thread::sleep(std::time::Duration::from_millis(50));
     };
-    let mut printed = String::new();
-    std::io::Seek::rewind(&mut &out).unwrap();
-    std::io::Read::read_to_string(&mut &out, &mut printed).unwrap();
-    match status {
-        Some(status) => assert!(
-            status.success() && printed.contains("1 passed"),
-            "{printed}"
-        ),
-        None => panic!("{name} still ran after {ALONE:?}; its threads:\n{waits}\n{printed}"),
+    let printed = |mut file: &std::fs::File| {
+        let mut bytes = Vec::new();
+        std::io::Seek::rewind(&mut file).unwrap();
+        std::io::Read::read_to_end(&mut file, &mut bytes).unwrap();
+        bytes
+    };
+    let (stdout, stderr) = (printed(&out), printed(&err));
+    if let Some(waits) = waits {
+        panic!(
+            "{cmd:?} still ran after {limit:?}; its threads:\n{waits}\n{}{}",
+            String::from_utf8_lossy(&stdout),
+            String::from_utf8_lossy(&stderr)
+        );
+    }
+    std::process::Output {
+        status: status.unwrap(),
+        stdout,
+        stderr,
     }
 }
+
+/// How long a command-line run that talks to a daemon or a model may take
+/// ([`output_within`]).
+pub const CLI: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// How long a test run alone ([`run_alone`]) may take: the longest ride
 /// out an outage and then wait up to 90 s for the replies.

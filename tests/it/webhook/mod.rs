@@ -461,15 +461,16 @@ async fn webhook_test_signs_and_posts_a_payload_to_the_daemon() {
         let base = d.base.clone();
         let fixture = fixture.clone();
         tokio::task::spawn_blocking(move || {
-            std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
-                .env_clear()
-                .env("GITHUB_WEBHOOK_SECRET", secret)
-                .current_dir(&dir)
-                .args(["-c", "cli.toml", "webhook", "test", "github"])
-                .args(["--event", "pull_request", "--url", &base, "--file"])
-                .arg(&fixture)
-                .output()
-                .unwrap()
+            common::output_within(
+                std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+                    .env_clear()
+                    .env("GITHUB_WEBHOOK_SECRET", secret)
+                    .current_dir(&dir)
+                    .args(["-c", "cli.toml", "webhook", "test", "github"])
+                    .args(["--event", "pull_request", "--url", &base, "--file"])
+                    .arg(&fixture),
+                common::CLI,
+            )
         })
     };
     let ok = run(SECRET).await.unwrap();
