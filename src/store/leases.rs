@@ -105,9 +105,17 @@ pub(super) fn fence_row(qb: &mut sqlx::QueryBuilder<sqlx::Sqlite>, fence: &Fence
         .push_bind(fence.token);
 }
 
+/// When the oldest unprocessed event of the session `key` was received,
+/// found through the index of unprocessed events by session. Events are
+/// numbered as they are stored, so the oldest by number is the oldest
+/// received but for the clocks of replicas apart (a late sweep, never a
+/// missed one: the event is found once it is old by the newer clock too).
+const OLDEST_WAITING: &str = "SELECT i.received_at FROM inbox i \
+     WHERE i.session_key = key AND i.processed_at IS NULL ORDER BY i.id LIMIT 1";
+
 /// `NOW` in `sql` as the backend's clock in Unix ms: every replica reads
 /// the same clock, so theirs need not agree.
-fn clocked(backend: &Backend, sql: &'static str) -> String {
+fn clocked(backend: &Backend, sql: &str) -> String {
     let now = match backend {
         Backend::Sqlite(_) => "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
         Backend::Postgres(_) => "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT",
@@ -305,39 +313,53 @@ impl Store {
             .bind(last_move.as_str())
             .bind(ago)
             .execute(pool).await?.rows_affected());
+        let pool = match &self.backend {
+            Backend::Postgres(pool) => {
+                // One statement, a join with the list: a chain of ORs over
+                // 500 of 2 000 leases took 17 ms of PostgreSQL's time, four
+                // times a second.
+                let sql = clocked(
+                    &self.backend,
+                    "UPDATE leases l SET expires_at = NOW + $1 \
+                     FROM UNNEST($3::text[], $4::bigint[]) AS h(name, token) \
+                     WHERE l.name = h.name AND l.token = h.token AND l.holder = $2 \
+                     AND l.expires_at > NOW RETURNING l.name, l.token",
+                );
+                let (names, tokens): (Vec<&str>, Vec<i64>) = held
+                    .iter()
+                    .map(|(name, token)| (name.as_str(), *token))
+                    .unzip();
+                return Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                    .bind(ttl_ms)
+                    .bind(holder)
+                    .bind(names)
+                    .bind(tokens)
+                    .fetch_all(pool)
+                    .await?);
+            }
+            Backend::Sqlite(pool) => pool,
+        };
         let head = clocked(&self.backend, "UPDATE leases SET expires_at = NOW + ");
         let guard = clocked(&self.backend, " WHERE expires_at > NOW AND holder = ");
         let mut renewed = Vec::new();
         for chunk in held.chunks(500) {
-            macro_rules! once {
-                ($db:ty, $ex:expr) => {{
-                    let mut qb = sqlx::QueryBuilder::<$db>::new(head.clone());
-                    qb.push_bind(ttl_ms);
-                    qb.push(guard.as_str());
-                    qb.push_bind(holder);
-                    qb.push(" AND (");
-                    let mut any = qb.separated(" OR ");
-                    for (name, token) in chunk {
-                        any.push("(name = ");
-                        any.push_bind_unseparated(name.as_str());
-                        any.push_unseparated(" AND token = ");
-                        any.push_bind_unseparated(*token);
-                        any.push_unseparated(")");
-                    }
-                    qb.push(") RETURNING name, token");
-                    let rows: Vec<(String, i64)> = qb.build_query_as().fetch_all($ex).await?;
-                    rows
-                }};
+            let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(head.clone());
+            qb.push_bind(ttl_ms);
+            qb.push(guard.as_str());
+            qb.push_bind(holder);
+            qb.push(" AND (");
+            let mut any = qb.separated(" OR ");
+            for (name, token) in chunk {
+                any.push("(name = ");
+                any.push_bind_unseparated(name.as_str());
+                any.push_unseparated(" AND token = ");
+                any.push_bind_unseparated(*token);
+                any.push_unseparated(")");
             }
-            let rows = match &self.backend {
-                Backend::Sqlite(pool) => {
-                    let mut tx = Box::pin(pool.begin_with("BEGIN IMMEDIATE")).await?;
-                    let rows = once!(sqlx::Sqlite, &mut *tx);
-                    tx.commit().await?;
-                    rows
-                }
-                Backend::Postgres(pool) => once!(sqlx::Postgres, pool),
-            };
+            qb.push(") RETURNING name, token");
+            let mut tx = Box::pin(pool.begin_with("BEGIN IMMEDIATE")).await?;
+            let rows: Vec<(String, i64)> = qb.build_query_as().fetch_all(&mut *tx).await?;
+            tx.commit().await?;
             renewed.extend(rows);
         }
         Ok(renewed)
@@ -371,16 +393,31 @@ impl Store {
     /// Sessions with unprocessed events or unsent answers whose lease
     /// (`session:<key>`) nobody holds: a replica that died left them, or
     /// the notice of an event for them went astray. At most `limit`.
+    ///
+    /// Runs every second on each replica, so its cost follows the sessions
+    /// with events waiting, not the events: it steps from one such session
+    /// to the next through the index of unprocessed events, and reads each
+    /// one's oldest ([`OLDEST_WAITING`]). Reading every unprocessed event
+    /// instead took 75 ms a second of PostgreSQL's time with 2 000 sessions
+    /// fifty events behind a slow model.
     pub async fn sessions_unowned(&self, limit: i64, older_than_ms: i64) -> Result<Vec<String>> {
         let sql = clocked(
             &self.backend,
-            "SELECT key FROM (\
-               SELECT DISTINCT session_key AS key FROM inbox WHERE processed_at IS NULL \
-               AND received_at < NOW - $2 \
-               UNION SELECT DISTINCT session_key AS key FROM outbox WHERE status = 'pending'\
-             ) owed WHERE NOT EXISTS (SELECT 1 FROM leases \
-               WHERE leases.name = 'session:' || owed.key AND leases.expires_at > NOW) \
-             LIMIT $1",
+            &format!(
+                "WITH RECURSIVE waiting(key) AS (\
+                   SELECT min(session_key) FROM inbox WHERE processed_at IS NULL \
+                   UNION ALL SELECT (SELECT min(i.session_key) FROM inbox i \
+                     WHERE i.processed_at IS NULL AND i.session_key > w.key) \
+                   FROM waiting w WHERE w.key IS NOT NULL\
+                 ) \
+                 SELECT key FROM (\
+                   SELECT key FROM waiting WHERE key IS NOT NULL \
+                   AND ({OLDEST_WAITING}) < NOW - $2 \
+                   UNION SELECT DISTINCT session_key AS key FROM outbox WHERE status = 'pending'\
+                 ) owed WHERE NOT EXISTS (SELECT 1 FROM leases \
+                   WHERE leases.name = 'session:' || owed.key AND leases.expires_at > NOW) \
+                 LIMIT $1",
+            ),
         );
         Ok(
             with_pool!(self, pool => sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(limit).bind(older_than_ms).fetch_all(pool).await?),
@@ -389,7 +426,10 @@ impl Store {
 
     /// Sessions whose lease `holder` has and that have events stored more
     /// than `older_than_ms` ago and not processed: the notice of one went
-    /// astray (this replica was not listening yet, or again).
+    /// astray (this replica was not listening yet, or again). Read from its
+    /// leases, each session's oldest waiting event ([`OLDEST_WAITING`]):
+    /// reading every unprocessed event took 110 ms a second of
+    /// PostgreSQL's time with 2 000 sessions fifty events behind.
     pub async fn sessions_owned_waiting(
         &self,
         holder: &str,
@@ -397,10 +437,11 @@ impl Store {
     ) -> Result<Vec<String>> {
         let sql = clocked(
             &self.backend,
-            "SELECT DISTINCT session_key FROM inbox WHERE processed_at IS NULL \
-             AND received_at < NOW - $2 AND EXISTS (SELECT 1 FROM leases \
-               WHERE leases.name = 'session:' || inbox.session_key AND leases.holder = $1 \
-               AND leases.expires_at > NOW)",
+            &format!(
+                "SELECT key FROM (SELECT substr(name, 9) AS key FROM leases \
+                   WHERE holder = $1 AND name LIKE 'session:%' AND expires_at > NOW) owned \
+                 WHERE ({OLDEST_WAITING}) < NOW - $2",
+            ),
         );
         Ok(
             with_pool!(self, pool => sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(holder).bind(older_than_ms).fetch_all(pool).await?),

@@ -16,6 +16,7 @@ use super::dm;
 backend_tests!(
     leases_of_many_sessions_are_taken_at_once,
     the_pending_events_and_approvals_of_many_sessions_are_read_at_once,
+    the_sweep_finds_sessions_whose_events_wait_by_their_owner,
 );
 
 async fn leases_of_many_sessions_are_taken_at_once(store: Store) {
@@ -138,4 +139,91 @@ async fn the_pending_events_and_approvals_of_many_sessions_are_read_at_once(stor
     assert_eq!(found, expected, "the two sessions', not the third's");
     assert_eq!(store.pending_prompts(None).await.unwrap().len(), 3);
     assert!(store.pending_prompts(Some(&[])).await.unwrap().is_empty());
+}
+
+/// The sweep's two questions, asked every second: which sessions have
+/// events waiting and no owner, and which of a replica's own have events
+/// waiting (their notice went astray). Only events older than the bound
+/// count, a processed one never, and a session with several waiting is
+/// named once.
+async fn the_sweep_finds_sessions_whose_events_wait_by_their_owner(store: Store) {
+    let mut ids = std::collections::HashMap::new();
+    for (n, key) in [
+        "dm:a", "dm:a", "dm:a", "dm:b", "dm:b", "dm:c", "dm:d", "dm:e",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let dedupe = format!("sweep:{n}");
+        let event = NewInboxEvent {
+            platform: "telegram",
+            dedupe_key: &dedupe,
+            session_key: key,
+            payload: "{}",
+        };
+        let InboxInsert::Inserted(id) = store.inbox_insert(&event).await.unwrap() else {
+            panic!("{dedupe} seen as a duplicate");
+        };
+        ids.entry(key).or_insert(id);
+    }
+    // a's first and c's only event are done: a still has two waiting.
+    for key in ["dm:a", "dm:c"] {
+        assert!(store.inbox_mark_processed(ids[key], "ok").await.unwrap());
+    }
+    for (name, holder) in [
+        ("session:dm:d", "me"),
+        ("session:dm:e", "other"),
+        ("session:dm:idle", "me"),
+    ] {
+        assert!(
+            store
+                .lease_acquire(name, holder, 60_000)
+                .await
+                .unwrap()
+                .is_some()
+        );
+    }
+    let sorted = |mut keys: Vec<String>| {
+        keys.sort();
+        keys
+    };
+    // Bounds in the future and the past: every event, then none, is old.
+    let (any_age, none) = (-60_000, 60_000);
+    assert_eq!(
+        sorted(store.sessions_unowned(256, any_age).await.unwrap()),
+        ["dm:a", "dm:b"]
+    );
+    assert!(store.sessions_unowned(256, none).await.unwrap().is_empty());
+    assert_eq!(store.sessions_unowned(1, any_age).await.unwrap().len(), 1);
+    assert_eq!(
+        store.sessions_owned_waiting("me", any_age).await.unwrap(),
+        ["dm:d"]
+    );
+    assert_eq!(
+        store
+            .sessions_owned_waiting("other", any_age)
+            .await
+            .unwrap(),
+        ["dm:e"]
+    );
+    assert!(
+        store
+            .sessions_owned_waiting("me", none)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Once d's lease lapses, d has no owner.
+    store.lease_release("session:dm:d", "me", 1).await.unwrap();
+    assert_eq!(
+        sorted(store.sessions_unowned(256, any_age).await.unwrap()),
+        ["dm:a", "dm:b", "dm:d"]
+    );
+    assert!(
+        store
+            .sessions_owned_waiting("me", any_age)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
