@@ -105,13 +105,19 @@ pub(super) fn fence_row(qb: &mut sqlx::QueryBuilder<sqlx::Sqlite>, fence: &Fence
         .push_bind(fence.token);
 }
 
-/// When the oldest unprocessed event of the session `key` was received,
-/// found through the index of unprocessed events by session. Events are
-/// numbered as they are stored, so the oldest by number is the oldest
-/// received but for the clocks of replicas apart (a late sweep, never a
-/// missed one: the event is found once it is old by the newer clock too).
-const OLDEST_WAITING: &str = "SELECT i.received_at FROM inbox i \
-     WHERE i.session_key = key AND i.processed_at IS NULL ORDER BY i.id LIMIT 1";
+/// When the oldest unprocessed event of the session named by `key` (the
+/// outer query's column) was received, found on PostgreSQL through the
+/// index of unprocessed events by session. Events are numbered as they
+/// are stored, and PostgreSQL's inbox dates none later than its own clock
+/// (`insert_batch`), so the oldest by number is the oldest received but
+/// for milliseconds, or a replica's clock running behind: never an event
+/// dated in the future ahead of older ones, which would hide them.
+fn oldest_waiting(key: &str) -> String {
+    format!(
+        "SELECT i.received_at FROM inbox i \
+         WHERE i.session_key = {key} AND i.processed_at IS NULL ORDER BY i.id LIMIT 1"
+    )
+}
 
 /// `NOW` in `sql` as the backend's clock in Unix ms: every replica reads
 /// the same clock, so theirs need not agree.
@@ -254,8 +260,8 @@ impl Store {
              WHERE leases.expires_at <= NOW OR leases.holder = excluded.holder \
              RETURNING name, token",
         );
-        // A renewal (which locks its rows in the table's order) may still
-        // deadlock with it: PostgreSQL then fails one, and this one tries
+        // A renewal (which locks its rows in the order its plan takes) may
+        // still deadlock with it: PostgreSQL then fails one, and this one tries
         // again.
         let mut tries = 0;
         let taken: std::collections::HashMap<String, i64> = loop {
@@ -396,8 +402,9 @@ impl Store {
     ///
     /// Runs every second on each replica, so its cost follows the sessions
     /// with events waiting, not the events: it steps from one such session
-    /// to the next through the index of unprocessed events, and reads each
-    /// one's oldest ([`OLDEST_WAITING`]). Reading every unprocessed event
+    /// to the next through PostgreSQL's index of unprocessed events by
+    /// session (the sweep runs on PostgreSQL alone), and reads each
+    /// one's oldest ([`oldest_waiting`]). Reading every unprocessed event
     /// instead took 75 ms a second of PostgreSQL's time with 2 000 sessions
     /// fifty events behind a slow model.
     pub async fn sessions_unowned(&self, limit: i64, older_than_ms: i64) -> Result<Vec<String>> {
@@ -412,11 +419,12 @@ impl Store {
                  ) \
                  SELECT key FROM (\
                    SELECT key FROM waiting WHERE key IS NOT NULL \
-                   AND ({OLDEST_WAITING}) < NOW - $2 \
+                   AND ({oldest}) < NOW - $2 \
                    UNION SELECT DISTINCT session_key AS key FROM outbox WHERE status = 'pending'\
                  ) owed WHERE NOT EXISTS (SELECT 1 FROM leases \
                    WHERE leases.name = 'session:' || owed.key AND leases.expires_at > NOW) \
                  LIMIT $1",
+                oldest = oldest_waiting("waiting.key"),
             ),
         );
         Ok(
@@ -427,7 +435,7 @@ impl Store {
     /// Sessions whose lease `holder` has and that have events stored more
     /// than `older_than_ms` ago and not processed: the notice of one went
     /// astray (this replica was not listening yet, or again). Read from its
-    /// leases, each session's oldest waiting event ([`OLDEST_WAITING`]):
+    /// leases, each session's oldest waiting event ([`oldest_waiting`]):
     /// reading every unprocessed event took 110 ms a second of
     /// PostgreSQL's time with 2 000 sessions fifty events behind.
     pub async fn sessions_owned_waiting(
@@ -440,7 +448,8 @@ impl Store {
             &format!(
                 "SELECT key FROM (SELECT substr(name, 9) AS key FROM leases \
                    WHERE holder = $1 AND name LIKE 'session:%' AND expires_at > NOW) owned \
-                 WHERE ({OLDEST_WAITING}) < NOW - $2",
+                 WHERE ({oldest}) < NOW - $2",
+                oldest = oldest_waiting("owned.key"),
             ),
         );
         Ok(
