@@ -79,17 +79,8 @@ async fn the_pending_events_and_approvals_of_many_sessions_are_read_at_once(stor
     // Interleaved: the order read is the inbox's, across sessions.
     for round in 0..2 {
         for key in keys.iter().rev().take(3).chain(&keys[..2]) {
-            let dedupe = format!("{key}:{round}");
-            let event = NewInboxEvent {
-                platform: "github",
-                dedupe_key: &dedupe,
-                session_key: key,
-                payload: "{}",
-            };
-            match store.inbox_insert(&event).await.unwrap() {
-                InboxInsert::Inserted(id) => ids.push((id, key.clone())),
-                InboxInsert::Duplicate => panic!("{dedupe} seen as a duplicate"),
-            }
+            let id = stored(&store, &format!("{key}:{round}"), key).await;
+            ids.push((id, key.clone()));
         }
     }
     // Processed events are not read again.
@@ -154,16 +145,7 @@ async fn the_sweep_finds_sessions_whose_events_wait_by_their_owner(store: Store)
     .into_iter()
     .enumerate()
     {
-        let dedupe = format!("sweep:{n}");
-        let event = NewInboxEvent {
-            platform: "telegram",
-            dedupe_key: &dedupe,
-            session_key: key,
-            payload: "{}",
-        };
-        let InboxInsert::Inserted(id) = store.inbox_insert(&event).await.unwrap() else {
-            panic!("{dedupe} seen as a duplicate");
-        };
+        let id = stored(&store, &format!("sweep:{n}"), key).await;
         ids.entry(key).or_insert(id);
     }
     // a's first and c's only event are done: a still has two waiting.
@@ -226,4 +208,18 @@ async fn the_sweep_finds_sessions_whose_events_wait_by_their_owner(store: Store)
             .unwrap()
             .is_empty()
     );
+}
+
+/// Stores a new event of session `key`: its id.
+async fn stored(store: &Store, dedupe: &str, key: &str) -> i64 {
+    let event = NewInboxEvent {
+        platform: "github",
+        dedupe_key: dedupe,
+        session_key: key,
+        payload: "{}",
+    };
+    match store.inbox_insert(&event).await.unwrap() {
+        InboxInsert::Inserted(id) => id,
+        InboxInsert::Duplicate => panic!("{dedupe} seen as a duplicate"),
+    }
 }
