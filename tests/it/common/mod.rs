@@ -394,36 +394,44 @@ pub fn output_within(
         .stderr(err.try_clone().unwrap())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + limit;
-    let (status, waits) = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break (Some(status), None);
-        }
-        if std::time::Instant::now() >= deadline {
-            let waits = threads_of(child.id());
-            let _ = child.kill();
-            break (child.wait().ok(), Some(waits));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
     let printed = |mut file: &std::fs::File| {
         let mut bytes = Vec::new();
         std::io::Seek::rewind(&mut file).unwrap();
         std::io::Read::read_to_end(&mut file, &mut bytes).unwrap();
         bytes
     };
-    let (stdout, stderr) = (printed(&out), printed(&err));
-    if let Some(waits) = waits {
+    let Some(status) = wait_within(&mut child, limit) else {
+        let waits = threads_of(child.id());
+        let _ = child.kill();
+        let _ = child.wait();
         panic!(
             "{cmd:?} still ran after {limit:?}; its threads:\n{waits}\n{}{}",
-            String::from_utf8_lossy(&stdout),
-            String::from_utf8_lossy(&stderr)
+            String::from_utf8_lossy(&printed(&out)),
+            String::from_utf8_lossy(&printed(&err))
         );
-    }
+    };
     std::process::Output {
-        status: status.unwrap(),
-        stdout,
-        stderr,
+        status,
+        stdout: printed(&out),
+        stderr: printed(&err),
+    }
+}
+
+/// Waits for `child` to end, for `limit` at most: its status, `None` while
+/// it still runs.
+pub fn wait_within(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
 

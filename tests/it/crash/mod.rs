@@ -107,16 +107,10 @@ impl Daemon {
     fn stop(mut self) {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            if Instant::now() >= deadline {
-                self.child.kill().unwrap();
-                panic!("the daemon did not stop within a minute of SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let Some(status) = crate::common::wait_within(&mut self.child, Duration::from_secs(60))
+        else {
+            self.child.kill().unwrap();
+            panic!("the daemon did not stop within a minute of SIGTERM");
         };
         assert!(status.success(), "{status:?}");
     }
