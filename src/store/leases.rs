@@ -107,15 +107,18 @@ pub(super) fn fence_row(qb: &mut sqlx::QueryBuilder<sqlx::Sqlite>, fence: &Fence
 
 /// When the oldest unprocessed event of the session named by `key` (the
 /// outer query's column) was received, found on PostgreSQL through the
-/// index of unprocessed events by session. Events are numbered as they
-/// are stored, and PostgreSQL's inbox dates none later than its own clock
-/// (`insert_batch`), so the oldest by number is the oldest received but
-/// for milliseconds, or a replica's clock running behind: never an event
-/// dated in the future ahead of older ones, which would hide them.
+/// index of unprocessed events by session; compared with `NOW - $2`.
+/// Events are numbered as they are stored, so the oldest by number is the
+/// oldest received but for the clocks of replicas apart. One dated further
+/// ahead than `$2` (by a replica whose clock runs ahead) counts as old: it
+/// would otherwise hide the older events of its session behind it until
+/// its date. Events keep their replica's date, which the replay window
+/// and the catch-up compare with that replica's clock.
 fn oldest_waiting(key: &str) -> String {
     format!(
-        "SELECT i.received_at FROM inbox i \
-         WHERE i.session_key = {key} AND i.processed_at IS NULL ORDER BY i.id LIMIT 1"
+        "SELECT CASE WHEN i.received_at > NOW + $2 THEN 0 ELSE i.received_at END \
+         FROM inbox i WHERE i.session_key = {key} AND i.processed_at IS NULL \
+         ORDER BY i.id LIMIT 1"
     )
 }
 

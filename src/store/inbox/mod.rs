@@ -114,14 +114,10 @@ async fn insert_batch(
             // Columns as arrays: one statement whatever the batch's size,
             // prepared once per connection and planned as one.
             let column = |f: fn(&Queued) -> &str| batch.iter().map(f).collect::<Vec<_>>();
-            // Dated no later than the database's clock: an event a replica
-            // with its clock ahead dated in the future would hide the older
-            // ones of its session from the cluster's sweep (`oldest_waiting`).
             let received: Vec<i64> = batch.iter().map(|q| q.received_at).collect();
             sqlx::query_as(concat!(
                 insert_into!(),
-                "SELECT p, d, s, b, LEAST(r, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT) \
-                 FROM UNNEST($1::text[], $2::text[], $3::text[], \
+                "SELECT p, d, s, b, r FROM UNNEST($1::text[], $2::text[], $3::text[], \
                  $4::text[], $5::int8[]) WITH ORDINALITY AS t (p, d, s, b, r, n) ORDER BY n \
                  ON CONFLICT (dedupe_key) DO NOTHING RETURNING id, dedupe_key"
             ))

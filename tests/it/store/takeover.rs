@@ -210,6 +210,54 @@ async fn the_sweep_finds_sessions_whose_events_wait_by_their_owner(store: Store)
     );
 }
 
+/// A replica whose clock ran an hour ahead stored a session's first event,
+/// one on time its second: the first, dated in the future, does not hide
+/// the session from the sweep (which reads each session's oldest), while
+/// an event a second ahead (clocks a little apart) is not taken for old.
+#[tokio::test]
+async fn an_event_dated_in_the_future_hides_no_session_from_the_sweep() {
+    let Some(db) = crate::common::PgTestDb::create().await else {
+        return;
+    };
+    let store = db.store().await;
+    let raw = sqlx::PgPool::connect(&db.config.url).await.unwrap();
+    let now = store.db_now_ms().await.unwrap();
+    for (key, session, at) in [
+        ("ahead", "dm:f", now + 3_600_000),
+        ("a-second-ahead", "dm:g", now + 1_000),
+    ] {
+        sqlx::query(
+            "INSERT INTO inbox (platform, dedupe_key, session_key, payload, received_at) \
+             VALUES ('telegram', $1, $2, '{}', $3)",
+        )
+        .bind(key)
+        .bind(session)
+        .bind(at)
+        .execute(&raw)
+        .await
+        .unwrap();
+    }
+    stored(&store, "on-time", "dm:f").await;
+    assert!(
+        store
+            .lease_acquire("session:dm:g", "me", 60_000)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(store.sessions_unowned(256, 2_000).await.unwrap(), ["dm:f"]);
+    assert!(
+        store
+            .sessions_owned_waiting("me", 2_000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    raw.close().await;
+    store.close().await;
+    db.drop().await;
+}
+
 /// Stores a new event of session `key`: its id.
 async fn stored(store: &Store, dedupe: &str, key: &str) -> i64 {
     let event = NewInboxEvent {
