@@ -70,8 +70,9 @@ pub struct Senders {
 
 /// Forwards events in their order: serenity starts a task per event on
 /// this single-threaded runtime in arrival order, and a full channel
-/// queues the senders first come, first served.
-struct Forward(Senders);
+/// queues the senders first come, first served. Raises `connected` when
+/// the shard connects.
+struct Forward(Senders, Arc<AtomicBool>);
 
 #[serenity::async_trait]
 impl EventHandler for Forward {
@@ -124,6 +125,9 @@ impl EventHandler for Forward {
     }
 
     async fn shard_stage_update(&self, _: Context, event: ShardStageUpdateEvent) {
+        if event.new == ConnectionStage::Connected {
+            self.1.store(true, Ordering::SeqCst);
+        }
         let _ = self
             .0
             .events
@@ -138,7 +142,8 @@ impl EventHandler for Forward {
 
 /// Runs the gateway on its own thread and single-threaded runtime until
 /// `stop`; serenity reconnects and resumes by itself, and a client that
-/// ends (bad token, gateway gone) or panics is started again with backoff.
+/// ends (bad token, gateway gone) or panics is started again with the
+/// platforms' backoff, from its first step again once a client connected.
 pub fn spawn_gateway(
     token: String,
     api_url: String,
@@ -207,11 +212,12 @@ async fn gateway(token: String, api_url: String, tx: Senders, stop: Cancellation
         | GatewayIntents::DIRECT_MESSAGES
         | GatewayIntents::MESSAGE_CONTENT;
     let panicked = watch_panics();
-    let mut wait = Duration::from_secs(1);
+    let connected = Arc::new(AtomicBool::new(false));
+    let mut backoff = crate::adapters::lifecycle::backoff();
     while !stop.is_cancelled() {
         let client =
             serenity::client::ClientBuilder::new_with_http(rest(&token, &api_url), intents)
-                .event_handler(Forward(tx.clone()))
+                .event_handler(Forward(tx.clone(), connected.clone()))
                 .await;
         let reason = match client {
             Ok(mut client) => {
@@ -235,6 +241,13 @@ async fn gateway(token: String, api_url: String, tx: Senders, stop: Cancellation
             }
             Err(err) => format!("gateway: {err}"),
         };
+        // A client that connected went through: one that ends after
+        // hours is started again within a second, not after the longest
+        // wait of failures long past.
+        if connected.swap(false, Ordering::SeqCst) {
+            backoff.reset();
+        }
+        let wait = backoff.next_wait();
         tracing::warn!(reason, retry_in = ?wait, "discord gateway down");
         // Raced against the stop: the adapter stops reading at shutdown
         // and then waits for this thread.
@@ -244,7 +257,7 @@ async fn gateway(token: String, api_url: String, tx: Senders, stop: Cancellation
         }
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(wait) => wait = (wait * 2).min(Duration::from_secs(60)),
+            _ = tokio::time::sleep(wait) => {}
         }
     }
 }
