@@ -400,20 +400,15 @@ async fn messages_written_while_the_daemon_was_down_are_answered_after_a_restart
     drop(dir);
 }
 
-/// Message `id` from an author serenity 0.12 panics on: its ImageHash
-/// parser slices a 32-byte hash at byte 2, and a multibyte avatar hash
-/// panics inside its shard runner.
-fn panics_serenity(id: &str) -> Value {
-    let mut hostile = user("56", "mallory", false);
-    hostile["avatar"] = json!(format!("€{}", "a".repeat(29)));
-    assert_eq!(hostile["avatar"].as_str().unwrap().len(), 32);
-    mention(id, CHANNEL, hostile, "boom")
-}
-
 #[tokio::test]
 async fn a_gateway_event_serenity_panics_on_does_not_silence_the_bot() {
     let s = start(vec![Reply::Json(text("still here"))], |_| {}).await;
-    s.dc.dispatch("MESSAGE_CREATE", panics_serenity("1200"))
+    // serenity 0.12's ImageHash parser slices a 32-byte hash at byte 2: a
+    // multibyte avatar hash panics inside its shard runner.
+    let mut hostile = user("56", "mallory", false);
+    hostile["avatar"] = json!(format!("€{}", "a".repeat(29)));
+    assert_eq!(hostile["avatar"].as_str().unwrap().len(), 32);
+    s.dc.dispatch("MESSAGE_CREATE", mention("1200", CHANNEL, hostile, "boom"))
         .await;
     // The client is started again and identifies anew.
     common::eventually("a second identify", || async {
@@ -427,26 +422,6 @@ async fn a_gateway_event_serenity_panics_on_does_not_silence_the_bot() {
     .await;
     let posted = s.dc.wait_posted(1).await;
     assert_eq!(content(&posted[0]), "still here");
-    s.daemon.shutdown().await;
-}
-
-/// A client that connected starts the backoff over: one that keeps ending
-/// after connecting is started again within a second each time, where
-/// doubling waits would have reached 8 to 16 s by the fifth.
-#[tokio::test]
-async fn a_client_that_connected_is_started_again_without_a_grown_wait() {
-    let s = start(vec![], |_| {}).await;
-    for n in 1..=5 {
-        s.dc.dispatch("MESSAGE_CREATE", panics_serenity(&format!("{}", 1300 + n)))
-            .await;
-        common::eventually_within(
-            &format!("identify {} soon after panic {n}", n + 1),
-            std::time::Duration::from_secs(5),
-            || async { s.dc.received(2).len() > n },
-        )
-        .await;
-        s.dc.ready().await;
-    }
     s.daemon.shutdown().await;
 }
 

@@ -21,6 +21,8 @@ use serenity::all::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::platform::Backoff;
+
 /// The REST base that needs no proxy setting.
 const DISCORD: &str = "https://discord.com";
 /// How long the gateway may take to close on shutdown.
@@ -142,8 +144,8 @@ impl EventHandler for Forward {
 
 /// Runs the gateway on its own thread and single-threaded runtime until
 /// `stop`; serenity reconnects and resumes by itself, and a client that
-/// ends (bad token, gateway gone) or panics is started again with the
-/// platforms' backoff, from its first step again once a client connected.
+/// ends (bad token, gateway gone) or panics is started again after
+/// [`next_wait`].
 pub fn spawn_gateway(
     token: String,
     api_url: String,
@@ -207,14 +209,40 @@ async fn raised(flag: &AtomicBool) {
     }
 }
 
+/// The first wait before a client is started again.
+const FIRST_WAIT: Duration = Duration::from_secs(1);
+/// The longest: Discord resets a bot's token after 1 000 identifies in a
+/// day, and clients that keep ending (a gateway that closes at once, an
+/// event serenity panics on sent after each connect) are started again
+/// at most every 2 minutes (the lower half of the jitter), 720 a day.
+const LONGEST_WAIT: Duration = Duration::from_secs(240);
+/// A client connected this long was well: the one after it starts the
+/// waits over.
+const STEADY: Duration = Duration::from_secs(600);
+
+/// The wait before the next client, after one that ran for `ran` and
+/// reached the gateway or not (`connected`): from the first step again
+/// after a client that stayed, so one ending after days of service is back
+/// within a second; otherwise a step further, so clients ending soon after
+/// connecting do not identify in a tight loop.
+fn next_wait(backoff: &mut Backoff, connected: bool, ran: Duration) -> Duration {
+    if connected && ran >= STEADY {
+        backoff.reset();
+    }
+    backoff.next_wait()
+}
+
 async fn gateway(token: String, api_url: String, tx: Senders, stop: CancellationToken) {
     let intents = GatewayIntents::GUILD_MESSAGES
         | GatewayIntents::DIRECT_MESSAGES
         | GatewayIntents::MESSAGE_CONTENT;
     let panicked = watch_panics();
-    let connected = Arc::new(AtomicBool::new(false));
-    let mut backoff = crate::adapters::lifecycle::backoff();
+    let mut backoff = Backoff::new(FIRST_WAIT, LONGEST_WAIT);
     while !stop.is_cancelled() {
+        let began = tokio::time::Instant::now();
+        // Each client's own: a late stage update of one that ended must
+        // not count for the next.
+        let connected = Arc::new(AtomicBool::new(false));
         let client =
             serenity::client::ClientBuilder::new_with_http(rest(&token, &api_url), intents)
                 .event_handler(Forward(tx.clone(), connected.clone()))
@@ -241,13 +269,11 @@ async fn gateway(token: String, api_url: String, tx: Senders, stop: Cancellation
             }
             Err(err) => format!("gateway: {err}"),
         };
-        // A client that connected went through: one that ends after
-        // hours is started again within a second, not after the longest
-        // wait of failures long past.
-        if connected.swap(false, Ordering::SeqCst) {
-            backoff.reset();
-        }
-        let wait = backoff.next_wait();
+        let wait = next_wait(
+            &mut backoff,
+            connected.load(Ordering::SeqCst),
+            began.elapsed(),
+        );
         tracing::warn!(reason, retry_in = ?wait, "discord gateway down");
         // Raced against the stop: the adapter stops reading at shutdown
         // and then waits for this thread.
@@ -259,5 +285,29 @@ async fn gateway(token: String, api_url: String, tx: Senders, stop: Cancellation
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(wait) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_start_over_only_after_a_client_that_stayed() {
+        let mut backoff = Backoff::new(FIRST_WAIT, LONGEST_WAIT);
+        let quick = Duration::from_secs(2);
+        let waits: Vec<Duration> = (0..12)
+            .map(|_| next_wait(&mut backoff, true, quick))
+            .collect();
+        // Clients that connect and end at once: growing waits, never a day
+        // of more than 1 000 identifies.
+        assert!(waits[3] >= Duration::from_secs(4), "{waits:?}");
+        let least = waits[10..].iter().min().unwrap();
+        assert!(86_400 / least.as_secs() < 1_000, "{waits:?}");
+        // Ending without having connected does not start over either.
+        assert!(next_wait(&mut backoff, false, STEADY) >= Duration::from_secs(60));
+        // After a client that stayed connected: the first wait again.
+        assert!(next_wait(&mut backoff, true, STEADY) <= FIRST_WAIT);
+        assert!(next_wait(&mut backoff, true, quick) <= 2 * FIRST_WAIT);
     }
 }
