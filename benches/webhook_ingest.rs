@@ -23,7 +23,9 @@
 //!
 //! Run: `cargo bench --bench webhook_ingest` (REQUESTS=N per run,
 //! CONNECTIONS=C, ROUNDS=R (odd) per point, PRS=1,40 for other points of the curve;
-//! INGEST_ONLY=sqlite|postgres measures one backend alone, for profiling).
+//! INGEST_ONLY=sqlite|postgres measures one backend alone, for profiling;
+//! INGEST_ONLY=replicas one, two and three replicas in turn, `ROUNDS` times,
+//! or the counts in REPLICAS=1,3).
 
 use std::time::Duration;
 
@@ -277,6 +279,40 @@ async fn ingest_replicas(
     run
 }
 
+/// One, two and three replicas (or `REPLICAS`) in turn, `rounds` times
+/// (each on a fresh schema), and each count's median against the first's:
+/// what sharing sessions costs, without the rest of the bench.
+async fn replicas_alone(requests: usize, connections: usize, rounds: usize) {
+    let counts: Vec<usize> = std::env::var("REPLICAS").map_or_else(
+        |_| vec![1, 2, 3],
+        |list| list.split(',').map(|n| n.trim().parse().unwrap()).collect(),
+    );
+    let mut rates = vec![Vec::new(); counts.len()];
+    for round in 1..=rounds {
+        for (&replicas, rates) in counts.iter().zip(rates.iter_mut()) {
+            let schema = postgres_schema()
+                .await
+                .expect("INGEST_ONLY=replicas needs PostgreSQL");
+            settle().await;
+            let run = ingest_replicas(&schema, replicas, requests, connections).await;
+            println!(
+                "  {round}: {replicas} replica(s), {PRS} PRs: {:.0} req/s, p99 {:.2?}",
+                run.rate, run.p99
+            );
+            rates.push(run.rate);
+        }
+    }
+    let first = middle(rates[0].clone());
+    for (replicas, rates) in counts.iter().zip(rates) {
+        let rate = middle(rates);
+        println!(
+            "  {replicas} replica(s): {rate:.0} req/s, {:.2}x {}",
+            rate / first,
+            counts[0]
+        );
+    }
+}
+
 /// The PostgreSQL server at `TEST_DATABASE_URL` (the tests' default
 /// otherwise).
 fn server_url() -> String {
@@ -510,7 +546,12 @@ fn main() {
 
 /// The whole bench, or one backend alone under `INGEST_ONLY`.
 async fn measure(requests: usize, connections: usize, rounds: usize) {
-    if let Ok(only) = std::env::var("INGEST_ONLY") {
+    let only = std::env::var("INGEST_ONLY");
+    if only.as_deref() == Ok("replicas") {
+        replicas_alone(requests, connections, rounds).await;
+        return;
+    }
+    if let Ok(only) = only {
         // For profilers: the ingest path alone, on one backend.
         for prs in curve() {
             let dir = tempfile::tempdir().unwrap();

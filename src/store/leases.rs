@@ -502,8 +502,16 @@ impl Store {
             let pool = pool.clone();
             let scope = self.scope.clone();
             tokio::spawn(async move {
-                let mut batch = Vec::with_capacity(256);
-                while rx.recv_many(&mut batch, 256).await > 0 {
+                let mut batch = Vec::with_capacity(NOTICES_AT_ONCE);
+                while rx.recv_many(&mut batch, NOTICES_AT_ONCE).await > 0 {
+                    // Each statement wakes every listening replica: the
+                    // notices of the next moment go with these.
+                    tokio::time::sleep(GATHER_NOTICES).await;
+                    while batch.len() < NOTICES_AT_ONCE
+                        && let Ok(notice) = rx.try_recv()
+                    {
+                        batch.push(notice);
+                    }
                     let mut channels: Vec<&'static str> = batch.iter().map(|(c, _)| *c).collect();
                     channels.sort_unstable();
                     channels.dedup();
@@ -561,6 +569,13 @@ impl Store {
             .fetch_all(pool).await?))
     }
 }
+
+/// Most notices sent in one statement.
+const NOTICES_AT_ONCE: usize = 256;
+
+/// How long notices given one after another are gathered before they go
+/// out together.
+const GATHER_NOTICES: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Channel `name` in the schema whose scope is `scope`.
 fn scoped(name: &str, scope: &str) -> String {

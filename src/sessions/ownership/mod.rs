@@ -365,6 +365,10 @@ impl SessionManager {
         else {
             return;
         };
+        // Every replica is told of every event; only the owner reads it.
+        if self.live_worker(key).is_none() {
+            return;
+        }
         match serde_json::from_str::<InboundEvent>(event) {
             Ok(event) => {
                 let job = Job {
