@@ -506,7 +506,9 @@ impl Store {
                 while rx.recv_many(&mut batch, NOTICES_AT_ONCE).await > 0 {
                     // Each statement wakes every listening replica: the
                     // notices of the next moment go with these.
-                    tokio::time::sleep(GATHER_NOTICES).await;
+                    if batch.len() < NOTICES_AT_ONCE {
+                        tokio::time::sleep(GATHER_NOTICES).await;
+                    }
                     while batch.len() < NOTICES_AT_ONCE
                         && let Ok(notice) = rx.try_recv()
                     {
