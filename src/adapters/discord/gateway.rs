@@ -10,8 +10,8 @@
 //! there.
 
 use std::cell::RefCell;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serenity::all::{
@@ -19,6 +19,7 @@ use serenity::all::{
     Interaction, Message, MessageId, MessageUpdateEvent, Ready, ShardStageUpdateEvent,
 };
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::platform::Backoff;
@@ -72,9 +73,9 @@ pub struct Senders {
 
 /// Forwards events in their order: serenity starts a task per event on
 /// this single-threaded runtime in arrival order, and a full channel
-/// queues the senders first come, first served. Raises `connected` when
-/// the shard connects.
-struct Forward(Senders, Arc<AtomicBool>);
+/// queues the senders first come, first served. Notes when the shard
+/// first connects.
+struct Forward(Senders, Arc<OnceLock<Instant>>);
 
 #[serenity::async_trait]
 impl EventHandler for Forward {
@@ -128,7 +129,7 @@ impl EventHandler for Forward {
 
     async fn shard_stage_update(&self, _: Context, event: ShardStageUpdateEvent) {
         if event.new == ConnectionStage::Connected {
-            self.1.store(true, Ordering::SeqCst);
+            let _ = self.1.set(Instant::now());
         }
         let _ = self
             .0
@@ -220,13 +221,15 @@ const LONGEST_WAIT: Duration = Duration::from_secs(240);
 /// waits over.
 const STEADY: Duration = Duration::from_secs(600);
 
-/// The wait before the next client, after one that ran for `ran` and
-/// reached the gateway or not (`connected`): from the first step again
+/// The wait before the next client, after one that stayed connected for
+/// `connected` (`None`: it never connected): from the first step again
 /// after a client that stayed, so one ending after days of service is back
 /// within a second; otherwise a step further, so clients ending soon after
-/// connecting do not identify in a tight loop.
-fn next_wait(backoff: &mut Backoff, connected: bool, ran: Duration) -> Duration {
-    if connected && ran >= STEADY {
+/// connecting do not identify in a tight loop. Counted from the connection,
+/// not the client's start: serenity's own retries before it are not
+/// service.
+fn next_wait(backoff: &mut Backoff, connected: Option<Duration>) -> Duration {
+    if connected.is_some_and(|stayed| stayed >= STEADY) {
         backoff.reset();
     }
     backoff.next_wait()
@@ -239,10 +242,9 @@ async fn gateway(token: String, api_url: String, tx: Senders, stop: Cancellation
     let panicked = watch_panics();
     let mut backoff = Backoff::new(FIRST_WAIT, LONGEST_WAIT);
     while !stop.is_cancelled() {
-        let began = tokio::time::Instant::now();
         // Each client's own: a late stage update of one that ended must
         // not count for the next.
-        let connected = Arc::new(AtomicBool::new(false));
+        let connected = Arc::new(OnceLock::new());
         let client =
             serenity::client::ClientBuilder::new_with_http(rest(&token, &api_url), intents)
                 .event_handler(Forward(tx.clone(), connected.clone()))
@@ -269,11 +271,7 @@ async fn gateway(token: String, api_url: String, tx: Senders, stop: Cancellation
             }
             Err(err) => format!("gateway: {err}"),
         };
-        let wait = next_wait(
-            &mut backoff,
-            connected.load(Ordering::SeqCst),
-            began.elapsed(),
-        );
+        let wait = next_wait(&mut backoff, connected.get().map(Instant::elapsed));
         tracing::warn!(reason, retry_in = ?wait, "discord gateway down");
         // Raced against the stop: the adapter stops reading at shutdown
         // and then waits for this thread.
@@ -297,7 +295,7 @@ mod tests {
         let mut backoff = Backoff::new(FIRST_WAIT, LONGEST_WAIT);
         let quick = Duration::from_secs(2);
         let waits: Vec<Duration> = (0..12)
-            .map(|_| next_wait(&mut backoff, true, quick))
+            .map(|_| next_wait(&mut backoff, Some(quick)))
             .collect();
         // Clients that connect and end at once: growing waits, never a day
         // of more than 1 000 identifies.
@@ -305,9 +303,9 @@ mod tests {
         let least = waits[10..].iter().min().unwrap();
         assert!(86_400 / least.as_secs() < 1_000, "{waits:?}");
         // Ending without having connected does not start over either.
-        assert!(next_wait(&mut backoff, false, STEADY) >= Duration::from_secs(60));
+        assert!(next_wait(&mut backoff, None) >= Duration::from_secs(60));
         // After a client that stayed connected: the first wait again.
-        assert!(next_wait(&mut backoff, true, STEADY) <= FIRST_WAIT);
-        assert!(next_wait(&mut backoff, true, quick) <= 2 * FIRST_WAIT);
+        assert!(next_wait(&mut backoff, Some(STEADY)) <= FIRST_WAIT);
+        assert!(next_wait(&mut backoff, Some(quick)) <= 2 * FIRST_WAIT);
     }
 }
