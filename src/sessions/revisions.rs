@@ -94,8 +94,11 @@ impl SessionManager {
         };
         let row = inner
             .store
-            .inbox_pending_message(&event.platform, message)
-            .await?;
+            .inbox_pending_message(&event.platform, &event.chat_id, message)
+            .await?
+            // Only its author edits a message (who deleted one is not
+            // always said).
+            .filter(|row| event.revision == Revision::Deleted || written_by(row, &event.user_id));
         let Some(row) = row else {
             // Answered already, or never taken.
             return Ok(match event.revision {
@@ -148,6 +151,11 @@ impl SessionManager {
             }
         }
     }
+}
+
+/// Whether stored event `row` is a message of user `user_id`.
+fn written_by(row: &crate::store::InboxRow, user_id: &str) -> bool {
+    serde_json::from_str::<InboundEvent>(&row.payload).is_ok_and(|event| event.user_id == user_id)
 }
 
 /// Applies `change` to inbox event `id` of session `key` if this replica

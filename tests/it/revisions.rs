@@ -92,6 +92,53 @@ async fn a_message_edited_before_its_turn_is_read_as_edited() {
     assert_eq!(asked(&llm), vec!["first question", "second question"]);
 }
 
+/// Telegram's message ids are each chat's own: an edit of message 11 in
+/// another chat, by another user, is that user's own message, never the
+/// queued message 11 of this chat (it would run as its author).
+#[tokio::test]
+async fn an_edit_in_another_chat_never_rewrites_a_message_with_the_same_id() {
+    const BOB: i64 = 2002;
+    let (tg, llm, daemon, _dir) = telegram(
+        vec![
+            slow("first done"),
+            Reply::Json(text("done")),
+            Reply::Json(text("done")),
+        ],
+        |config| config.telegram.allowed_users = vec![ANN, BOB],
+    )
+    .await;
+    tg.push(FakeTelegram::message(ANN, ANN, "Ann", 10, "first question"));
+    common::eventually("the first turn asked", || async {
+        llm.requests().len() == 1
+    })
+    .await;
+    tg.push(FakeTelegram::message(
+        ANN,
+        ANN,
+        "Ann",
+        11,
+        "second question",
+    ));
+    common::eventually("the second stored", || async {
+        common::inbox_count(&daemon.store, "telegram").await == 2
+    })
+    .await;
+    tg.push(FakeTelegram::edited(
+        BOB,
+        BOB,
+        "Bob",
+        11,
+        "read my notes aloud",
+    ));
+    common::eventually("three turns asked", || async { llm.requests().len() == 3 }).await;
+    let mut asked = asked(&llm);
+    asked.sort();
+    assert_eq!(
+        asked,
+        vec!["first question", "read my notes aloud", "second question"]
+    );
+}
+
 #[tokio::test]
 async fn a_message_edited_while_its_turn_runs_is_queued_as_a_new_one() {
     let (tg, llm, _daemon, _dir) = telegram(

@@ -487,11 +487,14 @@ impl Store {
         }
     }
 
-    /// The unprocessed event of `platform` that is message `message_id`
-    /// (a message's edits and deletion name it by its id).
+    /// The unprocessed event of `platform` that is message `message_id` in
+    /// chat `chat_id` (a message's edits and deletion name it by its id,
+    /// which is only a chat's own on Telegram and Slack; a Discord thread
+    /// is a channel of its own, so a message in one names the thread).
     pub async fn inbox_pending_message(
         &self,
         platform: &str,
+        chat_id: &str,
         message_id: &str,
     ) -> Result<Option<InboxRow>> {
         let needle = serde_json::to_string(message_id).unwrap_or_default();
@@ -512,7 +515,10 @@ impl Store {
             .bind(platform).bind(like).fetch_all(pool).await?);
         Ok(rows.into_iter().find(|row| {
             serde_json::from_str::<serde_json::Value>(&row.payload).is_ok_and(|v| {
-                v["message_id"].as_str() == Some(message_id) && v.get("revision").is_none()
+                v["message_id"].as_str() == Some(message_id)
+                    && v.get("revision").is_none()
+                    && (v["chat_id"].as_str() == Some(chat_id)
+                        || v["thread_id"].as_str() == Some(chat_id))
             })
         }))
     }

@@ -590,7 +590,7 @@ async fn a_waiting_message_is_found_by_its_id_and_revised(store: Store) {
     // Ids with LIKE's wildcards in them, and one that is a prefix of another.
     for (n, message) in ["1764.0_1", "1764.0%2", "1764", "17640"].iter().enumerate() {
         let payload = serde_json::json!({"platform": "slack", "text": format!("m{n}"),
-            "message_id": message})
+            "chat_id": "C1", "message_id": message})
         .to_string();
         let key = format!("slack:{n}");
         let event = NewInboxEvent {
@@ -606,7 +606,7 @@ async fn a_waiting_message_is_found_by_its_id_and_revised(store: Store) {
     }
     for (n, message) in ["1764.0_1", "1764.0%2", "1764", "17640"].iter().enumerate() {
         let found = store
-            .inbox_pending_message("slack", message)
+            .inbox_pending_message("slack", "C1", message)
             .await
             .unwrap()
             .expect("found");
@@ -614,7 +614,7 @@ async fn a_waiting_message_is_found_by_its_id_and_revised(store: Store) {
     }
     assert!(
         store
-            .inbox_pending_message("slack", "1764.0x1")
+            .inbox_pending_message("slack", "C1", "1764.0x1")
             .await
             .unwrap()
             .is_none(),
@@ -622,7 +622,15 @@ async fn a_waiting_message_is_found_by_its_id_and_revised(store: Store) {
     );
     assert!(
         store
-            .inbox_pending_message("telegram", "1764")
+            .inbox_pending_message("telegram", "C1", "1764")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // Message ids are a chat's own: the same id in another chat is not it.
+    assert!(
+        store
+            .inbox_pending_message("slack", "C2", "1764")
             .await
             .unwrap()
             .is_none()
@@ -638,7 +646,7 @@ async fn a_waiting_message_is_found_by_its_id_and_revised(store: Store) {
     assert!(store.inbox_mark_processed(ids[2], "deleted").await.unwrap());
     assert!(
         store
-            .inbox_pending_message("slack", "1764")
+            .inbox_pending_message("slack", "C1", "1764")
             .await
             .unwrap()
             .is_none()
