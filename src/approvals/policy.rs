@@ -416,7 +416,13 @@ impl ApprovalHook for ApprovalPolicy {
         }
         // What a human (or the reviewer) approves: the command and the
         // files it runs, as they are now.
-        let shown = scripts::shown(command, &files);
+        let matched: Vec<&str> = evaluation
+            .detection
+            .matches
+            .iter()
+            .map(|m| m.command.as_str())
+            .collect();
+        let shown = scripts::shown(command, &matched, &files);
         if self.mode == ApprovalMode::Smart {
             // The reviewer's decision is in the trail as a person's is;
             // a command it allows runs only with its entry written. A run

@@ -16,6 +16,9 @@ const SHOWN_LINES: usize = 20;
 const LINE_CHARS: usize = 100;
 /// Characters of the command shown.
 const COMMAND_CHARS: usize = 400;
+/// Characters of each sub-command shown that made a longer command need
+/// a decision (what it matched may lie past the command's cut).
+const MATCHED_CHARS: usize = 200;
 /// Characters of file lines shown in one prompt, over all its files; each
 /// file's name, length and hash are shown whatever this leaves.
 const FILES_CHARS: usize = 700;
@@ -431,6 +434,10 @@ fn run_by(segment: &Segment, reads_a_file: &mut bool) -> Vec<String> {
             operand => {
                 if operand.starts_with("$(") || operand.starts_with("<(") {
                     *reads_a_file = true;
+                } else if descriptor(operand) {
+                    // `bash /dev/stdin < x.sh`, `bash /dev/fd/3 3< x.sh`:
+                    // the script is what a redirect opens.
+                    named.extend(redirected(rest));
                 } else {
                     named.push(operand.to_string());
                 }
@@ -439,6 +446,38 @@ fn run_by(segment: &Segment, reads_a_file: &mut bool) -> Vec<String> {
         }
     }
     named
+}
+
+/// Whether `path` names an open descriptor (`/dev/stdin`, `/dev/fd/3`,
+/// `/proc/self/fd/0`): a program given it reads what the descriptor is.
+fn descriptor(path: &str) -> bool {
+    let fd = |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+    path == "/dev/stdin"
+        || path.strip_prefix("/dev/fd/").is_some_and(fd)
+        || path
+            .strip_prefix("/proc/")
+            .and_then(|rest| rest.split_once("/fd/"))
+            .is_some_and(|(pid, n)| (pid == "self" || fd(pid)) && fd(n))
+}
+
+/// The files the input redirects among `words` open: `< x`, `3< x`, `<x`,
+/// `3<x`.
+fn redirected<'a>(mut words: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut files = Vec::new();
+    while let Some(word) = words.next() {
+        let after_fd = word.trim_start_matches(|c: char| c.is_ascii_digit());
+        let Some(target) = after_fd.strip_prefix('<') else {
+            continue;
+        };
+        if target.starts_with(['<', '(', '&']) {
+            continue;
+        }
+        match target {
+            "" => files.extend(words.next().cloned()),
+            target => files.push(target.to_string()),
+        }
+    }
+    files
 }
 
 /// The makefile `make args` reads: `-f FILE`, else the first of GNU make's
@@ -496,9 +535,22 @@ fn shown_head(head: &[u8]) -> Option<String> {
 /// name, a carriage return, bidirectional overrides) written as escapes,
 /// so that none can fake a line of the prompt.
 fn plain(text: &str) -> String {
+    escaped(text, false)
+}
+
+/// [`plain`], keeping the lines and tabs of a command (whose fence no
+/// run of backticks in it closes); a carriage return, a terminal's escape
+/// sequence or a bidirectional override is still written as an escape.
+fn plain_command(text: &str) -> String {
+    escaped(text, true)
+}
+
+fn escaped(text: &str, lines: bool) -> String {
     text.chars()
         .map(|c| {
-            if c.is_control() || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}') {
+            if lines && matches!(c, '\n' | '\t') {
+                c.to_string()
+            } else if c.is_control() || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}') {
                 c.escape_unicode().to_string()
             } else {
                 c.to_string()
@@ -507,11 +559,25 @@ fn plain(text: &str) -> String {
         .collect()
 }
 
-/// The text a human approves: the command, then each file it runs, its
-/// name, length and hash always, its first lines as far as
-/// [`FILES_CHARS`] goes; never longer than [`SHOWN_MAX`].
-pub fn shown(command: &str, files: &[AgentFile]) -> String {
-    let mut text = crate::render::clip(command, COMMAND_CHARS);
+/// The text a human approves: the command (its control characters
+/// escaped), and when it is too long to show whole each sub-command that
+/// `matched` a rule; then each file it runs, its name, length and hash
+/// always, its first lines as far as [`FILES_CHARS`] goes; never longer
+/// than [`SHOWN_MAX`].
+pub fn shown(command: &str, matched: &[&str], files: &[AgentFile]) -> String {
+    let mut text = crate::render::clip(&plain_command(command), COMMAND_CHARS);
+    if command.chars().count() > COMMAND_CHARS {
+        let mut seen = Vec::new();
+        for sub in matched {
+            if !seen.contains(sub) {
+                seen.push(*sub);
+                text.push_str(&format!(
+                    "\n# matched: {}",
+                    crate::render::clip(&plain(sub), MATCHED_CHARS)
+                ));
+            }
+        }
+    }
     let mut room = FILES_CHARS;
     for file in files {
         let hash = match file.hashed() {
@@ -642,7 +708,7 @@ mod tests {
     fn the_prompt_shows_the_content_and_its_hash() {
         let (_d, ws) = workspace();
         let files = agent_files("bash build.sh", &ws, &[&ws], None);
-        let text = shown("bash build.sh", &files);
+        let text = shown("bash build.sh", &[], &files);
         assert!(
             text.starts_with("bash build.sh\n\n# build.sh (1 lines, sha256 "),
             "{text}"
@@ -657,10 +723,57 @@ mod tests {
         let long = format!("# {}\nsecond line\n", "x".repeat(700));
         std::fs::write(ws.join("build.sh"), long).unwrap();
         let files = agent_files("bash build.sh", &ws, &[&ws], None);
-        let text = shown("bash build.sh", &files);
+        let text = shown("bash build.sh", &[], &files);
         assert!(text.contains("(2 lines, sha256 "), "{text}");
         assert!(text.ends_with("\nsecond line"), "{text}");
         assert!(text.chars().count() < SHOWN_MAX, "{text}");
+    }
+
+    /// A command's escape sequences and bidirectional overrides are
+    /// written as escapes; past its cut, what matched is shown.
+    #[test]
+    fn the_command_shown_fakes_nothing_and_hides_no_match() {
+        let text = shown("rm -rf x\r\u{1b}[2K\u{202e}ls\n\tdone", &["rm -rf x"], &[]);
+        assert_eq!(
+            text, "rm -rf x\\u{d}\\u{1b}[2K\\u{202e}ls\n\tdone",
+            "{text}"
+        );
+        let long = format!(
+            "echo \"{}\" && git push --force origin main",
+            "a".repeat(COMMAND_CHARS)
+        );
+        let text = shown(
+            &long,
+            &[
+                "git push --force origin main",
+                "git push --force origin main",
+            ],
+            &[],
+        );
+        assert!(text.contains("[truncated "), "{text}");
+        assert_eq!(
+            text.matches("\n# matched: git push --force origin main")
+                .count(),
+            1,
+            "{text}"
+        );
+    }
+
+    /// A script read through a descriptor is the file redirected to it.
+    #[test]
+    fn a_script_read_through_a_descriptor_is_the_redirected_file() {
+        let (_d, ws) = workspace();
+        for line in [
+            "bash /dev/stdin < build.sh",
+            "bash /dev/stdin <build.sh",
+            "sh /dev/fd/3 3< build.sh",
+            "bash /proc/self/fd/3 3<build.sh",
+        ] {
+            let files = agent_files(line, &ws, &[&ws], None);
+            assert_eq!(files.len(), 1, "{line}");
+            assert_eq!(files[0].shown_path, "build.sh", "{line}");
+        }
+        assert!(agent_files("bash /dev/stdin < /etc/hostname", &ws, &[&ws], None).is_empty());
     }
 
     /// One file named many ways is read once; a FIFO is not read.
