@@ -489,8 +489,9 @@ impl Default for ApprovalsConfig {
 
 impl Config {
     /// The gateway's own paths, which commands the agent runs must never
-    /// reach: the workspace root (other sessions' workspaces) and, on
-    /// SQLite, the database's directory.
+    /// reach: the workspace root (other sessions' workspaces), on SQLite
+    /// the database's directory, and the keys it holds (a forge route's
+    /// GitHub App key, the ssh backend's identity), wherever they are.
     pub fn protected_paths(&self) -> Vec<PathBuf> {
         let mut paths = vec![self.agent.workspace.clone()];
         if let Some(file) = self.storage.sqlite_file() {
@@ -498,6 +499,16 @@ impl Config {
                 Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
                 _ => file,
             });
+        }
+        paths.extend(
+            self.webhook
+                .routes
+                .iter()
+                .filter_map(|route| route.forge.as_ref()?.private_key_file.clone()),
+        );
+        let identity = &self.tools.terminal.ssh_identity_file;
+        if !identity.is_empty() {
+            paths.push(PathBuf::from(identity));
         }
         paths
     }

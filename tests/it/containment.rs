@@ -292,6 +292,52 @@ async fn the_database_is_unreadable_and_the_allowlist_unchanged() {
     }
 }
 
+/// The keys the daemon holds stay hidden even in a directory commands may
+/// read: the ssh backend's identity and a forge route's GitHub App key.
+#[tokio::test]
+async fn the_daemons_keys_are_hidden_in_a_readable_directory() {
+    for mode in MODES {
+        let mut host = Host::new();
+        // Not under /tmp, which bubblewrap gives commands a fresh one of.
+        let outside_tmp = tempfile::tempdir_in("/var/tmp").unwrap();
+        let keys = outside_tmp.path().to_path_buf();
+        std::fs::write(keys.join("notes.txt"), "readable notes").unwrap();
+        std::fs::write(keys.join("id_ed25519"), "ssh-key-material").unwrap();
+        std::fs::copy("tests/data/github/app-test-key.pem", keys.join("app.pem")).unwrap();
+        host.sandbox = format!(
+            "read_only = [\"{dir}\"]\n[tools.terminal]\nssh_identity_file = \"{dir}/id_ed25519\"\n\
+             [webhook]\nenabled = true\n[[webhook.routes]]\nname = \"forge\"\npath = \"/webhooks/forge\"\n\
+             secret_env = \"SB_TEST_CONSOLE\"\nscheme = \"github\"\n\
+             [webhook.routes.forge]\napp_id = 1\nprivate_key_file = \"{dir}/app.pem\"\n",
+            dir = keys.display()
+        );
+        let results = host
+            .run(
+                mode,
+                &[terminal(&format!(
+                    "cat {0}/notes.txt {0}/id_ed25519 {0}/app.pem; echo end",
+                    keys.display()
+                ))],
+            )
+            .await;
+        assert!(
+            results[0].contains("readable notes"),
+            "{mode}: {}",
+            results[0]
+        );
+        assert!(
+            !results[0].contains("ssh-key-material"),
+            "{mode}: {}",
+            results[0]
+        );
+        assert!(
+            !results[0].contains("PRIVATE KEY"),
+            "{mode}: {}",
+            results[0]
+        );
+    }
+}
+
 #[tokio::test]
 async fn other_sessions_workspaces_are_out_of_reach() {
     for mode in MODES {
