@@ -198,6 +198,18 @@ mod tests {
     }
 
     #[test]
+    fn a_leading_redirect_hides_nothing() {
+        for cmd in [
+            "</dev/null git push --force origin main",
+            "2>/dev/null git push -f origin main",
+            "< /dev/null rm -rf ~/proj",
+            ">out.txt rm -rf ~/proj",
+        ] {
+            assert!(!detect(cmd).matches.is_empty(), "{cmd}");
+        }
+    }
+
+    #[test]
     fn hard_blocks_are_hard() {
         for cmd in [
             "rm -rf /",

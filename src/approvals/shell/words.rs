@@ -209,15 +209,28 @@ fn is_wrapper(name: &str) -> bool {
     )
 }
 
+/// Whether `word` is a redirection's operator (`<`, `2>`'s `>`, `>&`,
+/// `<>`, `<<<`), as the lexer makes it a word of its own.
+fn is_redirection(word: &str) -> bool {
+    word.starts_with(['<', '>']) && word.chars().all(|c| matches!(c, '<' | '>' | '|' | '&'))
+}
+
 /// Removes wrappers and assignments from the front of a simple command and
-/// reduces the program to its name.
+/// reduces the program to its name; redirections before it go after it.
 pub(super) fn peel(mut words: Vec<String>) -> Vec<String> {
     // Variables set for the command (git reads configuration from some).
     let mut assigned: Vec<String> = Vec::new();
+    // Redirections written before the program (`</dev/null git push`),
+    // which are the command's as much as those after it.
+    let mut redirected: Vec<String> = Vec::new();
     loop {
         let Some(first) = words.first().cloned() else {
-            return words;
+            return redirected;
         };
+        if is_redirection(&first) {
+            redirected.extend(words.drain(..words.len().min(2)));
+            continue;
+        }
         if is_assignment(&first) {
             assigned.push(words.remove(0));
             continue;
@@ -232,6 +245,7 @@ pub(super) fn peel(mut words: Vec<String>) -> Vec<String> {
                 words.splice(1..1, super::git::environment(&assigned));
             }
             words[0] = name;
+            words.extend(redirected);
             return words;
         }
         words.remove(0);
