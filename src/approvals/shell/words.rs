@@ -210,9 +210,10 @@ fn is_wrapper(name: &str) -> bool {
 }
 
 /// Whether `word` is a redirection's operator (`<`, `2>`'s `>`, `>&`,
-/// `<>`, `<<<`), as the lexer makes it a word of its own.
+/// `<>`, `<<<`, `&>`), as the lexer makes it a word of its own.
 fn is_redirection(word: &str) -> bool {
-    word.starts_with(['<', '>']) && word.chars().all(|c| matches!(c, '<' | '>' | '|' | '&'))
+    (word.starts_with(['<', '>']) || word.starts_with("&>"))
+        && word.chars().all(|c| matches!(c, '<' | '>' | '|' | '&'))
 }
 
 /// Removes wrappers and assignments from the front of a simple command and
