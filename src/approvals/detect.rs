@@ -112,10 +112,15 @@ pub fn detect(command: &str) -> Detection {
     let mut matches: Vec<Match> = Vec::new();
     for (scope, set, patterns) in &TABLE.sets {
         let texts: Vec<String> = match scope {
+            // A command with its redirections, and without them (a
+            // pattern anchored at its end: `kill -9 -1 2>/dev/null`).
             Scope::Command => normalized
                 .segments
                 .iter()
-                .map(|s| s.command.clone())
+                .flat_map(|s| {
+                    let bare = (!s.redirections.is_empty()).then(|| s.words.join(" "));
+                    std::iter::once(s.command.clone()).chain(bare)
+                })
                 .collect(),
             Scope::Raw => normalized.segments.iter().map(|s| s.raw.clone()).collect(),
             Scope::Line => std::iter::once(normalized.whole.clone())
@@ -207,6 +212,69 @@ mod tests {
             "&>/dev/null git push --force origin main",
         ] {
             assert!(!detect(cmd).matches.is_empty(), "{cmd}");
+        }
+    }
+
+    /// A redirection anywhere among a command's words, however written,
+    /// is apart from them: between a wrapper and its options, `&>>`, a
+    /// here-string whose text is an expansion, a named descriptor, after
+    /// a command a rule reads to its end.
+    #[test]
+    fn no_redirection_hides_a_command() {
+        for cmd in [
+            "sudo >/dev/null -u root rm -rf /",
+            "nice -n >/dev/null 5 rm -rf /",
+            "&>>/dev/null rm -rf /",
+            "<<<$IFS rm -rf /",
+            "{fd}>/dev/null rm -rf /",
+            "kill -9 -1 2>/dev/null",
+            "timeout 2>&1 -s KILL 5 rm -rf /",
+        ] {
+            assert!(
+                detect(cmd).hard_blocked(),
+                "{cmd}: {:?}",
+                detect(cmd).keys()
+            );
+        }
+        assert_eq!(
+            detect("&>>/dev/null git push --force origin main").keys(),
+            ["git_force_push"]
+        );
+    }
+
+    /// A here-document's body is text, not commands: a quote in it hides
+    /// nothing after it, and what it holds is a command only where it
+    /// runs (fed to a shell, or substituted in an unquoted body).
+    #[test]
+    fn here_documents_are_text_until_they_run() {
+        let quote = "cat > notes.md <<'EOF'\nit's here\nEOF\nrm -rf /";
+        assert!(detect(quote).hard_blocked(), "{:?}", detect(quote).keys());
+        let unmatched = "cat <<EOF\n'\nEOF\nrm -rf /";
+        assert!(detect(unmatched).hard_blocked());
+        let tabs = "cat <<-EOF\n\t'\n\tEOF\nrm -rf /";
+        assert!(detect(tabs).hard_blocked());
+        for runs in [
+            "bash <<'EOF'\nrm -rf /\nEOF",
+            "sh <<EOF\necho hi\nrm -rf /\nEOF",
+            "cat <<EOF\n$(rm -rf /)\nEOF",
+            "cat <<EOF > x\n`rm -rf /`\nEOF",
+        ] {
+            assert!(
+                detect(runs).hard_blocked(),
+                "{runs}: {:?}",
+                detect(runs).keys()
+            );
+        }
+        for data in [
+            "cat > notes.md <<'EOF'\nnever run rm -rf / here\nEOF",
+            "cat <<'EOF' > notes.md\n$(rm -rf /)\nEOF",
+            "cat > notes.md <<EOF\nrm -rf / wipes a disk\nEOF",
+        ] {
+            assert!(
+                !detect(data).hard_blocked(),
+                "{data}: {:?}",
+                detect(data).keys()
+            );
         }
     }
 

@@ -115,6 +115,7 @@ pub fn agent_files(
     // Each copy, move or link on the line: its target and sources.
     let mut copies: Vec<(String, Vec<String>)> = Vec::new();
     let mut reads_a_file = false;
+    let mut from_input = false;
     for segment in &normalized.segments {
         let words = &segment.words;
         match words.first().map(String::as_str) {
@@ -145,10 +146,28 @@ pub fn agent_files(
             }
             _ => {}
         }
-        named.extend(run_by(segment, &mut reads_a_file));
+        named.extend(run_by(segment, &mut reads_a_file, &mut from_input));
     }
     if reads_a_file {
         named.extend(cats);
+    }
+    // A program read from standard input or a descriptor may be any file
+    // the line opens for reading, on that command or another (`bash
+    // /dev/stdin < x.sh`, `{ bash; } < x.sh`, `exec 3< x.sh; sh
+    // /dev/fd/3`), and so is one run through a link to a descriptor.
+    from_input |= named.iter().take(MAX_NAMES).any(|name| {
+        dirs.iter()
+            .any(|dir| links_to_a_descriptor(&dir.join(name)))
+    });
+    if from_input {
+        named.extend(
+            normalized
+                .segments
+                .iter()
+                .flat_map(|s| &s.redirections)
+                .filter(|r| r.reads() && !r.target.starts_with("<("))
+                .map(|r| r.target.clone()),
+        );
     }
     for (target, sources) in copies {
         let target_name = Path::new(&target).file_name();
@@ -319,21 +338,17 @@ fn read(shown_path: String, file: std::fs::File) -> Option<AgentFile> {
 }
 
 /// The operands of `segment` it runs as files; sets `reads_a_file` when a
-/// shell is handed code read by a command substitution.
-fn run_by(segment: &Segment, reads_a_file: &mut bool) -> Vec<String> {
+/// shell is handed code read by a command substitution, and `from_input`
+/// when a shell or interpreter reads its program from standard input or a
+/// descriptor (`bash`, `bash -s`, `sh /dev/stdin`, `python3 -`).
+fn run_by(segment: &Segment, reads_a_file: &mut bool, from_input: &mut bool) -> Vec<String> {
     let words = &segment.words;
     let Some(program) = words.first() else {
         return Vec::new();
     };
-    // The program as written, before paths were reduced to names.
-    let raw: Vec<&str> = segment.raw.split(' ').collect();
-    let written = raw
-        .get(raw.len().saturating_sub(words.len()))
-        .copied()
-        .unwrap_or(program);
     let mut named = Vec::new();
-    if written.contains('/') {
-        named.push(written.to_string());
+    if segment.program.contains('/') {
+        named.push(segment.program.clone());
     }
     if program == "make" || program == "gmake" {
         named.extend(makefiles(&words[1..]));
@@ -390,6 +405,9 @@ fn run_by(segment: &Segment, reads_a_file: &mut bool) -> Vec<String> {
     if !interpreter(program) {
         return named;
     }
+    // Till an operand or inline code says otherwise, the program is read
+    // from standard input.
+    let mut input = true;
     let mut rest = words[1..].iter();
     while let Some(word) = rest.next() {
         match word.as_str() {
@@ -418,68 +436,66 @@ fn run_by(segment: &Segment, reads_a_file: &mut bool) -> Vec<String> {
                         named.push(format!("{}/__init__.py", parts[..end].join("/")));
                     }
                 }
+                input = false;
                 break;
             }
             "-c" | "-e" | "-E" | "-m" | "--eval" | "-r" => {
                 *reads_a_file |= rest.any(|w| w.contains("$(") || w.contains('`'));
+                input = false;
                 break;
-            }
-            "<" => {
-                named.extend(rest.next().cloned());
             }
             option if takes_argument(option) => {
                 rest.next();
+            }
+            // A shell's `-s`: the program is standard input, whatever
+            // operands follow.
+            option if option.starts_with('-') && !option.starts_with("--") => {
+                if option.contains('s') && super::shell::is_shell(program) {
+                    *from_input = true;
+                }
             }
             option if option.starts_with('-') || option.starts_with('+') => {}
             operand => {
                 if operand.starts_with("$(") || operand.starts_with("<(") {
                     *reads_a_file = true;
-                } else if descriptor(operand) {
-                    // `bash /dev/stdin < x.sh`, `bash /dev/fd/3 3< x.sh`:
-                    // the script is what a redirect opens.
-                    named.extend(redirected(rest));
-                } else {
+                    input = false;
+                } else if !descriptor(operand) {
                     named.push(operand.to_string());
+                    input = false;
                 }
                 break;
             }
         }
     }
+    *from_input |= input;
     named
 }
 
-/// Whether `path` names an open descriptor (`/dev/stdin`, `/dev/fd/3`,
-/// `/proc/self/fd/0`): a program given it reads what the descriptor is.
+/// Whether `path` names what a descriptor is (`/dev/stdin`, `/dev/fd/3`,
+/// `/proc/self/fd/0`, `/proc/thread-self/fd/0`, `/dev//stdin`, `-`): a
+/// program given it reads what the line redirects. Anything under `/dev`
+/// or `/proc` is taken as one: no script lives there.
 fn descriptor(path: &str) -> bool {
-    let fd = |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
-    path == "/dev/stdin"
-        || path.strip_prefix("/dev/fd/").is_some_and(fd)
-        || path
-            .strip_prefix("/proc/")
-            .and_then(|rest| rest.split_once("/fd/"))
-            .is_some_and(|(pid, n)| (pid == "self" || fd(pid)) && fd(n))
+    path == "-" || path.starts_with("/dev/") || path.starts_with("/proc/")
 }
 
-/// The files the input redirects among `words` open: `< x`, `3< x`, `<x`,
-/// `3<x`.
-fn redirected<'a>(mut words: impl Iterator<Item = &'a String>) -> Vec<String> {
-    let mut files = Vec::new();
-    while let Some(word) = words.next() {
-        let after_fd = word.trim_start_matches(|c: char| c.is_ascii_digit());
-        let Some(target) = after_fd.strip_prefix('<') else {
-            continue;
+/// Whether `path` is a symbolic link that leads (in a few steps) to a
+/// descriptor's path (`ln -s /dev/stdin s; bash s < x.sh`).
+fn links_to_a_descriptor(path: &Path) -> bool {
+    let mut path = path.to_path_buf();
+    for _ in 0..8 {
+        let Ok(target) = std::fs::read_link(&path) else {
+            return false;
         };
-        // `<>` opens its file for reading too.
-        let target = target.strip_prefix('>').unwrap_or(target);
-        if target.starts_with(['<', '(', '&']) {
-            continue;
+        let target = path
+            .parent()
+            .map_or(target.clone(), |dir| dir.join(&target));
+        if descriptor(&target.to_string_lossy()) {
+            return true;
         }
-        match target {
-            "" => files.extend(words.next().cloned()),
-            target => files.push(target.to_string()),
-        }
+        path = target;
     }
-    files
+    false
 }
 
 /// The makefile `make args` reads: `-f FILE`, else the first of GNU make's
@@ -776,12 +792,39 @@ mod tests {
             "bash /proc/self/fd/3 3<build.sh",
             "bash /dev/stdin <> build.sh",
             "< build.sh bash /dev/stdin",
+            "{ bash /dev/stdin; } < build.sh",
+            "exec 3<build.sh; bash /proc/self/fd/3",
+            "bash /dev//stdin < build.sh",
+            "bash /proc/thread-self/fd/0 < build.sh",
+            "bash < build.sh",
+            "bash -s arg < build.sh",
+            "python3 - < build.sh",
+            "sudo <build.sh -u root bash",
+            "bash in < build.sh",
+            "bash stdin.sh < build.sh",
         ] {
+            std::os::unix::fs::symlink("/dev/stdin", ws.join("in")).ok();
+            std::os::unix::fs::symlink("/proc/self/fd/0", ws.join("stdin.sh")).ok();
             let files = agent_files(line, &ws, &[&ws], None);
-            assert_eq!(files.len(), 1, "{line}");
-            assert_eq!(files[0].shown_path, "build.sh", "{line}");
+            let shown: Vec<&str> = files.iter().map(|f| f.shown_path.as_str()).collect();
+            assert_eq!(shown, ["build.sh"], "{line}");
         }
         assert!(agent_files("bash /dev/stdin < /etc/hostname", &ws, &[&ws], None).is_empty());
+        // Data read by a script that is not the agent's is not a script.
+        assert!(agent_files("python3 /opt/tool.py < notes.txt", &ws, &[&ws], None).is_empty());
+    }
+
+    /// A redirection before the program leaves the program as written.
+    #[test]
+    fn a_program_after_a_redirection_is_the_one_written() {
+        let (_d, ws) = workspace();
+        for line in [
+            "</dev/null ./x",
+            "2>/dev/null >out.log ./x arg",
+            "sudo >/dev/null ./x",
+        ] {
+            assert_eq!(run(&ws, line), ["x"], "{line}");
+        }
     }
 
     /// One file named many ways is read once; a FIFO is not read.

@@ -130,30 +130,15 @@ fn is_interpreter(name: &str) -> bool {
     )
 }
 
-/// Whether `word` is a redirection operator (its target follows).
-fn is_redirection(word: &str) -> bool {
-    word.starts_with('<') && !word.starts_with("<(")
-        || word.starts_with('>') && !word.starts_with(">(")
-        || word.starts_with("&>")
-}
-
-/// The words of `segment` that are not redirections or their targets,
-/// and the sources of its input redirections.
+/// The words of `segment`, and the sources of its input redirections.
 fn operands(segment: &Segment) -> (Vec<&str>, Vec<&str>) {
-    let mut words = Vec::new();
-    let mut inputs = Vec::new();
-    let mut rest = segment.words.iter();
-    while let Some(word) = rest.next() {
-        if is_redirection(word) {
-            if let Some(target) = rest.next()
-                && word.starts_with('<')
-            {
-                inputs.push(target.as_str());
-            }
-            continue;
-        }
-        words.push(word.as_str());
-    }
+    let words = segment.words.iter().map(String::as_str).collect();
+    let inputs = segment
+        .redirections
+        .iter()
+        .filter(|r| r.reads())
+        .map(|r| r.target.as_str())
+        .collect();
     (words, inputs)
 }
 
@@ -243,13 +228,12 @@ fn reads_program_from_pipe(segment: &Segment) -> bool {
 /// The files `segment` writes that a later command could run: what a
 /// downloader saves, what a redirection or `tee` writes.
 fn written(segment: &Segment) -> Vec<String> {
-    let mut files = Vec::new();
-    let mut words = segment.words.iter();
-    while let Some(word) = words.next() {
-        if matches!(word.as_str(), ">" | ">>" | ">|" | "&>" | "&>>") {
-            files.extend(words.next().cloned());
-        }
-    }
+    let mut files: Vec<String> = segment
+        .redirections
+        .iter()
+        .filter(|r| r.writes())
+        .map(|r| r.target.clone())
+        .collect();
     if segment.words.first().is_some_and(|w| w == "tee") {
         files.extend(
             segment.words[1..]
@@ -280,7 +264,7 @@ fn downloads(segment: &Segment) -> Vec<String> {
     while let Some(word) = words.next() {
         let w = word.as_str();
         let named = match w {
-            "-o" | "--output" | "--output-document" | ">" | ">>" => words.next().cloned(),
+            "-o" | "--output" | "--output-document" => words.next().cloned(),
             "-O" if name == "wget" => words.next().cloned(),
             "-O" | "--remote-name" | "--remote-name-all" => {
                 remote_name = true;
@@ -299,7 +283,9 @@ fn downloads(segment: &Segment) -> Vec<String> {
         };
         files.extend(named);
     }
-    if remote_name || files.is_empty() {
+    // (Its output redirected to a file is that file: `written` has it.)
+    let redirected = segment.redirections.iter().any(|r| r.writes());
+    if remote_name || files.is_empty() && !redirected {
         for url in urls {
             let path = url.split(['?', '#']).next().unwrap_or_default();
             if let Some(last) = path
@@ -331,19 +317,8 @@ fn runs_one_of(segment: &Segment, files: &[String]) -> bool {
         return false;
     };
     let known = |word: &str| files.iter().any(|f| base(f) == base(word));
-    // The program as written: past assignments and the redirections
-    // before it (`</dev/null ./x`), each with its target.
-    let mut raw = segment.raw.split_whitespace().filter(|w| !w.contains('='));
-    let raw_program = loop {
-        match raw.next() {
-            Some(word) if is_redirection(word) => {
-                raw.next();
-            }
-            word => break word,
-        }
-    };
-    if raw_program.is_some_and(|p| p.contains('/') && known(p)) || known(name) && name.contains('.')
-    {
+    let program = segment.program.as_str();
+    if program.contains('/') && known(program) || known(name) && name.contains('.') {
         return true;
     }
     if matches!(name, "source" | ".") {

@@ -12,12 +12,52 @@ use std::collections::HashMap;
 
 use super::braces::braces;
 
-/// One simple command as lexed: its words, and whether its standard input
-/// is the pipe from the command before it.
+/// One simple command as lexed: its words, its redirections wherever
+/// they were written, what here-documents and here-strings feed it, and
+/// whether its standard input is the pipe from the command before it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct Words {
     pub(super) words: Vec<String>,
+    pub(super) redirections: Vec<Redirection>,
+    pub(super) fed: Vec<String>,
     pub(super) piped: bool,
+}
+
+/// One redirection: its operator, without the descriptor number written
+/// before it (`2>` is `>`, `{fd}<` is `<`), and its one target word
+/// (a here-document's delimiter; empty when the line ended first).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Redirection {
+    pub operator: String,
+    pub target: String,
+}
+
+impl Redirection {
+    /// Whether it opens its target for reading (`<`, `<>`, `<&`), not a
+    /// here-document's or here-string's text.
+    pub fn reads(&self) -> bool {
+        self.operator.starts_with('<') && !self.here() && !self.duplicates()
+    }
+
+    /// Whether it opens its target for writing (`>`, `>>`, `>|`, `&>`,
+    /// `&>>`, `<>`, `>&` with a file), not a descriptor it duplicates.
+    pub fn writes(&self) -> bool {
+        matches!(
+            self.operator.as_str(),
+            ">" | ">>" | ">|" | "&>" | "&>>" | "<>" | ">&"
+        ) && !self.duplicates()
+    }
+
+    /// Whether it copies or closes a descriptor (`2>&1`, `<&3`, `>&-`).
+    fn duplicates(&self) -> bool {
+        self.operator.ends_with('&') && self.target.bytes().all(|b| b.is_ascii_digit() || b == b'-')
+    }
+
+    /// Whether its target is text given as standard input (`<<`, `<<-`,
+    /// `<<<`).
+    pub fn here(&self) -> bool {
+        self.operator.starts_with("<<")
+    }
 }
 
 #[derive(Default)]
@@ -87,6 +127,26 @@ struct Lexer<'a> {
     depth: usize,
     /// What expansion may still produce, shared by the whole line.
     budget: Budget,
+    /// The redirections of the simple command being read.
+    redirections: Vec<Redirection>,
+    /// What its here-strings feed it.
+    fed: Vec<String>,
+    /// A redirection's operator whose target word is being read.
+    pending: Option<String>,
+    /// Here-documents whose bodies start at the next line.
+    heredocs: Vec<Heredoc>,
+}
+
+/// A here-document whose body is still to be read.
+struct Heredoc {
+    /// The line that ends it.
+    delimiter: String,
+    /// `<<-`: leading tabs are taken off its lines.
+    strip_tabs: bool,
+    /// Its delimiter was quoted: the body is not expanded.
+    literal: bool,
+    /// The index of the simple command it feeds.
+    segment: usize,
 }
 
 /// Shell keywords that carry no command of their own.
@@ -139,7 +199,12 @@ fn name_len(text: &str) -> usize {
 
 impl Lexer<'_> {
     fn end_word(&mut self) {
-        if !self.word.is_empty() || self.quoted {
+        if (!self.word.is_empty() || self.quoted)
+            && let Some(operator) = self.pending.take()
+        {
+            let word = std::mem::take(&mut self.word);
+            self.target(operator, word);
+        } else if !self.word.is_empty() || self.quoted {
             let word = super::words::fold_home(&std::mem::take(&mut self.word));
             // (Empty words a brace list leaves are dropped, as the shell
             // drops them.)
@@ -160,18 +225,67 @@ impl Lexer<'_> {
         self.brace = false;
     }
 
+    /// The target word of a redirection `operator` has been read: a
+    /// here-string's text is what it feeds the command, a here-document's
+    /// delimiter ends the body read from the next line.
+    fn target(&mut self, operator: String, word: String) {
+        let target = match operator.as_str() {
+            "<<" | "<<-" => {
+                self.heredocs.push(Heredoc {
+                    delimiter: word.clone(),
+                    strip_tabs: operator == "<<-",
+                    literal: self.quoted,
+                    segment: self.out.segments.len(),
+                });
+                word
+            }
+            "<<<" => {
+                self.fed.push(word.clone());
+                word
+            }
+            // Blanks an expansion left around a file's name are no part
+            // of it (`>$IFS/etc/x` writes `/etc/x`).
+            _ if !self.quoted && !word.trim().is_empty() => super::words::fold_home(word.trim()),
+            _ => super::words::fold_home(&word),
+        };
+        self.tokens.push(target.clone());
+        self.redirections.push(Redirection { operator, target });
+    }
+
+    /// A redirection's operator: its target is the next word.
+    fn open(&mut self, operator: String) {
+        self.close();
+        self.tokens.push(operator.clone());
+        self.pending = Some(operator);
+    }
+
+    /// A redirection left without a target (`echo x >` at the end).
+    fn close(&mut self) {
+        if let Some(operator) = self.pending.take() {
+            self.redirections.push(Redirection {
+                operator,
+                target: String::new(),
+            });
+        }
+    }
+
     fn end_segment(&mut self, op: &str) {
         self.end_word();
+        self.close();
         // Leading keywords (`time -p` too) go in unshape.
         let mut words: Vec<String> = std::mem::take(&mut self.words)
             .into_iter()
             .filter(|w| !matches!(w.as_str(), "{" | "}"))
             .collect();
         super::words::unshape(&mut words);
-        if !words.is_empty() {
+        let redirections = std::mem::take(&mut self.redirections);
+        let fed = std::mem::take(&mut self.fed);
+        if !words.is_empty() || !redirections.is_empty() {
             self.remember(&words);
             self.out.segments.push(Words {
                 words,
+                redirections,
+                fed,
                 piped: self.piped,
             });
         }
@@ -201,6 +315,61 @@ impl Lexer<'_> {
                         self.vars.insert(name.to_string(), value.to_string());
                     }
                 }
+            }
+        }
+    }
+
+    /// Reads the bodies of the here-documents opened on the line just
+    /// ended: each up to its delimiter's line (or the end of the text),
+    /// fed to its command; an unquoted delimiter's body is expanded, so the
+    /// commands it substitutes run.
+    fn bodies(&mut self) {
+        for doc in std::mem::take(&mut self.heredocs) {
+            let mut body = String::new();
+            loop {
+                let mut line = String::new();
+                let mut ended = false;
+                for c in self.chars.by_ref() {
+                    if c == '\n' {
+                        ended = true;
+                        break;
+                    }
+                    line.push(c);
+                }
+                let line = if doc.strip_tabs {
+                    line.trim_start_matches('\t')
+                } else {
+                    &line
+                };
+                if line == doc.delimiter {
+                    break;
+                }
+                body.push_str(line);
+                body.push('\n');
+                if !ended {
+                    break;
+                }
+            }
+            if !doc.literal {
+                let mut inner = new(&body, self.budget);
+                inner.vars = self.vars.clone();
+                inner.depth = self.depth;
+                inner.in_double = true;
+                while let Some(c) = inner.chars.next() {
+                    match c {
+                        '\\' => {
+                            inner.chars.next();
+                        }
+                        '$' => inner.dollar(),
+                        '`' => inner.backtick(),
+                        _ => {}
+                    }
+                }
+                self.budget = inner.budget;
+                self.out.nested.append(&mut inner.out.nested);
+            }
+            if let Some(segment) = self.out.segments.get_mut(doc.segment) {
+                segment.fed.push(body);
             }
         }
     }
@@ -290,7 +459,9 @@ impl Lexer<'_> {
         if !self.budget.take(value.len() + 1) {
             return;
         }
-        if self.in_double {
+        // (A redirection's target is one word: the shell refuses one
+        // that splits.)
+        if self.in_double || self.pending.is_some() {
             self.word.push_str(value);
             return;
         }
@@ -367,11 +538,12 @@ impl Lexer<'_> {
             inner.split_at(len)
         };
         if name == "IFS" {
-            // Used as a blank, whatever is trimmed off it.
-            if !self.in_double {
-                self.end_word();
-            } else {
+            // Used as a blank, whatever is trimmed off it; a redirection's
+            // target (a here-string's text) is not split.
+            if self.in_double || self.pending.is_some() {
                 self.word.push(' ');
+            } else {
+                self.end_word();
             }
             return;
         }
@@ -463,10 +635,21 @@ impl Lexer<'_> {
         self.quoted = true;
     }
 
+    /// A redirection's operator starting with `first`; a descriptor
+    /// written before it (`2>`, `{fd}>`) is part of it, not a word.
     fn redirection(&mut self, first: char) {
-        let fd = !self.word.is_empty() && self.word.chars().all(|c| c.is_ascii_digit());
+        let word = self.word.as_str();
+        let named = word.len() > 2
+            && word.starts_with('{')
+            && word.ends_with('}')
+            && name_len(&word[1..]) == word.len() - 2;
+        let fd = self.pending.is_none()
+            && !self.quoted
+            && !word.is_empty()
+            && (word.chars().all(|c| c.is_ascii_digit()) || named);
         if fd {
             self.word.clear();
+            self.brace = false;
         } else {
             self.end_word();
         }
@@ -474,8 +657,10 @@ impl Lexer<'_> {
         while let Some(n) = self.chars.next_if(|n| matches!(n, '>' | '<' | '|' | '&')) {
             op.push(n);
         }
-        self.tokens.push(op.clone());
-        self.words.push(op);
+        if op == "<<" && self.chars.next_if_eq(&'-').is_some() {
+            op.push('-');
+        }
+        self.open(op);
     }
 
     fn run(mut self) -> (Lexed, Budget) {
@@ -496,14 +681,22 @@ impl Lexer<'_> {
                     while self.chars.next_if(|c| *c != '\n').is_some() {}
                 }
                 ' ' | '\t' => self.end_word(),
-                '\n' | ';' => self.end_segment(";"),
+                ';' => self.end_segment(";"),
+                '\n' => {
+                    self.end_segment(";");
+                    self.bodies();
+                }
                 '&' => {
                     if self.chars.next_if_eq(&'&').is_some() {
                         self.end_segment("&&");
                     } else if self.chars.next_if_eq(&'>').is_some() {
                         self.end_word();
-                        self.tokens.push("&>".into());
-                        self.words.push("&>".into());
+                        let op = if self.chars.next_if_eq(&'>').is_some() {
+                            "&>>"
+                        } else {
+                            "&>"
+                        };
+                        self.open(op.into());
                     } else {
                         self.end_segment("&");
                     }
@@ -584,9 +777,20 @@ fn echoed(
     lexer.depth = depth;
     let (lexed, left) = lexer.run();
     *budget = left;
-    let [Words { words, .. }] = lexed.segments.as_slice() else {
+    // (What a redirection sends elsewhere is not the output.)
+    let [
+        Words {
+            words,
+            redirections,
+            ..
+        },
+    ] = lexed.segments.as_slice()
+    else {
         return None;
     };
+    if !redirections.is_empty() {
+        return None;
+    }
     if words.iter().any(|w| w.contains('$') || w.contains('`')) {
         return None;
     }
@@ -680,6 +884,10 @@ fn new(text: &str, budget: Budget) -> Lexer<'_> {
         vars: HashMap::new(),
         depth: 0,
         budget,
+        redirections: Vec::new(),
+        fed: Vec::new(),
+        pending: None,
+        heredocs: Vec::new(),
     }
 }
 

@@ -16,6 +16,7 @@ mod lex;
 mod valued;
 mod words;
 
+pub use lex::Redirection;
 pub use words::is_shell;
 
 use std::sync::LazyLock;
@@ -24,15 +25,26 @@ use regex::Regex;
 use unicode_normalization::UnicodeNormalization;
 
 /// One simple command: its words as the shell would see them, before and
-/// after the wrappers were peeled off.
+/// after the wrappers were peeled off. Its redirections, wherever they
+/// were written (`</dev/null git push`, `sudo >x -u root rm`), are apart
+/// from its words and follow them in its text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Segment {
-    /// Words with the wrappers still in front (`sudo -S rm -rf x`).
+    /// Words with the wrappers still in front, then the redirections
+    /// (`sudo -S rm -rf x > log`).
     pub raw: String,
-    /// Words of the command itself (`rm -rf x`).
+    /// Words of the command itself, then the redirections (`rm -rf x >
+    /// log`).
     pub command: String,
-    /// The same, one word each.
+    /// The command's words, one each, without the redirections.
     pub words: Vec<String>,
+    /// Its program as written, before its path was reduced to a name
+    /// (`./x`, `/usr/bin/rm`); empty when it has none.
+    pub program: String,
+    /// Its redirections, in the order written.
+    pub redirections: Vec<Redirection>,
+    /// The texts its here-documents and here-strings give it.
+    pub fed: Vec<String>,
     /// Its standard input is the pipe from the command before it.
     pub piped: bool,
 }
@@ -89,20 +101,41 @@ pub fn normalize(command: &str) -> Normalized {
         if let Some(opening) = lexed.segments.first_mut() {
             opening.piped |= fed;
         }
-        for lex::Words { words, piped } in lexed.segments {
-            let raw = words.join(" ");
-            let command_words = words::spell_out(words::peel(words));
-            let scripts = words::inline_scripts(&command_words);
+        for lex::Words {
+            words,
+            redirections,
+            fed,
+            piped,
+        } in lexed.segments
+        {
+            let with_redirections = |words: &[String]| {
+                let redirected = redirections
+                    .iter()
+                    .flat_map(|r| [r.operator.as_str(), r.target.as_str()]);
+                let all: Vec<&str> = words.iter().map(String::as_str).chain(redirected).collect();
+                all.join(" ")
+            };
+            let raw = with_redirections(&words);
+            let mut command_words = words::peel(words);
+            let program = command_words.first().cloned().unwrap_or_default();
+            if let Some(first) = command_words.first_mut() {
+                *first = words::program(first).to_string();
+            }
+            let command_words = words::spell_out(command_words);
+            let scripts = words::inline_scripts(&command_words, &fed);
             if depth < MAX_DEPTH {
                 queue.extend(scripts.into_iter().map(|script| (script, depth + 1, piped)));
             } else {
                 too_deep |= !scripts.is_empty();
             }
-            let command = command_words.join(" ");
+            let command = with_redirections(&command_words);
             out.segments.push(Segment {
                 raw,
                 command,
                 words: command_words,
+                program,
+                redirections,
+                fed,
                 piped,
             });
         }
@@ -180,8 +213,16 @@ mod tests {
     }
 
     #[test]
-    fn redirections_are_words() {
+    fn redirections_follow_the_words_they_are_apart_from() {
         let n = normalize("echo x>/etc/passwd 2>&1");
         assert_eq!(n.segments[0].command, "echo x > /etc/passwd >& 1");
+        let n = normalize("2>/dev/null sudo >x -u root /bin/rm -rf y");
+        assert_eq!(n.segments[0].words, ["rm", "-rf", "y"]);
+        assert_eq!(n.segments[0].program, "/bin/rm");
+        assert_eq!(n.segments[0].command, "rm -rf y > /dev/null > x");
+        assert_eq!(
+            n.segments[0].raw,
+            "sudo -u root /bin/rm -rf y > /dev/null > x"
+        );
     }
 }

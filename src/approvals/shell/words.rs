@@ -209,29 +209,15 @@ fn is_wrapper(name: &str) -> bool {
     )
 }
 
-/// Whether `word` is a redirection's operator (`<`, `2>`'s `>`, `>&`,
-/// `<>`, `<<<`, `&>`), as the lexer makes it a word of its own.
-fn is_redirection(word: &str) -> bool {
-    (word.starts_with(['<', '>']) || word.starts_with("&>"))
-        && word.chars().all(|c| matches!(c, '<' | '>' | '|' | '&'))
-}
-
-/// Removes wrappers and assignments from the front of a simple command and
-/// reduces the program to its name; redirections before it go after it.
+/// Removes wrappers and assignments from the front of a simple command
+/// (its words, redirections apart); the program stays as written.
 pub(super) fn peel(mut words: Vec<String>) -> Vec<String> {
     // Variables set for the command (git reads configuration from some).
     let mut assigned: Vec<String> = Vec::new();
-    // Redirections written before the program (`</dev/null git push`),
-    // which are the command's as much as those after it.
-    let mut redirected: Vec<String> = Vec::new();
     loop {
         let Some(first) = words.first().cloned() else {
-            return redirected;
+            return words;
         };
-        if is_redirection(&first) {
-            redirected.extend(words.drain(..words.len().min(2)));
-            continue;
-        }
         if is_assignment(&first) {
             assigned.push(words.remove(0));
             continue;
@@ -245,8 +231,6 @@ pub(super) fn peel(mut words: Vec<String>) -> Vec<String> {
             if name == "git" {
                 words.splice(1..1, super::git::environment(&assigned));
             }
-            words[0] = name;
-            words.extend(redirected);
             return words;
         }
         words.remove(0);
@@ -411,14 +395,14 @@ pub fn is_shell(name: &str) -> bool {
 }
 
 /// The scripts `words` (a peeled command) runs or defines: `sh -c
-/// SCRIPT`, `su -c SCRIPT`, `eval …`, a here-string into a shell, `find …
-/// -exec CMD ;`, an alias's body.
-pub(super) fn inline_scripts(words: &[String]) -> Vec<String> {
+/// SCRIPT`, `su -c SCRIPT`, `eval …`, what a here-document or here-string
+/// (`fed`) gives a shell, `find … -exec CMD ;`, an alias's body.
+pub(super) fn inline_scripts(words: &[String], fed: &[String]) -> Vec<String> {
     let Some(name) = words.first().map(String::as_str) else {
         return Vec::new();
     };
     let mut scripts = super::valued::scripts(words);
-    for script in own_scripts(name, words) {
+    for script in own_scripts(name, words, fed) {
         // Found twice (`su -c` by its option and by its syntax): once.
         if !scripts.contains(&script) {
             scripts.push(script);
@@ -428,7 +412,7 @@ pub(super) fn inline_scripts(words: &[String]) -> Vec<String> {
 }
 
 /// The scripts of [`inline_scripts`] that `name`'s own syntax holds.
-fn own_scripts(name: &str, words: &[String]) -> Vec<String> {
+fn own_scripts(name: &str, words: &[String], fed: &[String]) -> Vec<String> {
     match name {
         "eval" => vec![words[1..].join(" ")],
         // A command run elsewhere is still a command.
@@ -457,9 +441,7 @@ fn own_scripts(name: &str, words: &[String]) -> Vec<String> {
                 };
                 scripts.extend(script);
             }
-            if let Some(at) = words.iter().position(|w| w == "<<<") {
-                scripts.extend(words.get(at + 1).cloned());
-            }
+            scripts.extend(fed.iter().cloned());
             scripts
         }
         _ => Vec::new(),
@@ -639,28 +621,28 @@ mod tests {
 
     #[test]
     fn scripts_inside_commands_are_found() {
-        assert_eq!(inline_scripts(&words("bash -c -- x")), ["x"]);
-        assert_eq!(inline_scripts(&words("alias ll=rm")), ["rm"]);
+        assert_eq!(inline_scripts(&words("bash -c -- x"), &[]), ["x"]);
+        assert_eq!(inline_scripts(&words("alias ll=rm"), &[]), ["rm"]);
         assert_eq!(
-            inline_scripts(&words("ssh -p 2222 -i key deploy@host rm -rf /srv")),
+            inline_scripts(&words("ssh -p 2222 -i key deploy@host rm -rf /srv"), &[]),
             ["rm -rf /srv"]
         );
         assert_eq!(
-            inline_scripts(&words("docker exec -it -u root web rm -rf /data")),
+            inline_scripts(&words("docker exec -it -u root web rm -rf /data"), &[]),
             ["'rm' '-rf' '/data'"]
         );
         assert_eq!(
-            inline_scripts(&words("kubectl exec -n prod api -- rm -rf /data")),
+            inline_scripts(&words("kubectl exec -n prod api -- rm -rf /data"), &[]),
             ["'rm' '-rf' '/data'"]
         );
         assert_eq!(
-            inline_scripts(&words("ssh -t host -- rm -rf /srv")),
+            inline_scripts(&words("ssh -t host -- rm -rf /srv"), &[]),
             ["rm -rf /srv"]
         );
-        assert_eq!(inline_scripts(&words("bash -crm")), ["rm"]);
-        assert!(inline_scripts(&words("ssh host")).is_empty());
+        assert_eq!(inline_scripts(&words("bash -crm"), &[]), ["rm"]);
+        assert!(inline_scripts(&words("ssh host"), &[]).is_empty());
         assert_eq!(
-            inline_scripts(&words("find . -name *.log -exec shred -u {} ;")),
+            inline_scripts(&words("find . -name *.log -exec shred -u {} ;"), &[]),
             ["'shred' '-u' './*'"]
         );
         let split = |line: &str| {
