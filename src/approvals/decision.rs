@@ -221,6 +221,10 @@ pub enum Refusal {
     /// Nothing is waiting in this chat.
     #[error("Nothing is waiting for approval here.")]
     NothingPending,
+    /// More than one request is waiting where the command was written,
+    /// and it named none (the requests: id and command, each).
+    #[error("More than one request is waiting here; name one with /approve ID or /deny ID: {0}.")]
+    WhichOne(String),
     /// Storage failed.
     #[error("The decision could not be recorded; try again.")]
     Storage,

@@ -13,7 +13,7 @@ pub mod shell;
 pub mod structure;
 
 pub use crate::platform::{Actor, ChatRef};
-pub use broker::{Broker, Request};
+pub use broker::{Broker, Request, shown_briefly};
 pub use decision::{Choice, Decision, Refusal, code_block, prompt};
 pub use detect::{Detection, Match, detect};
 pub use policy::{ApprovalPolicy, Evaluation, HumanApprover, Verdict, evaluate, evaluate_bounded};

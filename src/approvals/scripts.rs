@@ -552,7 +552,7 @@ fn shown_head(head: &[u8]) -> Option<String> {
 /// `text` with its control and format characters (a newline in a file's
 /// name, a carriage return, bidirectional overrides) written as escapes,
 /// so that none can fake a line of the prompt.
-fn plain(text: &str) -> String {
+pub(super) fn plain(text: &str) -> String {
     escaped(text, false)
 }
 

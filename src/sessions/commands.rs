@@ -59,7 +59,11 @@ impl SessionManager {
             }
             ChatCommand::Approve { .. } | ChatCommand::Deny { .. } => {
                 match self.decide(&event.chat(), &event.actor(), command).await {
-                    Ok(decision) => format!("Done: {}.", decision.describe()),
+                    Ok((decision, asked)) => format!(
+                        "Done: {} ({}).",
+                        decision.describe(),
+                        crate::approvals::shown_briefly(&asked)
+                    ),
                     Err(refusal) => refusal.to_string(),
                 }
             }
@@ -76,7 +80,7 @@ impl SessionManager {
         chat: &ChatRef,
         actor: &Actor,
         command: &ChatCommand,
-    ) -> Result<Decision, Refusal> {
+    ) -> Result<(Decision, String), Refusal> {
         let listed = self
             .inner
             .platforms()

@@ -347,16 +347,22 @@ impl Store {
         Ok(())
     }
 
-    /// The oldest pending approval whose prompt is in `chat` of `platform`.
-    pub async fn oldest_pending_prompt_in(
+    /// The approvals waiting with a prompt in `chat` on `platform`, oldest
+    /// first, with their commands: in `thread` when one is given (that of
+    /// the session that asked), at most `limit`.
+    pub async fn pending_prompts_in(
         &self,
         platform: &str,
         chat: &str,
-    ) -> Result<Option<String>> {
-        Ok(with_pool!(self, pool => sqlx::query_scalar(
-            "SELECT id FROM approvals WHERE status = 'pending' AND prompt_platform = $1 \
-             AND prompt_chat = $2 ORDER BY created_at LIMIT 1")
-            .bind(platform).bind(chat).fetch_optional(pool).await?))
+        thread: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<(String, String)>> {
+        Ok(with_pool!(self, pool => sqlx::query_as(
+            "SELECT a.id, a.command FROM approvals a WHERE a.status = 'pending' \
+             AND a.prompt_platform = $1 AND a.prompt_chat = $2 \
+             AND ($3 IS NULL OR EXISTS (SELECT 1 FROM sessions s WHERE s.id = a.session_id \
+             AND s.thread_id = $3)) ORDER BY a.created_at LIMIT $4")
+            .bind(platform).bind(chat).bind(thread).bind(limit).fetch_all(pool).await?))
     }
 
     /// Pending approvals with their prompt locations: all of them, or

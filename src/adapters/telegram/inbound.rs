@@ -38,6 +38,31 @@ fn addresses_bot(msg: &Message, me: &BotIdentity) -> bool {
     mentioned || replied
 }
 
+/// Whether `text` is a command addressed to another bot
+/// (`/approve@other_bot`): that bot's, not this one's.
+fn for_another_bot(text: &str, me: &BotIdentity) -> bool {
+    let first = text.split_whitespace().next().unwrap_or_default();
+    first.starts_with('/')
+        && first
+            .split_once('@')
+            .is_some_and(|(_, bot)| !bot.eq_ignore_ascii_case(&me.username))
+}
+
+/// `text` without `@username` however its letters are cased (usernames
+/// are ASCII, and Telegram matches them case-insensitively).
+fn without_handle(text: &str, username: &str) -> String {
+    let handle = format!("@{}", username.to_ascii_lowercase());
+    let lower = text.to_ascii_lowercase();
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for (start, _) in lower.match_indices(&handle) {
+        out.push_str(&text[at..start]);
+        at = start + handle.len();
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
 /// The message's file: its largest photo size, a voice note, an audio
 /// file or a document.
 fn attachment(msg: &Message) -> Option<Attachment> {
@@ -113,9 +138,11 @@ pub fn message_event(update_id: u32, msg: &Message, me: &BotIdentity) -> Option<
     }
     let from = msg.from.as_ref()?;
     let raw = msg.text().or_else(|| msg.caption()).unwrap_or_default();
+    if for_another_bot(raw, me) {
+        return None;
+    }
     // The bot's own handle is noise to the agent.
-    let handle = format!("@{}", me.username);
-    let text = raw.replace(&handle, "").trim().to_string();
+    let text = without_handle(raw, &me.username).trim().to_string();
     let attachment = attachment(msg);
     if text.is_empty() && attachment.is_none() {
         return None;
@@ -147,4 +174,35 @@ pub fn message_event(update_id: u32, msg: &Message, me: &BotIdentity) -> Option<
         attachments: attachment.into_iter().collect(),
         revision: crate::platform::Revision::New,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn me() -> BotIdentity {
+        BotIdentity {
+            id: UserId(7),
+            username: "Switchboard_bot".into(),
+        }
+    }
+
+    #[test]
+    fn a_command_for_another_bot_is_not_ours() {
+        assert!(for_another_bot("/approve@other_bot always", &me()));
+        assert!(!for_another_bot("/approve@switchboard_BOT always", &me()));
+        assert!(!for_another_bot("/approve always", &me()));
+        assert!(!for_another_bot("mail me@example.com", &me()));
+        assert_eq!(
+            without_handle(
+                "/approve@SWITCHBOARD_bot session, @switchboard_bot",
+                "Switchboard_bot"
+            ),
+            "/approve session, "
+        );
+        assert_eq!(
+            without_handle("é @Switchboard_botx", "switchboard_bot"),
+            "é x"
+        );
+    }
 }

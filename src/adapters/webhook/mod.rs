@@ -494,11 +494,11 @@ async fn approval_comment(
     let result = state.gateway.sessions.decide(&chat, &actor, &command).await;
     let number = crate::render::template::lookup(payload, "issue.number").and_then(Value::as_u64);
     match result {
-        Ok(decision) => {
+        Ok((decision, asked)) => {
             tracing::info!(route = %route.name, login, pr = ?number, decision = %decision.describe(), "approval decided by comment");
             answer(
                 StatusCode::OK,
-                json!({ "status": "decided", "decision": decision.describe() }),
+                json!({ "status": "decided", "decision": decision.describe(), "command": asked }),
             )
         }
         Err(refusal) => {

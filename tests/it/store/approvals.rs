@@ -5,13 +5,15 @@
 use crate::backend_tests;
 
 use switchboard::store::{
-    ApprovalRecord, ApprovalStatus, AuditEvent, AuditKind, Grant, Settlement, Store, new_id, now_ms,
+    ApprovalRecord, ApprovalStatus, AuditEvent, AuditKind, Grant, NewSession, Settlement, Store,
+    new_id, now_ms,
 };
 
 backend_tests!(
     approvals_are_decided_once,
     a_decision_is_stored_with_its_grant_and_entry,
     allowlist_add_list_revoke,
+    waiting_prompts_are_found_by_chat_and_thread,
 );
 
 pub(crate) fn approval(session_id: &str) -> ApprovalRecord {
@@ -73,6 +75,72 @@ async fn approvals_are_decided_once(store: Store) {
     let second = approval("s2");
     store.insert_approval(&second).await.unwrap();
     assert_eq!(store.list_approvals(10).await.unwrap().len(), 2);
+}
+
+/// What an id-less `/approve` may mean on another replica: the requests
+/// waiting with a prompt in the chat, in the thread of the session that
+/// asked when one is given, oldest first.
+async fn waiting_prompts_are_found_by_chat_and_thread(store: Store) {
+    let mut ids = Vec::new();
+    for (thread, command) in [
+        (Some("10"), "rm -rf a"),
+        (None, "git push -f"),
+        (Some("20"), "rm -rf c"),
+    ] {
+        let session = store
+            .open_session(&NewSession {
+                key: &format!("telegram:-100:{thread:?}"),
+                platform: "telegram",
+                chat_id: "-100",
+                thread_id: thread,
+                user_id: Some("1"),
+            })
+            .await
+            .unwrap();
+        let record = ApprovalRecord {
+            command: command.into(),
+            created_at: now_ms() + ids.len() as i64,
+            ..approval(&session.id)
+        };
+        store.insert_approval(&record).await.unwrap();
+        store
+            .set_approval_prompt(&record.id, "telegram", "-100", "5")
+            .await
+            .unwrap();
+        ids.push(record.id);
+    }
+    let found = |thread: Option<&'static str>, limit| {
+        let store = store.clone();
+        async move {
+            store
+                .pending_prompts_in("telegram", "-100", thread, limit)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(
+        found(Some("20"), 3).await,
+        [(ids[2].clone(), "rm -rf c".to_string())]
+    );
+    let all = found(None, 3).await;
+    assert_eq!(
+        all.iter().map(|(id, _)| id).collect::<Vec<_>>(),
+        [&ids[0], &ids[1], &ids[2]]
+    );
+    assert_eq!(found(None, 2).await.len(), 2);
+    assert!(found(Some("30"), 3).await.is_empty());
+    store
+        .decide_approval(&ids[2], ApprovalStatus::Denied, Some("telegram:9"), None)
+        .await
+        .unwrap();
+    assert!(found(Some("20"), 3).await.is_empty());
+    assert!(
+        store
+            .pending_prompts_in("telegram", "-200", None, 3)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 async fn allowlist_add_list_revoke(store: Store) {
