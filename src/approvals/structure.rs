@@ -216,11 +216,18 @@ fn reads_program_from_pipe(segment: &Segment) -> bool {
                 || matches!(*f, "/dev/stdin" | "/proc/self/fd/0" | "/dev/fd/0" | "-")
         });
     }
+    // A here-document or here-string (or a pipe) gives it its text.
+    let fed = segment.piped
+        || inputs.iter().any(|i| i.starts_with("<("))
+        || segment.redirections.iter().any(|r| r.here());
+    // `at` and `batch` run what they read as a shell's commands.
+    if matches!(name, "at" | "batch") {
+        return fed && !words.iter().any(|w| w.starts_with("-f"));
+    }
     if !is_shell(name) && !is_interpreter(name) {
         return false;
     }
     let from_stdin = matches!(program_source(&words), Some(None));
-    let fed = segment.piped || inputs.iter().any(|i| i.starts_with("<(") || *i == "<<<");
     from_stdin && fed
         || matches!(program_source(&words), Some(Some(f)) if f.starts_with("<(") || f.starts_with("/dev/fd/"))
 }

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use super::braces::braces;
 
 /// One simple command as lexed: its words, its redirections wherever
-/// they were written, what here-documents and here-strings feed it, and
+/// they were written, what its here-strings feed it, and
 /// whether its standard input is the pipe from the command before it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct Words {
@@ -65,6 +65,11 @@ pub(super) struct Lexed {
     pub(super) segments: Vec<Words>,
     pub(super) nested: Vec<String>,
     pub(super) whole: String,
+    /// Where a here-document ends could not be known as bash knows it
+    /// (its delimiter is an expansion): the line cannot be judged.
+    pub(super) unsure: bool,
+    /// It opens a here-document.
+    pub(super) heredocs: bool,
 }
 
 /// The expansion budget of one command line: a generous multiple of any
@@ -133,6 +138,10 @@ struct Lexer<'a> {
     fed: Vec<String>,
     /// A redirection's operator whose target word is being read.
     pending: Option<String>,
+    /// The operator that ended the last simple command (`&&`, `|`, `;`…).
+    after: String,
+    /// The word has text an expansion made (`2$@>x`: no descriptor).
+    expanded: bool,
     /// Here-documents whose bodies start at the next line.
     heredocs: Vec<Heredoc>,
 }
@@ -145,8 +154,6 @@ struct Heredoc {
     strip_tabs: bool,
     /// Its delimiter was quoted: the body is not expanded.
     literal: bool,
-    /// The index of the simple command it feeds.
-    segment: usize,
 }
 
 /// Shell keywords that carry no command of their own.
@@ -223,22 +230,13 @@ impl Lexer<'_> {
         }
         self.quoted = false;
         self.brace = false;
+        self.expanded = false;
     }
 
     /// The target word of a redirection `operator` has been read: a
-    /// here-string's text is what it feeds the command, a here-document's
-    /// delimiter ends the body read from the next line.
+    /// here-string's text is what it feeds the command.
     fn target(&mut self, operator: String, word: String) {
         let target = match operator.as_str() {
-            "<<" | "<<-" => {
-                self.heredocs.push(Heredoc {
-                    delimiter: word.clone(),
-                    strip_tabs: operator == "<<-",
-                    literal: self.quoted,
-                    segment: self.out.segments.len(),
-                });
-                word
-            }
             "<<<" => {
                 self.fed.push(word.clone());
                 word
@@ -272,16 +270,24 @@ impl Lexer<'_> {
     fn end_segment(&mut self, op: &str) {
         self.end_word();
         self.close();
+        let mut words = std::mem::take(&mut self.words);
+        // `coproc NAME { …; }`: the name is no command.
+        if words.first().is_some_and(|w| w == "coproc") && words.get(2).is_some_and(|w| w == "{") {
+            words.remove(1);
+        }
+        words.retain(|w| !matches!(w.as_str(), "{" | "}"));
         // Leading keywords (`time -p` too) go in unshape.
-        let mut words: Vec<String> = std::mem::take(&mut self.words)
-            .into_iter()
-            .filter(|w| !matches!(w.as_str(), "{" | "}"))
-            .collect();
-        super::words::unshape(&mut words);
+        let shaped = super::words::unshape(&mut words);
         let redirections = std::mem::take(&mut self.redirections);
         let fed = std::mem::take(&mut self.fed);
-        if !words.is_empty() || !redirections.is_empty() {
-            self.remember(&words);
+        let ran = !words.is_empty() || !redirections.is_empty();
+        if ran {
+            // What a branch, a loop or a subshell (a pipeline's part, a
+            // background job) assigns may not last for the line.
+            let perhaps = shaped
+                || matches!(self.after.as_str(), "&&" | "||" | "|" | "&")
+                || matches!(op, "|" | "&");
+            self.remember(&words, perhaps);
             self.out.segments.push(Words {
                 words,
                 redirections,
@@ -289,21 +295,31 @@ impl Lexer<'_> {
                 piped: self.piped,
             });
         }
-        self.piped = op == "|";
+        // (A pipe's reader may start on the next line: `curl … |⏎sh`.)
+        if ran || op != ";" {
+            self.piped = op == "|";
+            self.after = op.to_string();
+        }
         if !op.is_empty() {
             self.tokens.push(op.to_string());
         }
     }
 
     /// Records the literal assignments of `words` (a simple command just
-    /// ended).
-    fn remember(&mut self, words: &[String]) {
+    /// ended); those that `perhaps` happen make their names unknown.
+    fn remember(&mut self, words: &[String], perhaps: bool) {
         let assignments: &[String] = match words.first() {
             Some(first) if declares(first) => &words[1..],
             _ if words.iter().all(|w| is_assignment(w)) => words,
             _ => return,
         };
         for assignment in assignments.iter().filter(|w| is_assignment(w)) {
+            if perhaps {
+                if let Some((name, _)) = assignment.split_once('=') {
+                    self.vars.remove(name.strip_suffix('+').unwrap_or(name));
+                }
+                continue;
+            }
             if let Some((name, value)) = assignment.split_once('=') {
                 match name.strip_suffix('+') {
                     Some(name) => self
@@ -319,75 +335,200 @@ impl Lexer<'_> {
         }
     }
 
+    /// Reads a here-document's delimiter word as bash does: its quotes
+    /// removed, nothing expanded. Returns it, whether any of it was
+    /// quoted, and the text read.
+    fn delimiter(&mut self) -> (String, bool, String) {
+        let mut written = String::new();
+        while let Some(c) = self.chars.next_if(|c| matches!(c, ' ' | '\t')) {
+            written.push(c);
+        }
+        let mut word = String::new();
+        let mut quoted = false;
+        while let Some(c) = self.chars.next_if(|c| {
+            !matches!(
+                c,
+                ' ' | '\t' | '\n' | ';' | '&' | '|' | '<' | '>' | '(' | ')'
+            )
+        }) {
+            written.push(c);
+            match c {
+                '\'' => {
+                    quoted = true;
+                    for q in self.chars.by_ref() {
+                        written.push(q);
+                        if q == '\'' {
+                            break;
+                        }
+                        word.push(q);
+                    }
+                }
+                '"' => {
+                    quoted = true;
+                    while let Some(q) = self.chars.next() {
+                        written.push(q);
+                        match q {
+                            '"' => break,
+                            '\\' if matches!(self.chars.peek(), Some('"' | '\\' | '$' | '`')) => {
+                                let n = self.chars.next().unwrap_or(q);
+                                written.push(n);
+                                word.push(n);
+                            }
+                            _ => word.push(q),
+                        }
+                    }
+                }
+                '\\' => {
+                    quoted = true;
+                    if let Some(n) = self.chars.next() {
+                        written.push(n);
+                        word.push(n);
+                    }
+                }
+                _ => word.push(c),
+            }
+        }
+        // Bash takes `$x` or `$(…)` as written; whether a line of that text
+        // is meant to end the body cannot be told apart from a trick.
+        self.out.unsure |= written.contains(['$', '`']) || word.is_empty() && !quoted;
+        (word, quoted, written)
+    }
+
+    /// Reads one here-document's body, from the start of a line: up to its
+    /// delimiter's line (or the end of the text). Returns the body and the
+    /// text read.
+    fn body(&mut self, doc: &Heredoc) -> (String, String) {
+        let mut body = String::new();
+        let mut read = String::new();
+        loop {
+            let mut line = String::new();
+            let mut ended = false;
+            for c in self.chars.by_ref() {
+                read.push(c);
+                if c == '\n' {
+                    // In an expanded body a backslash before the newline
+                    // joins the next line to this one.
+                    let backslashes = line.chars().rev().take_while(|c| *c == '\\').count();
+                    if !doc.literal && backslashes % 2 == 1 {
+                        line.pop();
+                        continue;
+                    }
+                    ended = true;
+                    break;
+                }
+                line.push(c);
+            }
+            let line = if doc.strip_tabs {
+                line.trim_start_matches('\t')
+            } else {
+                &line
+            };
+            if line == doc.delimiter {
+                break;
+            }
+            body.push_str(line);
+            body.push('\n');
+            if !ended {
+                break;
+            }
+        }
+        (body, read)
+    }
+
     /// Reads the bodies of the here-documents opened on the line just
-    /// ended: each up to its delimiter's line (or the end of the text),
-    /// fed to its command; an unquoted delimiter's body is expanded, so the
-    /// commands it substitutes run.
+    /// ended. Each is analysed as a script of its own, whatever reads it: a
+    /// shell, `ssh`, a database client, a pipe into one; an expanded one
+    /// runs the commands it substitutes anyway. (So a quote in one is its
+    /// own, and hides nothing after it.)
     fn bodies(&mut self) {
         for doc in std::mem::take(&mut self.heredocs) {
-            let mut body = String::new();
-            loop {
-                let mut line = String::new();
-                let mut ended = false;
-                for c in self.chars.by_ref() {
-                    if c == '\n' {
-                        ended = true;
-                        break;
-                    }
-                    line.push(c);
-                }
-                let line = if doc.strip_tabs {
-                    line.trim_start_matches('\t')
-                } else {
-                    &line
-                };
-                if line == doc.delimiter {
-                    break;
-                }
-                body.push_str(line);
-                body.push('\n');
-                if !ended {
-                    break;
-                }
-            }
-            if !doc.literal {
-                let mut inner = new(&body, self.budget);
-                inner.vars = self.vars.clone();
-                inner.depth = self.depth;
-                inner.in_double = true;
-                while let Some(c) = inner.chars.next() {
-                    match c {
-                        '\\' => {
-                            inner.chars.next();
-                        }
-                        '$' => inner.dollar(),
-                        '`' => inner.backtick(),
-                        _ => {}
-                    }
-                }
-                self.budget = inner.budget;
-                self.out.nested.append(&mut inner.out.nested);
-            }
-            if let Some(segment) = self.out.segments.get_mut(doc.segment) {
-                segment.fed.push(body);
-            }
+            let (body, _) = self.body(&doc);
+            self.out.nested.push(body);
         }
     }
 
-    /// Reads up to the `close` matching an already consumed `open`.
+    /// A here-document's operator (`<<`, `<<-`) just read: its delimiter.
+    fn heredoc(&mut self, operator: String) {
+        self.close();
+        self.out.heredocs = true;
+        let (delimiter, literal, _) = self.delimiter();
+        self.tokens.push(operator.clone());
+        self.tokens.push(delimiter.clone());
+        self.heredocs.push(Heredoc {
+            delimiter: delimiter.clone(),
+            strip_tabs: operator == "<<-",
+            literal,
+        });
+        self.redirections.push(Redirection {
+            operator,
+            target: delimiter,
+        });
+    }
+
+    /// Reads up to the `close` matching an already consumed `open`, as
+    /// written: quotes, comments and here-documents inside are skipped
+    /// whole (a `)` or a quote in them closes nothing).
     fn balanced(&mut self, open: char, close: char) -> String {
         let mut depth = 1;
         let mut inner = String::new();
         let mut quote: Option<char> = None;
+        let mut heredocs: Vec<Heredoc> = Vec::new();
         while let Some(c) = self.chars.next() {
             match quote {
+                Some('"') if c == '\\' => {
+                    inner.push(c);
+                    inner.extend(self.chars.next());
+                    continue;
+                }
                 Some(q) if c == q => quote = None,
                 Some(_) => {}
                 None if c == '\'' || c == '"' => quote = Some(c),
                 None if c == '\\' => {
                     inner.push(c);
-                    if let Some(n) = self.chars.next() {
+                    inner.extend(self.chars.next());
+                    continue;
+                }
+                // (A `#` in `${#x}` or `$((16#ff))` starts no comment.)
+                None if c == '#'
+                    && open == '('
+                    && inner.chars().last().is_none_or(|p| {
+                        p.is_whitespace() || matches!(p, ';' | '&' | '|' | '(')
+                    }) =>
+                {
+                    inner.push(c);
+                    while let Some(n) = self.chars.next_if(|n| *n != '\n') {
                         inner.push(n);
+                    }
+                    continue;
+                }
+                None if c == '<' && self.chars.peek() == Some(&'<') && !inner.ends_with('<') => {
+                    self.chars.next();
+                    inner.push_str("<<");
+                    if self.chars.peek() == Some(&'<') {
+                        continue;
+                    }
+                    let strip_tabs = self.chars.next_if_eq(&'-').is_some();
+                    if strip_tabs {
+                        inner.push('-');
+                    }
+                    let (delimiter, literal, written) = self.delimiter();
+                    self.out.heredocs = true;
+                    inner.push_str(&written);
+                    heredocs.push(Heredoc {
+                        delimiter,
+                        strip_tabs,
+                        literal,
+                    });
+                    continue;
+                }
+                // The line ends: the bodies of the here-documents opened
+                // before it start, those opened outside first.
+                None if c == '\n' && !(heredocs.is_empty() && self.heredocs.is_empty()) => {
+                    inner.push(c);
+                    self.bodies();
+                    for doc in std::mem::take(&mut heredocs) {
+                        let (_, read) = self.body(&doc);
+                        inner.push_str(&read);
                     }
                     continue;
                 }
@@ -478,13 +619,15 @@ impl Lexer<'_> {
     }
 
     fn dollar(&mut self) {
+        self.expanded = true;
         match self.chars.peek().copied() {
             Some('(') => {
                 self.chars.next();
                 if self.chars.next_if_eq(&'(').is_some() {
-                    // Arithmetic: a number, nothing to run.
+                    // Arithmetic: a number; what it substitutes runs.
                     let inner = self.balanced('(', ')');
                     self.chars.next_if_eq(&')');
+                    self.substitutes(&inner);
                     self.word.push_str(&format!("$(({inner}))"));
                     return;
                 }
@@ -498,6 +641,8 @@ impl Lexer<'_> {
             Some('{') => {
                 self.chars.next();
                 let inner = self.balanced('{', '}');
+                // `${x:-$(…)}`: the default's command runs.
+                self.substitutes(&inner);
                 self.parameter(&inner, true);
             }
             Some(c)
@@ -594,7 +739,16 @@ impl Lexer<'_> {
         self.out.nested.push(inner);
     }
 
+    /// Analyses `text` (an arithmetic expression, a parameter's
+    /// operation) as a script of its own when it substitutes a command.
+    fn substitutes(&mut self, text: &str) {
+        if text.contains("$(") || text.contains('`') || text.contains("<(") {
+            self.out.nested.push(text.to_string());
+        }
+    }
+
     fn backtick(&mut self) {
+        self.expanded = true;
         let mut inner = String::new();
         while let Some(c) = self.chars.next_if(|c| *c != '`') {
             inner.push(c);
@@ -645,6 +799,7 @@ impl Lexer<'_> {
             && name_len(&word[1..]) == word.len() - 2;
         let fd = self.pending.is_none()
             && !self.quoted
+            && !self.expanded
             && !word.is_empty()
             && (word.chars().all(|c| c.is_ascii_digit()) || named);
         if fd {
@@ -657,8 +812,12 @@ impl Lexer<'_> {
         while let Some(n) = self.chars.next_if(|n| matches!(n, '>' | '<' | '|' | '&')) {
             op.push(n);
         }
-        if op == "<<" && self.chars.next_if_eq(&'-').is_some() {
-            op.push('-');
+        if op == "<<" {
+            if self.chars.next_if_eq(&'-').is_some() {
+                op.push('-');
+            }
+            self.heredoc(op);
+            return;
         }
         self.open(op);
     }
@@ -719,6 +878,10 @@ impl Lexer<'_> {
                     self.tokens.push(format!("{name}() {{{body}}}"));
                     self.out.nested.push(body);
                 }
+                // `case x in (pattern) …`: the parenthesis opens the arm.
+                '(' if self.word.is_empty()
+                    && self.words.first().is_some_and(|w| w == "case")
+                    && self.words.last().is_some_and(|w| w == "in") => {}
                 '(' if self.word.is_empty() => {
                     let inner = self.balanced('(', ')');
                     self.out.nested.push(inner);
@@ -887,6 +1050,8 @@ fn new(text: &str, budget: Budget) -> Lexer<'_> {
         redirections: Vec::new(),
         fed: Vec::new(),
         pending: None,
+        after: String::new(),
+        expanded: false,
         heredocs: Vec::new(),
     }
 }

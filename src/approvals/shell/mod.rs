@@ -43,7 +43,8 @@ pub struct Segment {
     pub program: String,
     /// Its redirections, in the order written.
     pub redirections: Vec<Redirection>,
-    /// The texts its here-documents and here-strings give it.
+    /// The texts its here-strings give it (a here-document's body is
+    /// analysed as a script of its own).
     pub fed: Vec<String>,
     /// Its standard input is the pipe from the command before it.
     pub piped: bool,
@@ -87,19 +88,25 @@ pub fn normalize(command: &str) -> Normalized {
     let mut out = Normalized::default();
     // Each text with its depth, and whether its first command reads a
     // pipe (a script run by a command that does: `… | git -c alias.x=!sh x`).
-    let mut queue = vec![(clean(command), 0usize, false)];
+    let cleaned = clean(command);
+    // Cleaning changed the text, so a here-document's delimiter line may
+    // read differently to bash (`EOF\r`, a full-width `ＥＯＦ`).
+    let altered = cleaned != command;
+    let mut queue = vec![(cleaned, 0usize, false)];
     let mut first = true;
     let mut budget = lex::Budget::new(lex::EXPANSION_BUDGET);
-    // A script nested past MAX_DEPTH is not read: the line cannot be judged.
-    let mut too_deep = false;
-    while let Some((text, depth, fed)) = queue.pop() {
+    // A script nested past MAX_DEPTH is not read, or where a here-document
+    // ends is not known as bash knows it: the line cannot be judged.
+    let mut unknowable = false;
+    while let Some((text, depth, reads_pipe)) = queue.pop() {
         let mut lexed = lex::lex(&text, &mut budget);
+        unknowable |= lexed.unsure || altered && lexed.heredocs;
         if first {
             out.whole = lexed.whole.clone();
             first = false;
         }
         if let Some(opening) = lexed.segments.first_mut() {
-            opening.piped |= fed;
+            opening.piped |= reads_pipe;
         }
         for lex::Words {
             words,
@@ -108,10 +115,17 @@ pub fn normalize(command: &str) -> Normalized {
             piped,
         } in lexed.segments
         {
+            // Each redirection that writes a file is written `>` or `>>`
+            // (`>&file`, `<>file` write it too).
             let with_redirections = |words: &[String]| {
-                let redirected = redirections
-                    .iter()
-                    .flat_map(|r| [r.operator.as_str(), r.target.as_str()]);
+                let redirected = redirections.iter().flat_map(|r| {
+                    let operator = match r.operator.as_str() {
+                        ">>" | "&>>" if r.writes() => ">>",
+                        _ if r.writes() => ">",
+                        operator => operator,
+                    };
+                    [operator, r.target.as_str()]
+                });
                 let all: Vec<&str> = words.iter().map(String::as_str).chain(redirected).collect();
                 all.join(" ")
             };
@@ -126,7 +140,7 @@ pub fn normalize(command: &str) -> Normalized {
             if depth < MAX_DEPTH {
                 queue.extend(scripts.into_iter().map(|script| (script, depth + 1, piped)));
             } else {
-                too_deep |= !scripts.is_empty();
+                unknowable |= !scripts.is_empty();
             }
             let command = with_redirections(&command_words);
             out.segments.push(Segment {
@@ -142,10 +156,10 @@ pub fn normalize(command: &str) -> Normalized {
         if depth < MAX_DEPTH {
             queue.extend(lexed.nested.into_iter().map(|n| (n, depth + 1, false)));
         } else {
-            too_deep |= !lexed.nested.is_empty();
+            unknowable |= !lexed.nested.is_empty();
         }
     }
-    out.over_budget = budget.exhausted() || too_deep;
+    out.over_budget = budget.exhausted() || unknowable;
     out
 }
 
