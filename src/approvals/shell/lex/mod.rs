@@ -8,9 +8,15 @@
 //! resolved is kept as written (`$x`, `$(…)`), for the detector to treat as
 //! unknown.
 
+mod echo;
+mod redirect;
+
 use std::collections::HashMap;
 
 use super::braces::braces;
+use echo::echoed;
+use redirect::Heredoc;
+pub use redirect::Redirection;
 
 /// One simple command as lexed: its words, its redirections wherever
 /// they were written, what its here-strings feed it, and
@@ -21,43 +27,6 @@ pub(super) struct Words {
     pub(super) redirections: Vec<Redirection>,
     pub(super) fed: Vec<String>,
     pub(super) piped: bool,
-}
-
-/// One redirection: its operator, without the descriptor number written
-/// before it (`2>` is `>`, `{fd}<` is `<`), and its one target word
-/// (a here-document's delimiter; empty when the line ended first).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Redirection {
-    pub operator: String,
-    pub target: String,
-}
-
-impl Redirection {
-    /// Whether it opens its target for reading (`<`, `<>`, `<&`), not a
-    /// here-document's or here-string's text.
-    pub fn reads(&self) -> bool {
-        self.operator.starts_with('<') && !self.here() && !self.duplicates()
-    }
-
-    /// Whether it opens its target for writing (`>`, `>>`, `>|`, `&>`,
-    /// `&>>`, `<>`, `>&` with a file), not a descriptor it duplicates.
-    pub fn writes(&self) -> bool {
-        matches!(
-            self.operator.as_str(),
-            ">" | ">>" | ">|" | "&>" | "&>>" | "<>" | ">&"
-        ) && !self.duplicates()
-    }
-
-    /// Whether it copies or closes a descriptor (`2>&1`, `<&3`, `>&-`).
-    fn duplicates(&self) -> bool {
-        self.operator.ends_with('&') && self.target.bytes().all(|b| b.is_ascii_digit() || b == b'-')
-    }
-
-    /// Whether its target is text given as standard input (`<<`, `<<-`,
-    /// `<<<`).
-    pub fn here(&self) -> bool {
-        self.operator.starts_with("<<")
-    }
 }
 
 #[derive(Default)]
@@ -146,16 +115,6 @@ struct Lexer<'a> {
     heredocs: Vec<Heredoc>,
 }
 
-/// A here-document whose body is still to be read.
-struct Heredoc {
-    /// The line that ends it.
-    delimiter: String,
-    /// `<<-`: leading tabs are taken off its lines.
-    strip_tabs: bool,
-    /// Its delimiter was quoted: the body is not expanded.
-    literal: bool,
-}
-
 /// Shell keywords that carry no command of their own.
 pub(super) fn is_keyword(word: &str) -> bool {
     matches!(
@@ -233,40 +192,6 @@ impl Lexer<'_> {
         self.expanded = false;
     }
 
-    /// The target word of a redirection `operator` has been read: a
-    /// here-string's text is what it feeds the command.
-    fn target(&mut self, operator: String, word: String) {
-        let target = match operator.as_str() {
-            "<<<" => {
-                self.fed.push(word.clone());
-                word
-            }
-            // Blanks an expansion left around a file's name are no part
-            // of it (`>$IFS/etc/x` writes `/etc/x`).
-            _ if !self.quoted && !word.trim().is_empty() => super::words::fold_home(word.trim()),
-            _ => super::words::fold_home(&word),
-        };
-        self.tokens.push(target.clone());
-        self.redirections.push(Redirection { operator, target });
-    }
-
-    /// A redirection's operator: its target is the next word.
-    fn open(&mut self, operator: String) {
-        self.close();
-        self.tokens.push(operator.clone());
-        self.pending = Some(operator);
-    }
-
-    /// A redirection left without a target (`echo x >` at the end).
-    fn close(&mut self) {
-        if let Some(operator) = self.pending.take() {
-            self.redirections.push(Redirection {
-                operator,
-                target: String::new(),
-            });
-        }
-    }
-
     fn end_segment(&mut self, op: &str) {
         self.end_word();
         self.close();
@@ -333,136 +258,6 @@ impl Lexer<'_> {
                 }
             }
         }
-    }
-
-    /// Reads a here-document's delimiter word as bash does: its quotes
-    /// removed, nothing expanded. Returns it, whether any of it was
-    /// quoted, and the text read.
-    fn delimiter(&mut self) -> (String, bool, String) {
-        let mut written = String::new();
-        while let Some(c) = self.chars.next_if(|c| matches!(c, ' ' | '\t')) {
-            written.push(c);
-        }
-        let mut word = String::new();
-        let mut quoted = false;
-        while let Some(c) = self.chars.next_if(|c| {
-            !matches!(
-                c,
-                ' ' | '\t' | '\n' | ';' | '&' | '|' | '<' | '>' | '(' | ')'
-            )
-        }) {
-            written.push(c);
-            match c {
-                '\'' => {
-                    quoted = true;
-                    for q in self.chars.by_ref() {
-                        written.push(q);
-                        if q == '\'' {
-                            break;
-                        }
-                        word.push(q);
-                    }
-                }
-                '"' => {
-                    quoted = true;
-                    while let Some(q) = self.chars.next() {
-                        written.push(q);
-                        match q {
-                            '"' => break,
-                            '\\' if matches!(self.chars.peek(), Some('"' | '\\' | '$' | '`')) => {
-                                let n = self.chars.next().unwrap_or(q);
-                                written.push(n);
-                                word.push(n);
-                            }
-                            _ => word.push(q),
-                        }
-                    }
-                }
-                '\\' => {
-                    quoted = true;
-                    if let Some(n) = self.chars.next() {
-                        written.push(n);
-                        word.push(n);
-                    }
-                }
-                _ => word.push(c),
-            }
-        }
-        // Bash takes `$x` or `$(…)` as written; whether a line of that text
-        // is meant to end the body cannot be told apart from a trick.
-        self.out.unsure |= written.contains(['$', '`']) || word.is_empty() && !quoted;
-        (word, quoted, written)
-    }
-
-    /// Reads one here-document's body, from the start of a line: up to its
-    /// delimiter's line (or the end of the text). Returns the body and the
-    /// text read.
-    fn body(&mut self, doc: &Heredoc) -> (String, String) {
-        let mut body = String::new();
-        let mut read = String::new();
-        loop {
-            let mut line = String::new();
-            let mut ended = false;
-            for c in self.chars.by_ref() {
-                read.push(c);
-                if c == '\n' {
-                    // In an expanded body a backslash before the newline
-                    // joins the next line to this one.
-                    let backslashes = line.chars().rev().take_while(|c| *c == '\\').count();
-                    if !doc.literal && backslashes % 2 == 1 {
-                        line.pop();
-                        continue;
-                    }
-                    ended = true;
-                    break;
-                }
-                line.push(c);
-            }
-            let line = if doc.strip_tabs {
-                line.trim_start_matches('\t')
-            } else {
-                &line
-            };
-            if line == doc.delimiter {
-                break;
-            }
-            body.push_str(line);
-            body.push('\n');
-            if !ended {
-                break;
-            }
-        }
-        (body, read)
-    }
-
-    /// Reads the bodies of the here-documents opened on the line just
-    /// ended. Each is analysed as a script of its own, whatever reads it: a
-    /// shell, `ssh`, a database client, a pipe into one; an expanded one
-    /// runs the commands it substitutes anyway. (So a quote in one is its
-    /// own, and hides nothing after it.)
-    fn bodies(&mut self) {
-        for doc in std::mem::take(&mut self.heredocs) {
-            let (body, _) = self.body(&doc);
-            self.out.nested.push(body);
-        }
-    }
-
-    /// A here-document's operator (`<<`, `<<-`) just read: its delimiter.
-    fn heredoc(&mut self, operator: String) {
-        self.close();
-        self.out.heredocs = true;
-        let (delimiter, literal, _) = self.delimiter();
-        self.tokens.push(operator.clone());
-        self.tokens.push(delimiter.clone());
-        self.heredocs.push(Heredoc {
-            delimiter: delimiter.clone(),
-            strip_tabs: operator == "<<-",
-            literal,
-        });
-        self.redirections.push(Redirection {
-            operator,
-            target: delimiter,
-        });
     }
 
     /// Reads up to the `close` matching an already consumed `open`, as
@@ -789,39 +584,6 @@ impl Lexer<'_> {
         self.quoted = true;
     }
 
-    /// A redirection's operator starting with `first`; a descriptor
-    /// written before it (`2>`, `{fd}>`) is part of it, not a word.
-    fn redirection(&mut self, first: char) {
-        let word = self.word.as_str();
-        let named = word.len() > 2
-            && word.starts_with('{')
-            && word.ends_with('}')
-            && name_len(&word[1..]) == word.len() - 2;
-        let fd = self.pending.is_none()
-            && !self.quoted
-            && !self.expanded
-            && !word.is_empty()
-            && (word.chars().all(|c| c.is_ascii_digit()) || named);
-        if fd {
-            self.word.clear();
-            self.brace = false;
-        } else {
-            self.end_word();
-        }
-        let mut op = first.to_string();
-        while let Some(n) = self.chars.next_if(|n| matches!(n, '>' | '<' | '|' | '&')) {
-            op.push(n);
-        }
-        if op == "<<" {
-            if self.chars.next_if_eq(&'-').is_some() {
-                op.push('-');
-            }
-            self.heredoc(op);
-            return;
-        }
-        self.open(op);
-    }
-
     fn run(mut self) -> (Lexed, Budget) {
         while let Some(c) = self.chars.next() {
             match c {
@@ -922,115 +684,6 @@ impl Lexer<'_> {
             None => String::new(),
         }
     }
-}
-
-/// What `script` prints if it is a lone `echo` or `printf` of literal
-/// words (variables known in `vars` included).
-fn echoed(
-    script: &str,
-    vars: &HashMap<String, String>,
-    depth: usize,
-    budget: &mut Budget,
-) -> Option<String> {
-    if !budget.take(script.len() + vars.values().map(String::len).sum::<usize>()) {
-        return None;
-    }
-    let mut lexer = new(script, *budget);
-    lexer.vars = vars.clone();
-    lexer.depth = depth;
-    let (lexed, left) = lexer.run();
-    *budget = left;
-    // (What a redirection sends elsewhere is not the output.)
-    let [
-        Words {
-            words,
-            redirections,
-            ..
-        },
-    ] = lexed.segments.as_slice()
-    else {
-        return None;
-    };
-    if !redirections.is_empty() {
-        return None;
-    }
-    if words.iter().any(|w| w.contains('$') || w.contains('`')) {
-        return None;
-    }
-    match words.first()?.as_str() {
-        "echo" => {
-            let args = words[1..]
-                .iter()
-                .skip_while(|w| matches!(w.as_str(), "-n" | "-e" | "-E" | "-ne" | "-en"));
-            let said = args.cloned().collect::<Vec<_>>().join(" ");
-            Some(unescape(&said))
-        }
-        // Where a program is: for this purpose, the program.
-        "which" | "whence" if words.len() == 2 => Some(words[1].clone()),
-        "command" | "type"
-            if words.len() == 3 && matches!(words[1].as_str(), "-v" | "-p" | "-P") =>
-        {
-            Some(words[2].clone())
-        }
-        "printf" => {
-            let format = unescape(words.get(1)?);
-            let args = &words[2..];
-            if format == "%s" || format == "%s\n" {
-                return Some(args.join(""));
-            }
-            if args.is_empty() && !format.contains('%') {
-                return Some(format.trim_end_matches('\n').to_string());
-            }
-            None
-        }
-        _ => None,
-    }
-}
-
-/// `text` with printf's (and `echo -e`'s) backslash escapes read: `\xHH`,
-/// `\NNN` (octal, `\0NNN` too), `\n`, `\t`, `\\`.
-fn unescape(text: &str) -> String {
-    let mut out = String::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        let digits =
-            |radix: u32, most: usize, chars: &mut std::iter::Peekable<std::str::Chars<'_>>| {
-                let mut n = String::new();
-                while n.len() < most {
-                    match chars.next_if(|c| c.is_digit(radix)) {
-                        Some(d) => n.push(d),
-                        None => break,
-                    }
-                }
-                u32::from_str_radix(&n, radix).ok().and_then(char::from_u32)
-            };
-        match chars.next() {
-            Some('x') => out.extend(digits(16, 2, &mut chars)),
-            Some('0') => out.extend(digits(8, 3, &mut chars).or(Some('\0'))),
-            Some(d @ '1'..='7') => {
-                let mut n = d.to_digit(8).unwrap_or(0);
-                for _ in 0..2 {
-                    match chars.next_if(|c| c.is_digit(8)) {
-                        Some(more) => n = n * 8 + more.to_digit(8).unwrap_or(0),
-                        None => break,
-                    }
-                }
-                out.extend(char::from_u32(n));
-            }
-            Some('n') => out.push('\n'),
-            Some('t') => out.push('\t'),
-            Some(other) => {
-                out.push('\\');
-                out.push(other);
-            }
-            None => out.push('\\'),
-        }
-    }
-    out
 }
 
 fn new(text: &str, budget: Budget) -> Lexer<'_> {
