@@ -555,11 +555,29 @@ impl Validator<'_> {
                     "must be set when telegram.mode = \"webhook\"",
                 );
             }
-            self.secret(
-                "telegram.webhook_secret_env",
+            let key = "telegram.webhook_secret_env";
+            self.strong_secret(
+                key,
                 &t.webhook_secret_env,
                 "telegram.mode = \"webhook\"",
+                16,
             );
+            // Telegram takes 1–256 of these characters, and refuses the
+            // webhook otherwise.
+            if let Some(value) = self.env.get(&t.webhook_secret_env)
+                && (value.len() > 256
+                    || !value
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-')))
+            {
+                self.push(
+                    key,
+                    format!(
+                        "{} must be at most 256 characters of A-Z, a-z, 0-9, _ and - (Telegram refuses others)",
+                        t.webhook_secret_env
+                    ),
+                );
+            }
         }
     }
 

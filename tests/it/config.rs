@@ -212,6 +212,38 @@ fn telegram_webhook_mode_needs_public_url_and_secret() {
     let found = problems(toml, &[KEY, ("TELEGRAM_BOT_TOKEN", "1:x")]);
     let keys: Vec<&str> = found.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(keys, ["server.public_url", "telegram.webhook_secret_env"]);
+    let toml =
+        "public_url = \"https://bot.example\"\n[telegram]\nenabled = true\nmode = \"webhook\"\n";
+    let toml = format!("[server]\n{toml}");
+    for (secret, says) in [
+        ("s3cret", "at least 16"),
+        ("0123456789abcdef:0123", "A-Z, a-z, 0-9"),
+        (&"x".repeat(257) as &str, "at most 256"),
+    ] {
+        let found = problems(
+            &toml,
+            &[
+                KEY,
+                ("TELEGRAM_BOT_TOKEN", "1:x"),
+                ("TELEGRAM_WEBHOOK_SECRET", secret),
+            ],
+        );
+        assert!(
+            found
+                .iter()
+                .any(|(k, why)| k == "telegram.webhook_secret_env" && why.contains(says)),
+            "{secret}: {found:?}"
+        );
+    }
+    load_from_str(
+        &toml,
+        &env(&[
+            KEY,
+            ("TELEGRAM_BOT_TOKEN", "1:x"),
+            ("TELEGRAM_WEBHOOK_SECRET", "0123456789abcdef_-XYZ"),
+        ]),
+    )
+    .unwrap();
 }
 
 #[test]

@@ -38,7 +38,7 @@ async fn start_on(tg: FakeTelegram, script: Vec<Reply>, tweak: impl FnOnce(&mut 
     tweak(&mut config);
     let env = Env::from_pairs([
         ("TELEGRAM_BOT_TOKEN", "123:test-token"),
-        ("TELEGRAM_WEBHOOK_SECRET", "s3cret-token"),
+        ("TELEGRAM_WEBHOOK_SECRET", "s3cret-token-0123456789"),
     ]);
     let daemon = InProcess::start(config, env).await;
     Setup {
@@ -299,7 +299,7 @@ async fn webhook_mode_checks_the_secret_token() {
         set[0].body["url"],
         "https://bot.example.com/telegram/webhook"
     );
-    assert_eq!(set[0].body["secret_token"], "s3cret-token");
+    assert_eq!(set[0].body["secret_token"], "s3cret-token-0123456789");
     let mut update = FakeTelegram::message(ANN, ANN, "Ann", 50, "hi over webhook");
     update["update_id"] = json!(77);
     let http = switchboard::http::client::client();
@@ -313,12 +313,24 @@ async fn webhook_mode_checks_the_secret_token() {
     };
     assert_eq!(post(None).await.unwrap().status(), 401);
     assert_eq!(post(Some("wrong")).await.unwrap().status(), 401);
-    assert_eq!(post(Some("s3cret-token")).await.unwrap().status(), 200);
+    assert_eq!(
+        post(Some("s3cret-token-0123456789"))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
     let sent = s.tg.wait("sendMessage", 1).await;
     assert_eq!(sent[0].body["text"], "via webhook");
     // Telegram redelivers an update it thinks failed: same update_id, no
     // second answer.
-    assert_eq!(post(Some("s3cret-token")).await.unwrap().status(), 200);
+    assert_eq!(
+        post(Some("s3cret-token-0123456789"))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
     // Dropped as a duplicate before the 200: no turn for it can follow.
     assert_eq!(common::inbox_count(&s.daemon.store, "telegram").await, 1);
     assert_eq!(s.tg.calls("sendMessage").len(), 1);

@@ -25,7 +25,7 @@ const GITHUB_SECRET: &str = "gh-fuzz-secret";
 const GITLAB_TOKEN: &str = "gl-fuzz-token";
 const STANDARD_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const SLACK_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
-const TELEGRAM_SECRET: &str = "tg-fuzz-secret";
+const TELEGRAM_SECRET: &str = "tg-fuzz-secret-0123456789";
 
 static PANICS: AtomicU64 = AtomicU64::new(0);
 
