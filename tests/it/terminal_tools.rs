@@ -285,15 +285,31 @@ async fn cancellation_stops_a_running_command() {
 }
 
 /// A stand-in for the docker or ssh binary: records its arguments, then
-/// runs its last argument with bash, as the real tool would remotely.
+/// runs what the real tool would run on the other side: docker's words
+/// from the shell on, ssh's last argument with bash.
 fn fake_cli(dir: &Path, name: &str) -> String {
+    fake_cli_running(dir, name, "exec")
+}
+
+/// [`fake_cli`], the other side's command started with `run` (`exec`, or
+/// `setsid` for one that killing the client does not end).
+fn fake_cli_running(dir: &Path, name: &str, run: &str) -> String {
     let path = dir.join(name);
     let log = dir.join(format!("{name}.args"));
+    let pid = dir.join(format!("{name}.pid"));
+    let start = if name == "ssh" {
+        format!("{run} bash -c \"${{@: -1}}\" &")
+    } else {
+        format!(
+            "for ((i = 1; i <= $#; i++)); do case \"${{!i}}\" in sh|bash) break;; esac; done\n{run} \"${{@:i}}\" &"
+        )
+    };
     std::fs::write(
         &path,
         format!(
-            "#!/usr/bin/env bash\nprintf '%s\\n' \"$@\" > {}\nexec bash -c \"${{@: -1}}\"\n",
-            log.display()
+            "#!/usr/bin/env bash\nprintf '%s\\n' \"$@\" > {}\n{start}\necho $! > {}\nwait $!\n",
+            log.display(),
+            pid.display()
         ),
     )
     .unwrap();
@@ -345,11 +361,14 @@ async fn docker_backend_runs_through_the_docker_cli() {
             "-w",
             "/workspace",
             "alpine:3",
-            "bash",
+            "sh",
             "-c",
-            "echo from-docker"
+            args[11].as_str(),
+            "echo from-docker",
+            "122"
         ]
     );
+    assert!(args[11].contains("timeout -s KILL"), "{}", args[11]);
 
     let rt = runtime_with(|c| {
         c.tools.terminal.backend = TerminalBackend::Docker;
@@ -372,11 +391,50 @@ async fn docker_backend_runs_through_the_docker_cli() {
             "-w",
             "/workspace/app",
             "devbox",
-            "bash",
+            "sh",
             "-c",
-            "true"
+            args_of(dir.path(), "docker")[7].as_str(),
+            "true",
+            "122"
         ]
     );
+}
+
+/// Killing the docker or ssh client at the call's limit ends nothing on
+/// the other side: the command there is limited too.
+#[tokio::test]
+async fn a_remote_command_ends_with_its_call() {
+    for name in ["docker", "ssh"] {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = fake_cli_running(dir.path(), name, "setsid");
+        let ctx = common::tools::ctx(dir.path());
+        let rt = runtime_with(|c| {
+            let t = &mut c.tools.terminal;
+            if name == "docker" {
+                t.backend = TerminalBackend::Docker;
+                t.docker_bin = bin.clone();
+                t.docker_container = "devbox".into();
+            } else {
+                t.backend = TerminalBackend::Ssh;
+                t.ssh_bin = bin.clone();
+                t.ssh_host = "build.example".into();
+                t.ssh_remote_dir = ctx.workspace.display().to_string();
+            }
+        });
+        let marker = ctx.workspace.join("late");
+        let script = format!("sleep 4; echo late > {}", marker.display());
+        let out = call(
+            &rt,
+            "terminal",
+            json!({"command": script, "timeout": 1}),
+            &ctx,
+        )
+        .await;
+        assert_eq!(out["timed_out"], true, "{name}: {out}");
+        let pid = written_pid(dir.path(), &format!("{name}.pid"));
+        crate::common::eventually("the remote command is gone", || async { !pid_alive(pid) }).await;
+        assert!(!marker.exists(), "{name}: the command ran past its call");
+    }
 }
 
 #[tokio::test]

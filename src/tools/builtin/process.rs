@@ -285,7 +285,8 @@ impl ProcessManager {
         let dir = resolve(&ctx.workspace, workdir.unwrap_or("."))?;
         approve(command, &dir, ctx).await?;
         let (mut child, outputs, reserve) =
-            self.launcher.spawn(command, (&ctx.workspace, &dir), pty)?;
+            self.launcher
+                .spawn(command, (&ctx.workspace, &dir), pty, None)?;
         let (exit_tx, exit_rx) = watch::channel(None);
         let id = format!("proc_{}", &crate::store::new_id()[..12]);
         let pid = child.id();

@@ -143,8 +143,9 @@ impl Launcher {
         script: &str,
         (workspace, workdir): (&Path, &Path),
         pty: bool,
+        limit: Option<Duration>,
     ) -> Result<(Child, Vec<Output>, Reserve), ToolError> {
-        let (mut cmd, reserve) = self.command(script, workspace, workdir, pty)?;
+        let (mut cmd, reserve) = self.command(script, workspace, workdir, pty, limit)?;
         let failed = |e: std::io::Error| ToolError::Failed(format!("cannot start the shell: {e}"));
         if !pty {
             let mut child = cmd.spawn().map_err(failed)?;
@@ -169,13 +170,15 @@ impl Launcher {
 
     /// A command that runs `script` with the backend, starting in `workdir`
     /// (a path inside `workspace`), and the free space it must leave;
-    /// `pty`: docker and ssh are asked for a terminal.
+    /// `pty`: docker and ssh are asked for a terminal; `limit`: the time
+    /// the call gives it, which docker and ssh are told too.
     fn command(
         &self,
         script: &str,
         workspace: &Path,
         workdir: &Path,
         pty: bool,
+        limit: Option<Duration>,
     ) -> Result<(Command, Reserve), ToolError> {
         let rel = workdir.strip_prefix(workspace).unwrap_or(Path::new(""));
         let env = self.child_env(pty);
@@ -216,7 +219,7 @@ impl Launcher {
                         .arg(&inner)
                         .arg(&self.config.docker_container);
                 }
-                c.args(["bash", "-c", script]).current_dir(workspace);
+                c.args(remote_words(script, limit)).current_dir(workspace);
                 c
             }
             TerminalBackend::Ssh => {
@@ -240,10 +243,14 @@ impl Launcher {
                     self.config.ssh_remote_dir.clone()
                 };
                 let dir = under(Path::new(&base), rel);
+                let words: Vec<String> = remote_words(script, limit)
+                    .iter()
+                    .map(|w| shell_quote(w))
+                    .collect();
                 let remote = format!(
-                    "cd {} && bash -c {}",
+                    "cd {} && {}",
                     shell_quote(&dir.display().to_string()),
-                    shell_quote(script)
+                    words.join(" ")
                 );
                 c.arg(target).arg("--").arg(remote).current_dir(workspace);
                 c
@@ -263,6 +270,28 @@ impl Launcher {
 }
 
 /// `base/rel`, without the trailing slash `join` adds for an empty `rel`.
+/// What a container or a remote host runs for `script`: bash, under
+/// `timeout` when the call has a `limit` (and the other side has
+/// `timeout`), a little after the call's own end: killing the docker or
+/// ssh client there ends nothing on the other side.
+fn remote_words(script: &str, limit: Option<Duration>) -> Vec<String> {
+    const LIMITED: &str = r#"if command -v timeout >/dev/null 2>&1; then exec timeout -s KILL "$1" bash -c "$0"; else exec bash -c "$0"; fi"#;
+    match limit {
+        None => vec!["bash".into(), "-c".into(), script.into()],
+        Some(limit) => vec![
+            "sh".into(),
+            "-c".into(),
+            LIMITED.into(),
+            script.into(),
+            (limit.as_secs() + REMOTE_GRACE_SECS).to_string(),
+        ],
+    }
+}
+
+/// Seconds a remote command outlives its call's limit: the call ends it
+/// as a timeout first.
+const REMOTE_GRACE_SECS: u64 = 2;
+
 fn under(base: &Path, rel: &Path) -> std::path::PathBuf {
     if rel.as_os_str().is_empty() {
         base.to_path_buf()
@@ -399,9 +428,12 @@ impl Tool for Terminal {
         approve(command, &workdir, ctx).await?;
 
         let started = Instant::now();
-        let (mut child, outputs, reserve) =
-            self.launcher
-                .spawn(command, (&ctx.workspace, &workdir), pty)?;
+        let (mut child, outputs, reserve) = self.launcher.spawn(
+            command,
+            (&ctx.workspace, &workdir),
+            pty,
+            Some(Duration::from_secs(limit)),
+        )?;
         // Its pid is taken before the child is waited for: a reaped child
         // has none, while its group lives on in what it left running.
         let ending = self.launcher.ending(child.id());
