@@ -95,12 +95,15 @@ fn load_scoped(
             }
         }
     };
-    let config = parse(&text, env, checked).map_err(|err| match (err, &source) {
+    let mut config = parse(&text, env, checked).map_err(|err| match (err, &source) {
         (ConfigError::Invalid(problems), ConfigSource::File(path)) => {
             ConfigError::Invalid(problems.into_iter().map(|p| p.in_file(path)).collect())
         }
         (err, _) => err,
     })?;
+    if let ConfigSource::File(path) = &source {
+        config.file = Some(std::path::absolute(path).unwrap_or_else(|_| path.clone()));
+    }
     Ok((config, source))
 }
 

@@ -82,6 +82,10 @@ pub struct Config {
     pub budgets: BudgetsConfig,
     /// The operator console: a web page on a listener of its own.
     pub console: ConsoleConfig,
+    /// The file it was read from (none on the built-in defaults), hidden
+    /// from commands like the daemon's other paths.
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
 }
 
 /// `[console]`: the operator console.
@@ -490,8 +494,10 @@ impl Default for ApprovalsConfig {
 impl Config {
     /// The gateway's own paths, which commands the agent runs must never
     /// reach: the workspace root (other sessions' workspaces), on SQLite
-    /// the database's directory, and the keys it holds (a forge route's
-    /// GitHub App key, the ssh backend's identity), wherever they are.
+    /// the database's directory, the keys it holds (a forge route's
+    /// GitHub App key, the ssh backend's identity) and the file its
+    /// configuration was read from (`storage.url` may hold a password),
+    /// wherever they are.
     pub fn protected_paths(&self) -> Vec<PathBuf> {
         let mut paths = vec![self.agent.workspace.clone()];
         if let Some(file) = self.storage.sqlite_file() {
@@ -510,6 +516,7 @@ impl Config {
         if !identity.is_empty() {
             paths.push(PathBuf::from(identity));
         }
+        paths.extend(self.file.clone());
         paths
     }
 }

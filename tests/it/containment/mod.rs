@@ -295,7 +295,8 @@ async fn the_database_is_unreadable_and_the_allowlist_unchanged() {
 }
 
 /// The keys the daemon holds stay hidden even in a directory commands may
-/// read: the ssh backend's identity and a forge route's GitHub App key.
+/// read: the ssh backend's identity, a forge route's GitHub App key and the
+/// configuration file.
 #[tokio::test]
 async fn the_daemons_keys_are_hidden_in_a_readable_directory() {
     for mode in MODES {
@@ -306,22 +307,30 @@ async fn the_daemons_keys_are_hidden_in_a_readable_directory() {
         std::fs::write(keys.join("notes.txt"), "readable notes").unwrap();
         std::fs::write(keys.join("id_ed25519"), "ssh-key-material").unwrap();
         std::fs::copy("tests/data/github/app-test-key.pem", keys.join("app.pem")).unwrap();
+        // The configuration's own directory is readable too.
         host.sandbox = format!(
-            "read_only = [\"{dir}\"]\n[tools.terminal]\nssh_identity_file = \"{dir}/id_ed25519\"\n\
+            "read_only = [\"{dir}\", \"{host}\"]\n[tools.terminal]\nssh_identity_file = \"{dir}/id_ed25519\"\n\
              [webhook]\nenabled = true\n[[webhook.routes]]\nname = \"forge\"\npath = \"/webhooks/forge\"\n\
              secret_env = \"SB_TEST_CONSOLE\"\nscheme = \"github\"\n\
              [webhook.routes.forge]\napp_id = 1\nprivate_key_file = \"{dir}/app.pem\"\n",
-            dir = keys.display()
+            dir = keys.display(),
+            host = host.path().display(),
         );
         let results = host
             .run(
                 mode,
                 &[terminal(&format!(
-                    "cat {0}/notes.txt {0}/id_ed25519 {0}/app.pem; echo end",
-                    keys.display()
+                    "cat {0}/notes.txt {0}/id_ed25519 {0}/app.pem {1}/gateway.toml; echo end",
+                    keys.display(),
+                    host.path().display()
                 ))],
             )
             .await;
+        assert!(
+            !results[0].contains("api_key_env"),
+            "{mode}: the configuration was read: {}",
+            results[0]
+        );
         assert!(
             results[0].contains("readable notes"),
             "{mode}: {}",
