@@ -361,11 +361,16 @@ impl ApprovalHook for ApprovalPolicy {
                 };
             }
         };
-        let grants = self
-            .store
-            .session_grants(&ctx.session_id)
-            .await
-            .unwrap_or_default();
+        // What this session granted the person asking now; a run without
+        // a person has none.
+        let grants = match &ctx.user {
+            Some(user) => self
+                .store
+                .session_grants(&ctx.session_id, Some(user))
+                .await
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
         let mut evaluation = evaluate_bounded(command, &allowlist, &grants).await;
         let files = if evaluation.verdict == Verdict::HardBlocked {
             Vec::new()

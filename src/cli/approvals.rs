@@ -113,7 +113,7 @@ async fn grants(config: &Config, session: Option<&str>) -> (Vec<String>, Vec<Str
         .map(|entries| entries.into_iter().map(|e| e.pattern_key).collect())
         .unwrap_or_default();
     let session_grants = match session {
-        Some(id) => store.session_grants(id).await.unwrap_or_default(),
+        Some(id) => store.session_grants(id, None).await.unwrap_or_default(),
         None => Vec::new(),
     };
     store.close().await;

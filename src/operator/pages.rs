@@ -254,7 +254,9 @@ async fn approvals_body(c: &Console, csrf: &str) -> Result<Markup, StoreError> {
     let prompts = store.pending_prompts(None).await?;
     let mut cards = Vec::new();
     for r in &pending {
-        let grants = store.session_grants(&r.session_id).await?;
+        let grants = store
+            .session_grants(&r.session_id, Some(&r.requester))
+            .await?;
         let e = evaluate_bounded(&r.command, &allowlist, &grants).await;
         let asked_in = prompts
             .iter()

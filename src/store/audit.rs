@@ -154,8 +154,13 @@ macro_rules! pending_prompts {
 pub enum Grant<'a> {
     /// Nothing more (once, denied, expired…).
     Nothing,
-    /// The keys, for the rest of this session.
-    Session(&'a str),
+    /// The keys, for the rest of this session, to this requester.
+    Session {
+        /// The session.
+        session: &'a str,
+        /// Who asked (an actor's key).
+        requester: &'a str,
+    },
     /// The keys, on the permanent allowlist.
     Always,
 }
@@ -233,10 +238,10 @@ impl Store {
                 for key in settlement.keys {
                     let granted = match settlement.grant {
                         Grant::Nothing => break,
-                        Grant::Session(session_id) => sqlx::query(
-                            "INSERT INTO session_grants (session_id, pattern_key, granted_by, granted_at) \
-                             VALUES ($1, $2, $3, $4) ON CONFLICT (session_id, pattern_key) DO NOTHING")
-                            .bind(session_id),
+                        Grant::Session { session, requester } => sqlx::query(
+                            "INSERT INTO session_grants (session_id, requester, pattern_key, granted_by, granted_at) \
+                             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (session_id, requester, pattern_key) DO NOTHING")
+                            .bind(session).bind(requester),
                         Grant::Always => sqlx::query(
                             "INSERT INTO allowlist (pattern_key, added_by, added_at) VALUES ($1, $2, $3) \
                              ON CONFLICT (pattern_key) DO NOTHING"),
@@ -313,23 +318,35 @@ impl Store {
         })
     }
 
-    /// Grants pattern keys for the rest of a session.
-    pub async fn grant_session(&self, session_id: &str, keys: &[String], by: &str) -> Result<()> {
+    /// Grants pattern keys for the rest of a session, to `requester`.
+    pub async fn grant_session(
+        &self,
+        session_id: &str,
+        requester: &str,
+        keys: &[String],
+        by: &str,
+    ) -> Result<()> {
         for key in keys {
             with_pool!(self, pool => sqlx::query(
-                "INSERT INTO session_grants (session_id, pattern_key, granted_by, granted_at) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (session_id, pattern_key) DO NOTHING")
-                .bind(session_id).bind(key).bind(by).bind(now_ms())
+                "INSERT INTO session_grants (session_id, requester, pattern_key, granted_by, granted_at) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (session_id, requester, pattern_key) DO NOTHING")
+                .bind(session_id).bind(requester).bind(key).bind(by).bind(now_ms())
                 .execute(pool).await?.rows_affected());
         }
         Ok(())
     }
 
-    /// The pattern keys granted to a session.
-    pub async fn session_grants(&self, session_id: &str) -> Result<Vec<String>> {
+    /// The pattern keys granted in a session to `requester` (to anyone in
+    /// it with `None`), each once.
+    pub async fn session_grants(
+        &self,
+        session_id: &str,
+        requester: Option<&str>,
+    ) -> Result<Vec<String>> {
         Ok(with_pool!(self, pool => sqlx::query_scalar(
-            "SELECT pattern_key FROM session_grants WHERE session_id = $1 ORDER BY pattern_key")
-            .bind(session_id).fetch_all(pool).await?))
+            "SELECT DISTINCT pattern_key FROM session_grants WHERE session_id = $1 \
+             AND ($2 IS NULL OR requester = $2) ORDER BY pattern_key")
+            .bind(session_id).bind(requester).fetch_all(pool).await?))
     }
 
     /// Records where an approval's prompt was shown.

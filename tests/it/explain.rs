@@ -212,7 +212,7 @@ fn session_grants_count_with_session() {
     runtime.block_on(async {
         let store = Store::open(&storage).await.unwrap();
         store
-            .grant_session("sess-1", &["git_force_push".into()], "test")
+            .grant_session("sess-1", "telegram:1", &["git_force_push".into()], "test")
             .await
             .unwrap();
         store.close().await;

@@ -525,12 +525,15 @@ impl Broker {
             Decision::NoApprover(_) => (AuditKind::Expired, "not_shown"),
             _ => (AuditKind::Decided, decision.status().as_str()),
         };
+        let requester = waiter.requester.as_deref().unwrap_or("-");
         let grant = match decision {
-            Decision::Session { .. } => Grant::Session(&waiter.session_id),
+            Decision::Session { .. } => Grant::Session {
+                session: &waiter.session_id,
+                requester,
+            },
             Decision::Always { .. } => Grant::Always,
             _ => Grant::Nothing,
         };
-        let requester = waiter.requester.as_deref().unwrap_or("-");
         let keys = waiter.keys.join(",");
         let granted = grantable(&waiter.keys);
         let settlement = Settlement {

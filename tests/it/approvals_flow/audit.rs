@@ -137,7 +137,7 @@ async fn a_request_decided_elsewhere_grants_nothing() {
         ));
     }
     assert!(s.store.allowlist().await.unwrap().is_empty());
-    assert!(s.store.session_grants(&sid).await.unwrap().is_empty());
+    assert!(s.store.session_grants(&sid, None).await.unwrap().is_empty());
 }
 
 /// Smart mode: what the automatic reviewer decides is in the trail, and a

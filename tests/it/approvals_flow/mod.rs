@@ -450,7 +450,7 @@ async fn text_commands_resolve_the_one_pending_request_or_ask_which() {
     assert_eq!(asked, "rm -rf a");
     assert!(matches!(first.await.unwrap(), Decision::Session { .. }));
     assert_eq!(
-        s.store.session_grants(&sid).await.unwrap(),
+        s.store.session_grants(&sid, None).await.unwrap(),
         ["recursive_delete"]
     );
 
@@ -562,7 +562,14 @@ async fn sessions_without_a_human_route_to_the_approver_chat_or_are_denied() {
         .await
         .unwrap();
     assert!(matches!(waiting.await.unwrap(), Decision::Once { .. }));
-    assert!(routed.store.session_grants(&sid).await.unwrap().is_empty());
+    assert!(
+        routed
+            .store
+            .session_grants(&sid, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 struct PolicyHarness {
@@ -648,6 +655,47 @@ async fn the_terminal_waits_for_the_decision_and_grants_stick() {
         2,
         "benign commands never prompt"
     );
+}
+
+/// A grant for the rest of a session is its requester's: another person
+/// in the same session (a shared thread) is asked again.
+#[tokio::test]
+async fn a_session_grant_covers_its_requester_alone() {
+    let h = policy_harness(ApprovalMode::Manual, None).await;
+    let run = |ctx: ToolContext, command: &'static str| {
+        let rt = h.runtime.clone();
+        tokio::spawn(async move {
+            common::call(&rt, "terminal", json!({"command": command}), &ctx).await
+        })
+    };
+    let granted = run(h.ctx.clone(), "mkdir a && rm -r a");
+    let id = h.s.adapter.prompt(1).await.approval_id;
+    h.s.broker
+        .resolve(&id, Choice::Session, &actor("1"), None)
+        .await
+        .unwrap();
+    assert_eq!(granted.await.unwrap()["exit_code"], 0);
+    assert_eq!(
+        run(h.ctx.clone(), "mkdir b && rm -r b").await.unwrap()["exit_code"],
+        0,
+        "the requester's own grant"
+    );
+    let mut other = h.ctx.clone();
+    other.user = Some("telegram:2".into());
+    let asked = run(other, "mkdir c && rm -r c");
+    let prompt = h.s.adapter.prompt(2).await;
+    assert_eq!(prompt.command, "mkdir c && rm -r c");
+    h.s.broker
+        .resolve(&prompt.approval_id, Choice::Deny, &actor("99"), None)
+        .await
+        .unwrap();
+    assert!(
+        asked.await.unwrap()["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("BLOCKED")
+    );
+    assert!(!h.ctx.workspace.join("c").exists(), "the line did not run");
 }
 
 #[tokio::test]

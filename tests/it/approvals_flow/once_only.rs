@@ -43,7 +43,7 @@ async fn a_command_only_known_when_it_runs_is_allowed_once_whatever_the_scope() 
     assert!(!h.ctx.workspace.join("second.txt").exists());
     assert!(
         h.s.store
-            .session_grants(&h.ctx.session_id)
+            .session_grants(&h.ctx.session_id, None)
             .await
             .unwrap()
             .is_empty()

@@ -179,7 +179,10 @@ async fn a_decision_is_stored_with_its_grant_and_entry(store: Store) {
     assert!(settle(&always.id, Grant::Always, ApprovalStatus::ApprovedAlways).await);
     let once_more = settle(
         &always.id,
-        Grant::Session("s1"),
+        Grant::Session {
+            session: "s1",
+            requester: "telegram:1",
+        },
         ApprovalStatus::ApprovedSession,
     );
     assert!(!once_more.await, "decided once");
@@ -188,7 +191,10 @@ async fn a_decision_is_stored_with_its_grant_and_entry(store: Store) {
     assert!(
         settle(
             &session.id,
-            Grant::Session("s1"),
+            Grant::Session {
+                session: "s1",
+                requester: "telegram:1",
+            },
             ApprovalStatus::ApprovedSession
         )
         .await
@@ -200,8 +206,23 @@ async fn a_decision_is_stored_with_its_grant_and_entry(store: Store) {
         ["git_force_push", "recursive_delete"]
     );
     assert_eq!(
-        store.session_grants("s1").await.unwrap(),
+        store
+            .session_grants("s1", Some("telegram:1"))
+            .await
+            .unwrap(),
         ["git_force_push", "recursive_delete"]
+    );
+    assert_eq!(
+        store.session_grants("s1", None).await.unwrap(),
+        ["git_force_push", "recursive_delete"]
+    );
+    assert!(
+        store
+            .session_grants("s1", Some("telegram:2"))
+            .await
+            .unwrap()
+            .is_empty(),
+        "another person in the session was granted nothing"
     );
     let stored = store.approval(&always.id).await.unwrap().unwrap();
     assert_eq!(stored.status, ApprovalStatus::ApprovedAlways);
