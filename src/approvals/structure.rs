@@ -220,9 +220,17 @@ fn reads_program_from_pipe(segment: &Segment) -> bool {
     let fed = segment.piped
         || inputs.iter().any(|i| i.starts_with("<("))
         || segment.redirections.iter().any(|r| r.here());
-    // `at` and `batch` run what they read as a shell's commands.
+    // `at` and `batch` run what they read as a shell's commands: standard
+    // input, or a descriptor named by `-f`.
     if matches!(name, "at" | "batch") {
-        return fed && !words.iter().any(|w| w.starts_with("-f"));
+        let file = words
+            .iter()
+            .position(|w| *w == "-f")
+            .and_then(|at| words.get(at + 1));
+        return match file {
+            Some(file) => file.starts_with("/dev/") || file.starts_with("/proc/"),
+            None => fed || !inputs.is_empty(),
+        };
     }
     if !is_shell(name) && !is_interpreter(name) {
         return false;

@@ -24,6 +24,17 @@ pub(super) fn run_by(
     if segment.program.contains('/') {
         named.push(segment.program.clone());
     }
+    // `at -f FILE`: a shell runs the file's commands.
+    if program == "at" || program == "batch" {
+        let mut rest = words[1..].iter();
+        while let Some(word) = rest.next() {
+            if word == "-f" {
+                named.extend(rest.next().cloned());
+            }
+        }
+        *from_input = true;
+        return named;
+    }
     if program == "make" || program == "gmake" {
         named.extend(makefiles(&words[1..]));
         return named;

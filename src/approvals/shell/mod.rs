@@ -19,6 +19,7 @@ mod words;
 pub use lex::Redirection;
 pub use words::is_shell;
 
+use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -86,27 +87,33 @@ const MAX_DEPTH: usize = 8;
 /// Normalises a command line.
 pub fn normalize(command: &str) -> Normalized {
     let mut out = Normalized::default();
-    // Each text with its depth, and whether its first command reads a
-    // pipe (a script run by a command that does: `… | git -c alias.x=!sh x`).
+    // Each text with its depth, and whether its commands read a pipe (a
+    // script run by a command that does: `… | git -c alias.x=!sh x`).
     let cleaned = clean(command);
-    // Cleaning changed the text, so a here-document's delimiter line may
-    // read differently to bash (`EOF\r`, a full-width `ＥＯＦ`).
-    let altered = cleaned != command;
-    let mut queue = vec![(cleaned, 0usize, false)];
+    let mut queue = Vec::new();
+    // Bash reads the text as written: where cleaning changed it (a
+    // full-width `＃` became a comment, a quote or a delimiter's line, an
+    // invisible character went), that text is analysed too.
+    if cleaned != command {
+        queue.push((command.to_string(), 0usize, false));
+    }
+    queue.push((cleaned, 0usize, false));
     let mut first = true;
     let mut budget = lex::Budget::new(lex::EXPANSION_BUDGET);
     // A script nested past MAX_DEPTH is not read, or where a here-document
     // ends is not known as bash knows it: the line cannot be judged.
     let mut unknowable = false;
+    // Each command once, though both texts hold it.
+    let mut seen: HashSet<(String, String)> = HashSet::new();
     while let Some((text, depth, reads_pipe)) = queue.pop() {
         let mut lexed = lex::lex(&text, &mut budget);
-        unknowable |= lexed.unsure || altered && lexed.heredocs;
+        unknowable |= lexed.unsure;
         if first {
             out.whole = lexed.whole.clone();
             first = false;
         }
-        if let Some(opening) = lexed.segments.first_mut() {
-            opening.piped |= reads_pipe;
+        for segment in &mut lexed.segments {
+            segment.piped |= reads_pipe;
         }
         for lex::Words {
             words,
@@ -143,6 +150,9 @@ pub fn normalize(command: &str) -> Normalized {
                 unknowable |= !scripts.is_empty();
             }
             let command = with_redirections(&command_words);
+            if !seen.insert((raw.clone(), command.clone())) {
+                continue;
+            }
             out.segments.push(Segment {
                 raw,
                 command,
@@ -154,7 +164,14 @@ pub fn normalize(command: &str) -> Normalized {
             });
         }
         if depth < MAX_DEPTH {
-            queue.extend(lexed.nested.into_iter().map(|n| (n, depth + 1, false)));
+            let fed = &lexed.fed_nested;
+            queue.extend(
+                lexed
+                    .nested
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, n)| (n, depth + 1, fed.contains(&i))),
+            );
         } else {
             unknowable |= !lexed.nested.is_empty();
         }
@@ -180,9 +197,13 @@ mod tests {
         assert_eq!(commands(r#"'r'"m" -r\f /tmp/x"#), ["rm -rf /tmp/x"]);
         assert_eq!(commands(r"/usr/bin/rm -rf build"), ["rm -rf build"]);
         assert_eq!(commands(r"$'\x72\x6d' -rf x"), ["rm -rf x"]);
-        assert_eq!(commands("\u{ff52}\u{ff4d} -rf x"), ["rm -rf x"]);
-        assert_eq!(commands("r\u{200b}m -rf x"), ["rm -rf x"]);
-        assert_eq!(commands("\x1b[31mrm\x1b[0m -rf x\0"), ["rm -rf x"]);
+        // Cleaned first; the text as written (what bash reads) after it.
+        assert_eq!(
+            commands("\u{ff52}\u{ff4d} -rf x"),
+            ["rm -rf x", "\u{ff52}\u{ff4d} -rf x"]
+        );
+        assert_eq!(commands("r\u{200b}m -rf x")[0], "rm -rf x");
+        assert_eq!(commands("\x1b[31mrm\x1b[0m -rf x\0")[0], "rm -rf x");
     }
 
     #[test]

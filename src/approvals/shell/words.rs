@@ -154,6 +154,60 @@ fn takes_value(wrapper: &str, option: &str) -> bool {
                 | "--arg-file"
         ),
         "runuser" | "su" => matches!(option, "-u" | "-g" | "-G" | "--user" | "--group"),
+        "run0" => matches!(
+            option,
+            "-u" | "--user"
+                | "-g"
+                | "--group"
+                | "-D"
+                | "--chdir"
+                | "--setenv"
+                | "--unit"
+                | "--property"
+                | "--nice"
+                | "--machine"
+        ),
+        "prlimit" => matches!(option, "-p" | "--pid" | "-o" | "--output"),
+        "setpriv" => matches!(
+            option,
+            "--reuid"
+                | "--regid"
+                | "--ruid"
+                | "--euid"
+                | "--rgid"
+                | "--egid"
+                | "--groups"
+                | "--inh-caps"
+                | "--ambient-caps"
+                | "--bounding-set"
+                | "--securebits"
+                | "--pdeathsig"
+                | "--selinux-label"
+                | "--apparmor-profile"
+                | "--landlock-access"
+                | "--landlock-rule"
+        ),
+        "ssh-agent" => matches!(option, "-a" | "-E" | "-t" | "-O" | "-P"),
+        "systemd-inhibit" => matches!(option, "--what" | "--who" | "--why" | "--mode"),
+        "screen" => matches!(option, "-S" | "-c" | "-e" | "-h" | "-p" | "-T" | "-s"),
+        "numactl" => matches!(
+            option,
+            "-N" | "-m"
+                | "-C"
+                | "-i"
+                | "-p"
+                | "-P"
+                | "--cpunodebind"
+                | "--membind"
+                | "--physcpubind"
+                | "--interleave"
+                | "--preferred"
+        ),
+        "lxc-attach" => matches!(
+            option,
+            "-n" | "--name" | "-P" | "--lxcpath" | "-s" | "-u" | "-g" | "-v"
+        ),
+        "flatpak-spawn" => matches!(option, "--env" | "--directory" | "--forward-fd"),
         _ => false,
     }
 }
@@ -206,6 +260,24 @@ fn is_wrapper(name: &str) -> bool {
             | "xvfb-run"
             | "dbus-run-session"
             | "sshpass"
+            | "run0"
+            | "prlimit"
+            | "setpriv"
+            | "setarch"
+            | "linux32"
+            | "linux64"
+            | "i386"
+            | "x86_64"
+            | "ssh-agent"
+            | "systemd-inhibit"
+            | "screen"
+            | "ifne"
+            | "numactl"
+            | "catchsegv"
+            | "dbus-launch"
+            | "flatpak-spawn"
+            | "lxc-attach"
+            | "sg"
     )
 }
 
@@ -280,9 +352,27 @@ pub(super) fn peel(mut words: Vec<String>) -> Vec<String> {
             {
                 words.remove(0);
             }
-            // `chroot NEWROOT command…`, `faketime TIME command…`.
-            "chroot" | "faketime" if words.len() > 1 => {
+            // `chroot NEWROOT command…`, `faketime TIME command…`,
+            // `setarch ARCH command…`.
+            "chroot" | "faketime" | "setarch" if words.len() > 1 => {
                 words.remove(0);
+                if name == "setarch" {
+                    while words
+                        .first()
+                        .is_some_and(|w| w.starts_with('-') && w.len() > 1)
+                    {
+                        words.remove(0);
+                    }
+                }
+            }
+            // `sg GROUP [-c] COMMAND`: a shell runs the command.
+            "sg" if words.len() > 1 => {
+                words.remove(0);
+                if words.first().is_some_and(|w| w == "-c") {
+                    words.remove(0);
+                }
+                let script = words.join(" ");
+                words = vec!["sh".into(), "-c".into(), script];
             }
             // `flock FILE command…` (`flock FD` runs nothing), `flock FILE
             // -c SCRIPT`: a shell's script.
@@ -425,6 +515,8 @@ fn own_scripts(name: &str, words: &[String], fed: &[String]) -> Vec<String> {
             .filter_map(|d| d.split_once('=').map(|(_, body)| body.to_string()))
             .collect(),
         "find" => find_exec(words),
+        // `at` and `batch` run what they read as a shell's commands.
+        "at" | "batch" => fed.to_vec(),
         "git" => super::git::scripts(words),
         _ if is_shell(name) || name == "su" => {
             let mut scripts = Vec::new();

@@ -9,12 +9,14 @@
 //! unknown.
 
 mod echo;
+mod nest;
 mod redirect;
 
 use std::collections::HashMap;
 
 use super::braces::braces;
 use echo::echoed;
+use nest::Nest;
 use redirect::Heredoc;
 pub use redirect::Redirection;
 
@@ -37,8 +39,8 @@ pub(super) struct Lexed {
     /// Where a here-document ends could not be known as bash knows it
     /// (its delimiter is an expansion): the line cannot be judged.
     pub(super) unsure: bool,
-    /// It opens a here-document.
-    pub(super) heredocs: bool,
+    /// The indexes in `nested` of subshells a pipe feeds.
+    pub(super) fed_nested: Vec<usize>,
 }
 
 /// The expansion budget of one command line: a generous multiple of any
@@ -99,6 +101,17 @@ struct Lexer<'a> {
     vars: HashMap<String, String>,
     /// How many `$(echo …)` resolutions this lexer is inside.
     depth: usize,
+    /// Names whose value is not known here (set in a branch, a loop or a
+    /// pipeline, twice, or by `read`), which no later use resolves.
+    unknown: std::collections::HashSet<String>,
+    /// How deep in compound commands (`{ }`, `if`, loops, `case`) the
+    /// command being read is.
+    compound: usize,
+    /// How many nested constructs are being read (`$(` in `$(`…).
+    nesting: usize,
+    /// The depth a compound command a pipe feeds began at: each command
+    /// inside it may read the pipe.
+    fed_compound: Option<usize>,
     /// What expansion may still produce, shared by the whole line.
     budget: Budget,
     /// The redirections of the simple command being read.
@@ -146,6 +159,22 @@ pub(super) fn is_assignment(word: &str) -> bool {
         }
         None => false,
     }
+}
+
+/// How many compound commands the leading keywords of `words` open and
+/// close (`{`, `if`, `while`, `until`, `for`, `select`, `case`; `}`, `fi`,
+/// `done`, `esac`).
+fn compounds(words: &[String]) -> (usize, usize) {
+    let (mut opened, mut closed) = (0, 0);
+    for word in words {
+        match word.as_str() {
+            "{" | "if" | "while" | "until" | "for" | "select" | "case" => opened += 1,
+            "}" | "fi" | "done" | "esac" => closed += 1,
+            "!" | "then" | "do" | "else" | "elif" | "time" | "-p" => {}
+            _ => break,
+        }
+    }
+    (opened, closed)
 }
 
 /// Builtins whose arguments are assignments that last for the line.
@@ -196,6 +225,20 @@ impl Lexer<'_> {
         self.end_word();
         self.close();
         let mut words = std::mem::take(&mut self.words);
+        let (opened, closed) = compounds(&words);
+        let outside = self.compound;
+        self.compound = (self.compound + opened).saturating_sub(closed);
+        let inside = outside > 0 || self.compound > 0;
+        // A compound command a pipe feeds: each command in it may read it.
+        if self.piped && opened > 0 && self.fed_compound.is_none() {
+            self.fed_compound = Some(outside);
+        }
+        let fed_by_pipe = self
+            .fed_compound
+            .is_some_and(|at| outside > at || self.compound > at);
+        if self.fed_compound.is_some_and(|at| self.compound <= at) {
+            self.fed_compound = None;
+        }
         // `coproc NAME { …; }`: the name is no command.
         if words.first().is_some_and(|w| w == "coproc") && words.get(2).is_some_and(|w| w == "{") {
             words.remove(1);
@@ -210,6 +253,7 @@ impl Lexer<'_> {
             // What a branch, a loop or a subshell (a pipeline's part, a
             // background job) assigns may not last for the line.
             let perhaps = shaped
+                || inside
                 || matches!(self.after.as_str(), "&&" | "||" | "|" | "&")
                 || matches!(op, "|" | "&");
             self.remember(&words, perhaps);
@@ -217,7 +261,7 @@ impl Lexer<'_> {
                 words,
                 redirections,
                 fed,
-                piped: self.piped,
+                piped: self.piped || fed_by_pipe,
             });
         }
         // (A pipe's reader may start on the next line: `curl … |⏎sh`.)
@@ -233,112 +277,70 @@ impl Lexer<'_> {
     /// Records the literal assignments of `words` (a simple command just
     /// ended); those that `perhaps` happen make their names unknown.
     fn remember(&mut self, words: &[String], perhaps: bool) {
+        let Some(first) = words.first() else {
+            return;
+        };
+        let names = || words[1..].iter().filter(|w| !w.starts_with(['-', '+']));
+        match first.as_str() {
+            "unset" => {
+                for name in names().cloned().collect::<Vec<_>>() {
+                    self.vars.remove(&name);
+                    if perhaps {
+                        self.unknown.insert(name);
+                    } else {
+                        self.unknown.remove(&name);
+                    }
+                }
+                return;
+            }
+            // Names set by what a command reads or computes.
+            "read" | "mapfile" | "readarray" | "getopts" | "printf" | "let" => {
+                let set: Vec<String> = names()
+                    .map(|w| w.split(['=', '+', '[']).next().unwrap_or(w).to_string())
+                    .collect();
+                self.unknown.extend(set);
+                return;
+            }
+            // A script of its own may set any name.
+            "eval" | "source" | "." => {
+                let known: Vec<String> = self.vars.drain().map(|(name, _)| name).collect();
+                self.unknown.extend(known);
+                return;
+            }
+            _ => {}
+        }
+        // `declare -l p`, `declare -n p=q`: what the name reads is not
+        // what was assigned.
+        let attributes = declares(first) && words[1..].iter().any(|w| w.starts_with(['-', '+']));
+        if attributes {
+            let set: Vec<String> = names()
+                .map(|w| w.split('=').next().unwrap_or(w).to_string())
+                .collect();
+            self.unknown.extend(set);
+            return;
+        }
         let assignments: &[String] = match words.first() {
             Some(first) if declares(first) => &words[1..],
             _ if words.iter().all(|w| is_assignment(w)) => words,
             _ => return,
         };
         for assignment in assignments.iter().filter(|w| is_assignment(w)) {
-            if perhaps {
-                if let Some((name, _)) = assignment.split_once('=') {
-                    self.vars.remove(name.strip_suffix('+').unwrap_or(name));
-                }
+            let Some((name, value)) = assignment.split_once('=') else {
                 continue;
-            }
-            if let Some((name, value)) = assignment.split_once('=') {
-                match name.strip_suffix('+') {
-                    Some(name) => self
-                        .vars
-                        .entry(name.to_string())
-                        .or_default()
-                        .push_str(value),
-                    None => {
-                        self.vars.insert(name.to_string(), value.to_string());
-                    }
-                }
+            };
+            // One that may not happen, that appends, or that gives a name
+            // a second value (which of them a later use reads is a guess,
+            // and `"p"=ls` is no assignment to bash) leaves it unknown.
+            let appends = name.ends_with('+');
+            let name = name.strip_suffix('+').unwrap_or(name);
+            let again = self.vars.get(name).is_some_and(|old| old != value);
+            if perhaps || appends || again || self.unknown.contains(name) {
+                self.vars.remove(name);
+                self.unknown.insert(name.to_string());
+            } else {
+                self.vars.insert(name.to_string(), value.to_string());
             }
         }
-    }
-
-    /// Reads up to the `close` matching an already consumed `open`, as
-    /// written: quotes, comments and here-documents inside are skipped
-    /// whole (a `)` or a quote in them closes nothing).
-    fn balanced(&mut self, open: char, close: char) -> String {
-        let mut depth = 1;
-        let mut inner = String::new();
-        let mut quote: Option<char> = None;
-        let mut heredocs: Vec<Heredoc> = Vec::new();
-        while let Some(c) = self.chars.next() {
-            match quote {
-                Some('"') if c == '\\' => {
-                    inner.push(c);
-                    inner.extend(self.chars.next());
-                    continue;
-                }
-                Some(q) if c == q => quote = None,
-                Some(_) => {}
-                None if c == '\'' || c == '"' => quote = Some(c),
-                None if c == '\\' => {
-                    inner.push(c);
-                    inner.extend(self.chars.next());
-                    continue;
-                }
-                // (A `#` in `${#x}` or `$((16#ff))` starts no comment.)
-                None if c == '#'
-                    && open == '('
-                    && inner.chars().last().is_none_or(|p| {
-                        p.is_whitespace() || matches!(p, ';' | '&' | '|' | '(')
-                    }) =>
-                {
-                    inner.push(c);
-                    while let Some(n) = self.chars.next_if(|n| *n != '\n') {
-                        inner.push(n);
-                    }
-                    continue;
-                }
-                None if c == '<' && self.chars.peek() == Some(&'<') && !inner.ends_with('<') => {
-                    self.chars.next();
-                    inner.push_str("<<");
-                    if self.chars.peek() == Some(&'<') {
-                        continue;
-                    }
-                    let strip_tabs = self.chars.next_if_eq(&'-').is_some();
-                    if strip_tabs {
-                        inner.push('-');
-                    }
-                    let (delimiter, literal, written) = self.delimiter();
-                    self.out.heredocs = true;
-                    inner.push_str(&written);
-                    heredocs.push(Heredoc {
-                        delimiter,
-                        strip_tabs,
-                        literal,
-                    });
-                    continue;
-                }
-                // The line ends: the bodies of the here-documents opened
-                // before it start, those opened outside first.
-                None if c == '\n' && !(heredocs.is_empty() && self.heredocs.is_empty()) => {
-                    inner.push(c);
-                    self.bodies();
-                    for doc in std::mem::take(&mut heredocs) {
-                        let (_, read) = self.body(&doc);
-                        inner.push_str(&read);
-                    }
-                    continue;
-                }
-                None if c == open => depth += 1,
-                None if c == close => {
-                    depth -= 1;
-                    if depth == 0 {
-                        break;
-                    }
-                }
-                None => {}
-            }
-            inner.push(c);
-        }
-        inner
     }
 
     fn take_while_n(&mut self, n: usize, keep: impl Fn(char) -> bool) -> String {
@@ -420,13 +422,13 @@ impl Lexer<'_> {
                 self.chars.next();
                 if self.chars.next_if_eq(&'(').is_some() {
                     // Arithmetic: a number; what it substitutes runs.
-                    let inner = self.balanced('(', ')');
+                    let inner = self.balanced('(', ')', Nest::Arithmetic);
                     self.chars.next_if_eq(&')');
                     self.substitutes(&inner);
                     self.word.push_str(&format!("$(({inner}))"));
                     return;
                 }
-                let inner = self.balanced('(', ')');
+                let inner = self.balanced('(', ')', Nest::Commands);
                 self.substitution(inner);
             }
             Some('\'') => {
@@ -435,7 +437,7 @@ impl Lexer<'_> {
             }
             Some('{') => {
                 self.chars.next();
-                let inner = self.balanced('{', '}');
+                let inner = self.balanced('{', '}', Nest::Parameter);
                 // `${x:-$(…)}`: the default's command runs.
                 self.substitutes(&inner);
                 self.parameter(&inner, true);
@@ -485,6 +487,10 @@ impl Lexer<'_> {
             } else {
                 self.end_word();
             }
+            return;
+        }
+        if self.unknown.contains(name) {
+            self.word.push_str(&written());
             return;
         }
         let positional = name.chars().all(|c| c.is_ascii_digit()) && !name.is_empty()
@@ -542,13 +548,25 @@ impl Lexer<'_> {
         }
     }
 
+    /// A backtick substitution: its text with `` \` ``, `\\` and `\$`
+    /// unescaped, as bash reads it.
     fn backtick(&mut self) {
         self.expanded = true;
         let mut inner = String::new();
-        while let Some(c) = self.chars.next_if(|c| *c != '`') {
-            inner.push(c);
+        while let Some(c) = self.chars.next() {
+            match c {
+                '`' => break,
+                '\\' => match self.chars.next() {
+                    Some(n @ ('`' | '\\' | '$')) => inner.push(n),
+                    Some(n) => {
+                        inner.push('\\');
+                        inner.push(n);
+                    }
+                    None => inner.push('\\'),
+                },
+                other => inner.push(other),
+            }
         }
-        self.chars.next();
         self.substitution(inner);
     }
 
@@ -644,13 +662,24 @@ impl Lexer<'_> {
                 '(' if self.word.is_empty()
                     && self.words.first().is_some_and(|w| w == "case")
                     && self.words.last().is_some_and(|w| w == "in") => {}
+                // `(( … ))`: arithmetic; what it substitutes runs.
+                '(' if self.word.is_empty() && self.chars.next_if_eq(&'(').is_some() => {
+                    let inner = self.balanced('(', ')', Nest::Arithmetic);
+                    self.chars.next_if_eq(&')');
+                    self.substitutes(&inner);
+                }
                 '(' if self.word.is_empty() => {
-                    let inner = self.balanced('(', ')');
+                    let inner = self.balanced('(', ')', Nest::Subshell);
+                    // A subshell a pipe feeds: each of its commands may
+                    // read it.
+                    if self.piped && self.words.is_empty() {
+                        self.out.fed_nested.push(self.out.nested.len());
+                    }
                     self.out.nested.push(inner);
                 }
                 '<' | '>' if self.chars.peek() == Some(&'(') => {
                     self.chars.next();
-                    let inner = self.balanced('(', ')');
+                    let inner = self.balanced('(', ')', Nest::Commands);
                     self.word.push_str(&format!("{c}({inner})"));
                     self.out.nested.push(inner);
                 }
@@ -672,8 +701,8 @@ impl Lexer<'_> {
     fn function_body(&mut self) -> String {
         while self.chars.next_if(|c| c.is_whitespace()).is_some() {}
         match self.chars.next() {
-            Some('{') => self.balanced('{', '}'),
-            Some('(') => self.balanced('(', ')'),
+            Some('{') => self.balanced('{', '}', Nest::Commands),
+            Some('(') => self.balanced('(', ')', Nest::Commands),
             Some(other) => {
                 let mut body = other.to_string();
                 while let Some(c) = self.chars.next_if(|c| *c != ';' && *c != '\n') {
@@ -699,6 +728,10 @@ fn new(text: &str, budget: Budget) -> Lexer<'_> {
         piped: false,
         vars: HashMap::new(),
         depth: 0,
+        unknown: std::collections::HashSet::new(),
+        compound: 0,
+        nesting: 0,
+        fed_compound: None,
         budget,
         redirections: Vec::new(),
         fed: Vec::new(),

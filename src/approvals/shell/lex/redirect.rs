@@ -50,6 +50,9 @@ pub(super) struct Heredoc {
     pub(super) strip_tabs: bool,
     /// Its delimiter was quoted: the body is not expanded.
     pub(super) literal: bool,
+    /// The index of the simple command it feeds, on the line being lexed
+    /// (none inside a nested construct, whose text is lexed again).
+    pub(super) segment: Option<usize>,
 }
 
 impl Lexer<'_> {
@@ -123,6 +126,10 @@ impl Lexer<'_> {
                         written.push(q);
                         match q {
                             '"' => break,
+                            // A line continued: nothing of the word.
+                            '\\' if self.chars.next_if_eq(&'\n').is_some() => {
+                                written.push('\n');
+                            }
                             '\\' if matches!(self.chars.peek(), Some('"' | '\\' | '$' | '`')) => {
                                 let n = self.chars.next().unwrap_or(q);
                                 written.push(n);
@@ -132,6 +139,7 @@ impl Lexer<'_> {
                         }
                     }
                 }
+                '\\' if self.chars.next_if_eq(&'\n').is_some() => written.push('\n'),
                 '\\' => {
                     quoted = true;
                     if let Some(n) = self.chars.next() {
@@ -183,6 +191,9 @@ impl Lexer<'_> {
             body.push_str(line);
             body.push('\n');
             if !ended {
+                // No line ended it: what bash takes for its end may be
+                // elsewhere.
+                self.out.unsure = true;
                 break;
             }
         }
@@ -197,14 +208,60 @@ impl Lexer<'_> {
     pub(super) fn bodies(&mut self) {
         for doc in std::mem::take(&mut self.heredocs) {
             let (body, _) = self.body(&doc);
+            if self.written_to_a_file(&doc) {
+                // Text `cat` or `tee` write to a file: only what an
+                // expanded body substitutes runs.
+                if !doc.literal {
+                    self.substitutions_in(&body);
+                }
+                continue;
+            }
             self.out.nested.push(body);
         }
+    }
+
+    /// Whether `doc` feeds `cat` or `tee` whose output goes to a file, not
+    /// on through a pipe.
+    fn written_to_a_file(&self, doc: &Heredoc) -> bool {
+        let Some(at) = doc.segment else {
+            return false;
+        };
+        let Some(segment) = self.out.segments.get(at) else {
+            return false;
+        };
+        let writer = match segment.words.first().map(String::as_str) {
+            Some("cat") => segment.redirections.iter().any(|r| r.writes()),
+            Some("tee") => true,
+            _ => false,
+        };
+        writer && !self.out.segments.get(at + 1).is_some_and(|next| next.piped)
+    }
+
+    /// The commands `text` (an expanded here-document's body) substitutes,
+    /// each analysed as a script of its own.
+    fn substitutions_in(&mut self, text: &str) {
+        let mut inner = super::new(text, self.budget);
+        inner.vars = self.vars.clone();
+        inner.depth = self.depth;
+        inner.in_double = true;
+        while let Some(c) = inner.chars.next() {
+            match c {
+                '\\' => {
+                    inner.chars.next();
+                }
+                '$' => inner.dollar(),
+                '`' => inner.backtick(),
+                _ => {}
+            }
+        }
+        self.budget = inner.budget;
+        self.out.nested.append(&mut inner.out.nested);
+        self.out.unsure |= inner.out.unsure;
     }
 
     /// A here-document's operator (`<<`, `<<-`) just read: its delimiter.
     pub(super) fn heredoc(&mut self, operator: String) {
         self.close();
-        self.out.heredocs = true;
         let (delimiter, literal, _) = self.delimiter();
         self.tokens.push(operator.clone());
         self.tokens.push(delimiter.clone());
@@ -212,6 +269,7 @@ impl Lexer<'_> {
             delimiter: delimiter.clone(),
             strip_tabs: operator == "<<-",
             literal,
+            segment: Some(self.out.segments.len()),
         });
         self.redirections.push(Redirection {
             operator,
