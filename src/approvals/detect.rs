@@ -388,6 +388,45 @@ mod tests {
         }
     }
 
+    /// From the third review: a quoted value bash evaluates later, `case`
+    /// as a word, `((…) )` as subshells, `>(…)` fed what is written, a
+    /// function or alias fed a pipe or a here-document, an unclosed
+    /// construct.
+    #[test]
+    fn what_bash_runs_later_or_elsewhere_is_judged() {
+        for cmd in [
+            "y='a[$(rm -rf /)]'; echo $((y))",
+            "echo \"$(echo case)\" ; rm -rf / ; echo \"esac)\"",
+            "((rm -rf /) )",
+            "echo $((rm -rf /) )",
+            "cat > >(bash) <<EOF\nrm -rf /\nEOF",
+            "tee >(bash) <<EOF\nmkfs /dev/sda\nEOF",
+            "cat() { bash; }; cat >f <<EOF\nrm -rf /\nEOF",
+        ] {
+            assert!(
+                detect(cmd).hard_blocked(),
+                "{cmd:?}: {:?}",
+                detect(cmd).keys()
+            );
+        }
+        for cmd in [
+            "echo 'rm -rf /' > >(bash)",
+            "printf 'rm -rf /' | tee >(bash)",
+            "f() { bash; }; echo 'rm -rf /' | f",
+            "alias x=bash; echo hi | x",
+            "echo $(echo hi",
+        ] {
+            assert!(!detect(cmd).matches.is_empty(), "{cmd:?}");
+        }
+        for cmd in [
+            "echo $(grep case notes.txt)",
+            "git log | grep case",
+            "echo $(( (1+2)*3 ))",
+        ] {
+            assert_eq!(detect(cmd).keys(), Vec::<&str>::new(), "{cmd:?}");
+        }
+    }
+
     #[test]
     fn hard_blocks_are_hard() {
         for cmd in [

@@ -111,6 +111,8 @@ struct Lexer<'a> {
     compound: usize,
     /// How many nested constructs are being read (`$(` in `$(`…).
     nesting: usize,
+    /// The functions and aliases the line defines.
+    defined: std::collections::HashSet<String>,
     /// The depth a compound command a pipe feeds began at: each command
     /// inside it may read the pipe.
     fed_compound: Option<usize>,
@@ -217,6 +219,10 @@ impl Lexer<'_> {
         if self.fed_compound.is_some_and(|at| self.compound <= at) {
             self.fed_compound = None;
         }
+        // `function NAME`: a name the line defines.
+        if words.first().is_some_and(|w| w == "function") {
+            self.defined.extend(words.get(1).cloned());
+        }
         // `coproc NAME { …; }`: the name is no command.
         if words.first().is_some_and(|w| w == "coproc") && words.get(2).is_some_and(|w| w == "{") {
             words.remove(1);
@@ -228,6 +234,11 @@ impl Lexer<'_> {
         let fed = std::mem::take(&mut self.fed);
         let ran = !words.is_empty() || !redirections.is_empty();
         if ran {
+            // A function or an alias of the line's fed a pipe or a
+            // here-document: what its body does with it is not followed.
+            let defined = words.first().is_some_and(|w| self.defined.contains(w));
+            let given = self.piped || fed_by_pipe || redirections.iter().any(|r| r.here());
+            self.out.unsure |= defined && given;
             // What a branch, a loop or a subshell (a pipeline's part, a
             // background job) assigns may not last for the line.
             let perhaps = shaped
@@ -332,7 +343,7 @@ impl Lexer<'_> {
                 if self.chars.next_if_eq(&'(').is_some() {
                     // Arithmetic: a number; what it substitutes runs.
                     let inner = self.balanced('(', ')', Nest::Arithmetic);
-                    self.chars.next_if_eq(&')');
+                    self.arithmetic_end(&inner, Nest::Commands);
                     self.substitutes(&inner);
                     self.word.push_str(&format!("$(({inner}))"));
                     return;
@@ -449,6 +460,18 @@ impl Lexer<'_> {
         self.out.nested.push(inner);
     }
 
+    /// The end of `((inner)` just read as arithmetic: a `)` if it is one;
+    /// else (`((rm -rf /) )`) bash reads a nested subshell or command
+    /// substitution, whose commands `inner` and the rest up to its `)` are.
+    fn arithmetic_end(&mut self, inner: &str, rest: Nest) {
+        if self.chars.next_if_eq(&')').is_some() {
+            return;
+        }
+        self.out.nested.push(inner.to_string());
+        let rest = self.balanced('(', ')', rest);
+        self.out.nested.push(rest);
+    }
+
     /// Analyses `text` (an arithmetic expression, a parameter's
     /// operation) as a script of its own when it substitutes a command.
     fn substitutes(&mut self, text: &str) {
@@ -562,6 +585,7 @@ impl Lexer<'_> {
                     // `name()`: a function definition; its body follows.
                     self.chars.next();
                     let name = std::mem::take(&mut self.word);
+                    self.defined.insert(name.clone());
                     let body = self.function_body();
                     // The definition stays in the line as written.
                     self.tokens.push(format!("{name}() {{{body}}}"));
@@ -574,7 +598,7 @@ impl Lexer<'_> {
                 // `(( … ))`: arithmetic; what it substitutes runs.
                 '(' if self.word.is_empty() && self.chars.next_if_eq(&'(').is_some() => {
                     let inner = self.balanced('(', ')', Nest::Arithmetic);
-                    self.chars.next_if_eq(&')');
+                    self.arithmetic_end(&inner, Nest::Subshell);
                     self.substitutes(&inner);
                 }
                 '(' if self.word.is_empty() => {
@@ -589,6 +613,10 @@ impl Lexer<'_> {
                 '<' | '>' if self.chars.peek() == Some(&'(') => {
                     self.chars.next();
                     let inner = self.balanced('(', ')', Nest::Commands);
+                    // `>(…)`: its commands read what is written to it.
+                    if c == '>' {
+                        self.out.fed_nested.push(self.out.nested.len());
+                    }
                     self.word.push_str(&format!("{c}({inner})"));
                     self.out.nested.push(inner);
                 }
@@ -640,6 +668,7 @@ fn new(text: &str, budget: Budget) -> Lexer<'_> {
         unknown: std::collections::HashSet::new(),
         compound: 0,
         nesting: 0,
+        defined: std::collections::HashSet::new(),
         fed_compound: None,
         budget,
         redirections: Vec::new(),

@@ -36,6 +36,23 @@ impl Lexer<'_> {
         let Some(first) = words.first() else {
             return;
         };
+        // A value that holds a command substitution, quoted or not, runs
+        // it where bash evaluates it later (`y='a[$(…)]'; echo $((y))`).
+        for word in words.iter().filter(|w| is_assignment(w)) {
+            if let Some((_, value)) = word.split_once('=')
+                && (value.contains("$(") || value.contains('`'))
+            {
+                self.out.nested.push(value.to_string());
+            }
+        }
+        // `alias f=…`: a name the line defines runs what it was given.
+        if first == "alias" {
+            self.defined.extend(
+                words[1..]
+                    .iter()
+                    .filter_map(|w| w.split_once('=').map(|(name, _)| name.to_string())),
+            );
+        }
         let names = || words[1..].iter().filter(|w| !w.starts_with(['-', '+']));
         match first.as_str() {
             "unset" => {

@@ -58,14 +58,25 @@ impl Lexer<'_> {
         let outer = self.heredocs.len();
         let mut word_start = true;
         let mut word = String::new();
+        // `case` and `esac` count only where a command starts.
         let mut cases = 0usize;
+        let mut command_position = true;
+        let mut closed = false;
         while let Some(c) = self.chars.next() {
             let boundary = c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')');
             if boundary && kind.commands() {
-                match word.as_str() {
-                    "case" => cases += 1,
-                    "esac" => cases = cases.saturating_sub(1),
-                    _ => {}
+                if !word.is_empty() {
+                    if command_position {
+                        match word.as_str() {
+                            "case" => cases += 1,
+                            "esac" => cases = cases.saturating_sub(1),
+                            _ => {}
+                        }
+                    }
+                    command_position = super::is_keyword(&word) && word != "}";
+                }
+                if matches!(c, ';' | '&' | '|' | '(' | '\n') {
+                    command_position = true;
                 }
                 word.clear();
             }
@@ -166,6 +177,7 @@ impl Lexer<'_> {
                 _ if c == close => {
                     depth -= 1;
                     if depth == 0 {
+                        closed = true;
                         break;
                     }
                 }
@@ -177,6 +189,8 @@ impl Lexer<'_> {
                 word.push(c);
             }
         }
+        // Never closed: where bash ends it is not known.
+        self.out.unsure |= !closed;
         inner
     }
 
@@ -220,6 +234,11 @@ impl Lexer<'_> {
                 inner.push_str(&text);
                 inner.push(')');
                 if self.chars.next_if_eq(&')').is_some() {
+                    inner.push(')');
+                } else {
+                    // `$((…) )`: a command substitution after all.
+                    let rest = self.balanced('(', ')', Nest::Commands);
+                    inner.push_str(&rest);
                     inner.push(')');
                 }
             }

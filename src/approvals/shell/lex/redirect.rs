@@ -229,12 +229,39 @@ impl Lexer<'_> {
         let Some(segment) = self.out.segments.get(at) else {
             return false;
         };
+        // A file: not a process substitution or a descriptor, whose reader
+        // may run it.
+        let file = |target: &str| {
+            !(target.starts_with(">(")
+                || target.starts_with("/dev/")
+                || target.starts_with("/proc/")
+                || target.starts_with('$'))
+        };
         let writer = match segment.words.first().map(String::as_str) {
-            Some("cat") => segment.redirections.iter().any(|r| r.writes()),
-            Some("tee") => true,
+            Some("cat") => {
+                let targets: Vec<&str> = segment
+                    .redirections
+                    .iter()
+                    .filter(|r| r.writes())
+                    .map(|r| r.target.as_str())
+                    .collect();
+                !targets.is_empty() && targets.iter().all(|t| file(t))
+            }
+            Some("tee") => {
+                segment.words[1..].iter().all(|w| file(w))
+                    && segment
+                        .redirections
+                        .iter()
+                        .all(|r| !r.writes() || file(&r.target))
+            }
             _ => false,
         };
-        writer && !self.out.segments.get(at + 1).is_some_and(|next| next.piped)
+        // Not `cat` or `tee` as the line redefined them.
+        let redefined = segment
+            .words
+            .first()
+            .is_some_and(|name| self.defined.contains(name));
+        writer && !redefined && !self.out.segments.get(at + 1).is_some_and(|next| next.piped)
     }
 
     /// The commands `text` (an expanded here-document's body) substitutes,
