@@ -38,6 +38,53 @@ pub struct Launcher {
 /// `[tools.terminal] env_passthrough`.
 const ENV_KEPT: &[&str] = &["LANG", "LC_ALL", "TERM", "TZ"];
 
+/// Git's settings that run a program, pinned for every local command. A
+/// hook or setting the agent wrote into the workspace (`.git/hooks`,
+/// `core.fsmonitor` in `.git/config`, a `.gitconfig` in `HOME`, which is
+/// the workspace) would otherwise run when an innocuous `git status` or
+/// `git commit` does, never shown for approval. Given as
+/// `GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n`, they override every
+/// configuration file and yield only to `git -c` written in the command
+/// itself, where approval reads it. Drivers named by `.gitattributes`
+/// (`filter.*`, `diff.*.textconv`) cannot be pinned this way: the sandbox
+/// is their boundary.
+const GIT_PINNED: &[(&str, &str)] = &[
+    ("core.hooksPath", "/dev/null"),
+    ("core.fsmonitor", "false"),
+    ("core.sshCommand", "ssh"),
+    ("core.pager", "cat"),
+    ("core.editor", "true"),
+    ("sequence.editor", "true"),
+    // The empty value empties the list of helpers read before it.
+    ("credential.helper", ""),
+    ("gpg.program", "gpg"),
+    ("gpg.ssh.program", "ssh-keygen"),
+    ("gpg.x509.program", "gpgsm"),
+    ("protocol.ext.allow", "never"),
+];
+
+/// Appends [`GIT_PINNED`] to `env`, after the settings an operator passes
+/// through in `GIT_CONFIG_COUNT` (a later one wins).
+fn pin_git(env: &mut Vec<(String, String)>) {
+    let first = env
+        .iter()
+        .find(|(n, _)| n == "GIT_CONFIG_COUNT")
+        .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    env.retain(|(n, _)| n != "GIT_CONFIG_COUNT");
+    for (i, (key, value)) in GIT_PINNED.iter().enumerate() {
+        env.push((format!("GIT_CONFIG_KEY_{}", first + i), (*key).to_string()));
+        env.push((
+            format!("GIT_CONFIG_VALUE_{}", first + i),
+            (*value).to_string(),
+        ));
+    }
+    env.push((
+        "GIT_CONFIG_COUNT".into(),
+        (first + GIT_PINNED.len()).to_string(),
+    ));
+}
+
 /// A stream of a child's output: a pipe, or its pseudo-terminal.
 pub type Output = Box<dyn AsyncRead + Send + Unpin>;
 
@@ -118,6 +165,9 @@ impl Launcher {
             {
                 env.push((name.to_string(), value));
             }
+        }
+        if self.config.backend == TerminalBackend::Local {
+            pin_git(&mut env);
         }
         // In a terminal, programs that draw need to know what it can do.
         env.retain(|(n, _)| !(pty && n == "TERM"));

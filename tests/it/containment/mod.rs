@@ -488,6 +488,45 @@ async fn build_test_and_git_still_work_inside_the_workspace() {
     }
 }
 
+/// A hook or a command-running setting the agent wrote runs with no
+/// command of its own to approve: git runs it when an innocuous `git
+/// status` or `git commit` does. Pinned, neither runs; git still commits.
+#[tokio::test]
+async fn a_git_hook_or_setting_the_agent_wrote_does_not_run() {
+    for mode in MODES {
+        let host = Host::new();
+        let results = host
+            .run(
+                mode,
+                &[
+                    terminal("git init -q ."),
+                    (
+                        "write_file",
+                        serde_json::json!({"path": ".git/hooks/pre-commit", "content": "#!/bin/sh\necho hook-ran > hook-ran.txt\n"}).to_string(),
+                    ),
+                    (
+                        "write_file",
+                        serde_json::json!({"path": ".gitconfig", "content": "[core]\n\tfsmonitor = \"echo > fsmonitor-ran.txt; false\"\n"}).to_string(),
+                    ),
+                    terminal(
+                        "chmod +x .git/hooks/pre-commit && git status --short > /dev/null; git add -A && git -c user.email=a@example.org -c user.name=a commit -qm first && echo committed; ls -a",
+                    ),
+                ],
+            )
+            .await;
+        let listed = &results[3];
+        assert!(listed.contains("committed"), "{mode}: {listed}");
+        assert!(
+            !listed.contains("hook-ran"),
+            "{mode}: the hook ran: {listed}"
+        );
+        assert!(
+            !listed.contains("fsmonitor-ran"),
+            "{mode}: core.fsmonitor ran: {listed}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn check_names_the_sandbox_it_chose_and_why() {
     let host = Host::new();
